@@ -1,0 +1,82 @@
+// Privacy accounting: costs as RDP curves on a fixed grid of orders plus an optional pure
+// epsilon, exact integer composition, and conversion to (epsilon, delta)
+// (Canonne-Kamath-Steinke 2020, Prop. 12; curves as in dp_accounting's
+// rdp_privacy_accountant.py). See ALGORITHMS.md §0.
+#ifndef FAIRVAULT_CORE_ACCOUNTING_ACCOUNTANT_H_
+#define FAIRVAULT_CORE_ACCOUNTING_ACCOUNTANT_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace fairvault::core::accounting {
+
+// Budgets and pure epsilons are stored as integers in micro-units so that 10 x 0.1 spends
+// exactly 1. RDP values are stored as integers in nano-units, rounded up.
+inline constexpr int64_t kMicro = 1'000'000;
+inline constexpr int64_t kNano = 1'000'000'000;
+
+// epsilon (finite, > 0) to micro-units, rounded to nearest; InvalidArgument if the result
+// is < 1 micro-unit or > 1e6 (epsilon above 1e6 is meaningless).
+absl::StatusOr<int64_t> EpsilonToMicro(double epsilon);
+inline double MicroToEpsilon(int64_t micro) { return static_cast<double>(micro) / kMicro; }
+
+// The fixed grid of RDP orders (all > 1) on which the ledger stores curves. Never reorder:
+// stored curves are indexed by position.
+const std::vector<double>& RdpOrders();
+
+// RDP of the Laplace mechanism with epsilon = sensitivity/scale, at each order:
+// eps + log1p((a-1) expm1((1-2a) eps) / (2a-1)) / (a-1). Holds for the discrete Laplace too.
+std::vector<double> LaplaceRdp(double epsilon, absl::Span<const double> orders);
+// RDP of the Gaussian mechanism with L2 sensitivity `sensitivity` and std `sigma`:
+// a * sensitivity^2 / (2 sigma^2). Holds for the discrete Gaussian too (CKS Thm 4).
+std::vector<double> GaussianRdp(double sensitivity, double sigma, absl::Span<const double> orders);
+
+// min over orders of rdp(a) + log1p(-1/a) - log(delta a)/(a-1), clamped at >= 0.
+// +infinity if delta <= 0 or no order is finite. Orders must be > 1.
+double RdpToEpsilon(absl::Span<const double> orders, absl::Span<const double> rdp, double delta);
+
+// The cost of one release, as the ledger stores it.
+struct PrivacyCost {
+  // Set iff the mechanism is pure epsilon-DP.
+  std::optional<int64_t> pure_epsilon_micro;
+  // RDP(a) on RdpOrders(), in nano-units rounded up.
+  std::vector<int64_t> rdp_nano;
+};
+
+// Cost of a pure epsilon-DP Laplace-type release (epsilon in micro-units).
+PrivacyCost LaplaceCost(int64_t epsilon_micro);
+// Cost of a Gaussian release.
+PrivacyCost GaussianCost(double sensitivity, double sigma);
+
+// The composition of many costs, kept as exact integer sums.
+struct Spend {
+  int64_t releases = 0;
+  // Sum of pure epsilons of the pure releases.
+  int64_t pure_micro = 0;
+  // Sum of RDP curves of all releases, and of the releases that are not pure.
+  std::vector<int64_t> rdp_all_nano;
+  std::vector<int64_t> rdp_nonpure_nano;
+
+  // Adds one cost (exact, order-independent).
+  void Add(const PrivacyCost& cost);
+  bool operator==(const Spend& other) const;
+};
+
+// Epsilon spent at `delta`, in micro-units rounded up: the smaller of two valid bounds,
+// (a) the RDP conversion of all releases and (b) the pure sum plus the RDP conversion of the
+// non-pure releases (basic composition). With only pure releases (b) is the exact sum.
+// Returns INT64_MAX when neither bound is finite (e.g. Gaussian releases with delta 0).
+int64_t SpentEpsilonMicro(const Spend& spend, double delta);
+
+// The smallest sigma (to relative precision 1e-9) such that one Gaussian release with L2
+// sensitivity `sensitivity` costs at most `epsilon` at `delta` on RdpOrders().
+// InvalidArgument for non-positive inputs or delta outside (0, 1).
+absl::StatusOr<double> CalibrateGaussianSigma(double epsilon, double delta, double sensitivity);
+
+}  // namespace fairvault::core::accounting
+
+#endif  // FAIRVAULT_CORE_ACCOUNTING_ACCOUNTANT_H_

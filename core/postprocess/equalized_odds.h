@@ -1,0 +1,70 @@
+// Differentially private equalized-odds post-processing (Jagielski et al. 2019, Alg. 1;
+// ALGORITHMS.md §1): noisy counts of (ŷ, a, y), then a GLPK linear program for the mixing
+// probabilities p[ŷ][a] = P(Ỹ=1 | Ŷ=ŷ, A=a).
+#ifndef FAIRVAULT_CORE_POSTPROCESS_EQUALIZED_ODDS_H_
+#define FAIRVAULT_CORE_POSTPROCESS_EQUALIZED_ODDS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/random/bit_gen_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/dp/integer_noise.h"
+
+namespace fairvault::core::postprocess {
+
+// Counts n[ŷ][a][y] over K groups, flattened: index ((yhat * K) + a) * 2 + y.
+struct EoCounts {
+  int num_groups = 0;
+  std::vector<int64_t> n;  // size 4K
+  int64_t& at(int yhat, int a, int y) { return n[(yhat * num_groups + a) * 2 + y]; }
+  int64_t at(int yhat, int a, int y) const { return n[(yhat * num_groups + a) * 2 + y]; }
+};
+
+// Exact counts. prediction/label in {0,1}, group in [0,K); InvalidArgument otherwise, naming
+// the first bad row.
+absl::StatusOr<EoCounts> CountEo(absl::Span<const int> prediction, absl::Span<const int> label,
+                                 absl::Span<const int> group, int num_groups);
+
+struct EoOptions {
+  double gamma = 0;      // fairness tolerance, >= 0
+  double beta = 0.05;    // failure probability of the slack bound, in (0,1)
+  double epsilon = 1;    // privacy parameter the counts were noised with; +inf = no noise
+  int64_t m = 0;         // number of subjects (public), > 0
+  bool all_pairs = false;  // constrain every pair instead of each group against group 0
+  absl::Status Validate() const;
+};
+
+struct EoGroupResult {
+  double p0 = 0;  // P(Ỹ=1 | Ŷ=0, A=a)
+  double p1 = 0;  // P(Ỹ=1 | Ŷ=1, A=a)
+  double noisy_fpr = 0, noisy_tpr = 0;      // rates of Ŷ on the (clamped) noisy masses
+  double derived_fpr = 0, derived_tpr = 0;  // rates of Ỹ
+  double fpr_slack = 0, tpr_slack = 0;      // slack vs. the reference (0 for group 0)
+};
+
+struct EoSolution {
+  std::vector<EoGroupResult> groups;
+  double objective = 0;    // Σ (q[ŷ][a][0] − q[ŷ][a][1]) p[ŷ][a]
+  double noisy_error = 0;  // objective + Σ_{ŷ,a} q[ŷ][a][1], the derived predictor's error
+  std::vector<std::string> warnings;
+};
+
+// Solves the §1 LP on counts (noisy or exact) divided by options.m. Noisy masses q_ay are
+// clamped below at 1/m (a public floor) before dividing; a warning names each group whose
+// mass is below 4 ln(4K/β)/(m ε), where the slack is too large for the constraint to bind.
+// With epsilon = +inf the slack is 0 (the non-private Hardt et al. LP).
+// Internal if GLPK fails.
+absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const EoOptions& options);
+
+// Alg. 1 end to end: adds one draw of `noise` to every count, then solves. `noisy_counts`
+// receives the released counts.
+absl::StatusOr<EoSolution> FitEqualizedOdds(const EoCounts& exact_counts, const EoOptions& options,
+                                            const dp::IntegerNoise& noise, absl::BitGenRef gen,
+                                            EoCounts* noisy_counts);
+
+}  // namespace fairvault::core::postprocess
+
+#endif  // FAIRVAULT_CORE_POSTPROCESS_EQUALIZED_ODDS_H_
