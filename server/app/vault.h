@@ -1,0 +1,172 @@
+// The vault's use-cases, free of gRPC types: the regulator's administration, the company's
+// tables and private releases, and read-only views for auditors. Requests and responses are
+// the fairvault.v1 messages; protected data stays inside and leaves only through a charged
+// mechanism (see docs/privacy.md).
+#ifndef FAIRVAULT_SERVER_APP_VAULT_H_
+#define FAIRVAULT_SERVER_APP_VAULT_H_
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/random/bit_gen_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/dp/integer_noise.h"
+#include "fairvault/v1/fairvault.pb.h"
+#include "server/app/caller.h"
+#include "server/app/clock.h"
+#include "server/app/subject_index.h"
+#include "server/storage/records.pb.h"
+#include "server/storage/store.h"
+
+namespace fairvault::server {
+
+namespace v1 = ::fairvault::v1;
+
+struct VaultOptions {
+  // Upper bound on rows per imported batch or uploaded table.
+  int64_t max_rows = 20'000'000;
+  // Tables kept parsed in memory.
+  int table_cache_size = 4;
+  absl::Status Validate() const;
+};
+
+// A table joined with the vault: the rows whose keys are subjects, and each row's joint group.
+struct JoinedRows {
+  std::vector<int64_t> table_rows;  // indices into the stored table
+  std::vector<int> group;           // joint group code per used row
+  int num_groups = 0;
+  std::vector<std::string> group_labels;  // "Female" or "Female|White"
+  std::vector<std::string> attributes;    // attributes forming the group
+  int64_t dropped = 0;
+};
+
+class Vault {
+ public:
+  // `gen` is the secure generator in production; it must outlive the vault and be safe to
+  // share across threads.
+  Vault(storage::Store* store, const Clock* clock, absl::BitGenRef gen, VaultOptions options = {});
+
+  // --- accounts and keys ---------------------------------------------------------------------
+  // Creates an account of any role and returns its API key (shown once). Used by the
+  // regulator's CreateAccount and by the server's bootstrap command.
+  absl::StatusOr<v1::CreateAccountResponse> CreateAccountUnchecked(const std::string& name,
+                                                                   storage::Role role);
+  // The caller a bearer key belongs to; Unauthenticated for a malformed or wrong key.
+  absl::StatusOr<Caller> Authenticate(const std::string& api_key);
+
+  // --- regulator -----------------------------------------------------------------------------
+  absl::StatusOr<v1::CreateDatasetResponse> CreateDataset(const Caller& caller,
+                                                          const v1::CreateDatasetRequest& req);
+  absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Caller& caller);
+  absl::StatusOr<v1::DeleteDatasetResponse> DeleteDataset(const Caller& caller,
+                                                          const v1::DeleteDatasetRequest& req);
+  // `next` fills the next chunk of rows and returns false at the end of the stream.
+  absl::StatusOr<v1::ImportAttributesResponse> ImportAttributes(
+      const Caller& caller, const v1::ImportHeader& header,
+      const std::function<bool(v1::SubjectRows*)>& next);
+  absl::StatusOr<v1::CreateAccountResponse> CreateAccount(const Caller& caller,
+                                                          const v1::CreateAccountRequest& req);
+  absl::StatusOr<v1::ListAccountsResponse> ListAccounts(const Caller& caller);
+  absl::StatusOr<v1::GrantBudgetResponse> GrantBudget(const Caller& caller,
+                                                      const v1::GrantBudgetRequest& req);
+  absl::StatusOr<v1::SetDatasetCapResponse> SetDatasetCap(const Caller& caller,
+                                                          const v1::SetDatasetCapRequest& req);
+  absl::StatusOr<v1::VerifyLedgerResponse> VerifyLedger(const Caller& caller);
+
+  // --- company -------------------------------------------------------------------------------
+  absl::StatusOr<v1::UploadTableResponse> UploadTable(
+      const Caller& caller, const v1::TableHeader& header,
+      const std::function<bool(v1::TableChunk*)>& next);
+  absl::StatusOr<v1::NoisyCountsResponse> NoisyCounts(const Caller& caller,
+                                                      const v1::NoisyCountsRequest& req);
+  absl::StatusOr<v1::FitEqualizedOddsResponse> FitEqualizedOdds(
+      const Caller& caller, const v1::FitEqualizedOddsRequest& req);
+  absl::StatusOr<v1::GetArtifactResponse> GetArtifact(const Caller& caller,
+                                                      const v1::GetArtifactRequest& req);
+  absl::StatusOr<v1::GetBudgetResponse> GetBudget(const Caller& caller,
+                                                  const v1::GetBudgetRequest& req);
+  // Companies see their own rows; auditors and the regulator see any.
+  absl::StatusOr<v1::ListLedgerResponse> ListLedger(const Caller& caller,
+                                                    const v1::ListLedgerRequest& req);
+
+  // --- auditor -------------------------------------------------------------------------------
+  absl::StatusOr<v1::ListBudgetsResponse> ListBudgets(const Caller& caller,
+                                                      const v1::ListBudgetsRequest& req);
+
+ private:
+  struct IndexSlot {
+    absl::Mutex mu;
+    bool loaded ABSL_GUARDED_BY(mu) = false;
+    std::unique_ptr<SubjectIndex> index ABSL_GUARDED_BY(mu);
+  };
+  // A company table resolved for a request: ownership and expiry checked, parsed.
+  struct ResolvedTable {
+    storage::TableRecord record;  // payload cleared
+    storage::DatasetRecord dataset;
+    std::vector<v1::Attribute> dataset_attributes;
+    std::shared_ptr<const storage::StoredTable> table;
+  };
+  // What a spending use-case hands to the common charge path.
+  struct PreparedRelease {
+    std::string request_kind;
+    std::string idempotency_key;
+    const google::protobuf::Message* request = nullptr;  // for the parameter digest
+    int64_t dataset_id = 0;
+    std::string dataset_name;
+    double epsilon = 0;
+    v1::NoiseKind noise = v1::NOISE_KIND_DISCRETE_LAPLACE;
+    // Sensitivity of the released integer vector: L1 for Laplace, L2 for Gaussian.
+    double sensitivity = 0;
+  };
+  // Fills a response (everything but `charge`) with the given noise; returns the artifact
+  // to store with it, if any. Runs inside the charge transaction.
+  template <typename Response>
+  using ReleaseFill = std::function<absl::StatusOr<std::optional<storage::ArtifactRecord>>(
+      const core::dp::IntegerNoise& noise, int64_t ledger_seq, Response* response)>;
+
+  // The stored response for (caller, key) if this is a replay; FailedPrecondition if the key
+  // was used with other parameters. Checked before anything else so that a replay works even
+  // after the table expired.
+  template <typename Response>
+  absl::StatusOr<std::optional<Response>> Replay(const Caller& caller,
+                                                 const PreparedRelease& release);
+  // The one charge path: declared cost -> privacy filter -> release -> ledger + stored
+  // response, atomically (storage::Store::Charge).
+  template <typename Response>
+  absl::StatusOr<Response> ChargeAndRelease(const Caller& caller, const PreparedRelease& release,
+                                            const ReleaseFill<Response>& fill);
+
+  absl::StatusOr<std::shared_ptr<IndexSlot>> LoadIndex(const storage::DatasetRecord& dataset);
+  absl::StatusOr<std::vector<v1::Attribute>> DatasetAttributes(
+      const storage::DatasetRecord& dataset) const;
+  absl::StatusOr<ResolvedTable> ResolveTable(const Caller& caller, const std::string& handle);
+  absl::StatusOr<JoinedRows> Join(const ResolvedTable& table,
+                                  const google::protobuf::RepeatedPtrField<std::string>& attrs,
+                                  v1::UnmatchedKeys unmatched);
+  absl::StatusOr<v1::Budget> BudgetView(int64_t account_id, const std::string& company,
+                                        const storage::DatasetRecord& dataset);
+
+  storage::Store* store_;
+  const Clock* clock_;
+  absl::BitGenRef gen_;
+  VaultOptions options_;
+
+  absl::Mutex import_mu_;  // serialises imports (check-then-append on the index)
+  absl::Mutex index_mu_;
+  std::map<int64_t, std::shared_ptr<IndexSlot>> indexes_ ABSL_GUARDED_BY(index_mu_);
+  absl::Mutex table_cache_mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const storage::StoredTable>>> table_cache_
+      ABSL_GUARDED_BY(table_cache_mu_);
+};
+
+}  // namespace fairvault::server
+
+#endif  // FAIRVAULT_SERVER_APP_VAULT_H_

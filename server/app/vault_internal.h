@@ -1,0 +1,35 @@
+// Helpers shared by the vault's use-case files (not part of the vault's interface).
+#ifndef FAIRVAULT_SERVER_APP_VAULT_INTERNAL_H_
+#define FAIRVAULT_SERVER_APP_VAULT_INTERNAL_H_
+
+#include <initializer_list>
+#include <string>
+
+#include "absl/status/status.h"
+#include "fairvault/v1/fairvault.pb.h"
+#include "server/app/caller.h"
+#include "server/storage/store.h"
+
+namespace fairvault::server::internal {
+
+// PermissionDenied unless the caller has one of `roles`.
+absl::Status RequireRole(const Caller& caller, std::initializer_list<storage::Role> roles);
+
+// InvalidArgument unless `value` matches [a-z0-9_-]{1,64}.
+absl::Status ValidateName(const std::string& value, const char* field);
+
+// InvalidArgument unless 1..128 printable ASCII characters.
+absl::Status ValidateToken(const std::string& value, const char* field);
+
+// InvalidArgument unless delta is in [0, 1).
+absl::Status ValidateDelta(double delta);
+
+v1::Role ToProtoRole(storage::Role role);
+
+// The Budget message for a grant (or cap) and its spend.
+v1::Budget MakeBudget(const std::string& dataset, const std::string& company,
+                      int64_t granted_micro, double delta, const core::accounting::Spend& spend);
+
+}  // namespace fairvault::server::internal
+
+#endif  // FAIRVAULT_SERVER_APP_VAULT_INTERNAL_H_

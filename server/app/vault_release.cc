@@ -1,0 +1,372 @@
+// Private releases: the one charge path (replay check, declared cost, privacy filter, release,
+// ledger, stored response) and the mechanisms that use it.
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/accounting/accountant.h"
+#include "core/postprocess/equalized_odds.h"
+#include "core/util/status_macros.h"
+#include "core/util/validate.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "server/app/vault.h"
+#include "server/app/vault_internal.h"
+#include "server/util/crypto.h"
+
+namespace fairvault::server {
+
+using internal::RequireRole;
+using storage::Role;
+namespace accounting = core::accounting;
+
+namespace {
+
+constexpr int64_t kMaxCells = 100'000;
+
+std::string SerializeDeterministic(const google::protobuf::Message& message) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  return out;
+}
+
+// Digest of a request's parameters: everything but the idempotency key.
+std::string ParamsDigest(const std::string& kind, const google::protobuf::Message& request) {
+  std::unique_ptr<google::protobuf::Message> copy(request.New());
+  copy->CopyFrom(request);
+  const auto* field = copy->GetDescriptor()->FindFieldByName("idempotency_key");
+  if (field != nullptr) copy->GetReflection()->ClearField(copy.get(), field);
+  return HexEncode(Sha256(absl::StrCat(kind, std::string(1, '\0'), SerializeDeterministic(*copy))));
+}
+
+template <typename Response>
+absl::StatusOr<Response> ParseStored(const std::string& payload) {
+  Response resp;
+  if (!resp.ParseFromString(payload)) return absl::DataLossError("stored response is corrupt");
+  return resp;
+}
+
+// Index of a named column in a stored table, or InvalidArgument listing the columns.
+absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::string& name,
+                                const char* field) {
+  for (int c = 0; c < table.specs_size(); ++c) {
+    if (table.specs(c).name() == name) return c;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": unknown column '", name, "'; the table has: ",
+      absl::StrJoin(table.specs(), ", ",
+                    [](std::string* o, const v1::ColumnSpec& s) { o->append(s.name()); })));
+}
+
+// A binary (0/1) numeric column over the joined rows, or InvalidArgument naming the row.
+absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table, int column,
+                                              const std::vector<int64_t>& rows, const char* field) {
+  if (table.specs(column).type() != v1::COLUMN_TYPE_NUMERIC) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": column '", table.specs(column).name(), "' must be numeric with values 0 or 1"));
+  }
+  const auto& values = table.columns(column).numeric();
+  std::vector<int> out(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double v = values[rows[i]];
+    if (v != 0 && v != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": column '", table.specs(column).name(), "' row ", rows[i] + 1,
+          " is ", v, "; values must be 0 or 1"));
+    }
+    out[i] = static_cast<int>(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+template <typename Response>
+absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
+                                                      const PreparedRelease& release) {
+  RETURN_IF_ERROR(internal::ValidateToken(release.idempotency_key, "idempotency_key"));
+  auto stored = store_->GetStoredResponse(caller.account_id, release.idempotency_key);
+  if (absl::IsNotFound(stored.status())) return std::optional<Response>();
+  RETURN_IF_ERROR(stored.status());
+  if (stored->params_digest != ParamsDigest(release.request_kind, *release.request)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "idempotency_key '", release.idempotency_key,
+        "' was already used with different parameters; use a new key for a new request"));
+  }
+  ASSIGN_OR_RETURN(Response resp, ParseStored<Response>(stored->payload));
+  return std::optional<Response>(std::move(resp));
+}
+
+template <typename Response>
+absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
+                                                 const PreparedRelease& release,
+                                                 const ReleaseFill<Response>& fill) {
+  ASSIGN_OR_RETURN(const int64_t epsilon_micro, accounting::EpsilonToMicro(release.epsilon));
+  storage::ChargeRequest charge;
+  charge.account_id = caller.account_id;
+  charge.account_name = caller.name;
+  charge.dataset_id = release.dataset_id;
+  charge.dataset_name = release.dataset_name;
+  charge.request_kind = release.request_kind;
+  charge.idempotency_key = release.idempotency_key;
+  charge.params_digest = ParamsDigest(release.request_kind, *release.request);
+  charge.epsilon = accounting::MicroToEpsilon(epsilon_micro);
+
+  // The noise scale depends only on the declared epsilon, the public sensitivity and the
+  // grant's delta — never on the data.
+  std::unique_ptr<core::dp::IntegerNoise> noise;
+  if (release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN) {
+    auto budget = store_->GetBudget(caller.account_id, release.dataset_id);
+    if (absl::IsNotFound(budget.status())) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("company '", caller.name, "' has no budget grant on dataset '",
+                       release.dataset_name, "'; ask the regulator for a grant"));
+    }
+    RETURN_IF_ERROR(budget.status());
+    if (budget->grant.delta <= 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "noise: discrete Gaussian needs a grant with delta > 0; the grant on '",
+          release.dataset_name, "' has delta 0 — use NOISE_KIND_DISCRETE_LAPLACE"));
+    }
+    charge.delta = budget->grant.delta;
+    ASSIGN_OR_RETURN(double sigma, accounting::CalibrateGaussianSigma(
+                                       charge.epsilon, charge.delta, release.sensitivity));
+    ASSIGN_OR_RETURN(noise, core::dp::MakeDiscreteGaussianNoise(sigma));
+    charge.cost = accounting::GaussianCost(release.sensitivity, noise->Scale());
+  } else {
+    ASSIGN_OR_RETURN(noise, core::dp::MakeDiscreteLaplaceNoise(
+                                release.sensitivity / charge.epsilon));
+    charge.cost = accounting::LaplaceCost(epsilon_micro);
+  }
+  charge.mechanism = noise->Name();
+  v1::Cost cost;
+  cost.set_epsilon(charge.epsilon);
+  cost.set_delta(charge.delta);
+  cost.set_mechanism(charge.mechanism);
+  cost.set_noise_scale(noise->Scale());
+  cost.set_sensitivity(release.sensitivity);
+
+  ASSIGN_OR_RETURN(
+      storage::ChargeOutcome outcome,
+      store_->Charge(charge, clock_->NowMicros(),
+                     [&](int64_t seq,
+                         const storage::BudgetState& after) -> absl::StatusOr<storage::ChargeResult> {
+                       Response resp;
+                       ASSIGN_OR_RETURN(auto artifact, fill(*noise, seq, &resp));
+                       v1::Charge* c = resp.mutable_charge();
+                       *c->mutable_cost() = cost;
+                       *c->mutable_budget_after() = internal::MakeBudget(
+                           release.dataset_name, caller.name, after.grant.epsilon_micro,
+                           after.grant.delta, after.spend);
+                       c->set_ledger_seq(seq);
+                       return storage::ChargeResult{SerializeDeterministic(resp),
+                                                    std::move(artifact)};
+                     }));
+  return ParseStored<Response>(outcome.response_payload);
+}
+
+// ---- NoisyCounts -----------------------------------------------------------------------------
+
+absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
+                                                           const v1::NoisyCountsRequest& req) {
+  RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
+  if (req.columns_size() > 4) {
+    return absl::InvalidArgumentError("columns: at most 4 columns may be crossed");
+  }
+  PreparedRelease release;
+  release.request_kind = "NoisyCounts";
+  release.idempotency_key = req.idempotency_key();
+  release.request = &req;
+  release.epsilon = req.epsilon();
+  release.noise = req.noise() == v1::NOISE_KIND_DISCRETE_GAUSSIAN
+                      ? v1::NOISE_KIND_DISCRETE_GAUSSIAN
+                      : v1::NOISE_KIND_DISCRETE_LAPLACE;
+  // Moving one subject between groups changes two cells by one.
+  release.sensitivity =
+      release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN ? std::sqrt(2.0) : 2.0;
+  ASSIGN_OR_RETURN(auto replay, Replay<v1::NoisyCountsResponse>(caller, release));
+  if (replay) return *std::move(replay);
+
+  ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));
+  release.dataset_id = table.dataset.id;
+  release.dataset_name = table.dataset.name;
+  std::vector<int> columns;
+  for (const std::string& name : req.columns()) {
+    ASSIGN_OR_RETURN(int c, ColumnIndex(*table.table, name, "columns"));
+    columns.push_back(c);
+  }
+  ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
+
+  // Domains of the company's columns are the company's own (public) values.
+  const int64_t n = static_cast<int64_t>(joined.table_rows.size());
+  std::vector<std::vector<std::string>> domains;
+  std::vector<std::vector<int>> value_codes;
+  for (int c : columns) {
+    const bool numeric = table.table->specs(c).type() == v1::COLUMN_TYPE_NUMERIC;
+    std::vector<std::string> values(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = joined.table_rows[i];
+      values[i] = numeric ? absl::StrFormat("%g", table.table->columns(c).numeric(r))
+                          : table.table->columns(c).categorical(r);
+    }
+    std::map<std::string, int> code;
+    for (const auto& v : values) code.emplace(v, 0);
+    std::vector<std::string> domain;
+    for (auto& [v, k] : code) {
+      k = static_cast<int>(domain.size());
+      domain.push_back(v);
+    }
+    std::vector<int> codes(n);
+    for (int64_t i = 0; i < n; ++i) codes[i] = code[values[i]];
+    domains.push_back(std::move(domain));
+    value_codes.push_back(std::move(codes));
+  }
+  int64_t cells = joined.num_groups;
+  for (const auto& d : domains) {
+    cells *= static_cast<int64_t>(d.size());
+    if (cells > kMaxCells) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "columns: the table would have more than ", kMaxCells,
+          " cells; cross fewer or coarser columns"));
+    }
+  }
+  // Cell index: column values (first most significant), then the group.
+  std::vector<int64_t> counts(cells, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t cell = 0;
+    for (size_t k = 0; k < columns.size(); ++k) cell = cell * domains[k].size() + value_codes[k][i];
+    counts[cell * joined.num_groups + joined.group[i]]++;
+  }
+
+  return ChargeAndRelease<v1::NoisyCountsResponse>(
+      caller, release,
+      [&](const core::dp::IntegerNoise& noise, int64_t,
+          v1::NoisyCountsResponse* resp) -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+        *resp->mutable_columns() = req.columns();
+        for (const auto& a : joined.attributes) resp->add_attributes(a);
+        resp->set_rows_used(n);
+        resp->set_rows_dropped(joined.dropped);
+        for (int64_t cell = 0; cell < cells; ++cell) {
+          v1::CountCell* out = resp->add_cells();
+          int64_t rest = cell / joined.num_groups;
+          std::vector<std::string> values(columns.size());
+          for (int k = static_cast<int>(columns.size()) - 1; k >= 0; --k) {
+            values[k] = domains[k][rest % domains[k].size()];
+            rest /= domains[k].size();
+          }
+          for (auto& v : values) out->add_values(std::move(v));
+          out->set_group(joined.group_labels[cell % joined.num_groups]);
+          out->set_noisy_count(noise.AddNoise(counts[cell], gen_));
+        }
+        return std::optional<storage::ArtifactRecord>();
+      });
+}
+
+// ---- FitEqualizedOddsPostProcessor -----------------------------------------------------------
+
+absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
+    const Caller& caller, const v1::FitEqualizedOddsRequest& req) {
+  RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.gamma(), "gamma"));
+  const double beta = req.beta() == 0 ? 0.05 : req.beta();
+  RETURN_IF_ERROR(core::ValidateInOpenRange(beta, 0, 1, "beta"));
+  if (req.prediction_column().empty() || req.label_column().empty()) {
+    return absl::InvalidArgumentError("prediction_column and label_column must be set");
+  }
+  PreparedRelease release;
+  release.request_kind = "FitEqualizedOddsPostProcessor";
+  release.idempotency_key = req.idempotency_key();
+  release.request = &req;
+  release.epsilon = req.epsilon();
+  release.noise = v1::NOISE_KIND_DISCRETE_LAPLACE;
+  release.sensitivity = 2.0;  // the (ŷ, a, y) table: one subject moves between two cells
+  ASSIGN_OR_RETURN(auto replay, Replay<v1::FitEqualizedOddsResponse>(caller, release));
+  if (replay) return *std::move(replay);
+
+  ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));
+  release.dataset_id = table.dataset.id;
+  release.dataset_name = table.dataset.name;
+  ASSIGN_OR_RETURN(int pred_col,
+                   ColumnIndex(*table.table, req.prediction_column(), "prediction_column"));
+  ASSIGN_OR_RETURN(int label_col, ColumnIndex(*table.table, req.label_column(), "label_column"));
+  ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
+  if (joined.num_groups < 2) {
+    return absl::InvalidArgumentError("attributes: equalized odds needs at least two groups");
+  }
+  ASSIGN_OR_RETURN(auto pred,
+                   BinaryColumn(*table.table, pred_col, joined.table_rows, "prediction_column"));
+  ASSIGN_OR_RETURN(auto label,
+                   BinaryColumn(*table.table, label_col, joined.table_rows, "label_column"));
+  ASSIGN_OR_RETURN(auto counts,
+                   core::postprocess::CountEo(pred, label, joined.group, joined.num_groups));
+  core::postprocess::EoOptions options;
+  options.gamma = req.gamma();
+  options.beta = beta;
+  options.epsilon = req.epsilon();
+  options.m = static_cast<int64_t>(joined.table_rows.size());
+  options.all_pairs = req.all_pairs();
+  RETURN_IF_ERROR(options.Validate());
+
+  return ChargeAndRelease<v1::FitEqualizedOddsResponse>(
+      caller, release,
+      [&](const core::dp::IntegerNoise& noise, int64_t seq, v1::FitEqualizedOddsResponse* resp)
+          -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+        core::postprocess::EoCounts noisy;
+        ASSIGN_OR_RETURN(auto solution, core::postprocess::FitEqualizedOdds(
+                                            counts, options, noise, gen_, &noisy));
+        v1::Artifact* artifact = resp->mutable_artifact();
+        artifact->set_id(absl::StrCat("art_", HexEncode(RandomBytes(16))));
+        artifact->set_dataset(table.dataset.name);
+        artifact->set_company(caller.name);
+        const int64_t now = clock_->NowMicros();
+        artifact->set_created_unix(now / 1'000'000);
+        artifact->set_ledger_seq(seq);
+        v1::EqualizedOddsPostProcessor* eo = artifact->mutable_equalized_odds();
+        for (const auto& a : joined.attributes) eo->add_attributes(a);
+        for (int a = 0; a < joined.num_groups; ++a) {
+          const auto& g = solution.groups[a];
+          v1::EqualizedOddsGroup* out = eo->add_groups();
+          out->set_group(joined.group_labels[a]);
+          out->set_p_flip_to_1_given_0(g.p0);
+          out->set_p_keep_1_given_1(g.p1);
+          out->set_noisy_pred0_label0(noisy.at(0, a, 0));
+          out->set_noisy_pred0_label1(noisy.at(0, a, 1));
+          out->set_noisy_pred1_label0(noisy.at(1, a, 0));
+          out->set_noisy_pred1_label1(noisy.at(1, a, 1));
+          out->set_noisy_fpr(g.noisy_fpr);
+          out->set_noisy_tpr(g.noisy_tpr);
+          out->set_derived_fpr(g.derived_fpr);
+          out->set_derived_tpr(g.derived_tpr);
+          out->set_fpr_slack(g.fpr_slack);
+          out->set_tpr_slack(g.tpr_slack);
+        }
+        eo->set_m(options.m);
+        eo->set_epsilon(options.epsilon);
+        eo->set_gamma(options.gamma);
+        eo->set_beta(options.beta);
+        eo->set_reference_group(options.all_pairs ? -1 : 0);
+        eo->set_objective(solution.objective);
+        eo->set_noisy_error(solution.noisy_error);
+        for (const auto& w : solution.warnings) eo->add_warnings(w);
+        resp->set_rows_dropped(joined.dropped);
+        storage::ArtifactRecord record;
+        record.id = artifact->id();
+        record.account_id = caller.account_id;
+        record.dataset_id = table.dataset.id;
+        record.ledger_seq = seq;
+        record.created_micros = now;
+        record.payload = SerializeDeterministic(*artifact);
+        return std::optional<storage::ArtifactRecord>(std::move(record));
+      });
+}
+
+}  // namespace fairvault::server

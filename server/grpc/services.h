@@ -1,0 +1,80 @@
+// gRPC service implementations: authenticate -> use-case -> status. No logic lives here.
+#ifndef FAIRVAULT_SERVER_GRPC_SERVICES_H_
+#define FAIRVAULT_SERVER_GRPC_SERVICES_H_
+
+#include "absl/status/statusor.h"
+#include "fairvault/v1/fairvault.grpc.pb.h"
+#include "server/app/vault.h"
+
+namespace fairvault::server {
+
+// The caller behind a call's bearer key ("authorization: Bearer fv_..."). The only place
+// that reads credentials.
+absl::StatusOr<Caller> AuthenticateCall(Vault& vault, const grpc::ServerContext& context);
+
+class RegulatorServiceImpl final : public v1::RegulatorService::Service {
+ public:
+  explicit RegulatorServiceImpl(Vault* vault) : vault_(vault) {}
+  grpc::Status CreateDataset(grpc::ServerContext* ctx, const v1::CreateDatasetRequest* req,
+                             v1::CreateDatasetResponse* resp) override;
+  grpc::Status ListDatasets(grpc::ServerContext* ctx, const v1::ListDatasetsRequest* req,
+                            v1::ListDatasetsResponse* resp) override;
+  grpc::Status DeleteDataset(grpc::ServerContext* ctx, const v1::DeleteDatasetRequest* req,
+                             v1::DeleteDatasetResponse* resp) override;
+  grpc::Status ImportAttributes(grpc::ServerContext* ctx,
+                                grpc::ServerReader<v1::ImportAttributesRequest>* reader,
+                                v1::ImportAttributesResponse* resp) override;
+  grpc::Status CreateAccount(grpc::ServerContext* ctx, const v1::CreateAccountRequest* req,
+                             v1::CreateAccountResponse* resp) override;
+  grpc::Status ListAccounts(grpc::ServerContext* ctx, const v1::ListAccountsRequest* req,
+                            v1::ListAccountsResponse* resp) override;
+  grpc::Status GrantBudget(grpc::ServerContext* ctx, const v1::GrantBudgetRequest* req,
+                           v1::GrantBudgetResponse* resp) override;
+  grpc::Status SetDatasetCap(grpc::ServerContext* ctx, const v1::SetDatasetCapRequest* req,
+                             v1::SetDatasetCapResponse* resp) override;
+  grpc::Status VerifyLedger(grpc::ServerContext* ctx, const v1::VerifyLedgerRequest* req,
+                            v1::VerifyLedgerResponse* resp) override;
+
+ private:
+  Vault* vault_;
+};
+
+class CompanyServiceImpl final : public v1::CompanyService::Service {
+ public:
+  explicit CompanyServiceImpl(Vault* vault) : vault_(vault) {}
+  grpc::Status UploadTable(grpc::ServerContext* ctx,
+                           grpc::ServerReader<v1::UploadTableRequest>* reader,
+                           v1::UploadTableResponse* resp) override;
+  grpc::Status NoisyCounts(grpc::ServerContext* ctx, const v1::NoisyCountsRequest* req,
+                           v1::NoisyCountsResponse* resp) override;
+  grpc::Status FitEqualizedOddsPostProcessor(grpc::ServerContext* ctx,
+                                             const v1::FitEqualizedOddsRequest* req,
+                                             v1::FitEqualizedOddsResponse* resp) override;
+  grpc::Status GetArtifact(grpc::ServerContext* ctx, const v1::GetArtifactRequest* req,
+                           v1::GetArtifactResponse* resp) override;
+  grpc::Status GetBudget(grpc::ServerContext* ctx, const v1::GetBudgetRequest* req,
+                         v1::GetBudgetResponse* resp) override;
+  grpc::Status ListLedger(grpc::ServerContext* ctx, const v1::ListLedgerRequest* req,
+                          v1::ListLedgerResponse* resp) override;
+
+ private:
+  Vault* vault_;
+};
+
+class AuditorServiceImpl final : public v1::AuditorService::Service {
+ public:
+  explicit AuditorServiceImpl(Vault* vault) : vault_(vault) {}
+  grpc::Status ListLedger(grpc::ServerContext* ctx, const v1::ListLedgerRequest* req,
+                          v1::ListLedgerResponse* resp) override;
+  grpc::Status ListBudgets(grpc::ServerContext* ctx, const v1::ListBudgetsRequest* req,
+                           v1::ListBudgetsResponse* resp) override;
+  grpc::Status VerifyLedger(grpc::ServerContext* ctx, const v1::VerifyLedgerRequest* req,
+                            v1::VerifyLedgerResponse* resp) override;
+
+ private:
+  Vault* vault_;
+};
+
+}  // namespace fairvault::server
+
+#endif  // FAIRVAULT_SERVER_GRPC_SERVICES_H_

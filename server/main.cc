@@ -1,0 +1,171 @@
+// fairvault-server: `serve` runs the vault; `bootstrap` creates the first regulator key.
+//
+//   fairvault-server bootstrap --db vault.db --name regulator
+//   fairvault-server serve --db vault.db [--listen 127.0.0.1:50051]
+//       [--tls-cert cert.pem --tls-key key.pem]
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/random/secure_bitgen.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/app/vault.h"
+#include "server/grpc/services.h"
+#include "server/storage/sqlite_store.h"
+
+namespace fairvault::server {
+namespace {
+
+constexpr char kUsage[] =
+    "usage:\n"
+    "  fairvault-server bootstrap --db PATH --name NAME\n"
+    "      Creates a regulator account in the database and prints its API key once.\n"
+    "  fairvault-server serve --db PATH [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
+    "      Serves the vault (default listen address 127.0.0.1:50051). SIGTERM/SIGINT stop it\n"
+    "      gracefully.\n";
+
+int Usage(const std::string& error) {
+  if (!error.empty()) std::cerr << "error: " << error << "\n";
+  std::cerr << kUsage;
+  return 2;
+}
+
+// --name value pairs after the subcommand.
+bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* flags,
+                std::string* error) {
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) {
+      *error = absl::StrCat("unexpected argument '", arg, "'");
+      return false;
+    }
+    auto eq = arg.find('=');
+    if (eq != std::string::npos) {
+      (*flags)[arg.substr(2, eq - 2)] = arg.substr(eq + 1);
+    } else if (i + 1 < argc) {
+      (*flags)[arg.substr(2)] = argv[++i];
+    } else {
+      *error = absl::StrCat("flag ", arg, " needs a value");
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+int Bootstrap(std::map<std::string, std::string>& flags) {
+  if (flags["db"].empty() || flags["name"].empty()) return Usage("bootstrap needs --db and --name");
+  auto store = storage::SqliteStore::Open(flags["db"]);
+  if (!store.ok()) {
+    std::cerr << "error: " << store.status() << "\n";
+    return 1;
+  }
+  RealClock clock;
+  core::SecureBitGen gen;
+  Vault vault(store->get(), &clock, gen);
+  auto created = vault.CreateAccountUnchecked(flags["name"], storage::Role::kRegulator);
+  if (!created.ok()) {
+    std::cerr << "error: " << created.status() << "\n";
+    return 1;
+  }
+  std::cerr << "regulator account '" << created->account().name()
+            << "' created; its API key follows (shown once, store it safely):\n";
+  std::cout << created->api_key() << std::endl;
+  return 0;
+}
+
+int Serve(std::map<std::string, std::string>& flags) {
+  if (flags["db"].empty()) return Usage("serve needs --db");
+  const std::string listen = flags.count("listen") ? flags["listen"] : "127.0.0.1:50051";
+
+  // Block the stop signals before any thread starts, then wait for them on one thread.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto store = storage::SqliteStore::Open(flags["db"]);
+  if (!store.ok()) {
+    std::cerr << "error: " << store.status() << "\n";
+    return 1;
+  }
+  RealClock clock;
+  core::SecureBitGen gen;
+  Vault vault(store->get(), &clock, gen);
+  RegulatorServiceImpl regulator(&vault);
+  CompanyServiceImpl company(&vault);
+  AuditorServiceImpl auditor(&vault);
+
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (!flags["tls-cert"].empty() || !flags["tls-key"].empty()) {
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    if (!ReadFile(flags["tls-cert"], &pair.cert_chain) ||
+        !ReadFile(flags["tls-key"], &pair.private_key)) {
+      return Usage("cannot read --tls-cert / --tls-key");
+    }
+    grpc::SslServerCredentialsOptions options;
+    options.pem_key_cert_pairs.push_back(pair);
+    credentials = grpc::SslServerCredentials(options);
+  } else {
+    credentials = grpc::InsecureServerCredentials();
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, credentials, &port);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxSendMessageSize(64 << 20);
+  builder.RegisterService(&regulator);
+  builder.RegisterService(&company);
+  builder.RegisterService(&auditor);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::cerr << "error: cannot listen on " << listen << "\n";
+    return 1;
+  }
+  // Scripts wait for this line (the real port when --listen ends in :0).
+  std::cout << "fairvault-server listening on port " << port << std::endl;
+
+  std::thread stopper([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    std::cerr << "fairvault-server: signal " << sig << ", shutting down\n";
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  });
+  server->Wait();
+  stopper.join();
+  return 0;
+}
+
+}  // namespace
+}  // namespace fairvault::server
+
+int main(int argc, char** argv) {
+  using namespace fairvault::server;
+  if (argc < 2) return Usage("");
+  std::map<std::string, std::string> flags;
+  std::string error;
+  if (!ParseFlags(argc, argv, &flags, &error)) return Usage(error);
+  const std::string command = argv[1];
+  if (command == "bootstrap") return Bootstrap(flags);
+  if (command == "serve") return Serve(flags);
+  return Usage(absl::StrCat("unknown command '", command, "'"));
+}

@@ -1,0 +1,48 @@
+// Canonical row encoding and chaining for the ledger.
+#include "server/storage/ledger_chain.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "server/util/crypto.h"
+
+namespace fairvault::server::storage {
+
+std::string LedgerRowHash(const LedgerRow& row, int64_t account_id, int64_t dataset_id) {
+  // Unit-separated fields; %.17g makes doubles round-trip exactly.
+  const std::string canonical = absl::StrJoin(
+      {absl::StrCat(row.seq), absl::StrCat(row.time_micros), row.kind, absl::StrCat(account_id),
+       row.account, absl::StrCat(dataset_id), row.dataset, row.request_kind,
+       row.idempotency_key, absl::StrFormat("%.17g", row.epsilon),
+       absl::StrFormat("%.17g", row.delta), row.mechanism,
+       row.pure_micro ? absl::StrCat(*row.pure_micro) : std::string("-"),
+       absl::StrJoin(row.rdp_nano, ","), row.prev_hash},
+      "\x1f");
+  return HexEncode(Sha256(canonical));
+}
+
+std::string EncodeInt64s(const std::vector<int64_t>& values) {
+  std::string out(values.size() * 8, '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint64_t v = static_cast<uint64_t>(values[i]);
+    for (int b = 0; b < 8; ++b) out[i * 8 + b] = static_cast<char>((v >> (8 * b)) & 0xff);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> DecodeInt64s(const std::string& bytes) {
+  if (bytes.size() % 8 != 0) {
+    return absl::DataLossError(absl::StrCat("int64 blob of ", bytes.size(), " bytes"));
+  }
+  std::vector<int64_t> out(bytes.size() / 8);
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint64_t v = 0;
+    for (int b = 7; b >= 0; --b) v = (v << 8) | static_cast<unsigned char>(bytes[i * 8 + b]);
+    out[i] = static_cast<int64_t>(v);
+  }
+  return out;
+}
+
+}  // namespace fairvault::server::storage

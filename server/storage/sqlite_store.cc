@@ -1,0 +1,829 @@
+// SQLite store. Schema, statements and the one charge transaction live here.
+#include "server/storage/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/util/status_macros.h"
+#include "server/storage/ledger_chain.h"
+
+namespace fairvault::server::storage {
+namespace {
+
+using core::accounting::PrivacyCost;
+using core::accounting::Spend;
+using core::accounting::SpentEpsilonMicro;
+
+constexpr char kSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS accounts(
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, role INTEGER NOT NULL,
+  key_salt BLOB NOT NULL, key_hash BLOB NOT NULL, created_micros INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS datasets(
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, attributes BLOB NOT NULL,
+  created_micros INTEGER NOT NULL, subject_count INTEGER NOT NULL DEFAULT 0,
+  cap_micro INTEGER, cap_delta REAL NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS subject_batches(
+  dataset_id INTEGER NOT NULL, batch_id TEXT NOT NULL, digest TEXT NOT NULL,
+  rows INTEGER NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL,
+  PRIMARY KEY(dataset_id, batch_id));
+CREATE TABLE IF NOT EXISTS grants(
+  account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL, epsilon_micro INTEGER NOT NULL,
+  delta REAL NOT NULL, PRIMARY KEY(account_id, dataset_id));
+CREATE TABLE IF NOT EXISTS spend(
+  account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL, releases INTEGER NOT NULL,
+  pure_micro INTEGER NOT NULL, rdp_all BLOB NOT NULL, rdp_nonpure BLOB NOT NULL,
+  PRIMARY KEY(account_id, dataset_id));
+CREATE TABLE IF NOT EXISTS company_tables(
+  handle TEXT PRIMARY KEY, account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL,
+  rows INTEGER NOT NULL, expires_micros INTEGER NOT NULL, payload BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS ledger(
+  seq INTEGER PRIMARY KEY, time_micros INTEGER NOT NULL, kind TEXT NOT NULL,
+  account_id INTEGER NOT NULL, account TEXT NOT NULL, dataset_id INTEGER NOT NULL,
+  dataset TEXT NOT NULL, request_kind TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+  epsilon REAL NOT NULL, delta REAL NOT NULL, mechanism TEXT NOT NULL, pure_micro INTEGER,
+  rdp BLOB NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS ledger_by_account ON ledger(account, seq);
+CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
+  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
+  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+CREATE TABLE IF NOT EXISTS responses(
+  account_id INTEGER NOT NULL, idempotency_key TEXT NOT NULL, request_kind TEXT NOT NULL,
+  params_digest TEXT NOT NULL, ledger_seq INTEGER NOT NULL, payload BLOB NOT NULL,
+  PRIMARY KEY(account_id, idempotency_key));
+CREATE TABLE IF NOT EXISTS artifacts(
+  id TEXT PRIMARY KEY, account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL,
+  ledger_seq INTEGER NOT NULL, created_micros INTEGER NOT NULL, payload BLOB NOT NULL);
+)sql";
+
+// A prepared statement; binds are 1-based, columns 0-based as in SQLite.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  absl::Status prepared() const { return Check(rc_, "prepare"); }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& BindBlob(int i, const std::string& v) {
+    sqlite3_bind_blob64(stmt_, i, v.data(), v.size(), SQLITE_STATIC);
+    return *this;
+  }
+  Stmt& BindNull(int i) {
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
+  // true: a row is ready; false: done.
+  absl::StatusOr<bool> Step() {
+    RETURN_IF_ERROR(prepared());
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return Check(rc, "step");
+  }
+  absl::Status Run() {
+    ASSIGN_OR_RETURN(bool row, Step());
+    (void)row;
+    return absl::OkStatus();
+  }
+  int64_t Int(int c) const { return sqlite3_column_int64(stmt_, c); }
+  double Double(int c) const { return sqlite3_column_double(stmt_, c); }
+  bool IsNull(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
+  std::string Text(int c) const {
+    const void* p = sqlite3_column_blob(stmt_, c);
+    int n = sqlite3_column_bytes(stmt_, c);
+    return p == nullptr ? std::string() : std::string(static_cast<const char*>(p), n);
+  }
+
+ private:
+  absl::Status Check(int rc, const char* what) const {
+    if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return absl::OkStatus();
+    if (rc == SQLITE_CONSTRAINT) {
+      return absl::AlreadyExistsError(absl::StrCat("constraint: ", sqlite3_errmsg(db_)));
+    }
+    return absl::InternalError(absl::StrCat("sqlite ", what, ": ", sqlite3_errmsg(db_)));
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+// BEGIN IMMEDIATE ... COMMIT, rolled back unless Commit() succeeded.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) {
+    status_ = Exec("BEGIN IMMEDIATE");
+  }
+  ~Transaction() {
+    if (status_.ok() && !done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  const absl::Status& status() const { return status_; }
+  absl::Status Commit() {
+    RETURN_IF_ERROR(Exec("COMMIT"));
+    done_ = true;
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      absl::Status s = absl::InternalError(absl::StrCat("sqlite ", sql, ": ", err ? err : "?"));
+      sqlite3_free(err);
+      return s;
+    }
+    return absl::OkStatus();
+  }
+  sqlite3* db_;
+  absl::Status status_;
+  bool done_ = false;
+};
+
+AccountRecord ReadAccount(const Stmt& s) {
+  AccountRecord a;
+  a.id = s.Int(0);
+  a.name = s.Text(1);
+  a.role = static_cast<Role>(s.Int(2));
+  a.key_salt = s.Text(3);
+  a.key_hash = s.Text(4);
+  a.created_micros = s.Int(5);
+  return a;
+}
+constexpr char kAccountCols[] = "id, name, role, key_salt, key_hash, created_micros";
+
+DatasetRecord ReadDataset(const Stmt& s) {
+  DatasetRecord d;
+  d.id = s.Int(0);
+  d.name = s.Text(1);
+  d.attributes = s.Text(2);
+  d.created_micros = s.Int(3);
+  d.subject_count = s.Int(4);
+  if (!s.IsNull(5)) d.cap_micro = s.Int(5);
+  d.cap_delta = s.Double(6);
+  return d;
+}
+constexpr char kDatasetCols[] =
+    "id, name, attributes, created_micros, subject_count, cap_micro, cap_delta";
+
+absl::StatusOr<Spend> ReadSpend(const Stmt& s, int first_col) {
+  Spend spend;
+  spend.releases = s.Int(first_col);
+  spend.pure_micro = s.Int(first_col + 1);
+  ASSIGN_OR_RETURN(spend.rdp_all_nano, DecodeInt64s(s.Text(first_col + 2)));
+  ASSIGN_OR_RETURN(spend.rdp_nonpure_nano, DecodeInt64s(s.Text(first_col + 3)));
+  return spend;
+}
+
+// Element-wise sum of two spends (for dataset-wide totals).
+void AddSpend(const Spend& from, Spend& into) {
+  into.releases += from.releases;
+  into.pure_micro += from.pure_micro;
+  auto add = [](const std::vector<int64_t>& a, std::vector<int64_t>& b) {
+    if (b.size() < a.size()) b.resize(a.size(), 0);
+    for (size_t i = 0; i < a.size(); ++i) b[i] += a[i];
+  };
+  add(from.rdp_all_nano, into.rdp_all_nano);
+  add(from.rdp_nonpure_nano, into.rdp_nonpure_nano);
+}
+
+LedgerRow ReadLedger(const Stmt& s) {
+  LedgerRow r;
+  r.seq = s.Int(0);
+  r.time_micros = s.Int(1);
+  r.kind = s.Text(2);
+  r.account = s.Text(4);
+  r.dataset = s.Text(6);
+  r.request_kind = s.Text(7);
+  r.idempotency_key = s.Text(8);
+  r.epsilon = s.Double(9);
+  r.delta = s.Double(10);
+  r.mechanism = s.Text(11);
+  if (!s.IsNull(12)) r.pure_micro = s.Int(12);
+  auto rdp = DecodeInt64s(s.Text(13));
+  if (rdp.ok()) r.rdp_nano = *std::move(rdp);
+  r.prev_hash = s.Text(14);
+  r.hash = s.Text(15);
+  return r;
+}
+constexpr char kLedgerCols[] =
+    "seq, time_micros, kind, account_id, account, dataset_id, dataset, request_kind, "
+    "idempotency_key, epsilon, delta, mechanism, pure_micro, rdp, prev_hash, hash";
+
+absl::Status NotFoundIfNoRow(absl::StatusOr<bool> row, const std::string& what) {
+  if (!row.ok()) return row.status();
+  if (!*row) return absl::NotFoundError(what);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return absl::UnavailableError(absl::StrCat("cannot open database ", path, ": ", msg));
+  }
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
+  absl::MutexLock lock(&store->mu_);
+  RETURN_IF_ERROR(store->ApplySchema());
+  return store;
+}
+
+SqliteStore::~SqliteStore() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_close(db_);
+}
+
+absl::Status SqliteStore::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    absl::Status s = absl::InternalError(absl::StrCat("sqlite: ", err ? err : "?"));
+    sqlite3_free(err);
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::ApplySchema() {
+  sqlite3_busy_timeout(db_, 10000);
+  RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
+  RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
+  RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
+  return Exec(kSchema);
+}
+
+// ---- accounts ------------------------------------------------------------------------------
+
+absl::StatusOr<AccountRecord> SqliteStore::CreateAccount(AccountRecord account) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "INSERT INTO accounts(name, role, key_salt, key_hash, created_micros) "
+         "VALUES(?,?,?,?,?)");
+  s.Bind(1, account.name).Bind(2, static_cast<int64_t>(account.role));
+  s.BindBlob(3, account.key_salt).BindBlob(4, account.key_hash).Bind(5, account.created_micros);
+  absl::Status st = s.Run();
+  if (absl::IsAlreadyExists(st)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("account name '", account.name, "' is taken; choose another name"));
+  }
+  RETURN_IF_ERROR(st);
+  account.id = sqlite3_last_insert_rowid(db_);
+  return account;
+}
+
+absl::StatusOr<AccountRecord> SqliteStore::GetAccountById(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, absl::StrCat("SELECT ", kAccountCols, " FROM accounts WHERE id=?").c_str());
+  s.Bind(1, id);
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), absl::StrCat("no account with id ", id)));
+  return ReadAccount(s);
+}
+
+absl::StatusOr<AccountRecord> SqliteStore::GetAccountByName(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, absl::StrCat("SELECT ", kAccountCols, " FROM accounts WHERE name=?").c_str());
+  s.Bind(1, name);
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), absl::StrCat("no account named '", name, "'")));
+  return ReadAccount(s);
+}
+
+absl::StatusOr<std::vector<AccountRecord>> SqliteStore::ListAccounts() {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, absl::StrCat("SELECT ", kAccountCols, " FROM accounts ORDER BY id").c_str());
+  std::vector<AccountRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadAccount(s));
+  }
+  return out;
+}
+
+// ---- datasets ------------------------------------------------------------------------------
+
+absl::StatusOr<DatasetRecord> SqliteStore::CreateDataset(DatasetRecord dataset) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "INSERT INTO datasets(name, attributes, created_micros) VALUES(?,?,?)");
+  s.Bind(1, dataset.name).BindBlob(2, dataset.attributes).Bind(3, dataset.created_micros);
+  absl::Status st = s.Run();
+  if (absl::IsAlreadyExists(st)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "dataset '", dataset.name, "' already exists; choose another name or delete it first"));
+  }
+  RETURN_IF_ERROR(st);
+  dataset.id = sqlite3_last_insert_rowid(db_);
+  return dataset;
+}
+
+absl::StatusOr<DatasetRecord> SqliteStore::DatasetLocked(const char* where, int64_t id,
+                                                         const std::string& name) {
+  Stmt s(db_, absl::StrCat("SELECT ", kDatasetCols, " FROM datasets WHERE ", where).c_str());
+  if (name.empty()) {
+    s.Bind(1, id);
+  } else {
+    s.Bind(1, name);
+  }
+  RETURN_IF_ERROR(NotFoundIfNoRow(
+      s.Step(), name.empty() ? absl::StrCat("no dataset with id ", id)
+                             : absl::StrCat("unknown dataset '", name,
+                                            "'; list datasets to see the names")));
+  return ReadDataset(s);
+}
+
+absl::StatusOr<DatasetRecord> SqliteStore::GetDataset(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  if (name.empty()) return absl::InvalidArgumentError("dataset must be set");
+  return DatasetLocked("name=?", 0, name);
+}
+
+absl::StatusOr<DatasetRecord> SqliteStore::GetDatasetById(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  return DatasetLocked("id=?", id, "");
+}
+
+absl::StatusOr<std::vector<DatasetRecord>> SqliteStore::ListDatasets() {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, absl::StrCat("SELECT ", kDatasetCols, " FROM datasets ORDER BY name").c_str());
+  std::vector<DatasetRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadDataset(s));
+  }
+  return out;
+}
+
+absl::Status SqliteStore::DeleteDataset(int64_t dataset_id) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  for (const char* sql : {"DELETE FROM subject_batches WHERE dataset_id=?",
+                          "DELETE FROM company_tables WHERE dataset_id=?",
+                          "DELETE FROM artifacts WHERE dataset_id=?",
+                          "DELETE FROM grants WHERE dataset_id=?",
+                          "DELETE FROM spend WHERE dataset_id=?",
+                          "DELETE FROM datasets WHERE id=?"}) {
+    Stmt s(db_, sql);
+    s.Bind(1, dataset_id);
+    RETURN_IF_ERROR(s.Run());
+  }
+  return txn.Commit();
+}
+
+// ---- subjects ------------------------------------------------------------------------------
+
+absl::StatusOr<std::string> SqliteStore::GetBatchDigest(int64_t dataset_id,
+                                                        const std::string& batch_id) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT digest FROM subject_batches WHERE dataset_id=? AND batch_id=?");
+  s.Bind(1, dataset_id).Bind(2, batch_id);
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no such batch"));
+  return s.Text(0);
+}
+
+absl::Status SqliteStore::PutSubjectBatch(int64_t dataset_id, const std::string& batch_id,
+                                          const std::string& digest, int64_t rows,
+                                          const std::string& payload) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  {
+    Stmt s(db_,
+           "INSERT INTO subject_batches(dataset_id, batch_id, digest, rows, seq, payload) "
+           "VALUES(?,?,?,?,(SELECT COALESCE(MAX(seq),0)+1 FROM subject_batches),?)");
+    s.Bind(1, dataset_id).Bind(2, batch_id).Bind(3, digest).Bind(4, rows).BindBlob(5, payload);
+    absl::Status st = s.Run();
+    if (absl::IsAlreadyExists(st)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("batch_id '", batch_id, "' was imported concurrently; retry"));
+    }
+    RETURN_IF_ERROR(st);
+  }
+  Stmt u(db_, "UPDATE datasets SET subject_count = subject_count + ? WHERE id=?");
+  u.Bind(1, rows).Bind(2, dataset_id);
+  RETURN_IF_ERROR(u.Run());
+  return txn.Commit();
+}
+
+absl::Status SqliteStore::ForEachSubjectBatch(
+    int64_t dataset_id, const std::function<absl::Status(const std::string&)>& fn) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT payload FROM subject_batches WHERE dataset_id=? ORDER BY seq");
+  s.Bind(1, dataset_id);
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    RETURN_IF_ERROR(fn(s.Text(0)));
+  }
+  return absl::OkStatus();
+}
+
+// ---- grants, caps, spend -------------------------------------------------------------------
+
+absl::StatusOr<std::pair<int64_t, std::string>> SqliteStore::LedgerHeadLocked() {
+  Stmt s(db_, "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1");
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::make_pair(int64_t{0}, std::string(kGenesisHash));
+  return std::make_pair(s.Int(0), s.Text(1));
+}
+
+absl::Status SqliteStore::AppendLedgerLocked(LedgerRow& row, int64_t account_id,
+                                             int64_t dataset_id) {
+  ASSIGN_OR_RETURN(auto head, LedgerHeadLocked());
+  row.seq = head.first + 1;
+  row.prev_hash = head.second;
+  row.hash = LedgerRowHash(row, account_id, dataset_id);
+  Stmt s(db_, absl::StrCat("INSERT INTO ledger(", kLedgerCols,
+                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                  .c_str());
+  s.Bind(1, row.seq).Bind(2, row.time_micros).Bind(3, row.kind).Bind(4, account_id);
+  s.Bind(5, row.account).Bind(6, dataset_id).Bind(7, row.dataset).Bind(8, row.request_kind);
+  s.Bind(9, row.idempotency_key).Bind(10, row.epsilon).Bind(11, row.delta);
+  s.Bind(12, row.mechanism);
+  if (row.pure_micro) {
+    s.Bind(13, *row.pure_micro);
+  } else {
+    s.BindNull(13);
+  }
+  std::string rdp = EncodeInt64s(row.rdp_nano);
+  s.BindBlob(14, rdp).Bind(15, row.prev_hash).Bind(16, row.hash);
+  return s.Run();
+}
+
+absl::StatusOr<GrantRecord> SqliteStore::SetGrant(const GrantRecord& grant,
+                                                  const std::string& account_name,
+                                                  const std::string& dataset_name,
+                                                  int64_t now_micros) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_,
+         "INSERT INTO grants(account_id, dataset_id, epsilon_micro, delta) VALUES(?,?,?,?) "
+         "ON CONFLICT(account_id, dataset_id) DO UPDATE SET epsilon_micro=excluded.epsilon_micro, "
+         "delta=excluded.delta");
+  s.Bind(1, grant.account_id).Bind(2, grant.dataset_id).Bind(3, grant.epsilon_micro);
+  s.Bind(4, grant.delta);
+  RETURN_IF_ERROR(s.Run());
+  LedgerRow row;
+  row.time_micros = now_micros;
+  row.kind = "grant";
+  row.account = account_name;
+  row.dataset = dataset_name;
+  row.epsilon = core::accounting::MicroToEpsilon(grant.epsilon_micro);
+  row.delta = grant.delta;
+  RETURN_IF_ERROR(AppendLedgerLocked(row, grant.account_id, grant.dataset_id));
+  RETURN_IF_ERROR(txn.Commit());
+  return grant;
+}
+
+absl::StatusOr<std::vector<GrantRecord>> SqliteStore::ListGrants() {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "SELECT account_id, dataset_id, epsilon_micro, delta FROM grants "
+         "ORDER BY dataset_id, account_id");
+  std::vector<GrantRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(GrantRecord{s.Int(0), s.Int(1), s.Int(2), s.Double(3)});
+  }
+  return out;
+}
+
+absl::Status SqliteStore::SetCap(int64_t dataset_id, const std::string& dataset_name,
+                                 int64_t epsilon_micro, double delta, int64_t now_micros) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_, "UPDATE datasets SET cap_micro=?, cap_delta=? WHERE id=?");
+  s.Bind(1, epsilon_micro).Bind(2, delta).Bind(3, dataset_id);
+  RETURN_IF_ERROR(s.Run());
+  LedgerRow row;
+  row.time_micros = now_micros;
+  row.kind = "cap";
+  row.dataset = dataset_name;
+  row.epsilon = core::accounting::MicroToEpsilon(epsilon_micro);
+  row.delta = delta;
+  RETURN_IF_ERROR(AppendLedgerLocked(row, 0, dataset_id));
+  return txn.Commit();
+}
+
+absl::StatusOr<GrantRecord> SqliteStore::GrantLocked(int64_t account_id, int64_t dataset_id) {
+  Stmt s(db_, "SELECT epsilon_micro, delta FROM grants WHERE account_id=? AND dataset_id=?");
+  s.Bind(1, account_id).Bind(2, dataset_id);
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no grant"));
+  return GrantRecord{account_id, dataset_id, s.Int(0), s.Double(1)};
+}
+
+absl::StatusOr<Spend> SqliteStore::SpendLocked(int64_t account_id, int64_t dataset_id) {
+  Stmt s(db_,
+         "SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend "
+         "WHERE account_id=? AND dataset_id=?");
+  s.Bind(1, account_id).Bind(2, dataset_id);
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Spend{};
+  return ReadSpend(s, 0);
+}
+
+absl::StatusOr<Spend> SqliteStore::DatasetSpendLocked(int64_t dataset_id) {
+  Stmt s(db_,
+         "SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend WHERE dataset_id=?");
+  s.Bind(1, dataset_id);
+  Spend total;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(Spend one, ReadSpend(s, 0));
+    AddSpend(one, total);
+  }
+  return total;
+}
+
+absl::StatusOr<BudgetState> SqliteStore::GetBudget(int64_t account_id, int64_t dataset_id) {
+  absl::MutexLock lock(&mu_);
+  BudgetState state;
+  ASSIGN_OR_RETURN(state.grant, GrantLocked(account_id, dataset_id));
+  ASSIGN_OR_RETURN(state.spend, SpendLocked(account_id, dataset_id));
+  state.spent_micro = SpentEpsilonMicro(state.spend, state.grant.delta);
+  return state;
+}
+
+absl::StatusOr<Spend> SqliteStore::GetDatasetSpend(int64_t dataset_id) {
+  absl::MutexLock lock(&mu_);
+  return DatasetSpendLocked(dataset_id);
+}
+
+// ---- tables --------------------------------------------------------------------------------
+
+absl::Status SqliteStore::PutTable(const TableRecord& table) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "INSERT INTO company_tables(handle, account_id, dataset_id, rows, expires_micros, "
+         "payload) VALUES(?,?,?,?,?,?)");
+  s.Bind(1, table.handle).Bind(2, table.account_id).Bind(3, table.dataset_id);
+  s.Bind(4, table.rows).Bind(5, table.expires_micros).BindBlob(6, table.payload);
+  return s.Run();
+}
+
+absl::StatusOr<TableRecord> SqliteStore::GetTable(const std::string& handle) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "SELECT handle, account_id, dataset_id, rows, expires_micros, payload "
+         "FROM company_tables WHERE handle=?");
+  s.Bind(1, handle);
+  RETURN_IF_ERROR(NotFoundIfNoRow(
+      s.Step(), absl::StrCat("unknown table_handle '", handle,
+                             "'; upload the table first (handles expire and are purged)")));
+  return TableRecord{s.Text(0), s.Int(1), s.Int(2), s.Int(3), s.Int(4), s.Text(5)};
+}
+
+absl::StatusOr<int64_t> SqliteStore::PurgeExpiredTables(int64_t now_micros) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "DELETE FROM company_tables WHERE expires_micros < ?");
+  s.Bind(1, now_micros);
+  RETURN_IF_ERROR(s.Run());
+  return static_cast<int64_t>(sqlite3_changes(db_));
+}
+
+// ---- charges -------------------------------------------------------------------------------
+
+absl::StatusOr<StoredResponse> SqliteStore::GetStoredResponse(int64_t account_id,
+                                                              const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "SELECT request_kind, params_digest, ledger_seq, payload FROM responses "
+         "WHERE account_id=? AND idempotency_key=?");
+  s.Bind(1, account_id).Bind(2, key);
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no stored response"));
+  return StoredResponse{s.Text(0), s.Text(1), s.Int(2), s.Text(3)};
+}
+
+absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request,
+                                                  int64_t now_micros, const ChargeBody& body) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+
+  // 1. Replays return the stored bytes, charged once.
+  {
+    Stmt s(db_,
+           "SELECT params_digest, payload FROM responses WHERE account_id=? AND "
+           "idempotency_key=?");
+    s.Bind(1, request.account_id).Bind(2, request.idempotency_key);
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (row) {
+      if (s.Text(0) != request.params_digest) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "idempotency_key '", request.idempotency_key,
+            "' was already used with different parameters; use a new key for a new request"));
+      }
+      return ChargeOutcome{s.Text(1), true};
+    }
+  }
+
+  // 2. The privacy filter, on the declared cost only.
+  auto grant = GrantLocked(request.account_id, request.dataset_id);
+  if (absl::IsNotFound(grant.status())) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("company '", request.account_name, "' has no budget grant on dataset '",
+                     request.dataset_name, "'; ask the regulator for a grant"));
+  }
+  RETURN_IF_ERROR(grant.status());
+  ASSIGN_OR_RETURN(Spend spend, SpendLocked(request.account_id, request.dataset_id));
+  const int64_t spent_before = SpentEpsilonMicro(spend, grant->delta);
+  Spend after = spend;
+  after.Add(request.cost);
+  const int64_t spent_after = SpentEpsilonMicro(after, grant->delta);
+  if (spent_after > grant->epsilon_micro) {
+    const int64_t left = std::max<int64_t>(0, grant->epsilon_micro - spent_before);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request costs epsilon=", request.epsilon, " (delta=", grant->delta,
+        ") but the grant on dataset '", request.dataset_name, "' has epsilon ",
+        core::accounting::MicroToEpsilon(left), " left of ",
+        core::accounting::MicroToEpsilon(grant->epsilon_micro),
+        "; ask for less or for a larger grant"));
+  }
+  ASSIGN_OR_RETURN(DatasetRecord dataset, DatasetLocked("id=?", request.dataset_id, ""));
+  if (dataset.cap_micro) {
+    ASSIGN_OR_RETURN(Spend all, DatasetSpendLocked(request.dataset_id));
+    const int64_t all_before = SpentEpsilonMicro(all, dataset.cap_delta);
+    all.Add(request.cost);
+    if (SpentEpsilonMicro(all, dataset.cap_delta) > *dataset.cap_micro) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "request costs epsilon=", request.epsilon, " but the dataset-wide cap on '",
+          request.dataset_name, "' has epsilon ",
+          core::accounting::MicroToEpsilon(std::max<int64_t>(0, *dataset.cap_micro - all_before)),
+          " left of ", core::accounting::MicroToEpsilon(*dataset.cap_micro),
+          " across all companies; ask the regulator"));
+    }
+  }
+
+  // 3. Compute the release inside the transaction, then debit and store it together.
+  ASSIGN_OR_RETURN(auto head, LedgerHeadLocked());
+  const int64_t seq = head.first + 1;
+  BudgetState state{*grant, after, spent_after};
+  ASSIGN_OR_RETURN(ChargeResult result, body(seq, state));
+
+  LedgerRow row;
+  row.time_micros = now_micros;
+  row.kind = "charge";
+  row.account = request.account_name;
+  row.dataset = request.dataset_name;
+  row.request_kind = request.request_kind;
+  row.idempotency_key = request.idempotency_key;
+  row.epsilon = request.epsilon;
+  row.delta = request.delta;
+  row.mechanism = request.mechanism;
+  row.pure_micro = request.cost.pure_epsilon_micro;
+  row.rdp_nano = request.cost.rdp_nano;
+  RETURN_IF_ERROR(AppendLedgerLocked(row, request.account_id, request.dataset_id));
+  if (row.seq != seq) return absl::InternalError("ledger sequence moved inside a transaction");
+  {
+    Stmt s(db_,
+           "INSERT INTO spend(account_id, dataset_id, releases, pure_micro, rdp_all, "
+           "rdp_nonpure) VALUES(?,?,?,?,?,?) ON CONFLICT(account_id, dataset_id) DO UPDATE SET "
+           "releases=excluded.releases, pure_micro=excluded.pure_micro, "
+           "rdp_all=excluded.rdp_all, rdp_nonpure=excluded.rdp_nonpure");
+    std::string all = EncodeInt64s(after.rdp_all_nano);
+    std::string nonpure = EncodeInt64s(after.rdp_nonpure_nano);
+    s.Bind(1, request.account_id).Bind(2, request.dataset_id).Bind(3, after.releases);
+    s.Bind(4, after.pure_micro).BindBlob(5, all).BindBlob(6, nonpure);
+    RETURN_IF_ERROR(s.Run());
+  }
+  {
+    Stmt s(db_,
+           "INSERT INTO responses(account_id, idempotency_key, request_kind, params_digest, "
+           "ledger_seq, payload) VALUES(?,?,?,?,?,?)");
+    s.Bind(1, request.account_id).Bind(2, request.idempotency_key).Bind(3, request.request_kind);
+    s.Bind(4, request.params_digest).Bind(5, seq).BindBlob(6, result.response_payload);
+    RETURN_IF_ERROR(s.Run());
+  }
+  if (result.artifact) {
+    const ArtifactRecord& a = *result.artifact;
+    Stmt s(db_,
+           "INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, created_micros, payload) "
+           "VALUES(?,?,?,?,?,?)");
+    s.Bind(1, a.id).Bind(2, a.account_id).Bind(3, a.dataset_id).Bind(4, seq);
+    s.Bind(5, a.created_micros).BindBlob(6, a.payload);
+    RETURN_IF_ERROR(s.Run());
+  }
+  RETURN_IF_ERROR(txn.Commit());
+  return ChargeOutcome{std::move(result.response_payload), false};
+}
+
+absl::StatusOr<ArtifactRecord> SqliteStore::GetArtifact(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "SELECT id, account_id, dataset_id, ledger_seq, created_micros, payload FROM artifacts "
+         "WHERE id=?");
+  s.Bind(1, id);
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), absl::StrCat("unknown artifact_id '", id, "'")));
+  return ArtifactRecord{s.Text(0), s.Int(1), s.Int(2), s.Int(3), s.Int(4), s.Text(5)};
+}
+
+// ---- ledger --------------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilter& filter) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, absl::StrCat("SELECT ", kLedgerCols,
+                           " FROM ledger WHERE seq > ? AND (?2 IS NULL OR account = ?2) AND "
+                           "(?3 IS NULL OR dataset = ?3) ORDER BY seq LIMIT ?4")
+                  .c_str());
+  s.Bind(1, filter.after_seq);
+  if (filter.account) {
+    s.Bind(2, *filter.account);
+  } else {
+    s.BindNull(2);
+  }
+  if (filter.dataset) {
+    s.Bind(3, *filter.dataset);
+  } else {
+    s.BindNull(3);
+  }
+  s.Bind(4, static_cast<int64_t>(filter.limit));
+  std::vector<LedgerRow> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadLedger(s));
+  }
+  return out;
+}
+
+absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
+  absl::MutexLock lock(&mu_);
+  LedgerVerification v;
+  v.head_hash = kGenesisHash;
+  std::map<std::pair<int64_t, int64_t>, Spend> recomputed;
+  auto fail = [&v](int64_t seq, std::string message) {
+    v.ok = false;
+    v.first_bad_seq = seq;
+    v.message = std::move(message);
+    return v;
+  };
+  {
+    Stmt s(db_, absl::StrCat("SELECT ", kLedgerCols, " FROM ledger ORDER BY seq").c_str());
+    int64_t expected_seq = 1;
+    while (true) {
+      ASSIGN_OR_RETURN(bool has, s.Step());
+      if (!has) break;
+      LedgerRow row = ReadLedger(s);
+      const int64_t account_id = s.Int(3), dataset_id = s.Int(5);
+      ++v.rows_checked;
+      if (row.seq != expected_seq) {
+        return fail(expected_seq, absl::StrCat("row ", expected_seq, " is missing (next is ",
+                                               row.seq, ")"));
+      }
+      if (row.prev_hash != v.head_hash) {
+        return fail(row.seq, absl::StrCat("row ", row.seq,
+                                          " does not chain to its predecessor's hash"));
+      }
+      if (LedgerRowHash(row, account_id, dataset_id) != row.hash) {
+        return fail(row.seq, absl::StrCat("row ", row.seq, " was modified: hash mismatch"));
+      }
+      if (row.kind == "charge") {
+        PrivacyCost cost{row.pure_micro, row.rdp_nano};
+        recomputed[{account_id, dataset_id}].Add(cost);
+      }
+      v.head_hash = row.hash;
+      ++expected_seq;
+    }
+  }
+  // The spend totals the filter reads must equal the ledger's composition.
+  Stmt s(db_,
+         "SELECT account_id, dataset_id, releases, pure_micro, rdp_all, rdp_nonpure FROM spend");
+  while (true) {
+    ASSIGN_OR_RETURN(bool has, s.Step());
+    if (!has) break;
+    ASSIGN_OR_RETURN(Spend stored, ReadSpend(s, 2));
+    auto it = recomputed.find({s.Int(0), s.Int(1)});
+    if (it == recomputed.end() || !(it->second == stored)) {
+      return fail(0, absl::StrCat("spend totals of account ", s.Int(0), " on dataset ",
+                                  s.Int(1), " differ from the ledger"));
+    }
+  }
+  return v;
+}
+
+}  // namespace fairvault::server::storage

@@ -1,0 +1,90 @@
+// SQLite implementation of Store: one file, WAL journal, synchronous=FULL, one connection
+// behind a mutex (SQLite has one writer anyway; the charge path must be serial).
+#ifndef FAIRVAULT_SERVER_STORAGE_SQLITE_STORE_H_
+#define FAIRVAULT_SERVER_STORAGE_SQLITE_STORE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/storage/store.h"
+
+struct sqlite3;
+
+namespace fairvault::server::storage {
+
+class SqliteStore final : public Store {
+ public:
+  // Opens (creating if needed) the database at `path` and applies the schema.
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+  ~SqliteStore() override;
+
+  absl::StatusOr<AccountRecord> CreateAccount(AccountRecord account) override;
+  absl::StatusOr<AccountRecord> GetAccountById(int64_t id) override;
+  absl::StatusOr<AccountRecord> GetAccountByName(const std::string& name) override;
+  absl::StatusOr<std::vector<AccountRecord>> ListAccounts() override;
+
+  absl::StatusOr<DatasetRecord> CreateDataset(DatasetRecord dataset) override;
+  absl::StatusOr<DatasetRecord> GetDataset(const std::string& name) override;
+  absl::StatusOr<DatasetRecord> GetDatasetById(int64_t id) override;
+  absl::StatusOr<std::vector<DatasetRecord>> ListDatasets() override;
+  absl::Status DeleteDataset(int64_t dataset_id) override;
+
+  absl::StatusOr<std::string> GetBatchDigest(int64_t dataset_id,
+                                             const std::string& batch_id) override;
+  absl::Status PutSubjectBatch(int64_t dataset_id, const std::string& batch_id,
+                               const std::string& digest, int64_t rows,
+                               const std::string& payload) override;
+  absl::Status ForEachSubjectBatch(
+      int64_t dataset_id, const std::function<absl::Status(const std::string&)>& fn) override;
+
+  absl::StatusOr<GrantRecord> SetGrant(const GrantRecord& grant, const std::string& account_name,
+                                       const std::string& dataset_name,
+                                       int64_t now_micros) override;
+  absl::StatusOr<std::vector<GrantRecord>> ListGrants() override;
+  absl::Status SetCap(int64_t dataset_id, const std::string& dataset_name, int64_t epsilon_micro,
+                      double delta, int64_t now_micros) override;
+  absl::StatusOr<BudgetState> GetBudget(int64_t account_id, int64_t dataset_id) override;
+  absl::StatusOr<core::accounting::Spend> GetDatasetSpend(int64_t dataset_id) override;
+
+  absl::Status PutTable(const TableRecord& table) override;
+  absl::StatusOr<TableRecord> GetTable(const std::string& handle) override;
+  absl::StatusOr<int64_t> PurgeExpiredTables(int64_t now_micros) override;
+
+  absl::StatusOr<StoredResponse> GetStoredResponse(int64_t account_id,
+                                                   const std::string& key) override;
+  absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& request, int64_t now_micros,
+                                       const ChargeBody& body) override;
+  absl::StatusOr<ArtifactRecord> GetArtifact(const std::string& id) override;
+
+  absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) override;
+  absl::StatusOr<LedgerVerification> VerifyLedger() override;
+
+ private:
+  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ApplySchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<GrantRecord> GrantLocked(int64_t account_id, int64_t dataset_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<core::accounting::Spend> SpendLocked(int64_t account_id, int64_t dataset_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<core::accounting::Spend> DatasetSpendLocked(int64_t dataset_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<DatasetRecord> DatasetLocked(const char* where, int64_t id,
+                                              const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends one row to the chain inside the caller's transaction; fills seq and hashes.
+  absl::Status AppendLedgerLocked(LedgerRow& row, int64_t account_id, int64_t dataset_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::pair<int64_t, std::string>> LedgerHeadLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  sqlite3* db_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fairvault::server::storage
+
+#endif  // FAIRVAULT_SERVER_STORAGE_SQLITE_STORE_H_

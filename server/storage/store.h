@@ -1,0 +1,215 @@
+// The abstract store behind the vault: accounts, datasets, subjects, grants, tables, the
+// hash-chained ledger, stored responses and artifacts. SQLite is one implementation
+// (sqlite_store.h). Every method is thread-safe.
+#ifndef FAIRVAULT_SERVER_STORAGE_STORE_H_
+#define FAIRVAULT_SERVER_STORAGE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/accounting/accountant.h"
+
+namespace fairvault::server::storage {
+
+enum class Role { kRegulator = 1, kCompany = 2, kAuditor = 3 };
+
+struct AccountRecord {
+  int64_t id = 0;
+  std::string name;
+  Role role = Role::kCompany;
+  std::string key_salt;  // raw bytes
+  std::string key_hash;  // raw SHA-256(salt || secret)
+  int64_t created_micros = 0;
+};
+
+struct DatasetRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string attributes;  // serialized storage::DatasetAttributes
+  int64_t created_micros = 0;
+  int64_t subject_count = 0;
+  std::optional<int64_t> cap_micro;  // dataset-wide cap, if set
+  double cap_delta = 0;
+};
+
+struct GrantRecord {
+  int64_t account_id = 0;
+  int64_t dataset_id = 0;
+  int64_t epsilon_micro = 0;
+  double delta = 0;
+};
+
+struct TableRecord {
+  std::string handle;
+  int64_t account_id = 0;
+  int64_t dataset_id = 0;
+  int64_t rows = 0;
+  int64_t expires_micros = 0;
+  std::string payload;  // serialized storage::StoredTable
+};
+
+struct StoredResponse {
+  std::string request_kind;
+  std::string params_digest;
+  int64_t ledger_seq = 0;
+  std::string payload;  // the serialized response, returned as is on replay
+};
+
+struct ArtifactRecord {
+  std::string id;
+  int64_t account_id = 0;
+  int64_t dataset_id = 0;
+  int64_t ledger_seq = 0;
+  int64_t created_micros = 0;
+  std::string payload;  // serialized v1::Artifact
+};
+
+struct LedgerRow {
+  int64_t seq = 0;
+  int64_t time_micros = 0;
+  std::string kind;  // "grant", "cap", "charge"
+  std::string account;
+  std::string dataset;
+  std::string request_kind;
+  std::string idempotency_key;
+  double epsilon = 0;
+  double delta = 0;
+  std::string mechanism;
+  std::optional<int64_t> pure_micro;  // charges: the pure epsilon, if any
+  std::vector<int64_t> rdp_nano;      // charges: the RDP curve
+  std::string prev_hash;              // hex
+  std::string hash;                   // hex
+};
+
+struct LedgerFilter {
+  std::optional<std::string> account;
+  std::optional<std::string> dataset;
+  int64_t after_seq = 0;
+  int limit = 1000;
+};
+
+struct LedgerVerification {
+  bool ok = true;
+  int64_t rows_checked = 0;
+  int64_t first_bad_seq = 0;
+  std::string message;
+  std::string head_hash;
+};
+
+// A spending request as the privacy filter sees it: only declared, data-independent facts.
+struct ChargeRequest {
+  int64_t account_id = 0;
+  std::string account_name;
+  int64_t dataset_id = 0;
+  std::string dataset_name;
+  std::string request_kind;
+  std::string idempotency_key;
+  std::string params_digest;
+  core::accounting::PrivacyCost cost;
+  double epsilon = 0;  // for the ledger row
+  double delta = 0;
+  std::string mechanism;
+};
+
+// The budget state as seen inside a charge.
+struct BudgetState {
+  GrantRecord grant;
+  core::accounting::Spend spend;  // this company on this dataset
+  int64_t spent_micro = 0;        // SpentEpsilonMicro(spend, grant.delta)
+};
+
+// What a computation run inside a charge produces.
+struct ChargeResult {
+  std::string response_payload;
+  std::optional<ArtifactRecord> artifact;
+};
+
+struct ChargeOutcome {
+  std::string response_payload;
+  bool replayed = false;
+};
+
+// Runs inside the charge transaction once the filter admitted the cost: receives the new
+// ledger sequence number and the budget after the charge; returns the response to store.
+using ChargeBody =
+    std::function<absl::StatusOr<ChargeResult>(int64_t ledger_seq, const BudgetState& after)>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Accounts. AlreadyExists for a taken name.
+  virtual absl::StatusOr<AccountRecord> CreateAccount(AccountRecord account) = 0;
+  virtual absl::StatusOr<AccountRecord> GetAccountById(int64_t id) = 0;
+  virtual absl::StatusOr<AccountRecord> GetAccountByName(const std::string& name) = 0;
+  virtual absl::StatusOr<std::vector<AccountRecord>> ListAccounts() = 0;
+
+  // Datasets. Deleting removes subjects, tables, artifacts, grants and spend totals; ledger
+  // rows stay.
+  virtual absl::StatusOr<DatasetRecord> CreateDataset(DatasetRecord dataset) = 0;
+  virtual absl::StatusOr<DatasetRecord> GetDataset(const std::string& name) = 0;
+  virtual absl::StatusOr<DatasetRecord> GetDatasetById(int64_t id) = 0;
+  virtual absl::StatusOr<std::vector<DatasetRecord>> ListDatasets() = 0;
+  virtual absl::Status DeleteDataset(int64_t dataset_id) = 0;
+
+  // Subject batches. The digest of a stored batch (NotFound if none).
+  virtual absl::StatusOr<std::string> GetBatchDigest(int64_t dataset_id,
+                                                     const std::string& batch_id) = 0;
+  // Stores a batch and adds `rows` to the dataset's subject count, atomically.
+  virtual absl::Status PutSubjectBatch(int64_t dataset_id, const std::string& batch_id,
+                                       const std::string& digest, int64_t rows,
+                                       const std::string& payload) = 0;
+  // Every batch payload of a dataset, in import order.
+  virtual absl::Status ForEachSubjectBatch(
+      int64_t dataset_id, const std::function<absl::Status(const std::string&)>& fn) = 0;
+
+  // Grants and caps; each change appends a ledger row.
+  virtual absl::StatusOr<GrantRecord> SetGrant(const GrantRecord& grant,
+                                               const std::string& account_name,
+                                               const std::string& dataset_name,
+                                               int64_t now_micros) = 0;
+  virtual absl::StatusOr<std::vector<GrantRecord>> ListGrants() = 0;
+  virtual absl::Status SetCap(int64_t dataset_id, const std::string& dataset_name,
+                              int64_t epsilon_micro, double delta, int64_t now_micros) = 0;
+  // Budget of one company on one dataset (NotFound without a grant).
+  virtual absl::StatusOr<BudgetState> GetBudget(int64_t account_id, int64_t dataset_id) = 0;
+  // Composed spend of all companies on a dataset.
+  virtual absl::StatusOr<core::accounting::Spend> GetDatasetSpend(int64_t dataset_id) = 0;
+
+  // Company tables.
+  virtual absl::Status PutTable(const TableRecord& table) = 0;
+  virtual absl::StatusOr<TableRecord> GetTable(const std::string& handle) = 0;
+  // Removes tables whose expiry is before now; returns how many.
+  virtual absl::StatusOr<int64_t> PurgeExpiredTables(int64_t now_micros) = 0;
+
+  // Idempotency: the stored response of (account, key), NotFound if none.
+  virtual absl::StatusOr<StoredResponse> GetStoredResponse(int64_t account_id,
+                                                           const std::string& key) = 0;
+
+  // The privacy filter, debit and stored response in one transaction:
+  // - if (account, key) already has a stored response: returns it (replayed) when the digest
+  //   matches, FailedPrecondition otherwise; nothing is charged;
+  // - NotFound/FailedPrecondition without a grant; ResourceExhausted (with the budget left)
+  //   when the cost does not fit the grant or the dataset cap — decided on the declared cost
+  //   alone, before `body` runs;
+  // - otherwise runs `body`, appends the charge to the ledger, updates the spend totals,
+  //   stores the response (and artifact) and commits. If `body` fails nothing is kept.
+  virtual absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& request, int64_t now_micros,
+                                               const ChargeBody& body) = 0;
+
+  virtual absl::StatusOr<ArtifactRecord> GetArtifact(const std::string& id) = 0;
+
+  // Ledger.
+  virtual absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) = 0;
+  // Recomputes the hash chain and the spend totals from the ledger rows.
+  virtual absl::StatusOr<LedgerVerification> VerifyLedger() = 0;
+};
+
+}  // namespace fairvault::server::storage
+
+#endif  // FAIRVAULT_SERVER_STORAGE_STORE_H_
