@@ -33,9 +33,7 @@ constexpr uint64_t kMaxGeometric = uint64_t{1} << 22;
 // guarantee.
 void CheckOrDie(bool ok, const char* what) {
   if (ABSL_PREDICT_FALSE(!ok)) {
-    std::fprintf(stderr,
-                 "fairvault: discrete sampler precondition violated: %s\n",
-                 what);
+    std::fprintf(stderr, "fairvault: discrete sampler precondition violated: %s\n", what);
     std::abort();
   }
 }
@@ -51,12 +49,10 @@ absl::uint128 UniformBelow128(absl::uint128 bound, absl::BitGenRef gen) {
   const absl::uint128 max = bound - 1;
   const uint64_t hi_max = absl::Uint128High64(max);
   if (hi_max == 0) {
-    return absl::Uniform<uint64_t>(absl::IntervalClosed, gen, 0,
-                                   absl::Uint128Low64(max));
+    return absl::Uniform<uint64_t>(absl::IntervalClosed, gen, 0, absl::Uint128Low64(max));
   }
   while (true) {
-    const uint64_t hi =
-        absl::Uniform<uint64_t>(absl::IntervalClosed, gen, 0, hi_max);
+    const uint64_t hi = absl::Uniform<uint64_t>(absl::IntervalClosed, gen, 0, hi_max);
     const uint64_t lo = absl::Uniform<uint64_t>(gen);
     const absl::uint128 v = absl::MakeUint128(hi, lo);
     if (v <= max) return v;
@@ -92,8 +88,7 @@ inline bool BernoulliExpMinusOne(absl::BitGenRef gen) {
 
 // Algorithm 1 for gamma = num/den in [0, 1] (num <= den <= 2^40): K counts the
 // successful Bernoulli(gamma/K) trials; P(K odd) = exp(-gamma).
-inline bool BernoulliExpUnit64(uint64_t num, uint64_t den,
-                               absl::BitGenRef gen) {
+inline bool BernoulliExpUnit64(uint64_t num, uint64_t den, absl::BitGenRef gen) {
   if (num == 0) return true;
   uint64_t k = 1;
   while (true) {
@@ -123,18 +118,14 @@ bool BernoulliExp64(uint64_t num, uint64_t den, absl::BitGenRef gen) {
 // As BernoulliExpUnit64 for 128-bit num <= den. Bernoulli(gamma/K) is always
 // split into Bernoulli(1/K) and Bernoulli(num/den), so den * K never has to be
 // formed.
-bool BernoulliExpUnit128(absl::uint128 num, absl::uint128 den,
-                         absl::BitGenRef gen) {
+bool BernoulliExpUnit128(absl::uint128 num, absl::uint128 den, absl::BitGenRef gen) {
   if (num == 0) return true;
   uint64_t k = 1;
-  while ((k == 1 || UniformBelow(k, gen) == 0) &&
-         UniformBelow128(den, gen) < num)
-    ++k;
+  while ((k == 1 || UniformBelow(k, gen) == 0) && UniformBelow128(den, gen) < num) ++k;
   return (k & 1) != 0;
 }
 
-bool BernoulliExp128(absl::uint128 num, absl::uint128 den,
-                     absl::BitGenRef gen) {
+bool BernoulliExp128(absl::uint128 num, absl::uint128 den, absl::BitGenRef gen) {
   for (absl::uint128 whole = num / den; whole > 0; --whole) {
     if (!BernoulliExpMinusOne(gen)) return false;
   }
@@ -235,8 +226,7 @@ bool SampleBernoulliExp(const Rational& gamma, absl::BitGenRef gen) {
 }
 
 int64_t SampleDiscreteLaplace(const Rational& scale, absl::BitGenRef gen) {
-  CheckOrDie(scale.num >= 1 && scale.num <= kMaxPart && scale.den >= 1 &&
-                 scale.den <= kMaxPart,
+  CheckOrDie(scale.num >= 1 && scale.num <= kMaxPart && scale.den >= 1 && scale.den <= kMaxPart,
              "SampleDiscreteLaplace: scale num and den must be in [1, 2^40]");
   uint64_t t = scale.num;
   uint64_t s = scale.den;
@@ -244,12 +234,10 @@ int64_t SampleDiscreteLaplace(const Rational& scale, absl::BitGenRef gen) {
   return SampleLaplaceImpl(t, s, gen);
 }
 
-int64_t SampleDiscreteGaussian(const Rational& sigma_squared,
-                               absl::BitGenRef gen) {
-  CheckOrDie(
-      sigma_squared.num >= 1 && sigma_squared.num <= kMaxPart &&
-          sigma_squared.den >= 1 && sigma_squared.den <= kMaxPart,
-      "SampleDiscreteGaussian: sigma_squared num and den must be in [1, 2^40]");
+int64_t SampleDiscreteGaussian(const Rational& sigma_squared, absl::BitGenRef gen) {
+  CheckOrDie(sigma_squared.num >= 1 && sigma_squared.num <= kMaxPart && sigma_squared.den >= 1 &&
+                 sigma_squared.den <= kMaxPart,
+             "SampleDiscreteGaussian: sigma_squared num and den must be in [1, 2^40]");
   uint64_t n = sigma_squared.num;  // sigma^2 = n / d
   uint64_t d = sigma_squared.den;
   StripCommonTwos(n, d);
@@ -290,16 +278,13 @@ int64_t SampleDiscreteGaussian(const Rational& sigma_squared,
 }
 
 double DiscreteLaplacePmf(int64_t x, double scale) {
-  if (!std::isfinite(scale) || scale <= 0)
-    return std::numeric_limits<double>::quiet_NaN();
+  if (!std::isfinite(scale) || scale <= 0) return std::numeric_limits<double>::quiet_NaN();
   // (1 - e^{-1/t}) / (1 + e^{-1/t}) = tanh(1/(2t)), accurate for large t.
-  return std::tanh(0.5 / scale) *
-         std::exp(-std::fabs(static_cast<double>(x)) / scale);
+  return std::tanh(0.5 / scale) * std::exp(-std::fabs(static_cast<double>(x)) / scale);
 }
 
 double DiscreteGaussianPmf(int64_t x, double sigma) {
-  if (!std::isfinite(sigma) || sigma <= 0)
-    return std::numeric_limits<double>::quiet_NaN();
+  if (!std::isfinite(sigma) || sigma <= 0) return std::numeric_limits<double>::quiet_NaN();
   const double xd = static_cast<double>(x);
   return std::exp(-xd * xd / (2 * sigma * sigma)) / GaussianNormaliser(sigma);
 }

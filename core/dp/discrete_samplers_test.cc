@@ -49,24 +49,18 @@ struct FitResult {
 // >= 5 draws; each tail beyond that is one pooled bin. `support` bounds where
 // the pmf has non-negligible mass.
 template <typename Pmf>
-FitResult ChiSquare(const std::vector<int64_t>& samples, Pmf pmf,
-                    int64_t support) {
+FitResult ChiSquare(const std::vector<int64_t>& samples, Pmf pmf, int64_t support) {
   const double n = static_cast<double>(samples.size());
   // Mass of {x >= m} for m >= 0 (by symmetry also of {x <= -m}).
   std::vector<double> upper_tail(support + 2, 0.0);
-  for (int64_t x = support; x >= 0; --x)
-    upper_tail[x] = upper_tail[x + 1] + pmf(x);
+  for (int64_t x = support; x >= 0; --x) upper_tail[x] = upper_tail[x + 1] + pmf(x);
   int64_t hi = 0;  // values in [-hi, hi] get their own bin
-  while (hi + 1 <= support && n * pmf(hi + 1) >= 5 &&
-         n * upper_tail[hi + 2] >= 5)
-    ++hi;
+  while (hi + 1 <= support && n * pmf(hi + 1) >= 5 && n * upper_tail[hi + 2] >= 5) ++hi;
   std::map<int64_t, int64_t> counts;
-  for (int64_t s : samples)
-    counts[s < -hi - 1 ? -hi - 1 : (s > hi + 1 ? hi + 1 : s)]++;
+  for (int64_t s : samples) counts[s < -hi - 1 ? -hi - 1 : (s > hi + 1 ? hi + 1 : s)]++;
   FitResult result;
   for (int64_t x = -hi - 1; x <= hi + 1; ++x) {
-    const double expected =
-        n * (std::llabs(x) == hi + 1 ? upper_tail[hi + 1] : pmf(x));
+    const double expected = n * (std::llabs(x) == hi + 1 ? upper_tail[hi + 1] : pmf(x));
     const double diff = counts[x] - expected;
     result.statistic += diff * diff / expected;
   }
@@ -108,8 +102,7 @@ std::pair<double, double> PmfMoments24(Pmf pmf, int64_t support) {
 // tolerances are 5 standard errors (normal approximation; false failure ~6e-7
 // each): SE(mean) = sqrt(m2/n), SE(variance) = sqrt((m4 - m2^2)/n).
 template <typename Pmf>
-void ExpectMatchesPmf(const std::vector<int64_t>& samples, Pmf pmf,
-                      int64_t support) {
+void ExpectMatchesPmf(const std::vector<int64_t>& samples, Pmf pmf, int64_t support) {
   const FitResult fit = ChiSquare(samples, pmf, support);
   ASSERT_GE(fit.dof, 2);
   EXPECT_LT(fit.statistic, ChiSquareCritical1e4(fit.dof)) << "dof " << fit.dof;
@@ -135,8 +128,7 @@ struct CountingUrbg {
 
 TEST(SampleBernoulliExpTest, GammaZeroReturnsTrueWithoutRandomness) {
   CountingUrbg urbg;
-  for (int i = 0; i < 100; ++i)
-    EXPECT_TRUE(SampleBernoulliExp(Rational{0, 1}, urbg));
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(SampleBernoulliExp(Rational{0, 1}, urbg));
   EXPECT_TRUE(SampleBernoulliExp(Rational{0, k2To40}, urbg));
   EXPECT_EQ(urbg.calls, 0);
 }
@@ -149,21 +141,17 @@ TEST(SampleBernoulliExpTest, ForcedUniformsGiveExactOutcome) {
   absl::MockingBitGen gen;
   {
     InSequence seq;
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, kTwentyFactorial))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
         .WillOnce(Return(1))    // odd: trial 2 fails, K = 2 even -> false
         .WillOnce(Return(2))    // 2 | w, 6 does not: K = 3 odd -> true
         .WillOnce(Return(24))   // 4! | w, 5! does not: K = 5 -> true
         .WillOnce(Return(48))   // same: K = 5 -> true
         .WillOnce(Return(720))  // 6! | w, 7! does not: K = 7 -> true
         .WillOnce(Return(120))  // 5! | w, 6! does not: K = 6 -> false
-        .WillOnce(Return(
-            0));  // all of trials 2..20 succeed: continue with fresh draws
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, uint64_t{21}))
+        .WillOnce(Return(0));   // all of trials 2..20 succeed: continue with fresh draws
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{21}))
         .WillOnce(Return(0));  // trial 21 succeeds
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, uint64_t{22}))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{22}))
         .WillOnce(Return(5));  // trial 22 fails: K = 22 even -> false
   }
   EXPECT_FALSE(SampleBernoulliExp(Rational{1, 1}, gen));
@@ -180,11 +168,9 @@ TEST(SampleBernoulliExpTest, ForcedFractionalTrialUsesDenominatorTimesK) {
   absl::MockingBitGen gen;
   {
     InSequence seq;
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, uint64_t{10}))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{10}))
         .WillOnce(Return(2));  // success: K = 2
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, uint64_t{20}))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{20}))
         .WillOnce(Return(3));  // 3 >= 3 fails: K = 2 even
   }
   EXPECT_FALSE(SampleBernoulliExp(Rational{3, 10}, gen));
@@ -195,18 +181,16 @@ TEST(SampleBernoulliExpTest, ForcedFractionalTrialUsesDenominatorTimesK) {
 // true.
 TEST(SampleBernoulliExpTest, FrequencyMatchesExpMinusGamma) {
   std::mt19937_64 engine(20240601);
-  const std::vector<Rational> gammas = {
-      {0, 1},
-      {3, 10},
-      {1, 1},
-      {27, 10},
-      {11, 2},                      // 5.5: floor part 5
-      {12345, k2To40},              // tiny, big denominator
-      {k2To40, 3 * (k2To40 / 4)}};  // 4/3
+  const std::vector<Rational> gammas = {{0, 1},
+                                        {3, 10},
+                                        {1, 1},
+                                        {27, 10},
+                                        {11, 2},                      // 5.5: floor part 5
+                                        {12345, k2To40},              // tiny, big denominator
+                                        {k2To40, 3 * (k2To40 / 4)}};  // 4/3
   for (const Rational& gamma : gammas) {
     int hits = 0;
-    for (int i = 0; i < kSamples; ++i)
-      hits += SampleBernoulliExp(gamma, engine) ? 1 : 0;
+    for (int i = 0; i < kSamples; ++i) hits += SampleBernoulliExp(gamma, engine) ? 1 : 0;
     const double p = std::exp(-gamma.ToDouble());
     const double se = std::sqrt(p * (1 - p) / kSamples);
     EXPECT_NEAR(static_cast<double>(hits) / kSamples, p, 5 * se + 1e-12)
@@ -221,18 +205,13 @@ TEST(SampleDiscreteLaplaceTest, ForcedUniformsGiveExactDraws) {
   absl::MockingBitGen gen;
   {
     InSequence seq;
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, uint64_t{2}))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{2}))
         .WillOnce(Return(1));  // U = 0, negative
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, kTwentyFactorial))
-        .WillOnce(
-            Return(1));  // Bernoulli(exp(-1)) false: V = 0 -> "-0", rejected
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, uint64_t{2}))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
+        .WillOnce(Return(1));  // Bernoulli(exp(-1)) false: V = 0 -> "-0", rejected
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{2}))
         .WillOnce(Return(1));  // U = 0, negative
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, kTwentyFactorial))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
         .WillOnce(Return(2))   // true: V = 1
         .WillOnce(Return(3));  // false: V stays 1
   }
@@ -246,23 +225,17 @@ TEST(SampleDiscreteLaplaceTest, ForcedUniformsUseNumeratorAndDenominator) {
   absl::MockingBitGen gen;
   {
     InSequence seq;
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, uint64_t{6}))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{6}))
         .WillOnce(Return(4));  // U = 2, positive
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, uint64_t{3}))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{3}))
         .WillOnce(Return(0));  // 0 < 2: K = 2
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, uint64_t{6}))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{6}))
         .WillOnce(Return(5));  // 5 >= 2: stop, K = 2 even -> D = 0, redraw
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, uint64_t{6}))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{6}))
         .WillOnce(Return(5));  // U = 2, negative
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, uint64_t{3}))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{3}))
         .WillOnce(Return(2));  // 2 >= 2: K = 1 odd -> D = 1
-    EXPECT_CALL(absl::MockUniform<uint64_t>(),
-                Call(gen, uint64_t{0}, kTwentyFactorial))
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
         .WillOnce(Return(2))   // V = 1
         .WillOnce(Return(1));  // V stays 1: X = 2 + 3 * 1 = 5, Y = 2
   }
@@ -276,15 +249,13 @@ struct LaplaceCase {
 
 TEST(SampleDiscreteLaplaceTest, MatchesExactPmf) {
   const std::vector<LaplaceCase> cases = {
-      {Rational{k2To20 / 2, k2To20},
-       11},  // 0.5, as RationalAtLeast(0.5) returns it
+      {Rational{k2To20 / 2, k2To20}, 11},  // 0.5, as RationalAtLeast(0.5) returns it
       {Rational{2, 1}, 12},
-      {Rational{10, 3}, 13},  // denominator not a power of two
+      {Rational{10, 3}, 13},                    // denominator not a power of two
       {Rational{10 * k2To20 + 1, k2To20}, 14},  // 10 + 2^-20, large numerator
   };
   for (const LaplaceCase& c : cases) {
-    SCOPED_TRACE(::testing::Message()
-                 << "scale " << c.scale.num << "/" << c.scale.den);
+    SCOPED_TRACE(::testing::Message() << "scale " << c.scale.num << "/" << c.scale.den);
     std::mt19937_64 engine(c.seed);
     std::vector<int64_t> samples(kSamples);
     for (int64_t& s : samples) s = SampleDiscreteLaplace(c.scale, engine);
@@ -308,12 +279,11 @@ TEST(SampleDiscreteGaussianTest, MatchesExactPmf) {
       {Rational{400, 1}, 24},          // sigma = 20
   };
   for (const GaussianCase& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "sigma^2 " << c.sigma_squared.num
-                                      << "/" << c.sigma_squared.den);
+    SCOPED_TRACE(::testing::Message()
+                 << "sigma^2 " << c.sigma_squared.num << "/" << c.sigma_squared.den);
     std::mt19937_64 engine(c.seed);
     std::vector<int64_t> samples(kSamples);
-    for (int64_t& s : samples)
-      s = SampleDiscreteGaussian(c.sigma_squared, engine);
+    for (int64_t& s : samples) s = SampleDiscreteGaussian(c.sigma_squared, engine);
     const double sigma = std::sqrt(c.sigma_squared.ToDouble());
     ExpectMatchesPmf(
         samples, [sigma](int64_t x) { return DiscreteGaussianPmf(x, sigma); },
@@ -326,8 +296,7 @@ TEST(SampleDiscreteGaussianTest, MatchesExactPmf) {
 // e^{-2 pi^2 sigma^2}).
 TEST(SampleDiscreteGaussianTest, HandlesLargeNumeratorsAndDenominators) {
   std::mt19937_64 engine(31);
-  const Rational sigma_squared{
-      k2To40 - 1, k2To40 / 1024 - 3};  // sigma^2 ~ 1024, sigma ~ 32
+  const Rational sigma_squared{k2To40 - 1, k2To40 / 1024 - 3};  // sigma^2 ~ 1024, sigma ~ 32
   constexpr int kN = 20000;
   std::vector<int64_t> samples(kN);
   for (int64_t& s : samples) s = SampleDiscreteGaussian(sigma_squared, engine);
@@ -341,13 +310,11 @@ TEST(SampleDiscreteGaussianTest, HandlesLargeNumeratorsAndDenominators) {
 TEST(DiscretePmfTest, LaplacePmfIsNormalisedWithRatioExpMinusOneOverT) {
   for (double t : {0.3, 1.0, 7.5, 1000.0}) {
     double total = 0;
-    for (int64_t x = -static_cast<int64_t>(80 * t + 50); x <= 80 * t + 50;
-         ++x) {
+    for (int64_t x = -static_cast<int64_t>(80 * t + 50); x <= 80 * t + 50; ++x) {
       total += DiscreteLaplacePmf(x, t);
     }
     EXPECT_NEAR(total, 1.0, 1e-12) << "t " << t;
-    EXPECT_NEAR(DiscreteLaplacePmf(3, t) / DiscreteLaplacePmf(2, t),
-                std::exp(-1 / t), 1e-14);
+    EXPECT_NEAR(DiscreteLaplacePmf(3, t) / DiscreteLaplacePmf(2, t), std::exp(-1 / t), 1e-14);
     EXPECT_DOUBLE_EQ(DiscreteLaplacePmf(-4, t), DiscreteLaplacePmf(4, t));
   }
   EXPECT_TRUE(std::isnan(DiscreteLaplacePmf(0, -1)));
@@ -356,17 +323,15 @@ TEST(DiscretePmfTest, LaplacePmfIsNormalisedWithRatioExpMinusOneOverT) {
 TEST(DiscretePmfTest, GaussianPmfIsNormalisedOnBothSidesOfTheClosedFormSwitch) {
   for (double sigma : {0.2, 1.0, 7.99, 8.0, 33.3}) {
     double total = 0;
-    for (int64_t x = -static_cast<int64_t>(40 * sigma + 10);
-         x <= 40 * sigma + 10; ++x) {
+    for (int64_t x = -static_cast<int64_t>(40 * sigma + 10); x <= 40 * sigma + 10; ++x) {
       total += DiscreteGaussianPmf(x, sigma);
     }
     EXPECT_NEAR(total, 1.0, 1e-12) << "sigma " << sigma;
-    EXPECT_DOUBLE_EQ(DiscreteGaussianPmf(-3, sigma),
-                     DiscreteGaussianPmf(3, sigma));
+    EXPECT_DOUBLE_EQ(DiscreteGaussianPmf(-3, sigma), DiscreteGaussianPmf(3, sigma));
   }
   // sigma = 0.2: P(0) = 1 / (1 + 2 e^{-12.5} + ...).
-  EXPECT_NEAR(DiscreteGaussianPmf(0, 0.2),
-              1 / (1 + 2 * std::exp(-12.5) + 2 * std::exp(-50.0)), 1e-15);
+  EXPECT_NEAR(DiscreteGaussianPmf(0, 0.2), 1 / (1 + 2 * std::exp(-12.5) + 2 * std::exp(-50.0)),
+              1e-15);
   EXPECT_TRUE(std::isnan(DiscreteGaussianPmf(0, 0)));
 }
 
@@ -398,8 +363,7 @@ TEST(RationalAtLeastTest, IsTheSmallestAtLeastX) {
   std::uniform_real_distribution<double> value(1e-3, 1e3);
   for (int i = 0; i < 10000; ++i) {
     const double x = value(engine);
-    const uint64_t den =
-        1 + engine() % 2000;  // x * den has <= 64 significant bits
+    const uint64_t den = 1 + engine() % 2000;  // x * den has <= 64 significant bits
     auto r = RationalAtLeast(x, den);
     ASSERT_OK(r);
     // num/den >= x and (num-1)/den < x, compared exactly in long double (64-bit
@@ -411,23 +375,17 @@ TEST(RationalAtLeastTest, IsTheSmallestAtLeastX) {
 }
 
 TEST(RationalAtLeastTest, RejectsBadInput) {
-  EXPECT_THAT(RationalAtLeast(-1),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "scale must be finite and > 0 (got -1)"));
+  EXPECT_THAT(RationalAtLeast(-1), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            "scale must be finite and > 0 (got -1)"));
   EXPECT_THAT(RationalAtLeast(0), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(RationalAtLeast(std::nan("")),
-              StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(RationalAtLeast(INFINITY),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(RationalAtLeast(std::nan("")), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(RationalAtLeast(INFINITY), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(RationalAtLeast(1.0, 0),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "denominator must be in [1, 2^40]"));
-  EXPECT_THAT(RationalAtLeast(1.0, k2To40 + 1),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+              StatusIs(absl::StatusCode::kInvalidArgument, "denominator must be in [1, 2^40]"));
+  EXPECT_THAT(RationalAtLeast(1.0, k2To40 + 1), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(RationalAtLeast(static_cast<double>(k2To40) + 1, 1),
               StatusIs(absl::StatusCode::kInvalidArgument, "too large"));
-  EXPECT_THAT(RationalAtLeast(2.0, k2To40),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(RationalAtLeast(2.0, k2To40), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -36,11 +36,10 @@ absl::StatusOr<double> PowerOfTwoGranularity(double scale, int bits_below) {
   // Normal doubles only, so that the grid and every multiple of it used later
   // stay exact.
   if (e < -1022 || e > 1023) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("granularity 2^", e, " for scale ", scale,
-                     " and bits_below ", bits_below,
-                     " is outside the range of normal doubles; use a "
-                     "bits_below closer to log2(scale)"));
+    return absl::InvalidArgumentError(absl::StrCat("granularity 2^", e, " for scale ", scale,
+                                                   " and bits_below ", bits_below,
+                                                   " is outside the range of normal doubles; use a "
+                                                   "bits_below closer to log2(scale)"));
   }
   return std::ldexp(1.0, static_cast<int>(e));
 }
@@ -48,22 +47,20 @@ absl::StatusOr<double> PowerOfTwoGranularity(double scale, int bits_below) {
 absl::StatusOr<int64_t> SnapToGrid(double value, double granularity) {
   if (!IsPowerOfTwo(granularity)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("granularity must be a positive power of two (got ",
-                     granularity, "); obtain it from PowerOfTwoGranularity"));
+        absl::StrCat("granularity must be a positive power of two (got ", granularity,
+                     "); obtain it from PowerOfTwoGranularity"));
   }
   if (!std::isfinite(value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("value must be finite (got ", value, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("value must be finite (got ", value, ")"));
   }
   // Dividing by a power of two is exact unless the quotient is subnormal, and a
   // subnormal quotient rounds to 0 either way. std::round breaks ties away from
   // zero.
   const double steps = std::round(value / granularity);
   if (!(std::fabs(steps) <= kMaxSteps)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "value ", value, " is ", value / granularity, " grid steps of ",
-        granularity,
-        ", beyond the limit of 2^52 steps; use a coarser granularity"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("value ", value, " is ", value / granularity, " grid steps of ", granularity,
+                     ", beyond the limit of 2^52 steps; use a coarser granularity"));
   }
   return static_cast<int64_t>(steps);
 }

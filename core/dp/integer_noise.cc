@@ -24,8 +24,7 @@ constexpr int kMaxLog2 = 40;  // Rational parts are at most 2^40.
 int64_t SaturatingAdd(int64_t a, int64_t b) {
   int64_t sum;
   if (__builtin_add_overflow(a, b, &sum)) {
-    return b > 0 ? std::numeric_limits<int64_t>::max()
-                 : std::numeric_limits<int64_t>::min();
+    return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
   }
   return sum;
 }
@@ -55,8 +54,7 @@ class DiscreteLaplaceNoise final : public IntegerNoise {
 
 class DiscreteGaussianNoise final : public IntegerNoise {
  public:
-  explicit DiscreteGaussianNoise(Rational sigma_squared)
-      : sigma_squared_(sigma_squared) {}
+  explicit DiscreteGaussianNoise(Rational sigma_squared) : sigma_squared_(sigma_squared) {}
   int64_t AddNoise(int64_t value, absl::BitGenRef gen) const override {
     return SaturatingAdd(value, SampleDiscreteGaussian(sigma_squared_, gen));
   }
@@ -69,24 +67,20 @@ class DiscreteGaussianNoise final : public IntegerNoise {
 
 class ZeroNoise final : public IntegerNoise {
  public:
-  int64_t AddNoise(int64_t value, absl::BitGenRef) const override {
-    return value;
-  }
+  int64_t AddNoise(int64_t value, absl::BitGenRef) const override { return value; }
   std::string Name() const override { return "none"; }
   double Scale() const override { return 0; }
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<IntegerNoise>> MakeDiscreteLaplaceNoise(
-    double scale) {
+absl::StatusOr<std::unique_ptr<IntegerNoise>> MakeDiscreteLaplaceNoise(double scale) {
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(scale, "scale"));
   ASSIGN_OR_RETURN(const Rational rational, FineRationalAtLeast(scale));
   return std::make_unique<DiscreteLaplaceNoise>(rational);
 }
 
-absl::StatusOr<std::unique_ptr<IntegerNoise>> MakeDiscreteGaussianNoise(
-    double sigma) {
+absl::StatusOr<std::unique_ptr<IntegerNoise>> MakeDiscreteGaussianNoise(double sigma) {
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(sigma, "sigma"));
   if (sigma > 1048576.0) {
     return absl::InvalidArgumentError(
@@ -96,15 +90,12 @@ absl::StatusOr<std::unique_ptr<IntegerNoise>> MakeDiscreteGaussianNoise(
   // product.
   double sigma_squared = sigma * sigma;
   if (std::fma(sigma, sigma, -sigma_squared) > 0) {
-    sigma_squared =
-        std::nextafter(sigma_squared, std::numeric_limits<double>::infinity());
+    sigma_squared = std::nextafter(sigma_squared, std::numeric_limits<double>::infinity());
   }
   ASSIGN_OR_RETURN(const Rational rational, FineRationalAtLeast(sigma_squared));
   return std::make_unique<DiscreteGaussianNoise>(rational);
 }
 
-std::unique_ptr<IntegerNoise> MakeZeroNoise() {
-  return std::make_unique<ZeroNoise>();
-}
+std::unique_ptr<IntegerNoise> MakeZeroNoise() { return std::make_unique<ZeroNoise>(); }
 
 }  // namespace fairvault::core::dp

@@ -19,8 +19,8 @@ using ::fairvault::testing::StatusIs;
 TEST(ZeroNoiseTest, ReturnsValueUnchanged) {
   auto noise = MakeZeroNoise();
   std::mt19937_64 engine(1);
-  for (int64_t v : {int64_t{0}, int64_t{-7}, int64_t{123456789},
-                    std::numeric_limits<int64_t>::max()}) {
+  for (int64_t v :
+       {int64_t{0}, int64_t{-7}, int64_t{123456789}, std::numeric_limits<int64_t>::max()}) {
     EXPECT_EQ(noise->AddNoise(v, engine), v);
   }
   EXPECT_EQ(noise->Name(), "none");
@@ -37,8 +37,7 @@ TEST(DiscreteLaplaceNoiseTest, NameAndScaleOfTheRationalUsed) {
     auto noise = MakeDiscreteLaplaceNoise(scale);
     ASSERT_OK(noise);
     EXPECT_GE((*noise)->Scale(), scale);
-    EXPECT_LE((*noise)->Scale(), scale + std::max(scale * 0x1p-39, 0x1p-40))
-        << scale;
+    EXPECT_LE((*noise)->Scale(), scale + std::max(scale * 0x1p-39, 0x1p-40)) << scale;
   }
 }
 
@@ -52,8 +51,7 @@ TEST(DiscreteLaplaceNoiseTest, SeededDrawsHaveTheRightSpread) {
   constexpr int kN = 100000;
   double sum = 0, sum_sq = 0;
   for (int i = 0; i < kN; ++i) {
-    const double d =
-        static_cast<double>((*noise)->AddNoise(1000, engine) - 1000);
+    const double d = static_cast<double>((*noise)->AddNoise(1000, engine) - 1000);
     sum += d;
     sum_sq += d * d;
   }
@@ -67,8 +65,7 @@ TEST(DiscreteLaplaceNoiseTest, SeededDrawsHaveTheRightSpread) {
   ASSERT_NEAR(m2, 2 * q / ((1 - q) * (1 - q)), 1e-9);
   const double mean = sum / kN;
   EXPECT_NEAR(mean, 0, 5 * std::sqrt(m2 / kN));
-  EXPECT_NEAR(sum_sq / kN - mean * mean, m2,
-              5 * std::sqrt((m4 - m2 * m2) / kN));
+  EXPECT_NEAR(sum_sq / kN - mean * mean, m2, 5 * std::sqrt((m4 - m2 * m2) / kN));
 }
 
 TEST(DiscreteLaplaceNoiseTest, AddNoiseSaturatesInsteadOfOverflowing) {
@@ -86,8 +83,7 @@ TEST(DiscreteLaplaceNoiseTest, AddNoiseSaturatesInsteadOfOverflowing) {
     saw_max |= hi == kMax;
     saw_min |= lo == kMin;
   }
-  EXPECT_TRUE(
-      saw_max);  // half the draws are >= 0; all 200 negative has prob 2^-200
+  EXPECT_TRUE(saw_max);  // half the draws are >= 0; all 200 negative has prob 2^-200
   EXPECT_TRUE(saw_min);
 }
 
@@ -102,9 +98,8 @@ TEST(DiscreteGaussianNoiseTest, NameAndScaleOfTheRationalUsed) {
     ASSERT_OK(noise);
     const double used = (*noise)->Scale();
     EXPECT_GE(used, sigma);
-    EXPECT_LE(used * used,
-              sigma * sigma + std::max(sigma * sigma * 0x1p-39, 0x1p-40) +
-                  4 * sigma * sigma * 0x1p-53)  // double rounding slack
+    EXPECT_LE(used * used, sigma * sigma + std::max(sigma * sigma * 0x1p-39, 0x1p-40) +
+                               4 * sigma * sigma * 0x1p-53)  // double rounding slack
         << sigma;
   }
 }
@@ -128,27 +123,19 @@ TEST(DiscreteGaussianNoiseTest, SeededDrawsHaveTheRightSpread) {
 }
 
 TEST(IntegerNoiseFactoryTest, RejectsInvalidScales) {
-  EXPECT_THAT(MakeDiscreteLaplaceNoise(-1),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "scale must be finite and > 0 (got -1)"));
-  EXPECT_THAT(MakeDiscreteLaplaceNoise(0),
-              StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(MakeDiscreteLaplaceNoise(NAN),
-              StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(MakeDiscreteLaplaceNoise(INFINITY),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MakeDiscreteLaplaceNoise(-1), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                     "scale must be finite and > 0 (got -1)"));
+  EXPECT_THAT(MakeDiscreteLaplaceNoise(0), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MakeDiscreteLaplaceNoise(NAN), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MakeDiscreteLaplaceNoise(INFINITY), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(MakeDiscreteLaplaceNoise(2e12),
               StatusIs(absl::StatusCode::kInvalidArgument, "too large"));
-  EXPECT_THAT(MakeDiscreteGaussianNoise(-2),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "sigma must be finite and > 0 (got -2)"));
-  EXPECT_THAT(MakeDiscreteGaussianNoise(0),
-              StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(MakeDiscreteGaussianNoise(NAN),
-              StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(
-      MakeDiscreteGaussianNoise(2e6),
-      StatusIs(absl::StatusCode::kInvalidArgument, "sigma must be <= 2^20"));
+  EXPECT_THAT(MakeDiscreteGaussianNoise(-2), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                      "sigma must be finite and > 0 (got -2)"));
+  EXPECT_THAT(MakeDiscreteGaussianNoise(0), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MakeDiscreteGaussianNoise(NAN), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MakeDiscreteGaussianNoise(2e6),
+              StatusIs(absl::StatusCode::kInvalidArgument, "sigma must be <= 2^20"));
 }
 
 }  // namespace

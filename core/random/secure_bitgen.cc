@@ -27,10 +27,8 @@ struct Block {
 thread_local Block tls_block;
 
 [[noreturn]] void DieWithErrno(const char* what, int err) {
-  std::fprintf(
-      stderr,
-      "fairvault: SecureBitGen: %s: %s; aborting (no secure randomness)\n",
-      what, std::strerror(err));
+  std::fprintf(stderr, "fairvault: SecureBitGen: %s: %s; aborting (no secure randomness)\n", what,
+               std::strerror(err));
   std::abort();
 }
 
