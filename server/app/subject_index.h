@@ -23,7 +23,7 @@ class SubjectIndex {
   // Row of a key, or -1.
   int64_t Find(const std::string& key) const {
     auto it = row_of_key_.find(key);
-    return it == row_of_key_.end() ? -1 : it->second;
+    return it == row_of_key_.end() ? int64_t{-1} : static_cast<int64_t>(it->second);
   }
   uint16_t Code(int64_t row, int attribute) const {
     return codes_[row * num_attributes_ + attribute];

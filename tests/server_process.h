@@ -1,0 +1,51 @@
+// Runs the real fairvault-server binary for end-to-end tests: bootstrap a regulator key,
+// start on a loopback port chosen by the kernel, stop with SIGTERM or kill with SIGKILL.
+#ifndef FAIRVAULT_TESTS_SERVER_PROCESS_H_
+#define FAIRVAULT_TESTS_SERVER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/client.h"
+
+namespace fairvault::testing {
+
+// Runs a command to completion and returns its stdout; error if it exits non-zero.
+absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv);
+
+// A fresh temporary path for a database file (the file does not exist yet).
+std::string TempDatabasePath(const std::string& stem);
+
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::string db_path) : db_path_(std::move(db_path)) {}
+  ~ServerProcess();
+
+  // `fairvault-server bootstrap`: the new regulator's API key.
+  absl::StatusOr<std::string> Bootstrap(const std::string& name);
+  // Starts `fairvault-server serve` on 127.0.0.1:0 and waits for its port.
+  absl::Status Start();
+  // SIGTERM and wait (graceful), or SIGKILL and wait (crash).
+  absl::Status Stop();
+  absl::Status Kill();
+
+  int port() const { return port_; }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  const std::string& db_path() const { return db_path_; }
+  // A client for `api_key` (empty: no key).
+  std::unique_ptr<client::Client> Connect(const std::string& api_key) const;
+
+ private:
+  absl::Status Wait();
+  std::string db_path_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace fairvault::testing
+
+#endif  // FAIRVAULT_TESTS_SERVER_PROCESS_H_

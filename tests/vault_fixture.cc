@@ -1,0 +1,119 @@
+// Builds the synthetic population and drives the regulator's set-up through the client.
+#include "tests/vault_fixture.h"
+
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "core/testing/status_matchers.h"
+
+namespace fairvault::testing {
+
+namespace v1 = ::fairvault::v1;
+
+Population MakePopulation(int n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  Population p;
+  for (int i = 0; i < n; ++i) {
+    p.keys.push_back(absl::StrFormat("s%07d", i));
+    const int sex = u(gen) < 0.45 ? 0 : 1;
+    const int race = u(gen) < 0.6 ? 0 : (u(gen) < 0.5 ? 1 : 2);
+    const int label = u(gen) < (sex == 1 ? 0.35 : 0.2) ? 1 : 0;
+    // The company's model is more accurate on group M: unequal error rates to post-process.
+    const double accuracy = sex == 1 ? 0.88 : 0.72;
+    const int prediction = u(gen) < accuracy ? label : 1 - label;
+    p.sex.push_back(sex);
+    p.race.push_back(race);
+    p.region.push_back(u(gen) < 0.5 ? 0 : 1);
+    p.label.push_back(label);
+    p.prediction.push_back(prediction);
+  }
+  return p;
+}
+
+void VaultFixture::StartVault(const Population& population, double epsilon, double delta) {
+  server_ = std::make_unique<ServerProcess>(TempDatabasePath("e2e"));
+  auto key = server_->Bootstrap("regulator");
+  ASSERT_OK(key);
+  regulator_key_ = *key;
+  ASSERT_OK(server_->Start());
+  regulator_ = server_->Connect(regulator_key_);
+  ASSERT_NE(regulator_, nullptr);
+
+  v1::CreateDatasetRequest dataset;
+  dataset.set_name("pop");
+  auto* sex = dataset.add_attributes();
+  sex->set_name("sex");
+  sex->add_categories("F");
+  sex->add_categories("M");
+  auto* race = dataset.add_attributes();
+  race->set_name("race");
+  for (const char* r : {"A", "B", "C"}) race->add_categories(r);
+  ASSERT_OK(regulator_->CreateDataset(dataset));
+
+  v1::ImportHeader header;
+  header.set_dataset("pop");
+  header.set_batch_id("batch-1");
+  header.add_attributes("race");  // any order: the server maps columns to attributes
+  header.add_attributes("sex");
+  std::vector<std::string> categories;
+  const char* kSex[] = {"F", "M"};
+  const char* kRace[] = {"A", "B", "C"};
+  for (size_t i = 0; i < population.keys.size(); ++i) {
+    categories.push_back(kRace[population.race[i]]);
+    categories.push_back(kSex[population.sex[i]]);
+  }
+  auto imported = regulator_->ImportAttributes(header, population.keys, categories, 1000);
+  ASSERT_OK(imported);
+  ASSERT_EQ(imported->subject_count(), static_cast<int64_t>(population.keys.size()));
+
+  for (auto [name, role, out] :
+       {std::make_tuple("acme", v1::ROLE_COMPANY, &company_key_),
+        std::make_tuple("watchdog", v1::ROLE_AUDITOR, &auditor_key_)}) {
+    v1::CreateAccountRequest req;
+    req.set_name(name);
+    req.set_role(role);
+    auto created = regulator_->CreateAccount(req);
+    ASSERT_OK(created);
+    *out = created->api_key();
+  }
+  company_ = server_->Connect(company_key_);
+  auditor_ = server_->Connect(auditor_key_);
+
+  v1::GrantBudgetRequest grant;
+  grant.set_company("acme");
+  grant.set_dataset("pop");
+  grant.set_epsilon(epsilon);
+  grant.set_delta(delta);
+  ASSERT_OK(regulator_->GrantBudget(grant));
+
+  v1::TableHeader table;
+  table.set_dataset("pop");
+  auto add_column = [&](const char* name, v1::ColumnType type) {
+    auto* c = table.add_columns();
+    c->set_name(name);
+    c->set_type(type);
+  };
+  add_column("region", v1::COLUMN_TYPE_CATEGORICAL);
+  add_column("prediction", v1::COLUMN_TYPE_NUMERIC);
+  add_column("label", v1::COLUMN_TYPE_NUMERIC);
+  std::vector<v1::ColumnValues> columns(3);
+  for (size_t i = 0; i < population.keys.size(); ++i) {
+    columns[0].add_categorical(population.region[i] == 0 ? "north" : "south");
+    columns[1].add_numeric(population.prediction[i]);
+    columns[2].add_numeric(population.label[i]);
+  }
+  auto uploaded = company_->UploadTable(table, population.keys, columns, 777);
+  ASSERT_OK(uploaded);
+  ASSERT_EQ(uploaded->rows_in_vault(), static_cast<int64_t>(population.keys.size()));
+  table_handle_ = uploaded->table_handle();
+}
+
+void VaultFixture::TearDown() {
+  regulator_.reset();
+  company_.reset();
+  auditor_.reset();
+  server_.reset();
+}
+
+}  // namespace fairvault::testing

@@ -1,0 +1,42 @@
+// A running vault with a synthetic population, for end-to-end tests: one dataset "pop" with
+// attributes sex{F,M} and race{A,B,C}, a company "acme" with a grant, an auditor, and the
+// company's uploaded table (columns region, prediction, label).
+#ifndef FAIRVAULT_TESTS_VAULT_FIXTURE_H_
+#define FAIRVAULT_TESTS_VAULT_FIXTURE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/server_process.h"
+
+namespace fairvault::testing {
+
+struct Population {
+  std::vector<std::string> keys;
+  std::vector<int> sex;     // 0 = F, 1 = M
+  std::vector<int> race;    // 0..2
+  std::vector<int> region;  // 0 = north, 1 = south
+  std::vector<int> label;
+  std::vector<int> prediction;
+};
+
+// Deterministic synthetic population of n subjects (seeded).
+Population MakePopulation(int n, uint64_t seed);
+
+class VaultFixture : public ::testing::Test {
+ protected:
+  // Starts the server and loads `population` with a grant of (epsilon, delta) for acme.
+  void StartVault(const Population& population, double epsilon, double delta);
+  void TearDown() override;
+
+  std::unique_ptr<ServerProcess> server_;
+  std::string regulator_key_, company_key_, auditor_key_;
+  std::unique_ptr<client::Client> regulator_, company_, auditor_;
+  std::string table_handle_;
+};
+
+}  // namespace fairvault::testing
+
+#endif  // FAIRVAULT_TESTS_VAULT_FIXTURE_H_
