@@ -29,20 +29,24 @@ absl::StatusOr<EoCounts> CountEo(absl::Span<const int> prediction, absl::Span<co
                                  absl::Span<const int> group, int num_groups);
 
 struct EoOptions {
-  double gamma = 0;      // fairness tolerance, >= 0
-  double beta = 0.05;    // failure probability of the slack bound, in (0,1)
-  double epsilon = 1;    // privacy parameter the counts were noised with; +inf = no noise
-  int64_t m = 0;         // number of subjects (public), > 0
+  double gamma = 0;        // fairness tolerance, >= 0
+  double beta = 0.05;      // failure probability of the slack bound, in (0,1)
+  double epsilon = 1;      // privacy parameter the counts were noised with; +inf = no noise
+  int64_t m = 0;           // number of subjects (public), > 0
   bool all_pairs = false;  // constrain every pair instead of each group against group 0
   absl::Status Validate() const;
 };
 
 struct EoGroupResult {
-  double p0 = 0;  // P(Ỹ=1 | Ŷ=0, A=a)
-  double p1 = 0;  // P(Ỹ=1 | Ŷ=1, A=a)
+  double p0 = 0;                            // P(Ỹ=1 | Ŷ=0, A=a)
+  double p1 = 0;                            // P(Ỹ=1 | Ŷ=1, A=a)
   double noisy_fpr = 0, noisy_tpr = 0;      // rates of Ŷ on the (clamped) noisy masses
   double derived_fpr = 0, derived_tpr = 0;  // rates of Ỹ
-  double fpr_slack = 0, tpr_slack = 0;      // slack vs. the reference (0 for group 0)
+  // The LP's noise allowance 4 ln(4K/β)/(min(q_ay, q_0y)·m·ε) on top of gamma, vs. the reference
+  // (0 for group 0; with all_pairs, the largest over the pairs the group is in; 0 if ε = +inf).
+  // On the true data Jagielski et al. Thm 3.1 bounds the gap by gamma plus about twice this:
+  // 8 ln(4K/β)/(min q̂·m·ε − 4 ln(4K/β)) with the exact masses q̂, w.p. ≥ 1 − β.
+  double fpr_slack = 0, tpr_slack = 0;
 };
 
 struct EoSolution {
@@ -56,11 +60,13 @@ struct EoSolution {
 // clamped below at 1/m (a public floor) before dividing; a warning names each group whose
 // mass is below 4 ln(4K/β)/(m ε), where the slack is too large for the constraint to bind.
 // With epsilon = +inf the slack is 0 (the non-private Hardt et al. LP).
-// Internal if GLPK fails.
+// Internal if GLPK fails. Thread-safe: concurrent calls are independent (GLPK 5.0 keeps its
+// environment per thread; a GLPK built without thread-local storage is serialised by a mutex).
 absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const EoOptions& options);
 
 // Alg. 1 end to end: adds one draw of `noise` to every count, then solves. `noisy_counts`
-// receives the released counts.
+// receives the released counts (may be null). The exact counts must be >= 0 and sum to
+// options.m; InvalidArgument otherwise. Thread-safe if `gen` is.
 absl::StatusOr<EoSolution> FitEqualizedOdds(const EoCounts& exact_counts, const EoOptions& options,
                                             const dp::IntegerNoise& noise, absl::BitGenRef gen,
                                             EoCounts* noisy_counts);
