@@ -1,0 +1,333 @@
+// Shared CLI plumbing and output formatting; see cli_common.h.
+#include "client/cli_common.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "client/pseudonymise.h"
+#include "core/random/secure_bitgen.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace fairvault::client::cli {
+
+const std::vector<FlagSpec>& ConnectionFlags() {
+  static const auto* flags = new std::vector<FlagSpec>{
+      {"server", "HOST:PORT", "vault address (env FAIRVAULT_SERVER; default 127.0.0.1:50051)"},
+      {"key", "KEY", "API key (env FAIRVAULT_API_KEY)"},
+      {"key-file", "FILE", "read the API key from FILE (first line)"},
+      {"tls-ca", "PEM", "use TLS, trusting the root certificates in this PEM file"},
+      {"tls-server-name", "NAME", "with --tls-ca: name to check in the server certificate"},
+      {"deadline", "SECONDS", "per-call deadline (default 600)"},
+      {"json", "", "print responses as JSON (protobuf field names) instead of tables"},
+  };
+  return *flags;
+}
+
+absl::StatusOr<Client*> Context::client() {
+  if (client_ != nullptr) return client_.get();
+  ClientOptions options;
+  const char* env_server = std::getenv("FAIRVAULT_SERVER");
+  options.target = flags_.Get(
+      "server", env_server != nullptr && *env_server != '\0' ? env_server : "127.0.0.1:50051");
+  if (flags_.Has("key")) {
+    options.api_key = flags_.Get("key");
+  } else if (flags_.Has("key-file")) {
+    absl::StatusOr<std::string> content = ReadFileToString(flags_.Get("key-file"));
+    if (!content.ok()) return content.status();
+    absl::string_view key = *content;
+    key = key.substr(0, key.find('\n'));
+    options.api_key = std::string(absl::StripAsciiWhitespace(key));
+  } else if (const char* env_key = std::getenv("FAIRVAULT_API_KEY"); env_key != nullptr) {
+    options.api_key = env_key;
+  }
+  if (options.api_key.empty()) {
+    return UsageError("no API key: pass --key KEY or --key-file FILE, or set FAIRVAULT_API_KEY");
+  }
+  absl::StatusOr<double> deadline = flags_.GetDouble("deadline", options.deadline_seconds);
+  if (!deadline.ok()) return deadline.status();
+  options.deadline_seconds = *deadline;
+  if (flags_.Has("tls-ca")) {
+    absl::StatusOr<std::string> pem = ReadFileToString(flags_.Get("tls-ca"));
+    if (!pem.ok()) return pem.status();
+    options.root_cert_pem = *std::move(pem);
+    options.tls_server_name_override = flags_.Get("tls-server-name");
+  }
+  absl::StatusOr<std::unique_ptr<Client>> created = Client::Create(options);
+  if (!created.ok()) return created.status();
+  client_ = *std::move(created);
+  return client_.get();
+}
+
+std::string TextTable::Render() const {
+  std::vector<size_t> widths(header_.size(), 0);
+  auto measure = [&widths](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  };
+  measure(header_);
+  for (const auto& row : rows_) measure(row);
+  auto render = [&widths](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : "";
+      absl::StrAppend(&line, cell);
+      if (i + 1 < widths.size()) line.append(widths[i] - cell.size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    return line + "\n";
+  };
+  std::string out = render(header_);
+  for (const auto& row : rows_) out += render(row);
+  return out;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  // Printing a valid message cannot fail short of a protobuf bug; show it if it does.
+  auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) return absl::StrCat("{\"error\": \"", status.ToString(), "\"}\n");
+  return json;
+}
+
+absl::Status FromJson(absl::string_view json, absl::string_view source,
+                      google::protobuf::Message& message) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto status = google::protobuf::util::JsonStringToMessage(std::string(json), &message, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": not a ", message.GetDescriptor()->full_name(), " in JSON: ", status.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+void PrintJson(const google::protobuf::Message& message) { std::cout << ToJson(message); }
+
+bool IsJsonPath(absl::string_view path) { return absl::EndsWithIgnoreCase(path, ".json"); }
+
+std::string Num(double value) { return absl::StrFormat("%.6g", value); }
+
+std::string FormatUnixSeconds(int64_t seconds) {
+  if (seconds == 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%SZ", absl::FromUnixSeconds(seconds),
+                          absl::UTCTimeZone());
+}
+
+std::string FormatUnixMicros(int64_t micros) {
+  if (micros == 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E3SZ", absl::FromUnixMicros(micros),
+                          absl::UTCTimeZone());
+}
+
+std::string RoleName(v1::Role role) {
+  switch (role) {
+    case v1::ROLE_REGULATOR:
+      return "regulator";
+    case v1::ROLE_COMPANY:
+      return "company";
+    case v1::ROLE_AUDITOR:
+      return "auditor";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string FormatCharge(const v1::Charge& charge) {
+  const v1::Cost& cost = charge.cost();
+  const v1::Budget& budget = charge.budget_after();
+  std::string out = absl::StrCat("charged: epsilon ", Num(cost.epsilon()));
+  if (cost.delta() > 0) absl::StrAppend(&out, ", delta ", Num(cost.delta()));
+  absl::StrAppend(&out, " (", cost.mechanism().empty() ? "?" : cost.mechanism(), ", noise scale ",
+                  Num(cost.noise_scale()), ", sensitivity ", Num(cost.sensitivity()), ")\n");
+  absl::StrAppend(&out, "budget:  spent ", Num(budget.epsilon_spent()), " of ",
+                  Num(budget.epsilon_granted()), " on dataset '", budget.dataset(), "', remaining ",
+                  Num(budget.epsilon_remaining()), " (releases: ", budget.releases(),
+                  budget.delta() > 0 ? absl::StrCat(", delta ", Num(budget.delta())) : "", ")\n");
+  absl::StrAppend(&out, "ledger seq: ", charge.ledger_seq(), "\n");
+  return out;
+}
+
+std::string FormatBudgets(const google::protobuf::RepeatedPtrField<v1::Budget>& budgets) {
+  if (budgets.empty()) return "(no budgets)\n";
+  TextTable table({"DATASET", "COMPANY", "GRANTED", "DELTA", "SPENT", "REMAINING", "RELEASES"});
+  for (const v1::Budget& b : budgets) {
+    table.AddRow({b.dataset(), b.company().empty() ? "(cap)" : b.company(),
+                  Num(b.epsilon_granted()), Num(b.delta()), Num(b.epsilon_spent()),
+                  Num(b.epsilon_remaining()), absl::StrCat(b.releases())});
+  }
+  return table.Render();
+}
+
+std::string FormatLedger(const google::protobuf::RepeatedPtrField<v1::LedgerEntry>& entries) {
+  if (entries.empty()) return "(no ledger rows)\n";
+  TextTable table({"SEQ", "TIME", "KIND", "ACCOUNT", "DATASET", "REQUEST", "IDEMPOTENCY_KEY",
+                   "EPSILON", "DELTA", "MECHANISM", "HASH"});
+  for (const v1::LedgerEntry& e : entries) {
+    table.AddRow({absl::StrCat(e.seq()), FormatUnixMicros(e.time_unix_micros()), e.kind(),
+                  e.account(), e.dataset(), e.request_kind(), e.idempotency_key(), Num(e.epsilon()),
+                  Num(e.delta()), e.mechanism(), e.hash().substr(0, 16)});
+  }
+  return table.Render();
+}
+
+std::string FormatVerify(const v1::VerifyLedgerResponse& r) {
+  std::string out =
+      absl::StrCat("ledger ok: ", r.ok() ? "yes" : "NO", "\nrows checked: ", r.rows_checked(),
+                   "\nhead hash: ", r.head_hash(), "\n");
+  if (!r.ok()) {
+    absl::StrAppend(&out, "first bad seq: ", r.first_bad_seq(), "\nproblem: ", r.message(), "\n");
+  } else if (!r.message().empty()) {
+    absl::StrAppend(&out, "note: ", r.message(), "\n");
+  }
+  return out;
+}
+
+std::string FormatArtifact(const v1::Artifact& artifact) {
+  std::string out = absl::StrCat("artifact: ", artifact.id(), "\ndataset: ", artifact.dataset(),
+                                 "  company: ", artifact.company(),
+                                 "  created: ", FormatUnixSeconds(artifact.created_unix()),
+                                 "  ledger seq: ", artifact.ledger_seq(), "\n");
+  if (!artifact.has_equalized_odds()) return out + "(artifact has no equalized-odds body)\n";
+  const v1::EqualizedOddsPostProcessor& eo = artifact.equalized_odds();
+  absl::StrAppend(&out, "equalized-odds post-processor over [",
+                  absl::StrJoin(eo.attributes(), ", "), "]: m=", eo.m(),
+                  " epsilon=", Num(eo.epsilon()), " gamma=", Num(eo.gamma()),
+                  " beta=", Num(eo.beta()), " reference=",
+                  eo.reference_group() < 0 ? std::string("all pairs")
+                                           : absl::StrCat("group ", eo.reference_group()),
+                  "\nnoisy error of the derived predictor: ", Num(eo.noisy_error()), "\n");
+  TextTable table({"GROUP", "P(1|PRED=0)", "P(1|PRED=1)", "NOISY_FPR", "NOISY_TPR", "DERIVED_FPR",
+                   "DERIVED_TPR", "FPR_SLACK", "TPR_SLACK", "N[P0,Y0]", "N[P0,Y1]", "N[P1,Y0]",
+                   "N[P1,Y1]"});
+  for (const v1::EqualizedOddsGroup& g : eo.groups()) {
+    auto f = [](double v) { return absl::StrFormat("%.4f", v); };
+    table.AddRow({g.group(), f(g.p_flip_to_1_given_0()), f(g.p_keep_1_given_1()), f(g.noisy_fpr()),
+                  f(g.noisy_tpr()), f(g.derived_fpr()), f(g.derived_tpr()), f(g.fpr_slack()),
+                  f(g.tpr_slack()), absl::StrCat(g.noisy_pred0_label0()),
+                  absl::StrCat(g.noisy_pred0_label1()), absl::StrCat(g.noisy_pred1_label0()),
+                  absl::StrCat(g.noisy_pred1_label1())});
+  }
+  out += table.Render();
+  for (const std::string& w : eo.warnings()) absl::StrAppend(&out, "warning: ", w, "\n");
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> SubjectKeys(const CsvTable& table,
+                                                     absl::string_view source,
+                                                     absl::string_view key_column,
+                                                     absl::string_view secret) {
+  std::vector<std::string> keys;
+  keys.reserve(table.rows.size());
+  if (key_column == "@row") {
+    for (size_t i = 0; i < table.rows.size(); ++i) keys.push_back(absl::StrCat("row-", i));
+  } else {
+    absl::StatusOr<std::vector<std::string>> column = table.Column(key_column);
+    if (!column.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": ", column.status().message(), "; or use --key-column @row"));
+    }
+    keys = *std::move(column);
+  }
+  absl::flat_hash_map<std::string, size_t> seen;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const int64_t line = table.row_lines[i];
+    if (keys[i].empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ":", line, ": empty subject key in column '", key_column, "'"));
+    }
+    if (!secret.empty()) keys[i] = Pseudonymise(secret, keys[i]);
+    if (keys[i].size() > 128) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ":", line, ": subject key is ", keys[i].size(),
+                       " bytes; keys are 1..128 bytes (pseudonymise with --hmac-secret-file)"));
+    }
+    auto [it, inserted] = seen.emplace(keys[i], i);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ":", line, ": repeats the subject key of line ", table.row_lines[it->second]));
+    }
+  }
+  return keys;
+}
+
+absl::StatusOr<std::string> OptionalSecret(const ParsedFlags& flags) {
+  if (!flags.Has("hmac-secret-file")) return std::string();
+  return ReadSecretFile(flags.Get("hmac-secret-file"));
+}
+
+absl::StatusOr<double> ParseCell(const CsvTable& table, absl::string_view source, size_t row,
+                                 size_t column) {
+  const std::string& text = table.rows[row][column];
+  double value = 0;
+  if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ":", table.row_lines[row], ": column '",
+                                                   table.header[column],
+                                                   "' must be a finite number (got '", text, "')"));
+  }
+  return value;
+}
+
+absl::StatusOr<int> ParseBinaryCell(const CsvTable& table, absl::string_view source, size_t row,
+                                    size_t column) {
+  absl::StatusOr<double> value = ParseCell(table, source, row, column);
+  if (value.ok() && *value != 0.0 && *value != 1.0) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ":", table.row_lines[row], ": column '",
+                                                   table.header[column], "' must be 0 or 1 (got '",
+                                                   table.rows[row][column], "')"));
+  }
+  if (!value.ok()) return value.status();
+  return *value == 1.0 ? 1 : 0;
+}
+
+absl::StatusOr<std::vector<std::string>> GroupLabels(const CsvTable& table,
+                                                     const std::vector<std::string>& names) {
+  std::vector<size_t> indices;
+  for (const std::string& name : names) {
+    absl::StatusOr<size_t> index = table.ColumnIndex(name);
+    if (!index.ok()) return index.status();
+    indices.push_back(*index);
+  }
+  std::vector<std::string> labels;
+  labels.reserve(table.rows.size());
+  for (const auto& row : table.rows) {
+    std::string label;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      if (k > 0) label.push_back('|');
+      label += row[indices[k]];
+    }
+    labels.push_back(std::move(label));
+  }
+  return labels;
+}
+
+std::string RandomIdempotencyKey() {
+  core::SecureBitGen gen;
+  const uint64_t words[2] = {gen(), gen()};
+  return absl::StrCat("cli-", absl::BytesToHexString(absl::string_view(
+                                  reinterpret_cast<const char*>(words), sizeof(words))));
+}
+
+absl::StatusOr<double> RequiredEpsilon(const ParsedFlags& flags) {
+  absl::StatusOr<double> epsilon = flags.GetDouble("epsilon", 0);
+  if (!epsilon.ok()) return epsilon.status();
+  if (*epsilon <= 0) {
+    return UsageError(absl::StrCat("--epsilon must be > 0 (got ", flags.Get("epsilon"), ")"));
+  }
+  return *epsilon;
+}
+
+}  // namespace fairvault::client::cli

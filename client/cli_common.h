@@ -1,0 +1,138 @@
+// Shared pieces of the `fairvault` CLI: the command table entry, the per-run context
+// (global flags, lazily created client), and output formatting.
+#ifndef FAIRVAULT_CLIENT_CLI_COMMON_H_
+#define FAIRVAULT_CLIENT_CLI_COMMON_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "client/cli_flags.h"
+#include "client/client.h"
+#include "client/csv.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/repeated_ptr_field.h"
+
+namespace fairvault::client::cli {
+
+class Context;
+
+// One subcommand, e.g. path "dataset create".
+struct Command {
+  std::string path;
+  std::string summary;          // one line for the command list
+  std::string details;          // extra paragraphs for --help (may be empty)
+  std::vector<FlagSpec> flags;  // the command's own flags
+  bool remote = true;           // talks to the vault (accepts the connection flags)
+  std::function<absl::Status(Context&)> run;
+};
+
+// Flags every remote command accepts (before or after the command words):
+// --server, --key, --key-file, --tls-ca, --tls-server-name, --deadline, --json.
+const std::vector<FlagSpec>& ConnectionFlags();
+
+// The command tables, one per file.
+std::vector<Command> RegulatorCommands();  // cli_regulator.cc
+std::vector<Command> CompanyCommands();    // cli_company.cc
+std::vector<Command> AuditorCommands();    // cli_auditor.cc
+std::vector<Command> LocalCommands();      // cli_local.cc: apply-eo, metrics
+std::vector<Command> TrainCommands();      // cli_train.cc: train-logreg
+
+// What a command runs with: its parsed flags and, for remote commands, a client created on
+// first use from the connection flags and the FAIRVAULT_SERVER / FAIRVAULT_API_KEY
+// environment variables.
+class Context {
+ public:
+  explicit Context(ParsedFlags flags) : flags_(std::move(flags)) {}
+  const ParsedFlags& flags() const { return flags_; }
+  absl::StatusOr<Client*> client();
+  // --json: print protobuf responses as JSON instead of tables.
+  bool json() const { return flags_.GetBool("json"); }
+
+ private:
+  ParsedFlags flags_;
+  std::unique_ptr<Client> client_;
+};
+
+// Ledger paging shared by `ledger list` and `auditor ledger` (cli_company.cc): --dataset,
+// --after, --limit and --all (fetch pages until an empty one).
+std::vector<FlagSpec> LedgerPagingFlags();
+absl::StatusOr<v1::ListLedgerResponse> FetchLedger(
+    const ParsedFlags& flags, v1::ListLedgerRequest req,
+    const std::function<absl::StatusOr<v1::ListLedgerResponse>(const v1::ListLedgerRequest&)>&
+        call);
+
+// ---- Output ----
+
+// Columns aligned with two spaces; numbers are whatever text the caller passes.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
+  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string Render() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Pretty JSON with proto field names and default values included.
+std::string ToJson(const google::protobuf::Message& message);
+// Parses JSON into `message`; unknown fields are an error. InvalidArgument naming `source`.
+absl::Status FromJson(absl::string_view json, absl::string_view source,
+                      google::protobuf::Message& message);
+// Prints JSON on stdout.
+void PrintJson(const google::protobuf::Message& message);
+// True when `path` ends in ".json" (case-insensitive).
+bool IsJsonPath(absl::string_view path);
+
+// Up to 6 significant digits ("0.5", "1e-06").
+std::string Num(double value);
+// "2024-05-01 12:00:00Z" (UTC).
+std::string FormatUnixSeconds(int64_t seconds);
+std::string FormatUnixMicros(int64_t micros);
+std::string RoleName(v1::Role role);
+
+// Multi-line summary of what a spending call cost and what is left.
+std::string FormatCharge(const v1::Charge& charge);
+std::string FormatBudgets(const google::protobuf::RepeatedPtrField<v1::Budget>& budgets);
+std::string FormatLedger(const google::protobuf::RepeatedPtrField<v1::LedgerEntry>& entries);
+std::string FormatVerify(const v1::VerifyLedgerResponse& response);
+// Artifact header, per-group probabilities and noisy rates, warnings.
+std::string FormatArtifact(const v1::Artifact& artifact);
+
+// ---- Inputs ----
+
+// Subject keys for the rows of `table`: the column `key_column`, or "row-<i>" (0-based data
+// row index) when key_column is "@row"; HMAC-pseudonymised when `secret` is non-empty.
+// InvalidArgument naming file and line for an empty or over-long (> 128 bytes) key or a
+// repeated key.
+absl::StatusOr<std::vector<std::string>> SubjectKeys(const CsvTable& table,
+                                                     absl::string_view source,
+                                                     absl::string_view key_column,
+                                                     absl::string_view secret);
+// The secret from --hmac-secret-file, or empty when the flag is absent.
+absl::StatusOr<std::string> OptionalSecret(const ParsedFlags& flags);
+// A finite number from a CSV cell; InvalidArgument "<source>:<line>: column 'c': ...".
+absl::StatusOr<double> ParseCell(const CsvTable& table, absl::string_view source, size_t row,
+                                 size_t column);
+// A 0/1 cell (also accepts "0.0", "1.0").
+absl::StatusOr<int> ParseBinaryCell(const CsvTable& table, absl::string_view source, size_t row,
+                                    size_t column);
+// Column indices for `names` joined into one group label per row with "|" (the vault's
+// joint-group spelling), e.g. "Female|White".
+absl::StatusOr<std::vector<std::string>> GroupLabels(const CsvTable& table,
+                                                     const std::vector<std::string>& names);
+// "cli-" + 32 hex characters from the OS CSPRNG.
+std::string RandomIdempotencyKey();
+// Validates a positive epsilon from the flags (a usage error otherwise).
+absl::StatusOr<double> RequiredEpsilon(const ParsedFlags& flags);
+
+}  // namespace fairvault::client::cli
+
+#endif  // FAIRVAULT_CLIENT_CLI_COMMON_H_

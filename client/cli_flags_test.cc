@@ -1,0 +1,76 @@
+// Tests of the CLI flag parser.
+#include "client/cli_flags.h"
+
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fairvault::client::cli {
+namespace {
+
+using ::fairvault::testing::StatusIs;
+using ::testing::ElementsAre;
+
+const std::vector<FlagSpec> kSpecs = {
+    {"name", "N", "a name", true},
+    {"epsilon", "EPS", "cost"},
+    {"columns", "C,...", "columns", false, true},
+    {"yes", "", "confirm"},
+};
+
+absl::StatusOr<ParsedFlags> Parse(std::vector<std::string> args) {
+  return ParseFlags(kSpecs, args);
+}
+
+TEST(ParseFlagsTest, ReadsSpaceAndEqualsFormsListsAndSwitches) {
+  absl::StatusOr<ParsedFlags> f =
+      Parse({"--name", "adult", "--epsilon=0.5", "--columns", "a,b", "--columns=c", "--yes"});
+  ASSERT_OK(f);
+  EXPECT_EQ(f->Get("name"), "adult");
+  absl::StatusOr<double> eps = f->GetDouble("epsilon", 0);
+  ASSERT_OK(eps);
+  EXPECT_EQ(*eps, 0.5);
+  EXPECT_THAT(f->GetList("columns"), ElementsAre("a", "b", "c"));
+  EXPECT_TRUE(f->GetBool("yes"));
+  EXPECT_FALSE(f->help());
+}
+
+TEST(ParseFlagsTest, ValuesMayStartWithASingleDash) {
+  absl::StatusOr<ParsedFlags> f = Parse({"--name", "x", "--epsilon", "-1"});
+  ASSERT_OK(f);
+  EXPECT_EQ(f->Get("epsilon"), "-1");
+}
+
+TEST(ParseFlagsTest, UsageErrors) {
+  auto usage = [](const absl::StatusOr<ParsedFlags>& f) {
+    return !f.ok() && IsUsageError(f.status());
+  };
+  EXPECT_TRUE(usage(Parse({})));                               // missing --name
+  EXPECT_TRUE(usage(Parse({"--name", "x", "--bogus", "1"})));  // unknown flag
+  EXPECT_TRUE(usage(Parse({"--name"})));                       // missing value
+  EXPECT_TRUE(usage(Parse({"--name", "x", "stray"})));         // positional
+  EXPECT_TRUE(usage(Parse({"--name", "x", "--name", "y"})));   // not repeatable
+  EXPECT_TRUE(usage(Parse({"--name", "x", "--yes=maybe"})));   // bad switch
+  EXPECT_THAT(Parse({"--name", "x", "--bogus"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "unknown flag --bogus"));
+}
+
+TEST(ParseFlagsTest, HelpSkipsRequiredFlags) {
+  absl::StatusOr<ParsedFlags> f = Parse({"--help"});
+  ASSERT_OK(f);
+  EXPECT_TRUE(f->help());
+}
+
+TEST(ParsedFlagsTest, TypedGettersReportBadNumbersAsUsageErrors) {
+  absl::StatusOr<ParsedFlags> f = Parse({"--name", "x", "--epsilon", "abc"});
+  ASSERT_OK(f);
+  absl::StatusOr<double> eps = f->GetDouble("epsilon", 0);
+  EXPECT_THAT(eps, StatusIs(absl::StatusCode::kInvalidArgument, "--epsilon must be a finite"));
+  EXPECT_TRUE(IsUsageError(eps.status()));
+  absl::StatusOr<int64_t> missing = f->GetInt("limit", 7);
+  ASSERT_OK(missing);
+  EXPECT_EQ(*missing, 7);
+}
+
+}  // namespace
+}  // namespace fairvault::client::cli

@@ -1,0 +1,299 @@
+// gRPC plumbing behind fairvault::client::Client: channel, per-call context, stream chunking.
+#include "client/client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace fairvault::client {
+namespace {
+
+// Calls a unary stub method and converts the outcome.
+template <typename Stub, typename Req, typename Resp>
+absl::StatusOr<Resp> CallUnary(Stub* stub,
+                               grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&,
+                                                            Resp*),
+                               grpc::ClientContext* context, const Req& request) {
+  Resp response;
+  grpc::Status status = (stub->*method)(context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+// Closes the stream and returns the server's answer (`response`, filled in by Finish).
+// The caller stops writing at the first failed Write: the server has ended the call and
+// Finish says why.
+template <typename Req, typename Resp>
+absl::StatusOr<Resp> FinishStream(grpc::ClientWriter<Req>& writer, bool all_written,
+                                  Resp& response) {
+  if (all_written) writer.WritesDone();
+  grpc::Status status = writer.Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!all_written) {
+    return absl::UnavailableError(
+        "the server closed the upload stream before all rows were "
+        "sent; retry the upload");
+  }
+  return response;
+}
+
+}  // namespace
+
+absl::Status ClientOptions::Validate() const {
+  if (target.empty()) return absl::InvalidArgumentError("target must not be empty");
+  if (!std::isfinite(deadline_seconds) || deadline_seconds <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("deadline_seconds must be finite and > 0 (got ", deadline_seconds, ")"));
+  }
+  if (max_message_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_message_bytes must be > 0 (got ", max_message_bytes, ")"));
+  }
+  for (char c : api_key) {
+    if (c <= ' ' || c > '~') {
+      return absl::InvalidArgumentError(
+          "api_key must be printable ASCII without spaces (check for a stray newline in the "
+          "key file)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // gRPC and Abseil share the canonical code numbering 0..16.
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+Client::Client(std::shared_ptr<grpc::Channel> channel, const ClientOptions& options)
+    : options_(options),
+      channel_(std::move(channel)),
+      regulator_(v1::RegulatorService::NewStub(channel_)),
+      company_(v1::CompanyService::NewStub(channel_)),
+      auditor_(v1::AuditorService::NewStub(channel_)) {}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
+  absl::Status valid = options.Validate();
+  if (!valid.ok()) return valid;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (options.root_cert_pem.empty()) {
+    credentials = grpc::InsecureChannelCredentials();
+  } else {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.root_cert_pem;
+    credentials = grpc::SslCredentials(ssl);
+    if (!options.tls_server_name_override.empty()) {
+      args.SetSslTargetNameOverride(options.tls_server_name_override);
+    }
+  }
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.target, credentials, args);
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create a channel to '", options.target, "'"));
+  }
+  return std::unique_ptr<Client>(new Client(std::move(channel), options));
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::CreateWithChannel(
+    std::shared_ptr<grpc::Channel> channel, const ClientOptions& options) {
+  absl::Status valid = options.Validate();
+  if (!valid.ok()) return valid;
+  if (channel == nullptr) return absl::InvalidArgumentError("channel must not be null");
+  return std::unique_ptr<Client>(new Client(std::move(channel), options));
+}
+
+std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                            std::chrono::duration<double>(options_.deadline_seconds)));
+  if (!options_.api_key.empty()) {
+    context->AddMetadata("authorization", absl::StrCat("Bearer ", options_.api_key));
+  }
+  return context;
+}
+
+// ----- RegulatorService -----
+
+absl::StatusOr<v1::CreateDatasetResponse> Client::CreateDataset(
+    const v1::CreateDatasetRequest& req) {
+  return CallUnary(regulator_.get(), &v1::RegulatorService::Stub::CreateDataset, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::ListDatasetsResponse> Client::ListDatasets(const v1::ListDatasetsRequest& req) {
+  return CallUnary(regulator_.get(), &v1::RegulatorService::Stub::ListDatasets, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::DeleteDatasetResponse> Client::DeleteDataset(
+    const v1::DeleteDatasetRequest& req) {
+  return CallUnary(regulator_.get(), &v1::RegulatorService::Stub::DeleteDataset, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::ImportAttributesResponse> Client::ImportAttributes(
+    const v1::ImportHeader& header, const std::vector<std::string>& keys,
+    const std::vector<std::string>& categories_row_major, size_t chunk_rows) {
+  const size_t width = static_cast<size_t>(header.attributes_size());
+  if (chunk_rows == 0) return absl::InvalidArgumentError("chunk_rows must be > 0");
+  if (width == 0) {
+    return absl::InvalidArgumentError("the import header must name at least one attribute");
+  }
+  if (categories_row_major.size() != keys.size() * width) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected ", keys.size(), " keys x ", width, " attributes = ", keys.size() * width,
+        " category labels, got ", categories_row_major.size()));
+  }
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  v1::ImportAttributesResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::ImportAttributesRequest>> writer =
+      regulator_->ImportAttributes(context.get(), &response);
+  v1::ImportAttributesRequest message;
+  *message.mutable_header() = header;
+  bool ok = writer->Write(message);
+  for (size_t begin = 0; ok && begin < keys.size(); begin += chunk_rows) {
+    const size_t end = std::min(keys.size(), begin + chunk_rows);
+    message.Clear();
+    v1::SubjectRows* rows = message.mutable_rows();
+    rows->mutable_subject_keys()->Reserve(static_cast<int>(end - begin));
+    rows->mutable_categories()->Reserve(static_cast<int>((end - begin) * width));
+    for (size_t i = begin; i < end; ++i) {
+      rows->add_subject_keys(keys[i]);
+      for (size_t a = 0; a < width; ++a) rows->add_categories(categories_row_major[i * width + a]);
+    }
+    ok = writer->Write(message);
+  }
+  return FinishStream(*writer, ok, response);
+}
+
+absl::StatusOr<v1::CreateAccountResponse> Client::CreateAccount(
+    const v1::CreateAccountRequest& req) {
+  return CallUnary(regulator_.get(), &v1::RegulatorService::Stub::CreateAccount, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::ListAccountsResponse> Client::ListAccounts(const v1::ListAccountsRequest& req) {
+  return CallUnary(regulator_.get(), &v1::RegulatorService::Stub::ListAccounts, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::GrantBudgetResponse> Client::GrantBudget(const v1::GrantBudgetRequest& req) {
+  return CallUnary(regulator_.get(), &v1::RegulatorService::Stub::GrantBudget, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::SetDatasetCapResponse> Client::SetDatasetCap(
+    const v1::SetDatasetCapRequest& req) {
+  return CallUnary(regulator_.get(), &v1::RegulatorService::Stub::SetDatasetCap, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::VerifyLedgerResponse> Client::VerifyLedger(const v1::VerifyLedgerRequest& req) {
+  return CallUnary(regulator_.get(), &v1::RegulatorService::Stub::VerifyLedger, NewContext().get(),
+                   req);
+}
+
+// ----- CompanyService -----
+
+absl::StatusOr<v1::UploadTableResponse> Client::UploadTable(
+    const v1::TableHeader& header, const std::vector<std::string>& keys,
+    const std::vector<v1::ColumnValues>& columns, size_t chunk_rows) {
+  if (chunk_rows == 0) return absl::InvalidArgumentError("chunk_rows must be > 0");
+  if (columns.size() != static_cast<size_t>(header.columns_size())) {
+    return absl::InvalidArgumentError(absl::StrCat("the header declares ", header.columns_size(),
+                                                   " columns but ", columns.size(), " were given"));
+  }
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const v1::ColumnSpec& spec = header.columns(static_cast<int>(c));
+    const bool numeric = spec.type() == v1::COLUMN_TYPE_NUMERIC;
+    if (!numeric && spec.type() != v1::COLUMN_TYPE_CATEGORICAL) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("column '", spec.name(), "' must be numeric or categorical"));
+    }
+    const size_t have = numeric ? columns[c].numeric_size() : columns[c].categorical_size();
+    const size_t other = numeric ? columns[c].categorical_size() : columns[c].numeric_size();
+    if (have != keys.size() || other != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column '", spec.name(), "' (", numeric ? "numeric" : "categorical", ") must have ",
+          keys.size(), " ", numeric ? "numeric" : "categorical", " values, one per key (got ", have,
+          ", plus ", other, " of the other kind)"));
+    }
+  }
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  v1::UploadTableResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::UploadTableRequest>> writer =
+      company_->UploadTable(context.get(), &response);
+  v1::UploadTableRequest message;
+  *message.mutable_header() = header;
+  bool ok = writer->Write(message);
+  for (size_t begin = 0; ok && begin < keys.size(); begin += chunk_rows) {
+    const size_t end = std::min(keys.size(), begin + chunk_rows);
+    const int n = static_cast<int>(end - begin);
+    message.Clear();
+    v1::TableChunk* chunk = message.mutable_chunk();
+    chunk->mutable_subject_keys()->Reserve(n);
+    for (size_t i = begin; i < end; ++i) chunk->add_subject_keys(keys[i]);
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const v1::ColumnValues& column = columns[c];
+      v1::ColumnValues* slice = chunk->add_columns();
+      if (header.columns(static_cast<int>(c)).type() == v1::COLUMN_TYPE_NUMERIC) {
+        slice->mutable_numeric()->Add(column.numeric().begin() + begin,
+                                      column.numeric().begin() + end);
+      } else {
+        slice->mutable_categorical()->Reserve(n);
+        for (size_t i = begin; i < end; ++i) slice->add_categorical(column.categorical(i));
+      }
+    }
+    ok = writer->Write(message);
+  }
+  return FinishStream(*writer, ok, response);
+}
+
+absl::StatusOr<v1::NoisyCountsResponse> Client::NoisyCounts(const v1::NoisyCountsRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::NoisyCounts, NewContext().get(), req);
+}
+
+absl::StatusOr<v1::FitEqualizedOddsResponse> Client::FitEqualizedOddsPostProcessor(
+    const v1::FitEqualizedOddsRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::FitEqualizedOddsPostProcessor,
+                   NewContext().get(), req);
+}
+
+absl::StatusOr<v1::GetArtifactResponse> Client::GetArtifact(const v1::GetArtifactRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::GetArtifact, NewContext().get(), req);
+}
+
+absl::StatusOr<v1::GetBudgetResponse> Client::GetBudget(const v1::GetBudgetRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::GetBudget, NewContext().get(), req);
+}
+
+absl::StatusOr<v1::ListLedgerResponse> Client::ListLedger(const v1::ListLedgerRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::ListLedger, NewContext().get(), req);
+}
+
+// ----- AuditorService -----
+
+absl::StatusOr<v1::ListLedgerResponse> Client::AuditorListLedger(const v1::ListLedgerRequest& req) {
+  return CallUnary(auditor_.get(), &v1::AuditorService::Stub::ListLedger, NewContext().get(), req);
+}
+
+absl::StatusOr<v1::ListBudgetsResponse> Client::AuditorListBudgets(
+    const v1::ListBudgetsRequest& req) {
+  return CallUnary(auditor_.get(), &v1::AuditorService::Stub::ListBudgets, NewContext().get(), req);
+}
+
+absl::StatusOr<v1::VerifyLedgerResponse> Client::AuditorVerifyLedger(
+    const v1::VerifyLedgerRequest& req) {
+  return CallUnary(auditor_.get(), &v1::AuditorService::Stub::VerifyLedger, NewContext().get(),
+                   req);
+}
+
+}  // namespace fairvault::client

@@ -1,0 +1,109 @@
+// The C++ client a company (or the regulator, or an auditor) links: one method per RPC of
+// fairvault.v1, each returning absl::StatusOr, plus chunking helpers for the two uploads.
+#ifndef FAIRVAULT_CLIENT_CLIENT_H_
+#define FAIRVAULT_CLIENT_CLIENT_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "fairvault/v1/fairvault.grpc.pb.h"
+#include "fairvault/v1/fairvault.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace fairvault::client {
+
+namespace v1 = ::fairvault::v1;
+
+struct ClientOptions {
+  // gRPC target, e.g. "127.0.0.1:50051" or "dns:///vault.example:443".
+  std::string target = "127.0.0.1:50051";
+  // Bearer API key ("fv_..."), sent as "authorization: Bearer <key>" on every call. May be
+  // empty only for calls the server lets through unauthenticated (none today).
+  std::string api_key;
+  // Per-call deadline in seconds (finite, > 0). Uploads of large tables need minutes.
+  double deadline_seconds = 600;
+  // Largest message sent or received, in bytes (> 0).
+  int max_message_bytes = 64 << 20;
+  // PEM root certificates: non-empty selects TLS with these roots; empty means an insecure
+  // (plaintext) channel, fine on loopback or inside a private network only.
+  std::string root_cert_pem;
+  // With TLS: override the name checked against the server certificate (tests, IP targets).
+  std::string tls_server_name_override;
+
+  absl::Status Validate() const;
+};
+
+// The one mapping from gRPC status to absl::Status: same code (the numeric values agree),
+// same message.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// A connection to the vault. Thread-safe: calls may run concurrently from many threads.
+class Client {
+ public:
+  // Validates the options and creates the channel (connection happens lazily on the first
+  // call; an unreachable server shows up as UNAVAILABLE then).
+  static absl::StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& options);
+  // Uses an existing channel (e.g. a server's InProcessChannel in tests); the options'
+  // target and credentials are ignored.
+  static absl::StatusOr<std::unique_ptr<Client>> CreateWithChannel(
+      std::shared_ptr<grpc::Channel> channel, const ClientOptions& options);
+
+  // --- RegulatorService (regulator role) ---
+  absl::StatusOr<v1::CreateDatasetResponse> CreateDataset(const v1::CreateDatasetRequest& req);
+  absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const v1::ListDatasetsRequest& req = {});
+  absl::StatusOr<v1::DeleteDatasetResponse> DeleteDataset(const v1::DeleteDatasetRequest& req);
+  // Streams the header, then rows in chunks of at most `chunk_rows` subjects:
+  // `categories_row_major` holds keys.size() × header.attributes_size() labels, row by row.
+  // InvalidArgument (before anything is sent) on a size mismatch or chunk_rows == 0.
+  absl::StatusOr<v1::ImportAttributesResponse> ImportAttributes(
+      const v1::ImportHeader& header, const std::vector<std::string>& keys,
+      const std::vector<std::string>& categories_row_major, size_t chunk_rows = 20000);
+  absl::StatusOr<v1::CreateAccountResponse> CreateAccount(const v1::CreateAccountRequest& req);
+  absl::StatusOr<v1::ListAccountsResponse> ListAccounts(const v1::ListAccountsRequest& req = {});
+  absl::StatusOr<v1::GrantBudgetResponse> GrantBudget(const v1::GrantBudgetRequest& req);
+  absl::StatusOr<v1::SetDatasetCapResponse> SetDatasetCap(const v1::SetDatasetCapRequest& req);
+  absl::StatusOr<v1::VerifyLedgerResponse> VerifyLedger(const v1::VerifyLedgerRequest& req = {});
+
+  // --- CompanyService (company role) ---
+  // Streams the header, then chunks of at most `chunk_rows` rows; each chunk carries that
+  // row range of every column. `columns[c]` holds column c of header.columns(): `numeric`
+  // values for numeric columns, `categorical` for categorical ones, keys.size() of them.
+  // InvalidArgument (before anything is sent) on a count or type mismatch.
+  absl::StatusOr<v1::UploadTableResponse> UploadTable(const v1::TableHeader& header,
+                                                      const std::vector<std::string>& keys,
+                                                      const std::vector<v1::ColumnValues>& columns,
+                                                      size_t chunk_rows = 20000);
+  absl::StatusOr<v1::NoisyCountsResponse> NoisyCounts(const v1::NoisyCountsRequest& req);
+  absl::StatusOr<v1::FitEqualizedOddsResponse> FitEqualizedOddsPostProcessor(
+      const v1::FitEqualizedOddsRequest& req);
+  absl::StatusOr<v1::GetArtifactResponse> GetArtifact(const v1::GetArtifactRequest& req);
+  absl::StatusOr<v1::GetBudgetResponse> GetBudget(const v1::GetBudgetRequest& req = {});
+  // The caller's own ledger rows.
+  absl::StatusOr<v1::ListLedgerResponse> ListLedger(const v1::ListLedgerRequest& req = {});
+
+  // --- AuditorService (auditor and regulator roles) ---
+  absl::StatusOr<v1::ListLedgerResponse> AuditorListLedger(const v1::ListLedgerRequest& req = {});
+  absl::StatusOr<v1::ListBudgetsResponse> AuditorListBudgets(
+      const v1::ListBudgetsRequest& req = {});
+  absl::StatusOr<v1::VerifyLedgerResponse> AuditorVerifyLedger(
+      const v1::VerifyLedgerRequest& req = {});
+
+ private:
+  Client(std::shared_ptr<grpc::Channel> channel, const ClientOptions& options);
+  // A context carrying the deadline and the authorization metadata.
+  std::unique_ptr<grpc::ClientContext> NewContext() const;
+
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::RegulatorService::Stub> regulator_;
+  std::unique_ptr<v1::CompanyService::Stub> company_;
+  std::unique_ptr<v1::AuditorService::Stub> auditor_;
+};
+
+}  // namespace fairvault::client
+
+#endif  // FAIRVAULT_CLIENT_CLIENT_H_

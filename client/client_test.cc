@@ -1,0 +1,229 @@
+// Tests of the client against in-process fake services: metadata, chunking of the two
+// uploads, status conversion, and validation before anything is sent.
+#include "client/client.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace fairvault::client {
+namespace {
+
+using ::fairvault::testing::StatusIs;
+using ::testing::ElementsAre;
+
+std::string Authorization(const grpc::ServerContext* context) {
+  auto it = context->client_metadata().find("authorization");
+  if (it == context->client_metadata().end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+class FakeRegulator final : public v1::RegulatorService::Service {
+ public:
+  grpc::Status ImportAttributes(grpc::ServerContext* context,
+                                grpc::ServerReader<v1::ImportAttributesRequest>* reader,
+                                v1::ImportAttributesResponse* response) override {
+    std::lock_guard<std::mutex> lock(mu);
+    authorization = Authorization(context);
+    v1::ImportAttributesRequest message;
+    while (reader->Read(&message)) messages.push_back(message);
+    response->set_rows_imported(42);
+    return grpc::Status::OK;
+  }
+  grpc::Status GrantBudget(grpc::ServerContext* context, const v1::GrantBudgetRequest* request,
+                           v1::GrantBudgetResponse* response) override {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "only the regulator may grant");
+  }
+  std::mutex mu;
+  std::string authorization;
+  std::vector<v1::ImportAttributesRequest> messages;
+};
+
+class FakeCompany final : public v1::CompanyService::Service {
+ public:
+  grpc::Status UploadTable(grpc::ServerContext* context,
+                           grpc::ServerReader<v1::UploadTableRequest>* reader,
+                           v1::UploadTableResponse* response) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++upload_calls;
+    v1::UploadTableRequest message;
+    if (reject_upload) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "column 'x' is not allowed");
+    }
+    while (reader->Read(&message)) messages.push_back(message);
+    response->set_table_handle("tbl_1");
+    return grpc::Status::OK;
+  }
+  grpc::Status NoisyCounts(grpc::ServerContext* context, const v1::NoisyCountsRequest* request,
+                           v1::NoisyCountsResponse* response) override {
+    authorization = Authorization(context);
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "epsilon 2 exceeds the remaining budget 1.5");
+  }
+  std::mutex mu;
+  int upload_calls = 0;
+  bool reject_upload = false;
+  std::string authorization;
+  std::vector<v1::UploadTableRequest> messages;
+};
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&regulator_);
+    builder.RegisterService(&company_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ClientOptions options;
+    options.api_key = "fv_test_key";
+    options.deadline_seconds = 30;
+    absl::StatusOr<std::unique_ptr<Client>> client =
+        Client::CreateWithChannel(server_->InProcessChannel(grpc::ChannelArguments()), options);
+    ASSERT_OK(client);
+    client_ = *std::move(client);
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  FakeRegulator regulator_;
+  FakeCompany company_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ClientTest, ImportSendsHeaderThenChunksWithBearerKey) {
+  v1::ImportHeader header;
+  header.set_dataset("adult");
+  header.set_batch_id("b1");
+  header.add_attributes("sex");
+  header.add_attributes("race");
+  const std::vector<std::string> keys = {"k0", "k1", "k2", "k3", "k4"};
+  const std::vector<std::string> categories = {"F", "W", "M", "B", "F", "A", "M", "W", "F", "B"};
+  absl::StatusOr<v1::ImportAttributesResponse> response =
+      client_->ImportAttributes(header, keys, categories, /*chunk_rows=*/2);
+  ASSERT_OK(response);
+  EXPECT_EQ(response->rows_imported(), 42);
+  EXPECT_EQ(regulator_.authorization, "Bearer fv_test_key");
+  ASSERT_EQ(regulator_.messages.size(), 4u);
+  EXPECT_TRUE(regulator_.messages[0].has_header());
+  EXPECT_EQ(regulator_.messages[0].header().dataset(), "adult");
+  EXPECT_THAT(regulator_.messages[1].rows().subject_keys(), ElementsAre("k0", "k1"));
+  EXPECT_THAT(regulator_.messages[1].rows().categories(), ElementsAre("F", "W", "M", "B"));
+  EXPECT_THAT(regulator_.messages[2].rows().subject_keys(), ElementsAre("k2", "k3"));
+  EXPECT_THAT(regulator_.messages[2].rows().categories(), ElementsAre("F", "A", "M", "W"));
+  EXPECT_THAT(regulator_.messages[3].rows().subject_keys(), ElementsAre("k4"));
+  EXPECT_THAT(regulator_.messages[3].rows().categories(), ElementsAre("F", "B"));
+}
+
+TEST_F(ClientTest, ImportRejectsSizeMismatchBeforeSending) {
+  v1::ImportHeader header;
+  header.add_attributes("sex");
+  EXPECT_THAT(client_->ImportAttributes(header, {"k0", "k1"}, {"F"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "got 1"));
+  EXPECT_THAT(client_->ImportAttributes(header, {"k0"}, {"F"}, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, "chunk_rows"));
+  EXPECT_TRUE(regulator_.messages.empty());
+}
+
+TEST_F(ClientTest, UploadSlicesEveryColumnPerChunk) {
+  v1::TableHeader header;
+  header.set_dataset("adult");
+  v1::ColumnSpec* pred = header.add_columns();
+  pred->set_name("prediction");
+  pred->set_type(v1::COLUMN_TYPE_NUMERIC);
+  v1::ColumnSpec* job = header.add_columns();
+  job->set_name("job");
+  job->set_type(v1::COLUMN_TYPE_CATEGORICAL);
+  std::vector<v1::ColumnValues> columns(2);
+  for (double v : {1.0, 0.0, 1.0}) columns[0].add_numeric(v);
+  for (const char* v : {"a", "b", "c"}) columns[1].add_categorical(v);
+  absl::StatusOr<v1::UploadTableResponse> response =
+      client_->UploadTable(header, {"k0", "k1", "k2"}, columns, /*chunk_rows=*/2);
+  ASSERT_OK(response);
+  EXPECT_EQ(response->table_handle(), "tbl_1");
+  ASSERT_EQ(company_.messages.size(), 3u);
+  EXPECT_EQ(company_.messages[0].header().columns_size(), 2);
+  const v1::TableChunk& first = company_.messages[1].chunk();
+  EXPECT_THAT(first.subject_keys(), ElementsAre("k0", "k1"));
+  ASSERT_EQ(first.columns_size(), 2);
+  EXPECT_THAT(first.columns(0).numeric(), ElementsAre(1.0, 0.0));
+  EXPECT_TRUE(first.columns(0).categorical().empty());
+  EXPECT_THAT(first.columns(1).categorical(), ElementsAre("a", "b"));
+  const v1::TableChunk& second = company_.messages[2].chunk();
+  EXPECT_THAT(second.subject_keys(), ElementsAre("k2"));
+  EXPECT_THAT(second.columns(0).numeric(), ElementsAre(1.0));
+  EXPECT_THAT(second.columns(1).categorical(), ElementsAre("c"));
+}
+
+TEST_F(ClientTest, UploadRejectsWrongColumnKindBeforeSending) {
+  v1::TableHeader header;
+  v1::ColumnSpec* pred = header.add_columns();
+  pred->set_name("prediction");
+  pred->set_type(v1::COLUMN_TYPE_NUMERIC);
+  std::vector<v1::ColumnValues> columns(1);
+  columns[0].add_categorical("1");
+  EXPECT_THAT(client_->UploadTable(header, {"k0"}, columns),
+              StatusIs(absl::StatusCode::kInvalidArgument, "column 'prediction' (numeric)"));
+  EXPECT_EQ(company_.upload_calls, 0);
+}
+
+TEST_F(ClientTest, ServerErrorDuringUploadKeepsCodeAndMessage) {
+  company_.reject_upload = true;
+  v1::TableHeader header;
+  v1::ColumnSpec* pred = header.add_columns();
+  pred->set_name("x");
+  pred->set_type(v1::COLUMN_TYPE_NUMERIC);
+  std::vector<v1::ColumnValues> columns(1);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 1000; ++i) {
+    keys.push_back("key" + std::to_string(i));
+    columns[0].add_numeric(i);
+  }
+  EXPECT_THAT(client_->UploadTable(header, keys, columns, /*chunk_rows=*/10),
+              StatusIs(absl::StatusCode::kInvalidArgument, "column 'x' is not allowed"));
+}
+
+TEST_F(ClientTest, UnaryErrorsKeepCodeAndMessage) {
+  EXPECT_THAT(
+      client_->NoisyCounts(v1::NoisyCountsRequest()),
+      StatusIs(absl::StatusCode::kResourceExhausted, "epsilon 2 exceeds the remaining budget 1.5"));
+  EXPECT_EQ(company_.authorization, "Bearer fv_test_key");
+  EXPECT_THAT(client_->GrantBudget(v1::GrantBudgetRequest()),
+              StatusIs(absl::StatusCode::kPermissionDenied, "only the regulator may grant"));
+  // Not implemented by the fake: gRPC's own UNIMPLEMENTED passes through.
+  EXPECT_THAT(client_->AuditorVerifyLedger(), StatusIs(absl::StatusCode::kUnimplemented));
+}
+
+TEST(FromGrpcStatusTest, MapsEveryCodeOneToOne) {
+  EXPECT_OK(FromGrpcStatus(grpc::Status::OK));
+  for (int code = 1; code <= 16; ++code) {
+    absl::Status s = FromGrpcStatus(grpc::Status(static_cast<grpc::StatusCode>(code), "m"));
+    EXPECT_EQ(static_cast<int>(s.code()), code);
+    EXPECT_EQ(s.message(), "m");
+  }
+  EXPECT_EQ(FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "x")).code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+TEST(ClientOptionsTest, ValidatesDeadlineMessageSizeAndKey) {
+  ClientOptions options;
+  EXPECT_OK(options.Validate());
+  options.deadline_seconds = 0;
+  EXPECT_THAT(options.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "deadline"));
+  options = ClientOptions();
+  options.max_message_bytes = 0;
+  EXPECT_THAT(options.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "max_message"));
+  options = ClientOptions();
+  options.api_key = "fv_abc\n";
+  EXPECT_THAT(options.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "api_key"));
+  EXPECT_THAT(Client::Create(options), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace fairvault::client

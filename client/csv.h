@@ -1,0 +1,55 @@
+// A small CSV reader and writer for the company's files (RFC 4180 quoting, trimmed fields).
+#ifndef FAIRVAULT_CLIENT_CSV_H_
+#define FAIRVAULT_CLIENT_CSV_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace fairvault::client {
+
+// A parsed CSV file: one header row, then data rows of the same width.
+struct CsvTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  // 1-based line of the file on which each data row starts (for error messages).
+  std::vector<int64_t> row_lines;
+
+  // Index of the header column `name`; InvalidArgument listing the header when absent.
+  absl::StatusOr<size_t> ColumnIndex(absl::string_view name) const;
+  // Values of the column `name`, one per data row.
+  absl::StatusOr<std::vector<std::string>> Column(absl::string_view name) const;
+};
+
+// Parses CSV text: the first non-blank record is the header; comma separator; whitespace
+// around each field is trimmed (so "a, b" reads as "a","b", as in the UCI Adult files);
+// a field may be double-quoted, with "" standing for one quote and commas and newlines
+// allowed inside (whitespace inside quotes is kept). Blank lines are skipped. Every record
+// must have as many fields as the header. Errors are InvalidArgument and start with
+// "<source>:<line>: ", `source` naming the input (e.g. the file path).
+absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, absl::string_view source = "csv");
+
+// Reads and parses a file; NotFound if it cannot be opened.
+absl::StatusOr<CsvTable> ReadCsvFile(const std::string& path);
+
+// Reads a whole file into memory; NotFound if it cannot be opened.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+// Writes (replaces) a file; FailedPrecondition if it cannot be written.
+absl::Status WriteStringToFile(const std::string& path, absl::string_view content);
+
+// One field as CSV: quoted (with "" escapes) when it contains a comma, quote, CR/LF or
+// surrounding whitespace (which the reader would trim), or is empty; verbatim otherwise.
+std::string CsvEscape(absl::string_view field);
+// One record: escaped fields joined by commas, terminated by "\n".
+std::string FormatCsvRecord(const std::vector<std::string>& fields);
+// A whole table: header then rows.
+std::string FormatCsv(const std::vector<std::string>& header,
+                      const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace fairvault::client
+
+#endif  // FAIRVAULT_CLIENT_CSV_H_

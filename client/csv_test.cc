@@ -1,0 +1,121 @@
+// Tests of the CSV reader and writer: trimming, quoting, errors with line numbers.
+#include "client/csv.h"
+
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fairvault::client {
+namespace {
+
+using ::fairvault::testing::StatusIs;
+using ::testing::ElementsAre;
+
+TEST(ParseCsvTest, TrimsWhitespaceAroundFieldsAsInAdult) {
+  absl::StatusOr<CsvTable> t =
+      ParseCsv("age, workclass, sex\n39, State-gov, Male\n50,  Self-emp ,Female\t\n");
+  ASSERT_OK(t);
+  EXPECT_THAT(t->header, ElementsAre("age", "workclass", "sex"));
+  ASSERT_EQ(t->rows.size(), 2u);
+  EXPECT_THAT(t->rows[0], ElementsAre("39", "State-gov", "Male"));
+  EXPECT_THAT(t->rows[1], ElementsAre("50", "Self-emp", "Female"));
+  EXPECT_THAT(t->row_lines, ElementsAre(2, 3));
+}
+
+TEST(ParseCsvTest, QuotedFieldsKeepCommasQuotesNewlinesAndInnerSpaces) {
+  absl::StatusOr<CsvTable> t = ParseCsv(
+      "id,text\n"
+      "1, \"a, b\" \n"
+      "2,\"say \"\"hi\"\"\"\n"
+      "3,\"two\nlines\"\n"
+      "4,\"  padded  \"\n"
+      "5,\"\"\n");
+  ASSERT_OK(t);
+  ASSERT_EQ(t->rows.size(), 5u);
+  EXPECT_EQ(t->rows[0][1], "a, b");
+  EXPECT_EQ(t->rows[1][1], "say \"hi\"");
+  EXPECT_EQ(t->rows[2][1], "two\nlines");
+  EXPECT_EQ(t->rows[3][1], "  padded  ");
+  EXPECT_EQ(t->rows[4][1], "");
+  // The record after a quoted newline starts one line later.
+  EXPECT_THAT(t->row_lines, ElementsAre(2, 3, 4, 6, 7));
+}
+
+TEST(ParseCsvTest, HandlesCrLfBlankLinesEmptyFieldsAndMissingFinalNewline) {
+  absl::StatusOr<CsvTable> t = ParseCsv(
+      "\xEF\xBB\xBF"
+      "a,b,c\r\n\r\n1,,3\r\n\n,2,\n4,5,6");
+  ASSERT_OK(t);
+  EXPECT_THAT(t->header, ElementsAre("a", "b", "c"));
+  ASSERT_EQ(t->rows.size(), 3u);
+  EXPECT_THAT(t->rows[0], ElementsAre("1", "", "3"));
+  EXPECT_THAT(t->rows[1], ElementsAre("", "2", ""));
+  EXPECT_THAT(t->rows[2], ElementsAre("4", "5", "6"));
+  EXPECT_THAT(t->row_lines, ElementsAre(3, 5, 6));
+}
+
+TEST(ParseCsvTest, WrongFieldCountNamesSourceAndLine) {
+  EXPECT_THAT(ParseCsv("a,b\n1,2\n\n3\n", "f.csv"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "f.csv:4: expected 2 fields as in the header, got 1"));
+  EXPECT_THAT(ParseCsv("a,b\n1,2,3\n", "f.csv"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "f.csv:2:"));
+}
+
+TEST(ParseCsvTest, UnterminatedQuoteNamesTheLineWhereItOpened) {
+  EXPECT_THAT(ParseCsv("a,b\n1,2\n3,\"open\nstill open\n", "f.csv"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "f.csv:3: unterminated quoted field"));
+}
+
+TEST(ParseCsvTest, TextAfterClosingQuoteIsAnError) {
+  EXPECT_THAT(ParseCsv("a,b\n1,\"x\"y\n", "f.csv"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "f.csv:2: unexpected character 'y'"));
+}
+
+TEST(ParseCsvTest, RejectsEmptyInputAndBadHeaders) {
+  EXPECT_THAT(ParseCsv("\n\n", "f.csv"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "f.csv: empty file"));
+  EXPECT_THAT(ParseCsv("a,,c\n", "f.csv"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "f.csv:1: header column 2"));
+  EXPECT_THAT(ParseCsv("a,b,a\n", "f.csv"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "column 'a' twice"));
+}
+
+TEST(CsvTableTest, ColumnLookupListsTheHeaderWhenMissing) {
+  absl::StatusOr<CsvTable> t = ParseCsv("x,y\n1,2\n3,4\n");
+  ASSERT_OK(t);
+  absl::StatusOr<std::vector<std::string>> y = t->Column("y");
+  ASSERT_OK(y);
+  EXPECT_THAT(*y, ElementsAre("2", "4"));
+  EXPECT_THAT(t->ColumnIndex("z"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "no column named 'z' (columns: x, y)"));
+}
+
+TEST(CsvWriterTest, QuotesOnlyWhenNeeded) {
+  EXPECT_EQ(CsvEscape("plain"), "plain");
+  EXPECT_EQ(CsvEscape(""), "");
+  EXPECT_EQ(CsvEscape("a,b"), "\"a,b\"");
+  EXPECT_EQ(CsvEscape("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(CsvEscape("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(CsvEscape(" padded"), "\" padded\"");
+  EXPECT_EQ(FormatCsvRecord({"a", "", "b,c"}), "a,,\"b,c\"\n");
+  EXPECT_EQ(FormatCsvRecord({""}), "\"\"\n");
+}
+
+TEST(CsvWriterTest, RoundTripsThroughTheReader) {
+  const std::vector<std::string> header = {"k", "v"};
+  const std::vector<std::vector<std::string>> rows = {
+      {"1", "a, b"}, {"2", " lead"}, {"3", "q\"uote"}, {"4", "multi\r\nline"}, {"5", ""}};
+  absl::StatusOr<CsvTable> t = ParseCsv(FormatCsv(header, rows));
+  ASSERT_OK(t);
+  EXPECT_EQ(t->header, header);
+  EXPECT_EQ(t->rows, rows);
+}
+
+TEST(ReadCsvFileTest, MissingFileIsNotFound) {
+  EXPECT_THAT(ReadCsvFile("/nonexistent/fairvault.csv"),
+              StatusIs(absl::StatusCode::kNotFound, "/nonexistent/fairvault.csv"));
+}
+
+}  // namespace
+}  // namespace fairvault::client
