@@ -1,0 +1,970 @@
+// Tests of the vault's use-cases on a real SQLite store: authentication, roles, attribute
+// import, table upload, and the charged releases (NoisyCounts, FitEqualizedOdds) — exact
+// answers with a huge epsilon, and for every refused request an unchanged budget and ledger.
+#include "server/app/vault.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/app/clock.h"
+#include "server/storage/sqlite_store.h"
+
+namespace fairvault::server {
+namespace {
+
+using ::fairvault::testing::IsOk;
+using ::fairvault::testing::StatusIs;
+using storage::Role;
+using ::testing::HasSubstr;
+
+constexpr int64_t kStartMicros = 1'700'000'000'000'000;
+// Discrete Laplace scale 2/1e5 = 2e-5: a non-zero draw has probability about 2e^{-50000}.
+constexpr double kHugeEpsilon = 1e5;
+
+// A stream callback that hands out `chunks` one by one.
+template <typename Chunk>
+std::function<bool(Chunk*)> Feed(std::vector<Chunk> chunks) {
+  auto next = std::make_shared<size_t>(0);
+  return [chunks = std::move(chunks), next](Chunk* out) {
+    if (*next >= chunks.size()) return false;
+    *out = chunks[(*next)++];
+    return true;
+  };
+}
+
+v1::SubjectRows Rows(const std::vector<std::vector<std::string>>& rows) {
+  v1::SubjectRows out;
+  for (const auto& r : rows) {
+    out.add_subject_keys(r[0]);
+    for (size_t i = 1; i < r.size(); ++i) out.add_categories(r[i]);
+  }
+  return out;
+}
+
+struct Subject {
+  std::string key, sex, race;
+};
+struct Row {
+  std::string key;
+  double pred, label;
+  std::string tier;
+};
+
+// 30 subjects, uneven over the six (sex, race) groups.
+std::vector<Subject> MakeSubjects() {
+  const char* races[] = {"A", "B", "C"};
+  std::vector<Subject> out;
+  for (int i = 0; i < 30; ++i) {
+    out.push_back({absl::StrCat("s", i), (i * 7) % 5 < 2 ? "F" : "M", races[(i * i + i / 4) % 3]});
+  }
+  return out;
+}
+
+// The company's rows: one per subject, predictions and labels depending on the index.
+std::vector<Row> MakeRows(const std::vector<Subject>& subjects) {
+  std::vector<Row> out;
+  for (size_t i = 0; i < subjects.size(); ++i) {
+    out.push_back({subjects[i].key, static_cast<double>((i * 5) % 3 == 0),
+                   static_cast<double>((i % 4) < 2), i % 3 == 1 ? "y" : "x"});
+  }
+  return out;
+}
+
+v1::TableChunk Chunk(const std::vector<Row>& rows) {
+  v1::TableChunk c;
+  v1::ColumnValues* pred = c.add_columns();
+  v1::ColumnValues* label = c.add_columns();
+  v1::ColumnValues* tier = c.add_columns();
+  for (const Row& r : rows) {
+    c.add_subject_keys(r.key);
+    pred->add_numeric(r.pred);
+    label->add_numeric(r.label);
+    tier->add_categorical(r.tier);
+  }
+  return c;
+}
+
+v1::TableHeader TableHeaderFor(const std::string& dataset, int64_t ttl_seconds = 0) {
+  v1::TableHeader h;
+  h.set_dataset(dataset);
+  h.set_ttl_seconds(ttl_seconds);
+  auto add = [&h](const char* name, v1::ColumnType type) {
+    v1::ColumnSpec* s = h.add_columns();
+    s->set_name(name);
+    s->set_type(type);
+  };
+  add("pred", v1::COLUMN_TYPE_NUMERIC);
+  add("label", v1::COLUMN_TYPE_NUMERIC);
+  add("tier", v1::COLUMN_TYPE_CATEGORICAL);
+  return h;
+}
+
+class VaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = absl::StrCat(::testing::TempDir(), "fairvault_vault_test_", info->name(), "_", getpid(),
+                         ".db");
+    RemoveFiles();
+    auto store = storage::SqliteStore::Open(path_);
+    ASSERT_OK(store);
+    store_ = *std::move(store);
+    vault_ = std::make_unique<Vault>(store_.get(), &clock_, absl::BitGenRef(gen_));
+
+    auto reg = vault_->CreateAccountUnchecked("regulator", Role::kRegulator);
+    ASSERT_OK(reg);
+    auto reg_caller = vault_->Authenticate(reg->api_key());
+    ASSERT_OK(reg_caller);
+    regulator_ = *reg_caller;
+    ASSERT_NO_FATAL_FAILURE(MakeCompany("acme", &acme_key_, &acme_));
+    ASSERT_NO_FATAL_FAILURE(MakeCompany("globex", nullptr, &globex_));
+
+    v1::CreateDatasetRequest ds;
+    ds.set_name("census");
+    v1::Attribute* sex = ds.add_attributes();
+    sex->set_name("sex");
+    sex->add_categories("F");
+    sex->add_categories("M");
+    v1::Attribute* race = ds.add_attributes();
+    race->set_name("race");
+    race->add_categories("A");
+    race->add_categories("B");
+    race->add_categories("C");
+    ASSERT_OK(vault_->CreateDataset(regulator_, ds));
+
+    // Two batches; the second lists the attributes in the other order.
+    subjects_ = MakeSubjects();
+    std::vector<std::vector<std::string>> first, second;
+    for (size_t i = 0; i < subjects_.size(); ++i) {
+      const Subject& s = subjects_[i];
+      if (i < 18) {
+        first.push_back({s.key, s.sex, s.race});
+      } else {
+        second.push_back({s.key, s.race, s.sex});
+      }
+    }
+    auto imported = Import(
+        "b1", {"sex", "race"},
+        {Rows({first.begin(), first.begin() + 10}), Rows({first.begin() + 10, first.end()})});
+    ASSERT_OK(imported);
+    EXPECT_EQ(imported->rows_imported(), 18);
+    imported = Import("b2", {"race", "sex"}, {Rows(second)});
+    ASSERT_OK(imported);
+    EXPECT_EQ(imported->subject_count(), 30);
+
+    ASSERT_OK(Grant("acme", 1e6, 0));
+    ASSERT_OK(Grant("globex", 100, 1e-6));
+
+    rows_ = MakeRows(subjects_);
+    auto table = Upload(
+        acme_, TableHeaderFor("census"),
+        {Chunk({rows_.begin(), rows_.begin() + 13}), Chunk({rows_.begin() + 13, rows_.end()})});
+    ASSERT_OK(table);
+    EXPECT_EQ(table->row_count(), 30);
+    EXPECT_EQ(table->rows_in_vault(), 30);
+    handle_ = table->table_handle();
+  }
+
+  void TearDown() override {
+    vault_.reset();
+    store_.reset();
+    RemoveFiles();
+  }
+
+  void RemoveFiles() {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      std::remove(absl::StrCat(path_, suffix).c_str());
+    }
+  }
+
+  void MakeCompany(const std::string& name, std::string* key, Caller* caller) {
+    v1::CreateAccountRequest req;
+    req.set_name(name);
+    req.set_role(v1::ROLE_COMPANY);
+    auto created = vault_->CreateAccount(regulator_, req);
+    ASSERT_OK(created);
+    EXPECT_EQ(created->account().role(), v1::ROLE_COMPANY);
+    if (key != nullptr) *key = created->api_key();
+    auto authed = vault_->Authenticate(created->api_key());
+    ASSERT_OK(authed);
+    *caller = *authed;
+  }
+
+  absl::StatusOr<v1::ImportAttributesResponse> Import(const std::string& batch_id,
+                                                      const std::vector<std::string>& attributes,
+                                                      std::vector<v1::SubjectRows> chunks,
+                                                      const Caller* as = nullptr) {
+    v1::ImportHeader header;
+    header.set_dataset("census");
+    header.set_batch_id(batch_id);
+    for (const auto& a : attributes) header.add_attributes(a);
+    return vault_->ImportAttributes(as ? *as : regulator_, header, Feed(std::move(chunks)));
+  }
+
+  absl::StatusOr<v1::GrantBudgetResponse> Grant(const std::string& company, double epsilon,
+                                                double delta) {
+    v1::GrantBudgetRequest req;
+    req.set_company(company);
+    req.set_dataset("census");
+    req.set_epsilon(epsilon);
+    req.set_delta(delta);
+    return vault_->GrantBudget(regulator_, req);
+  }
+
+  absl::StatusOr<v1::UploadTableResponse> Upload(const Caller& caller,
+                                                 const v1::TableHeader& header,
+                                                 std::vector<v1::TableChunk> chunks) {
+    return vault_->UploadTable(caller, header, Feed(std::move(chunks)));
+  }
+
+  v1::NoisyCountsRequest CountsRequest(const std::string& key) {
+    v1::NoisyCountsRequest req;
+    req.set_idempotency_key(key);
+    req.set_table_handle(handle_);
+    req.add_columns("tier");
+    req.set_noise(v1::NOISE_KIND_DISCRETE_LAPLACE);
+    req.set_epsilon(kHugeEpsilon);
+    return req;
+  }
+
+  v1::FitEqualizedOddsRequest FitRequest(const std::string& key) {
+    v1::FitEqualizedOddsRequest req;
+    req.set_idempotency_key(key);
+    req.set_table_handle(handle_);
+    req.set_prediction_column("pred");
+    req.set_label_column("label");
+    req.set_epsilon(kHugeEpsilon);
+    req.set_gamma(0.05);
+    return req;
+  }
+
+  v1::Budget BudgetOf(const Caller& company) {
+    v1::GetBudgetRequest req;
+    req.set_dataset("census");
+    auto resp = vault_->GetBudget(company, req);
+    EXPECT_OK(resp);
+    if (!resp.ok() || resp->budgets_size() != 1) return v1::Budget();
+    return resp->budgets(0);
+  }
+
+  // All ledger rows, as the regulator sees them.
+  std::vector<v1::LedgerEntry> Ledger() {
+    auto resp = vault_->ListLedger(regulator_, v1::ListLedgerRequest());
+    EXPECT_OK(resp);
+    if (!resp.ok()) return {};
+    return {resp->entries().begin(), resp->entries().end()};
+  }
+
+  int ChargeRows() {
+    int n = 0;
+    for (const auto& e : Ledger()) n += e.kind() == "charge";
+    return n;
+  }
+
+  // Asserts that `call` fails with `code` (and `substring`) and that neither the company's
+  // budget nor the ledger moved.
+  template <typename Call>
+  void ExpectRefusedWithoutCharge(const Caller& company, Call call, absl::StatusCode code,
+                                  const std::string& substring = "") {
+    const v1::Budget before = BudgetOf(company);
+    const std::vector<v1::LedgerEntry> ledger_before = Ledger();
+    auto result = call();
+    EXPECT_THAT(result, StatusIs(code, substring));
+    const v1::Budget after = BudgetOf(company);
+    EXPECT_EQ(after.epsilon_spent(), before.epsilon_spent());
+    EXPECT_EQ(after.releases(), before.releases());
+    EXPECT_EQ(Ledger().size(), ledger_before.size());
+  }
+
+  // The exact count per (tier, "sex|race") over rows whose key is a subject.
+  std::map<std::pair<std::string, std::string>, int64_t> ExactCounts(
+      const std::vector<Row>& rows) const {
+    std::map<std::string, std::string> group_of;
+    for (const Subject& s : subjects_) group_of[s.key] = s.sex + "|" + s.race;
+    std::map<std::pair<std::string, std::string>, int64_t> out;
+    for (const char* tier : {"x", "y"}) {
+      for (const char* g : {"F|A", "F|B", "F|C", "M|A", "M|B", "M|C"}) out[{tier, g}] = 0;
+    }
+    for (const Row& r : rows) {
+      auto it = group_of.find(r.key);
+      if (it != group_of.end()) ++out[{r.tier, it->second}];
+    }
+    return out;
+  }
+
+  std::string path_;
+  FakeClock clock_{kStartMicros};
+  std::mt19937_64 gen_{20240611};
+  std::unique_ptr<storage::SqliteStore> store_;
+  std::unique_ptr<Vault> vault_;
+  Caller regulator_, acme_, globex_;
+  std::string acme_key_;
+  std::vector<Subject> subjects_;
+  std::vector<Row> rows_;
+  std::string handle_;
+};
+
+// ---- authentication and roles ------------------------------------------------------------------
+
+TEST_F(VaultTest, AuthenticateAcceptsIssuedKey) {
+  auto caller = vault_->Authenticate(acme_key_);
+  ASSERT_OK(caller);
+  EXPECT_EQ(caller->name, "acme");
+  EXPECT_EQ(caller->role, Role::kCompany);
+  EXPECT_EQ(caller->account_id, acme_.account_id);
+  EXPECT_THAT(acme_key_, ::testing::StartsWith("fv_"));
+}
+
+TEST_F(VaultTest, AuthenticateRejectsWrongOrMalformedKeys) {
+  std::string wrong = acme_key_;
+  wrong.back() = wrong.back() == '0' ? '1' : '0';
+  // Another account's id with acme's secret.
+  std::string swapped =
+      absl::StrCat("fv_", regulator_.account_id, acme_key_.substr(acme_key_.rfind('_')));
+  const std::string secret = acme_key_.substr(acme_key_.rfind('_') + 1);
+  for (const std::string& key :
+       {wrong, swapped, std::string(), std::string("fv_"), absl::StrCat("Bearer ", acme_key_),
+        absl::StrCat("fv_x_", secret), absl::StrCat("fv_999_", secret),
+        absl::StrCat("xx_", acme_.account_id, "_", secret),
+        acme_key_.substr(0, acme_key_.size() - 1), acme_key_ + "0"}) {
+    SCOPED_TRACE(key);
+    EXPECT_THAT(vault_->Authenticate(key), StatusIs(absl::StatusCode::kUnauthenticated));
+  }
+}
+
+TEST_F(VaultTest, CompanyMayNotAdministrate) {
+  v1::CreateDatasetRequest ds;
+  ds.set_name("mine");
+  ds.add_attributes()->set_name("x");
+  EXPECT_THAT(vault_->CreateDataset(acme_, ds),
+              StatusIs(absl::StatusCode::kPermissionDenied, "may not call"));
+  v1::GrantBudgetRequest grant;
+  grant.set_company("acme");
+  grant.set_dataset("census");
+  grant.set_epsilon(1e6);
+  EXPECT_THAT(vault_->GrantBudget(acme_, grant),
+              StatusIs(absl::StatusCode::kPermissionDenied, "may not call"));
+  v1::SetDatasetCapRequest cap;
+  cap.set_dataset("census");
+  cap.set_epsilon(1);
+  EXPECT_THAT(vault_->SetDatasetCap(acme_, cap),
+              StatusIs(absl::StatusCode::kPermissionDenied, "may not call"));
+  v1::CreateAccountRequest account;
+  account.set_name("mallory");
+  account.set_role(v1::ROLE_REGULATOR);
+  EXPECT_THAT(vault_->CreateAccount(acme_, account),
+              StatusIs(absl::StatusCode::kPermissionDenied, "may not call"));
+  EXPECT_THAT(Import("b9", {"sex", "race"}, {Rows({{"z1", "F", "A"}})}, &acme_),
+              StatusIs(absl::StatusCode::kPermissionDenied, "may not call"));
+  EXPECT_THAT(vault_->VerifyLedger(acme_),
+              StatusIs(absl::StatusCode::kPermissionDenied, "may not call"));
+  EXPECT_THAT(vault_->ListBudgets(acme_, v1::ListBudgetsRequest()),
+              StatusIs(absl::StatusCode::kPermissionDenied, "may not call"));
+  EXPECT_EQ(BudgetOf(acme_).epsilon_granted(), 1e6);
+}
+
+TEST_F(VaultTest, RegulatorMayNotRelease) {
+  EXPECT_THAT(vault_->NoisyCounts(regulator_, CountsRequest("r1")),
+              StatusIs(absl::StatusCode::kPermissionDenied, "may not call"));
+  EXPECT_THAT(vault_->FitEqualizedOdds(regulator_, FitRequest("r2")),
+              StatusIs(absl::StatusCode::kPermissionDenied, "may not call"));
+  EXPECT_THAT(Upload(regulator_, TableHeaderFor("census"), {Chunk(rows_)}),
+              StatusIs(absl::StatusCode::kPermissionDenied, "may not call"));
+  EXPECT_EQ(ChargeRows(), 0);
+}
+
+TEST_F(VaultTest, CompanyCannotUseAnotherCompanysTable) {
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->NoisyCounts(globex_, CountsRequest("g1")); },
+      absl::StatusCode::kPermissionDenied, "another company");
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->FitEqualizedOdds(globex_, FitRequest("g2")); },
+      absl::StatusCode::kPermissionDenied, "another company");
+}
+
+TEST_F(VaultTest, CompanyCannotReadAnotherCompanysArtifactOrLedger) {
+  auto fit = vault_->FitEqualizedOdds(acme_, FitRequest("f1"));
+  ASSERT_OK(fit);
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(fit->artifact().id());
+  EXPECT_THAT(vault_->GetArtifact(globex_, get), StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_OK(vault_->GetArtifact(acme_, get));
+  EXPECT_OK(vault_->GetArtifact(regulator_, get));
+
+  v1::ListLedgerRequest ledger;
+  ledger.set_company("acme");
+  EXPECT_THAT(vault_->ListLedger(globex_, ledger), StatusIs(absl::StatusCode::kPermissionDenied));
+  auto own = vault_->ListLedger(acme_, ledger);
+  ASSERT_OK(own);
+  EXPECT_FALSE(own->entries().empty());
+  auto as_regulator = vault_->ListLedger(regulator_, ledger);
+  ASSERT_OK(as_regulator);
+  EXPECT_EQ(as_regulator->entries_size(), own->entries_size());
+}
+
+// ---- import ------------------------------------------------------------------------------------
+
+TEST_F(VaultTest, ImportRejectsUnknownCategoryNamingTheRow) {
+  EXPECT_THAT(Import("b3", {"sex", "race"}, {Rows({{"n1", "F", "A"}, {"n2", "M", "D"}})}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "row 2"));
+  EXPECT_THAT(Import("b3", {"sex", "race"}, {Rows({{"n1", "X", "A"}})}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "'X' is not a category of attribute"));
+  auto datasets = vault_->ListDatasets(regulator_);
+  ASSERT_OK(datasets);
+  EXPECT_EQ(datasets->datasets(0).subject_count(), 30);
+}
+
+TEST_F(VaultTest, ImportRejectsDuplicateKeyWithinBatchNamingBothRows) {
+  auto result = Import("b3", {"sex", "race"},
+                       {Rows({{"n1", "F", "A"}, {"n2", "M", "B"}}), Rows({{"n1", "M", "C"}})});
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kInvalidArgument, "row 3"));
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kInvalidArgument, "row 1"));
+  // Nothing was stored: the same batch id with other content is still free.
+  auto ok = Import("b3", {"sex", "race"}, {Rows({{"n1", "F", "A"}})});
+  ASSERT_OK(ok);
+  EXPECT_EQ(ok->subject_count(), 31);
+}
+
+TEST_F(VaultTest, ImportRejectsKeyFromAnEarlierBatch) {
+  EXPECT_THAT(Import("b3", {"sex", "race"}, {Rows({{"n1", "F", "A"}, {"s3", "M", "B"}})}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "already in dataset"));
+  auto datasets = vault_->ListDatasets(regulator_);
+  ASSERT_OK(datasets);
+  EXPECT_EQ(datasets->datasets(0).subject_count(), 30);
+}
+
+TEST_F(VaultTest, ImportReplaysSameBatchAndRefusesChangedBatch) {
+  std::vector<std::vector<std::string>> second;
+  for (size_t i = 18; i < subjects_.size(); ++i) {
+    second.push_back({subjects_[i].key, subjects_[i].race, subjects_[i].sex});
+  }
+  auto replay = Import("b2", {"race", "sex"}, {Rows(second)});
+  ASSERT_OK(replay);
+  EXPECT_TRUE(replay->replayed());
+  EXPECT_EQ(replay->rows_imported(), 0);
+  EXPECT_EQ(replay->subject_count(), 30);
+
+  second.back()[2] = second.back()[2] == "F" ? "M" : "F";
+  EXPECT_THAT(Import("b2", {"race", "sex"}, {Rows(second)}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "b2"));
+  auto datasets = vault_->ListDatasets(regulator_);
+  ASSERT_OK(datasets);
+  EXPECT_EQ(datasets->datasets(0).subject_count(), 30);
+}
+
+TEST_F(VaultTest, ImportRejectsBadHeaderAndShapes) {
+  EXPECT_THAT(Import("b3", {"sex"}, {Rows({{"n1", "F"}})}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Import("b3", {"sex", "sex"}, {Rows({{"n1", "F", "M"}})}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "repeated"));
+  EXPECT_THAT(Import("b3", {"sex", "race"}, {Rows({{"n1", "F"}})}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "categories"));
+  EXPECT_THAT(Import("b3", {"sex", "race"}, {}), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Import("bad id", {"sex", "race"}, {Rows({{"n1", "F", "A"}})}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// ---- upload ------------------------------------------------------------------------------------
+
+TEST_F(VaultTest, UploadRejectsRepeatedSubjectKeyNamingTheRow) {
+  std::vector<Row> rows(rows_.begin(), rows_.begin() + 5);
+  rows[4].key = rows[1].key;
+  auto result =
+      Upload(acme_, TableHeaderFor("census"),
+             {Chunk({rows.begin(), rows.begin() + 3}), Chunk({rows.begin() + 3, rows.end()})});
+  EXPECT_THAT(result,
+              StatusIs(absl::StatusCode::kInvalidArgument, "row 5 repeats the key of row 2"));
+}
+
+TEST_F(VaultTest, UploadRejectsNonFiniteNumbersNamingTheRow) {
+  std::vector<Row> rows(rows_.begin(), rows_.begin() + 6);
+  rows[4].label = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THAT(
+      Upload(acme_, TableHeaderFor("census"),
+             {Chunk({rows.begin(), rows.begin() + 3}), Chunk({rows.begin() + 3, rows.end()})}),
+      StatusIs(absl::StatusCode::kInvalidArgument, "row 5"));
+  rows[4].label = 1;
+  rows[0].pred = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(Upload(acme_, TableHeaderFor("census"), {Chunk(rows)}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "'pred' row 1"));
+}
+
+TEST_F(VaultTest, UploadWithoutGrantIsPermissionDenied) {
+  Caller initech;
+  ASSERT_NO_FATAL_FAILURE(MakeCompany("initech", nullptr, &initech));
+  EXPECT_THAT(Upload(initech, TableHeaderFor("census"), {Chunk(rows_)}),
+              StatusIs(absl::StatusCode::kPermissionDenied, "grant"));
+}
+
+TEST_F(VaultTest, UploadRejectsBadShapes) {
+  v1::TableChunk short_column = Chunk({rows_.begin(), rows_.begin() + 3});
+  short_column.mutable_columns(0)->mutable_numeric()->RemoveLast();
+  EXPECT_THAT(Upload(acme_, TableHeaderFor("census"), {short_column}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "pred"));
+  EXPECT_THAT(Upload(acme_, TableHeaderFor("census"), {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "no rows"));
+  EXPECT_THAT(Upload(acme_, TableHeaderFor("census", -1), {Chunk(rows_)}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "ttl_seconds"));
+}
+
+// ---- NoisyCounts -------------------------------------------------------------------------------
+
+TEST_F(VaultTest, NoisyCountsWithHugeEpsilonAreExact) {
+  auto resp = vault_->NoisyCounts(acme_, CountsRequest("c1"));
+  ASSERT_OK(resp);
+  EXPECT_THAT(resp->columns(), ::testing::ElementsAre("tier"));
+  EXPECT_THAT(resp->attributes(), ::testing::ElementsAre("sex", "race"));
+  EXPECT_EQ(resp->rows_used(), 30);
+  EXPECT_EQ(resp->rows_dropped(), 0);
+
+  const auto expected = ExactCounts(rows_);
+  ASSERT_EQ(resp->cells_size(), 2 * 6);  // tier {x, y} x groups {F, M} x {A, B, C}
+  std::set<std::pair<std::string, std::string>> seen;
+  int64_t total = 0;
+  for (const v1::CountCell& cell : resp->cells()) {
+    ASSERT_EQ(cell.values_size(), 1);
+    const std::pair<std::string, std::string> id(cell.values(0), cell.group());
+    EXPECT_TRUE(seen.insert(id).second) << "repeated cell " << id.first << "/" << id.second;
+    ASSERT_EQ(expected.count(id), 1u) << id.first << "/" << id.second;
+    EXPECT_EQ(cell.noisy_count(), expected.at(id)) << id.first << "/" << id.second;
+    total += cell.noisy_count();
+  }
+  EXPECT_EQ(total, 30);
+
+  const v1::Charge& charge = resp->charge();
+  EXPECT_EQ(charge.cost().epsilon(), kHugeEpsilon);
+  EXPECT_EQ(charge.cost().delta(), 0);
+  EXPECT_EQ(charge.cost().mechanism(), "discrete_laplace");
+  EXPECT_EQ(charge.cost().sensitivity(), 2);
+  EXPECT_NEAR(charge.cost().noise_scale(), 2e-5, 1e-12);
+  EXPECT_EQ(charge.budget_after().epsilon_spent(), kHugeEpsilon);
+  EXPECT_EQ(charge.budget_after().releases(), 1);
+  EXPECT_EQ(BudgetOf(acme_).SerializeAsString(), charge.budget_after().SerializeAsString());
+  const auto ledger = Ledger();
+  ASSERT_FALSE(ledger.empty());
+  EXPECT_EQ(ledger.back().seq(), charge.ledger_seq());
+  EXPECT_EQ(ledger.back().kind(), "charge");
+  EXPECT_EQ(ledger.back().account(), "acme");
+  EXPECT_EQ(ledger.back().idempotency_key(), "c1");
+  EXPECT_EQ(ledger.back().request_kind(), "NoisyCounts");
+}
+
+TEST_F(VaultTest, NoisyCountsCoverTheFullProductOfColumnsAndGroups) {
+  v1::NoisyCountsRequest req = CountsRequest("c1");
+  req.add_columns("label");  // numeric: its values become labels "0", "1"
+  req.add_attributes("race");
+  auto resp = vault_->NoisyCounts(acme_, req);
+  ASSERT_OK(resp);
+  EXPECT_THAT(resp->attributes(), ::testing::ElementsAre("race"));
+  ASSERT_EQ(resp->cells_size(), 2 * 2 * 3);
+  std::map<std::string, std::string> race_of;
+  for (const Subject& s : subjects_) race_of[s.key] = s.race;
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> expected;
+  for (const Row& r : rows_) {
+    ++expected[{r.tier, r.label == 1 ? "1" : "0", race_of[r.key]}];
+  }
+  std::set<std::tuple<std::string, std::string, std::string>> seen;
+  for (const v1::CountCell& cell : resp->cells()) {
+    ASSERT_EQ(cell.values_size(), 2);
+    const auto id = std::make_tuple(cell.values(0), cell.values(1), cell.group());
+    EXPECT_TRUE(seen.insert(id).second);
+    EXPECT_EQ(cell.noisy_count(), expected[id])
+        << cell.values(0) << "/" << cell.values(1) << "/" << cell.group();
+  }
+  EXPECT_EQ(seen.size(), 12u);
+}
+
+TEST_F(VaultTest, NoisyCountsWithoutColumnsCountGroups) {
+  v1::NoisyCountsRequest req = CountsRequest("c1");
+  req.clear_columns();
+  req.add_attributes("sex");
+  auto resp = vault_->NoisyCounts(acme_, req);
+  ASSERT_OK(resp);
+  ASSERT_EQ(resp->cells_size(), 2);
+  int64_t f = 0;
+  for (const Subject& s : subjects_) f += s.sex == "F";
+  EXPECT_EQ(resp->cells(0).group(), "F");
+  EXPECT_EQ(resp->cells(0).noisy_count(), f);
+  EXPECT_EQ(resp->cells(1).group(), "M");
+  EXPECT_EQ(resp->cells(1).noisy_count(), 30 - f);
+}
+
+TEST_F(VaultTest, NoisyCountsUnmatchedKeysRejectedByDefaultAndDroppedOnRequest) {
+  std::vector<Row> rows = rows_;
+  rows.push_back({"stranger1", 1, 0, "x"});
+  rows.push_back({"stranger2", 0, 0, "y"});
+  rows.push_back({"stranger3", 0, 1, "y"});
+  auto table = Upload(acme_, TableHeaderFor("census"), {Chunk(rows)});
+  ASSERT_OK(table);
+  EXPECT_EQ(table->row_count(), 33);
+  EXPECT_EQ(table->rows_in_vault(), 30);
+
+  v1::NoisyCountsRequest req = CountsRequest("u1");
+  req.set_table_handle(table->table_handle());
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->NoisyCounts(acme_, req); }, absl::StatusCode::kInvalidArgument,
+      "3 of 33");
+
+  req.set_idempotency_key("u2");
+  req.set_unmatched(v1::UNMATCHED_KEYS_DROP);
+  auto resp = vault_->NoisyCounts(acme_, req);
+  ASSERT_OK(resp);
+  EXPECT_EQ(resp->rows_dropped(), 3);
+  EXPECT_EQ(resp->rows_used(), 30);
+  const auto expected = ExactCounts(rows);
+  for (const v1::CountCell& cell : resp->cells()) {
+    EXPECT_EQ(cell.noisy_count(), expected.at({cell.values(0), cell.group()}));
+  }
+}
+
+TEST_F(VaultTest, NoisyCountsRefusesBadInputsWithoutCharging) {
+  auto counts = [&](v1::NoisyCountsRequest req) {
+    return [this, req] { return vault_->NoisyCounts(acme_, req); };
+  };
+  for (double eps :
+       {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(),
+        std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), 1e-9}) {
+    SCOPED_TRACE(eps);
+    v1::NoisyCountsRequest req = CountsRequest("e1");
+    req.set_epsilon(eps);
+    ExpectRefusedWithoutCharge(acme_, counts(req), absl::StatusCode::kInvalidArgument, "epsilon");
+  }
+  {
+    v1::NoisyCountsRequest req = CountsRequest("e2");
+    req.add_columns("income");
+    ExpectRefusedWithoutCharge(acme_, counts(req), absl::StatusCode::kInvalidArgument,
+                               "unknown column 'income'");
+  }
+  {
+    v1::NoisyCountsRequest req = CountsRequest("e3");
+    req.add_attributes("religion");
+    ExpectRefusedWithoutCharge(acme_, counts(req), absl::StatusCode::kInvalidArgument, "religion");
+  }
+  {
+    v1::NoisyCountsRequest req = CountsRequest("e4");
+    req.add_attributes("sex");
+    req.add_attributes("sex");
+    ExpectRefusedWithoutCharge(acme_, counts(req), absl::StatusCode::kInvalidArgument, "repeated");
+  }
+  {
+    v1::NoisyCountsRequest req = CountsRequest("e5");
+    req.set_table_handle("tbl_doesnotexist");
+    ExpectRefusedWithoutCharge(acme_, counts(req), absl::StatusCode::kNotFound, "tbl_doesnotexist");
+    req.set_table_handle("");
+    ExpectRefusedWithoutCharge(acme_, counts(req), absl::StatusCode::kInvalidArgument);
+  }
+  {
+    v1::NoisyCountsRequest req = CountsRequest("");
+    ExpectRefusedWithoutCharge(acme_, counts(req), absl::StatusCode::kInvalidArgument,
+                               "idempotency_key");
+  }
+  {
+    v1::NoisyCountsRequest req = CountsRequest("e6");
+    for (const char* c : {"tier", "tier", "tier", "tier"}) req.add_columns(c);
+    ExpectRefusedWithoutCharge(acme_, counts(req), absl::StatusCode::kInvalidArgument, "at most 4");
+  }
+  {
+    // The grant on census has delta 0.
+    v1::NoisyCountsRequest req = CountsRequest("e7");
+    req.set_noise(v1::NOISE_KIND_DISCRETE_GAUSSIAN);
+    req.set_epsilon(1);
+    ExpectRefusedWithoutCharge(acme_, counts(req), absl::StatusCode::kFailedPrecondition, "delta");
+  }
+  EXPECT_EQ(ChargeRows(), 0);
+  EXPECT_EQ(BudgetOf(acme_).epsilon_spent(), 0);
+}
+
+TEST_F(VaultTest, NoisyCountsOnExpiredTableIsFailedPrecondition) {
+  auto table = Upload(acme_, TableHeaderFor("census", /*ttl_seconds=*/60), {Chunk(rows_)});
+  ASSERT_OK(table);
+  EXPECT_EQ(table->expires_unix(), kStartMicros / 1'000'000 + 60);
+  v1::NoisyCountsRequest req = CountsRequest("x1");
+  req.set_table_handle(table->table_handle());
+  clock_.Advance(60'000'000);  // at expiry the handle still works
+  ASSERT_OK(vault_->NoisyCounts(acme_, req));
+  clock_.Advance(1'000'001);
+  req.set_idempotency_key("x2");
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->NoisyCounts(acme_, req); }, absl::StatusCode::kFailedPrecondition,
+      "expired");
+  // The replay of the earlier request is still answered from the stored response.
+  req.set_idempotency_key("x1");
+  EXPECT_OK(vault_->NoisyCounts(acme_, req));
+  EXPECT_EQ(BudgetOf(acme_).releases(), 1);
+}
+
+TEST_F(VaultTest, NoisyCountsBeyondTheRemainingBudgetIsResourceExhausted) {
+  ASSERT_OK(vault_->NoisyCounts(acme_, CountsRequest("b1")));
+  v1::NoisyCountsRequest req = CountsRequest("b2");
+  req.set_epsilon(1e6);  // the whole grant; 1e5 is already spent
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->NoisyCounts(acme_, req); }, absl::StatusCode::kResourceExhausted,
+      "left");
+  EXPECT_EQ(BudgetOf(acme_).epsilon_spent(), kHugeEpsilon);
+  // Exactly what is left still fits.
+  req.set_idempotency_key("b3");
+  req.set_epsilon(9e5);
+  auto last = vault_->NoisyCounts(acme_, req);
+  ASSERT_OK(last);
+  EXPECT_EQ(last->charge().budget_after().epsilon_remaining(), 0);
+  req.set_idempotency_key("b4");
+  req.set_epsilon(1e-6);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->NoisyCounts(acme_, req); }, absl::StatusCode::kResourceExhausted,
+      "left");
+}
+
+TEST_F(VaultTest, NoisyCountsReplayReturnsTheSameResponseAndChargesOnce) {
+  v1::NoisyCountsRequest req = CountsRequest("r1");
+  req.set_epsilon(0.5);  // real noise: a replay must return the same draws
+  auto first = vault_->NoisyCounts(acme_, req);
+  ASSERT_OK(first);
+  const int charges = ChargeRows();
+  auto again = vault_->NoisyCounts(acme_, req);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->SerializeAsString(), first->SerializeAsString());
+  EXPECT_EQ(ChargeRows(), charges);
+  const v1::Budget budget = BudgetOf(acme_);
+  EXPECT_EQ(budget.epsilon_spent(), 0.5);
+  EXPECT_EQ(budget.releases(), 1);
+
+  // The same key with other parameters is refused.
+  v1::NoisyCountsRequest changed = req;
+  changed.set_epsilon(0.25);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->NoisyCounts(acme_, changed); },
+      absl::StatusCode::kFailedPrecondition, "r1");
+  changed = req;
+  changed.clear_columns();
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->NoisyCounts(acme_, changed); },
+      absl::StatusCode::kFailedPrecondition, "different parameters");
+
+  // A new key is a new request, charged again.
+  req.set_idempotency_key("r2");
+  ASSERT_OK(vault_->NoisyCounts(acme_, req));
+  EXPECT_EQ(BudgetOf(acme_).epsilon_spent(), 1.0);
+}
+
+TEST_F(VaultTest, DiscreteGaussianWithDeltaGrantComposesBelowThePureSum) {
+  auto table = Upload(globex_, TableHeaderFor("census"), {Chunk(rows_)});
+  ASSERT_OK(table);
+  constexpr int kCalls = 16;
+  v1::NoisyCountsResponse last;
+  for (int i = 0; i < kCalls; ++i) {
+    v1::NoisyCountsRequest req = CountsRequest(absl::StrCat("g", i));
+    req.set_table_handle(table->table_handle());
+    req.set_noise(v1::NOISE_KIND_DISCRETE_GAUSSIAN);
+    req.set_epsilon(1);
+    auto resp = vault_->NoisyCounts(globex_, req);
+    ASSERT_OK(resp);
+    EXPECT_EQ(resp->cells_size(), 12);
+    last = *resp;
+  }
+  const v1::Cost& cost = last.charge().cost();
+  EXPECT_EQ(cost.mechanism(), "discrete_gaussian");
+  EXPECT_EQ(cost.delta(), 1e-6);
+  EXPECT_NEAR(cost.sensitivity(), std::sqrt(2.0), 1e-12);
+  EXPECT_GT(cost.noise_scale(), 1);
+  const v1::Budget budget = BudgetOf(globex_);
+  EXPECT_EQ(budget.releases(), kCalls);
+  EXPECT_GT(budget.epsilon_spent(), 1);
+  EXPECT_LT(budget.epsilon_spent(), 0.75 * kCalls);  // RDP composition beats the plain sum
+  EXPECT_EQ(last.charge().budget_after().SerializeAsString(), budget.SerializeAsString());
+  EXPECT_EQ(BudgetOf(acme_).epsilon_spent(), 0);
+}
+
+// ---- FitEqualizedOdds --------------------------------------------------------------------------
+
+TEST_F(VaultTest, FitEqualizedOddsReturnsAStoredArtifact) {
+  auto resp = vault_->FitEqualizedOdds(acme_, FitRequest("f1"));
+  ASSERT_OK(resp);
+  const v1::Artifact& artifact = resp->artifact();
+  EXPECT_THAT(artifact.id(), ::testing::StartsWith("art_"));
+  EXPECT_EQ(artifact.dataset(), "census");
+  EXPECT_EQ(artifact.company(), "acme");
+  EXPECT_EQ(artifact.ledger_seq(), resp->charge().ledger_seq());
+  ASSERT_TRUE(artifact.has_equalized_odds());
+  const v1::EqualizedOddsPostProcessor& eo = artifact.equalized_odds();
+  EXPECT_THAT(eo.attributes(), ::testing::ElementsAre("sex", "race"));
+  ASSERT_EQ(eo.groups_size(), 6);
+  EXPECT_EQ(eo.m(), 30);
+  EXPECT_EQ(eo.epsilon(), kHugeEpsilon);
+  EXPECT_EQ(eo.beta(), 0.05);
+  EXPECT_EQ(eo.reference_group(), 0);
+
+  // With the noise at zero the released counts are the exact n[ŷ][y] per group.
+  std::map<std::string, std::string> group_of;
+  for (const Subject& s : subjects_) group_of[s.key] = s.sex + "|" + s.race;
+  std::map<std::string, std::array<int64_t, 4>> exact;
+  for (const Row& r : rows_) {
+    ++exact[group_of[r.key]][static_cast<int>(r.pred) * 2 + static_cast<int>(r.label)];
+  }
+  const std::vector<std::string> labels = {"F|A", "F|B", "F|C", "M|A", "M|B", "M|C"};
+  for (int a = 0; a < eo.groups_size(); ++a) {
+    const v1::EqualizedOddsGroup& g = eo.groups(a);
+    SCOPED_TRACE(g.group());
+    EXPECT_EQ(g.group(), labels[a]);
+    EXPECT_GE(g.p_flip_to_1_given_0(), 0);
+    EXPECT_LE(g.p_flip_to_1_given_0(), 1);
+    EXPECT_GE(g.p_keep_1_given_1(), 0);
+    EXPECT_LE(g.p_keep_1_given_1(), 1);
+    const auto& n = exact[g.group()];
+    EXPECT_EQ(g.noisy_pred0_label0(), n[0]);
+    EXPECT_EQ(g.noisy_pred0_label1(), n[1]);
+    EXPECT_EQ(g.noisy_pred1_label0(), n[2]);
+    EXPECT_EQ(g.noisy_pred1_label1(), n[3]);
+  }
+
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(artifact.id());
+  auto stored = vault_->GetArtifact(acme_, get);
+  ASSERT_OK(stored);
+  EXPECT_EQ(stored->artifact().SerializeAsString(), artifact.SerializeAsString());
+
+  EXPECT_EQ(resp->charge().budget_after().SerializeAsString(), BudgetOf(acme_).SerializeAsString());
+  EXPECT_EQ(resp->charge().cost().mechanism(), "discrete_laplace");
+  EXPECT_EQ(BudgetOf(acme_).epsilon_spent(), kHugeEpsilon);
+
+  // Replay: same artifact, one charge.
+  auto replay = vault_->FitEqualizedOdds(acme_, FitRequest("f1"));
+  ASSERT_OK(replay);
+  EXPECT_EQ(replay->SerializeAsString(), resp->SerializeAsString());
+  EXPECT_EQ(BudgetOf(acme_).releases(), 1);
+  v1::GetArtifactRequest missing;
+  missing.set_artifact_id("art_nope");
+  EXPECT_THAT(vault_->GetArtifact(acme_, missing), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(VaultTest, FitEqualizedOddsOnOneAttributeHasItsGroups) {
+  v1::FitEqualizedOddsRequest req = FitRequest("f1");
+  req.add_attributes("sex");
+  req.set_all_pairs(true);
+  auto resp = vault_->FitEqualizedOdds(acme_, req);
+  ASSERT_OK(resp);
+  const auto& eo = resp->artifact().equalized_odds();
+  ASSERT_EQ(eo.groups_size(), 2);
+  EXPECT_EQ(eo.groups(0).group(), "F");
+  EXPECT_EQ(eo.groups(1).group(), "M");
+  EXPECT_EQ(eo.reference_group(), -1);
+  for (const auto& g : eo.groups()) {
+    EXPECT_GE(g.p_flip_to_1_given_0(), 0);
+    EXPECT_LE(g.p_flip_to_1_given_0(), 1);
+    EXPECT_GE(g.p_keep_1_given_1(), 0);
+    EXPECT_LE(g.p_keep_1_given_1(), 1);
+  }
+  // The LP keeps the derived rates within gamma plus the (here tiny) noise slack.
+  EXPECT_LT(eo.groups(1).fpr_slack(), 1e-3);
+  EXPECT_NEAR(eo.groups(0).derived_fpr(), eo.groups(1).derived_fpr(),
+              0.05 + eo.groups(1).fpr_slack() + 1e-9);
+  EXPECT_NEAR(eo.groups(0).derived_tpr(), eo.groups(1).derived_tpr(),
+              0.05 + eo.groups(1).tpr_slack() + 1e-9);
+}
+
+TEST_F(VaultTest, FitEqualizedOddsRefusesBadInputsWithoutCharging) {
+  auto fit = [&](v1::FitEqualizedOddsRequest req) {
+    return [this, req] { return vault_->FitEqualizedOdds(acme_, req); };
+  };
+  for (double gamma : {-0.01, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    v1::FitEqualizedOddsRequest req = FitRequest("q1");
+    req.set_gamma(gamma);
+    ExpectRefusedWithoutCharge(acme_, fit(req), absl::StatusCode::kInvalidArgument, "gamma");
+  }
+  for (double beta : {-0.5, 1.0, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    v1::FitEqualizedOddsRequest req = FitRequest("q2");
+    req.set_beta(beta);
+    ExpectRefusedWithoutCharge(acme_, fit(req), absl::StatusCode::kInvalidArgument, "beta");
+  }
+  for (double eps : {0.0, -2.0, std::numeric_limits<double>::infinity()}) {
+    v1::FitEqualizedOddsRequest req = FitRequest("q3");
+    req.set_epsilon(eps);
+    ExpectRefusedWithoutCharge(acme_, fit(req), absl::StatusCode::kInvalidArgument, "epsilon");
+  }
+  {
+    v1::FitEqualizedOddsRequest req = FitRequest("q4");
+    req.set_label_column("tier");  // categorical
+    ExpectRefusedWithoutCharge(acme_, fit(req), absl::StatusCode::kInvalidArgument, "tier");
+    req.set_label_column("nope");
+    ExpectRefusedWithoutCharge(acme_, fit(req), absl::StatusCode::kInvalidArgument, "nope");
+  }
+  {
+    // Predictions must be 0 or 1: row 3 has 0.5.
+    std::vector<Row> rows = rows_;
+    rows[2].pred = 0.5;
+    auto table = Upload(acme_, TableHeaderFor("census"), {Chunk(rows)});
+    ASSERT_OK(table);
+    v1::FitEqualizedOddsRequest req = FitRequest("q5");
+    req.set_table_handle(table->table_handle());
+    ExpectRefusedWithoutCharge(acme_, fit(req), absl::StatusCode::kInvalidArgument, "row 3");
+  }
+  {
+    v1::FitEqualizedOddsRequest req = FitRequest("q6");
+    req.set_epsilon(2e6);  // beyond what the accountant accepts
+    ExpectRefusedWithoutCharge(acme_, fit(req), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(ChargeRows(), 0);
+}
+
+// ---- ledger views ------------------------------------------------------------------------------
+
+TEST_F(VaultTest, CompanyLedgerShowsOnlyItsRowsAndTheLedgerVerifies) {
+  ASSERT_OK(vault_->NoisyCounts(acme_, CountsRequest("l1")));
+  ASSERT_OK(vault_->FitEqualizedOdds(acme_, FitRequest("l2")));
+  auto table = Upload(globex_, TableHeaderFor("census"), {Chunk(rows_)});
+  ASSERT_OK(table);
+  v1::NoisyCountsRequest g = CountsRequest("l1");  // same key, other company: independent
+  g.set_table_handle(table->table_handle());
+  g.set_epsilon(1);
+  ASSERT_OK(vault_->NoisyCounts(globex_, g));
+  v1::SetDatasetCapRequest cap;
+  cap.set_dataset("census");
+  cap.set_epsilon(1e6);
+  ASSERT_OK(vault_->SetDatasetCap(regulator_, cap));
+
+  auto own = vault_->ListLedger(acme_, v1::ListLedgerRequest());
+  ASSERT_OK(own);
+  std::vector<std::string> kinds;
+  for (const auto& e : own->entries()) {
+    EXPECT_EQ(e.account(), "acme");
+    kinds.push_back(e.kind());
+  }
+  EXPECT_THAT(kinds, ::testing::ElementsAre("grant", "charge", "charge"));
+  EXPECT_EQ(own->entries(1).request_kind(), "NoisyCounts");
+  EXPECT_EQ(own->entries(2).request_kind(), "FitEqualizedOddsPostProcessor");
+
+  const auto all = Ledger();
+  EXPECT_EQ(all.size(), 6u);  // 2 grants, 3 charges, 1 cap
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].seq(), static_cast<int64_t>(i) + 1);
+    if (i > 0) {
+      EXPECT_EQ(all[i].prev_hash(), all[i - 1].hash());
+    }
+  }
+
+  auto verified = vault_->VerifyLedger(regulator_);
+  ASSERT_OK(verified);
+  EXPECT_TRUE(verified->ok()) << verified->message();
+  EXPECT_EQ(verified->rows_checked(), 6);
+  EXPECT_EQ(verified->first_bad_seq(), 0);
+  EXPECT_EQ(verified->head_hash(), all.back().hash());
+}
+
+}  // namespace
+}  // namespace fairvault::server

@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS accounts(
   id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, role INTEGER NOT NULL,
   key_salt BLOB NOT NULL, key_hash BLOB NOT NULL, created_micros INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS datasets(
-  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, attributes BLOB NOT NULL,
+  id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, attributes BLOB NOT NULL,
   created_micros INTEGER NOT NULL, subject_count INTEGER NOT NULL DEFAULT 0,
   cap_micro INTEGER, cap_delta REAL NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS subject_batches(
@@ -810,17 +810,31 @@ absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
       ++expected_seq;
     }
   }
-  // The spend totals the filter reads must equal the ledger's composition.
-  Stmt s(db_,
-         "SELECT account_id, dataset_id, releases, pure_micro, rdp_all, rdp_nonpure FROM spend");
-  while (true) {
-    ASSIGN_OR_RETURN(bool has, s.Step());
-    if (!has) break;
-    ASSIGN_OR_RETURN(Spend stored, ReadSpend(s, 2));
-    auto it = recomputed.find({s.Int(0), s.Int(1)});
-    if (it == recomputed.end() || !(it->second == stored)) {
-      return fail(0, absl::StrCat("spend totals of account ", s.Int(0), " on dataset ",
-                                  s.Int(1), " differ from the ledger"));
+  // The spend totals the filter reads must equal the ledger's composition, both ways: a
+  // missing spend row would reset a budget. Deleted datasets keep their ledger rows but not
+  // their spend (dataset ids are never reused: AUTOINCREMENT).
+  {
+    Stmt s(db_,
+           "SELECT account_id, dataset_id, releases, pure_micro, rdp_all, rdp_nonpure FROM spend");
+    while (true) {
+      ASSIGN_OR_RETURN(bool has, s.Step());
+      if (!has) break;
+      ASSIGN_OR_RETURN(Spend stored, ReadSpend(s, 2));
+      auto it = recomputed.find({s.Int(0), s.Int(1)});
+      if (it == recomputed.end() || !(it->second == stored)) {
+        return fail(0, absl::StrCat("spend totals of account ", s.Int(0), " on dataset ", s.Int(1),
+                                    " differ from the ledger"));
+      }
+      recomputed.erase(it);
+    }
+  }
+  for (const auto& [ids, spend] : recomputed) {
+    Stmt d(db_, "SELECT 1 FROM datasets WHERE id=?");
+    d.Bind(1, ids.second);
+    ASSIGN_OR_RETURN(bool exists, d.Step());
+    if (exists) {
+      return fail(0, absl::StrCat("spend totals of account ", ids.first, " on dataset ", ids.second,
+                                  " are missing but the ledger charges them"));
     }
   }
   return v;

@@ -1,0 +1,680 @@
+// Tests of the SQLite store: the hash-chained ledger and its tamper detection, the atomic
+// charge path (privacy filter, replays, rollback), persistence across reopen, table expiry.
+#include "server/storage/sqlite_store.h"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/accounting/accountant.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/storage/ledger_chain.h"
+
+namespace fairvault::server::storage {
+namespace {
+
+using core::accounting::LaplaceCost;
+using core::accounting::MicroToEpsilon;
+using ::fairvault::testing::IsOk;
+using ::fairvault::testing::StatusIs;
+using ::testing::HasSubstr;
+
+// Runs SQL on the database through a second, raw connection: what someone with file access
+// (not the vault) could do. Returns SQLite's error message, empty on success.
+std::string RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "open failed";
+    sqlite3_close(db);
+    return msg;
+  }
+  sqlite3_busy_timeout(db, 5000);
+  char* err = nullptr;
+  std::string msg;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    msg = err ? err : "error";
+    if (msg.empty()) msg = "error";
+  }
+  sqlite3_free(err);
+  sqlite3_close(db);
+  return msg;
+}
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = absl::StrCat(::testing::TempDir(), "fairvault_sqlite_store_test_", info->name(), "_",
+                         getpid(), ".db");
+    RemoveFiles();
+    ASSERT_NO_FATAL_FAILURE(Reopen());
+    acme_ = MakeAccount("acme", Role::kCompany);
+    globex_ = MakeAccount("globex", Role::kCompany);
+    census_ = MakeDataset("census");
+  }
+
+  void TearDown() override {
+    store_.reset();
+    RemoveFiles();
+  }
+
+  void RemoveFiles() {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      std::remove(absl::StrCat(path_, suffix).c_str());
+    }
+  }
+
+  // Closes the store (if open) and opens the same file again.
+  void Reopen() {
+    store_.reset();
+    auto opened = SqliteStore::Open(path_);
+    ASSERT_OK(opened);
+    store_ = *std::move(opened);
+  }
+
+  AccountRecord MakeAccount(const std::string& name, Role role) {
+    AccountRecord a;
+    a.name = name;
+    a.role = role;
+    a.key_salt = std::string("salt\0", 5) + name;
+    a.key_hash = std::string(32, '\x7f');
+    a.created_micros = 1'000;
+    auto created = store_->CreateAccount(a);
+    EXPECT_OK(created);
+    return created.value();
+  }
+
+  DatasetRecord MakeDataset(const std::string& name) {
+    DatasetRecord d;
+    d.name = name;
+    d.attributes = "attrs";
+    d.created_micros = 2'000;
+    auto created = store_->CreateDataset(d);
+    EXPECT_OK(created);
+    return created.value();
+  }
+
+  void Grant(const AccountRecord& a, const DatasetRecord& d, int64_t micro, double delta = 0) {
+    ASSERT_OK(store_->SetGrant(GrantRecord{a.id, d.id, micro, delta}, a.name, d.name, ++now_));
+  }
+
+  ChargeRequest Request(const AccountRecord& a, const DatasetRecord& d, const std::string& key,
+                        int64_t micro, const std::string& digest = "digest") {
+    ChargeRequest r;
+    r.account_id = a.id;
+    r.account_name = a.name;
+    r.dataset_id = d.id;
+    r.dataset_name = d.name;
+    r.request_kind = "NoisyCounts";
+    r.idempotency_key = key;
+    r.params_digest = digest;
+    r.cost = LaplaceCost(micro);
+    r.epsilon = MicroToEpsilon(micro);
+    r.mechanism = "discrete_laplace";
+    return r;
+  }
+
+  // A body that records that it ran and returns "payload-<seq>".
+  ChargeBody Body(bool* called, std::optional<ArtifactRecord> artifact = std::nullopt) {
+    return [called, artifact](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+      *called = true;
+      return ChargeResult{absl::StrCat("payload-", seq), artifact};
+    };
+  }
+
+  absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& r) {
+    bool called = false;
+    return store_->Charge(r, ++now_, Body(&called));
+  }
+
+  std::vector<LedgerRow> Ledger() {
+    LedgerFilter all;
+    all.limit = 1'000'000;
+    auto rows = store_->ListLedger(all);
+    EXPECT_OK(rows);
+    return rows.ok() ? *rows : std::vector<LedgerRow>();
+  }
+
+  int64_t SpentMicro(const AccountRecord& a, const DatasetRecord& d) {
+    auto b = store_->GetBudget(a.id, d.id);
+    EXPECT_OK(b);
+    return b.ok() ? b->spent_micro : -1;
+  }
+
+  LedgerVerification Verify() {
+    auto v = store_->VerifyLedger();
+    EXPECT_OK(v);
+    return v.ok() ? *v : LedgerVerification{};
+  }
+
+  // grant(acme), cap, charge(acme), grant(globex), charge(acme): five rows.
+  void BuildLedger() {
+    Grant(acme_, census_, 2'000'000);
+    ASSERT_OK(store_->SetCap(census_.id, census_.name, 5'000'000, 0, ++now_));
+    ASSERT_OK(Charge(Request(acme_, census_, "k1", 250'000)));
+    Grant(globex_, census_, 1'000'000);
+    ASSERT_OK(Charge(Request(acme_, census_, "k2", 500'000)));
+  }
+
+  std::string path_;
+  std::unique_ptr<SqliteStore> store_;
+  AccountRecord acme_, globex_;
+  DatasetRecord census_;
+  int64_t now_ = 1'700'000'000'000'000;
+};
+
+// ---- ledger hash chain -------------------------------------------------------------------------
+
+TEST_F(SqliteStoreTest, LedgerRowsAreContiguousAndHashChained) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  const std::vector<LedgerRow> rows = Ledger();
+  ASSERT_EQ(rows.size(), 5u);
+  const std::vector<std::string> kinds = {"grant", "cap", "charge", "grant", "charge"};
+  const std::vector<int64_t> account_ids = {acme_.id, 0, acme_.id, globex_.id, acme_.id};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(rows[i].seq, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(rows[i].kind, kinds[i]);
+    EXPECT_EQ(rows[i].prev_hash, i == 0 ? std::string(kGenesisHash) : rows[i - 1].hash);
+    EXPECT_EQ(rows[i].hash.size(), 64u);
+    EXPECT_EQ(rows[i].hash, LedgerRowHash(rows[i], account_ids[i], census_.id));
+  }
+  EXPECT_EQ(rows[0].account, "acme");
+  EXPECT_DOUBLE_EQ(rows[0].epsilon, 2.0);
+  EXPECT_EQ(rows[1].account, "");
+  EXPECT_DOUBLE_EQ(rows[1].epsilon, 5.0);
+  EXPECT_EQ(rows[2].idempotency_key, "k1");
+  EXPECT_EQ(rows[2].request_kind, "NoisyCounts");
+  EXPECT_EQ(rows[2].mechanism, "discrete_laplace");
+  EXPECT_EQ(rows[2].pure_micro, std::optional<int64_t>(250'000));
+  EXPECT_EQ(rows[2].rdp_nano, LaplaceCost(250'000).rdp_nano);
+  EXPECT_FALSE(rows[0].pure_micro.has_value());
+
+  const LedgerVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_EQ(v.rows_checked, 5);
+  EXPECT_EQ(v.first_bad_seq, 0);
+  EXPECT_EQ(v.head_hash, rows.back().hash);
+}
+
+TEST_F(SqliteStoreTest, VerifyOkOnEmptyLedger) {
+  const LedgerVerification v = Verify();
+  EXPECT_TRUE(v.ok);
+  EXPECT_EQ(v.rows_checked, 0);
+  EXPECT_EQ(v.head_hash, kGenesisHash);
+}
+
+TEST_F(SqliteStoreTest, ListLedgerFiltersByAccountDatasetAndSeq) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  LedgerFilter f;
+  f.account = "acme";
+  auto rows = store_->ListLedger(f);
+  ASSERT_OK(rows);
+  ASSERT_EQ(rows->size(), 3u);
+  for (const auto& r : *rows) EXPECT_EQ(r.account, "acme");
+  f.after_seq = 3;
+  rows = store_->ListLedger(f);
+  ASSERT_OK(rows);
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].seq, 5);
+  LedgerFilter other;
+  other.dataset = "nope";
+  rows = store_->ListLedger(other);
+  ASSERT_OK(rows);
+  EXPECT_TRUE(rows->empty());
+  LedgerFilter limited;
+  limited.limit = 2;
+  rows = store_->ListLedger(limited);
+  ASSERT_OK(rows);
+  EXPECT_EQ(rows->size(), 2u);
+}
+
+TEST_F(SqliteStoreTest, VerifyDetectsEditedRow) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  ASSERT_EQ(RawExec(path_,
+                    "DROP TRIGGER ledger_no_update; "
+                    "UPDATE ledger SET epsilon = epsilon * 0.5 WHERE seq = 3;"),
+            "");
+  const LedgerVerification v = Verify();
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, 3);
+  EXPECT_THAT(v.message, HasSubstr("row 3"));
+}
+
+TEST_F(SqliteStoreTest, VerifyDetectsEditedCostOfCharge) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  // Lowering the recorded cost and the spend together still breaks the row's hash.
+  ASSERT_EQ(RawExec(path_,
+                    "DROP TRIGGER ledger_no_update; "
+                    "UPDATE ledger SET pure_micro = 1 WHERE seq = 5;"),
+            "");
+  const LedgerVerification v = Verify();
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, 5);
+}
+
+TEST_F(SqliteStoreTest, VerifyDetectsDeletedMiddleRow) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  ASSERT_EQ(RawExec(path_, "DROP TRIGGER ledger_no_delete; DELETE FROM ledger WHERE seq = 2;"), "");
+  const LedgerVerification v = Verify();
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, 2);
+}
+
+TEST_F(SqliteStoreTest, VerifyDetectsRenumberedRows) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  // Closing the gap after a deletion still leaves a row that does not chain.
+  ASSERT_EQ(RawExec(path_,
+                    "DROP TRIGGER ledger_no_delete; DROP TRIGGER ledger_no_update; "
+                    "DELETE FROM ledger WHERE seq = 2; "
+                    "UPDATE ledger SET seq = seq - 1 WHERE seq > 2;"),
+            "");
+  const LedgerVerification v = Verify();
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, 2);
+}
+
+TEST_F(SqliteStoreTest, VerifyDetectsEditedSpendTotals) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  ASSERT_EQ(RawExec(path_, "UPDATE spend SET pure_micro = 0;"), "");
+  const LedgerVerification v = Verify();
+  EXPECT_FALSE(v.ok);
+  EXPECT_THAT(v.message, HasSubstr("spend"));
+  // The filter reads the spend table, so the tampering would have reset the budget.
+  EXPECT_EQ(SpentMicro(acme_, census_), 0);
+}
+
+TEST_F(SqliteStoreTest, VerifyDetectsDeletedSpendTotals) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  ASSERT_EQ(RawExec(path_, "DELETE FROM spend;"), "");
+  const LedgerVerification v = Verify();
+  EXPECT_FALSE(v.ok) << "a deleted spend row resets a budget; the ledger must notice";
+  EXPECT_THAT(v.message, HasSubstr("spend"));
+}
+
+TEST_F(SqliteStoreTest, VerifyDetectsInflatedReleaseCount) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  ASSERT_EQ(RawExec(path_, "UPDATE spend SET releases = releases + 1;"), "");
+  EXPECT_FALSE(Verify().ok);
+}
+
+TEST_F(SqliteStoreTest, TriggersBlockLedgerUpdateAndDelete) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  EXPECT_THAT(RawExec(path_, "UPDATE ledger SET epsilon = 0 WHERE seq = 3;"),
+              HasSubstr("append-only"));
+  EXPECT_THAT(RawExec(path_, "DELETE FROM ledger WHERE seq = 3;"), HasSubstr("append-only"));
+  EXPECT_THAT(RawExec(path_, "DELETE FROM ledger;"), HasSubstr("append-only"));
+  EXPECT_EQ(Ledger().size(), 5u);
+  EXPECT_TRUE(Verify().ok);
+}
+
+// ---- the charge path ---------------------------------------------------------------------------
+
+TEST_F(SqliteStoreTest, ChargeWithinGrantPassesSeqAndBudgetAfterToBody) {
+  Grant(acme_, census_, 1'000'000);
+  int64_t seen_seq = -1;
+  BudgetState seen;
+  auto outcome =
+      store_->Charge(Request(acme_, census_, "k1", 300'000), ++now_,
+                     [&](int64_t seq, const BudgetState& after) -> absl::StatusOr<ChargeResult> {
+                       seen_seq = seq;
+                       seen = after;
+                       return ChargeResult{"hello", std::nullopt};
+                     });
+  ASSERT_OK(outcome);
+  EXPECT_FALSE(outcome->replayed);
+  EXPECT_EQ(outcome->response_payload, "hello");
+  EXPECT_EQ(seen_seq, 2);  // after the grant row
+  EXPECT_EQ(seen.grant.epsilon_micro, 1'000'000);
+  EXPECT_EQ(seen.spend.releases, 1);
+  EXPECT_EQ(seen.spend.pure_micro, 300'000);
+  EXPECT_EQ(seen.spent_micro, 300'000);
+
+  const auto rows = Ledger();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].seq, 2);
+  EXPECT_EQ(rows[1].kind, "charge");
+  EXPECT_EQ(rows[1].idempotency_key, "k1");
+  EXPECT_EQ(SpentMicro(acme_, census_), 300'000);
+  auto stored = store_->GetStoredResponse(acme_.id, "k1");
+  ASSERT_OK(stored);
+  EXPECT_EQ(stored->payload, "hello");
+  EXPECT_EQ(stored->ledger_seq, 2);
+  EXPECT_EQ(stored->params_digest, "digest");
+  EXPECT_EQ(stored->request_kind, "NoisyCounts");
+  EXPECT_TRUE(Verify().ok);
+}
+
+TEST_F(SqliteStoreTest, ChargeOverBudgetIsRefusedBeforeBodyRuns) {
+  Grant(acme_, census_, 500'000);
+  ASSERT_OK(Charge(Request(acme_, census_, "k1", 300'000)));
+  const size_t rows_before = Ledger().size();
+
+  bool called = false;
+  auto refused = store_->Charge(Request(acme_, census_, "k2", 300'000), ++now_, Body(&called));
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted, "left"));
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted, "0.2"));
+  EXPECT_FALSE(called);
+  EXPECT_EQ(Ledger().size(), rows_before);
+  EXPECT_EQ(SpentMicro(acme_, census_), 300'000);
+  EXPECT_THAT(store_->GetStoredResponse(acme_.id, "k2"), StatusIs(absl::StatusCode::kNotFound));
+
+  // What is left can still be spent exactly.
+  ASSERT_OK(Charge(Request(acme_, census_, "k3", 200'000)));
+  EXPECT_EQ(SpentMicro(acme_, census_), 500'000);
+  EXPECT_TRUE(Verify().ok);
+}
+
+TEST_F(SqliteStoreTest, TenTenthsSpendExactlyOneAndTheEleventhIsRefused) {
+  Grant(acme_, census_, 1'000'000, /*delta=*/0);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_OK(Charge(Request(acme_, census_, absl::StrCat("k", i), 100'000))) << i;
+  }
+  EXPECT_EQ(SpentMicro(acme_, census_), 1'000'000);
+  bool called = false;
+  EXPECT_THAT(store_->Charge(Request(acme_, census_, "k10", 100'000), ++now_, Body(&called)),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_FALSE(called);
+  // Even the smallest release no longer fits.
+  EXPECT_THAT(Charge(Request(acme_, census_, "k11", 1)),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  auto budget = store_->GetBudget(acme_.id, census_.id);
+  ASSERT_OK(budget);
+  EXPECT_EQ(budget->spend.releases, 10);
+  EXPECT_EQ(budget->spend.pure_micro, 1'000'000);
+}
+
+TEST_F(SqliteStoreTest, DatasetCapLimitsTheSumOverCompanies) {
+  Grant(acme_, census_, 1'000'000);
+  Grant(globex_, census_, 1'000'000);
+  ASSERT_OK(store_->SetCap(census_.id, census_.name, 1'500'000, 0, ++now_));
+  ASSERT_OK(Charge(Request(acme_, census_, "a1", 1'000'000)));
+
+  // globex's own grant has room for 0.6, the cap does not.
+  bool called = false;
+  auto refused = store_->Charge(Request(globex_, census_, "g1", 600'000), ++now_, Body(&called));
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted, "cap"));
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted, "0.5 left"));
+  EXPECT_FALSE(called);
+  EXPECT_EQ(SpentMicro(globex_, census_), 0);
+
+  ASSERT_OK(Charge(Request(globex_, census_, "g2", 500'000)));
+  auto total = store_->GetDatasetSpend(census_.id);
+  ASSERT_OK(total);
+  EXPECT_EQ(total->pure_micro, 1'500'000);
+  EXPECT_EQ(total->releases, 2);
+  EXPECT_THAT(Charge(Request(globex_, census_, "g3", 1)),
+              StatusIs(absl::StatusCode::kResourceExhausted, "cap"));
+}
+
+TEST_F(SqliteStoreTest, CapOnOtherDatasetDoesNotLimit) {
+  DatasetRecord other = MakeDataset("other");
+  Grant(acme_, census_, 1'000'000);
+  ASSERT_OK(store_->SetCap(other.id, other.name, 1, 0, ++now_));
+  EXPECT_OK(Charge(Request(acme_, census_, "k", 1'000'000)));
+}
+
+TEST_F(SqliteStoreTest, ReplayReturnsStoredPayloadWithoutCharging) {
+  Grant(acme_, census_, 1'000'000);
+  auto first = Charge(Request(acme_, census_, "k1", 400'000));
+  ASSERT_OK(first);
+  const size_t rows = Ledger().size();
+
+  bool called = false;
+  auto replay = store_->Charge(Request(acme_, census_, "k1", 400'000), ++now_,
+                               [&](int64_t, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+                                 called = true;
+                                 return ChargeResult{"different", std::nullopt};
+                               });
+  ASSERT_OK(replay);
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->response_payload, first->response_payload);
+  EXPECT_FALSE(called);
+  EXPECT_EQ(Ledger().size(), rows);
+  EXPECT_EQ(SpentMicro(acme_, census_), 400'000);
+
+  // A replay is answered even when the budget could no longer pay for the request.
+  ASSERT_OK(Charge(Request(acme_, census_, "k2", 600'000)));
+  auto late = Charge(Request(acme_, census_, "k1", 400'000));
+  ASSERT_OK(late);
+  EXPECT_TRUE(late->replayed);
+  EXPECT_EQ(late->response_payload, first->response_payload);
+  EXPECT_EQ(SpentMicro(acme_, census_), 1'000'000);
+}
+
+TEST_F(SqliteStoreTest, IdempotencyKeysArePerAccount) {
+  Grant(acme_, census_, 1'000'000);
+  Grant(globex_, census_, 1'000'000);
+  auto a = Charge(Request(acme_, census_, "same", 100'000, "d1"));
+  auto g = Charge(Request(globex_, census_, "same", 100'000, "d2"));
+  ASSERT_OK(a);
+  ASSERT_OK(g);
+  EXPECT_FALSE(g->replayed);
+  EXPECT_EQ(SpentMicro(globex_, census_), 100'000);
+}
+
+TEST_F(SqliteStoreTest, SameKeyWithDifferentDigestIsRefused) {
+  Grant(acme_, census_, 1'000'000);
+  ASSERT_OK(Charge(Request(acme_, census_, "k1", 100'000, "digest-a")));
+  const size_t rows = Ledger().size();
+  bool called = false;
+  EXPECT_THAT(
+      store_->Charge(Request(acme_, census_, "k1", 100'000, "digest-b"), ++now_, Body(&called)),
+      StatusIs(absl::StatusCode::kFailedPrecondition, "k1"));
+  EXPECT_FALSE(called);
+  EXPECT_EQ(Ledger().size(), rows);
+  EXPECT_EQ(SpentMicro(acme_, census_), 100'000);
+}
+
+TEST_F(SqliteStoreTest, FailingBodyKeepsNothing) {
+  Grant(acme_, census_, 1'000'000);
+  ASSERT_OK(Charge(Request(acme_, census_, "k0", 100'000)));
+  const size_t rows = Ledger().size();
+
+  ArtifactRecord artifact{"art_x", acme_.id, census_.id, 0, now_, "body"};
+  auto failed = store_->Charge(Request(acme_, census_, "k1", 300'000), ++now_,
+                               [](int64_t, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+                                 return absl::InternalError("solver exploded");
+                               });
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kInternal, "solver exploded"));
+  EXPECT_EQ(Ledger().size(), rows);
+  EXPECT_EQ(SpentMicro(acme_, census_), 100'000);
+  auto budget = store_->GetBudget(acme_.id, census_.id);
+  ASSERT_OK(budget);
+  EXPECT_EQ(budget->spend.releases, 1);
+  EXPECT_THAT(store_->GetStoredResponse(acme_.id, "k1"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_TRUE(Verify().ok);
+
+  // The key is not burnt and the chain continues without a gap.
+  bool called = false;
+  auto retry =
+      store_->Charge(Request(acme_, census_, "k1", 300'000), ++now_, Body(&called, artifact));
+  ASSERT_OK(retry);
+  EXPECT_TRUE(called);
+  EXPECT_EQ(retry->response_payload, absl::StrCat("payload-", rows + 1));
+  auto stored_artifact = store_->GetArtifact("art_x");
+  ASSERT_OK(stored_artifact);
+  EXPECT_EQ(stored_artifact->ledger_seq, static_cast<int64_t>(rows) + 1);
+  EXPECT_EQ(stored_artifact->payload, "body");
+  EXPECT_TRUE(Verify().ok);
+}
+
+TEST_F(SqliteStoreTest, ChargeWithoutGrantIsPermissionDenied) {
+  bool called = false;
+  EXPECT_THAT(store_->Charge(Request(acme_, census_, "k1", 100'000), ++now_, Body(&called)),
+              StatusIs(absl::StatusCode::kPermissionDenied, "no budget grant"));
+  EXPECT_FALSE(called);
+  EXPECT_TRUE(Ledger().empty());
+  EXPECT_THAT(store_->GetBudget(acme_.id, census_.id), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(SqliteStoreTest, LoweredGrantStopsSpending) {
+  Grant(acme_, census_, 1'000'000);
+  ASSERT_OK(Charge(Request(acme_, census_, "k1", 600'000)));
+  Grant(acme_, census_, 500'000);
+  EXPECT_THAT(Charge(Request(acme_, census_, "k2", 1)),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(SpentMicro(acme_, census_), 600'000);
+  EXPECT_TRUE(Verify().ok);
+}
+
+// ---- persistence -------------------------------------------------------------------------------
+
+TEST_F(SqliteStoreTest, EverythingSurvivesCloseAndReopen) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  bool called = false;
+  ArtifactRecord artifact{"art_1", acme_.id, census_.id, 0, 77, "artifact-bytes"};
+  auto with_artifact =
+      store_->Charge(Request(acme_, census_, "k3", 100'000, "d3"), ++now_, Body(&called, artifact));
+  ASSERT_OK(with_artifact);
+  ASSERT_OK(store_->PutSubjectBatch(census_.id, "b1", "bd", 3, "batch-bytes"));
+  ASSERT_OK(store_->PutTable(TableRecord{"tbl_1", acme_.id, census_.id, 3, now_ + 1000, "tbl"}));
+  const std::vector<LedgerRow> ledger_before = Ledger();
+  const std::string head_before = Verify().head_hash;
+
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+
+  auto accounts = store_->ListAccounts();
+  ASSERT_OK(accounts);
+  ASSERT_EQ(accounts->size(), 2u);
+  auto acme = store_->GetAccountByName("acme");
+  ASSERT_OK(acme);
+  EXPECT_EQ(acme->id, acme_.id);
+  EXPECT_EQ(acme->role, Role::kCompany);
+  EXPECT_EQ(acme->key_salt, acme_.key_salt);  // binary salt with a NUL byte
+  EXPECT_EQ(acme->key_hash, acme_.key_hash);
+  EXPECT_EQ(acme->created_micros, acme_.created_micros);
+
+  auto dataset = store_->GetDataset("census");
+  ASSERT_OK(dataset);
+  EXPECT_EQ(dataset->subject_count, 3);
+  EXPECT_EQ(dataset->cap_micro, std::optional<int64_t>(5'000'000));
+  auto digest = store_->GetBatchDigest(census_.id, "b1");
+  ASSERT_OK(digest);
+  EXPECT_EQ(*digest, "bd");
+
+  auto budget = store_->GetBudget(acme_.id, census_.id);
+  ASSERT_OK(budget);
+  EXPECT_EQ(budget->grant.epsilon_micro, 2'000'000);
+  EXPECT_EQ(budget->spend.releases, 3);
+  EXPECT_EQ(budget->spent_micro, 850'000);
+  auto grants = store_->ListGrants();
+  ASSERT_OK(grants);
+  EXPECT_EQ(grants->size(), 2u);
+
+  const std::vector<LedgerRow> ledger_after = Ledger();
+  ASSERT_EQ(ledger_after.size(), ledger_before.size());
+  for (size_t i = 0; i < ledger_after.size(); ++i) {
+    EXPECT_EQ(ledger_after[i].hash, ledger_before[i].hash);
+    EXPECT_EQ(ledger_after[i].rdp_nano, ledger_before[i].rdp_nano);
+  }
+  const LedgerVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_EQ(v.head_hash, head_before);
+
+  auto stored = store_->GetStoredResponse(acme_.id, "k3");
+  ASSERT_OK(stored);
+  EXPECT_EQ(stored->payload, with_artifact->response_payload);
+  auto art = store_->GetArtifact("art_1");
+  ASSERT_OK(art);
+  EXPECT_EQ(art->payload, "artifact-bytes");
+  auto table = store_->GetTable("tbl_1");
+  ASSERT_OK(table);
+  EXPECT_EQ(table->payload, "tbl");
+
+  // Replays still work and new charges continue the chain.
+  auto replay = Charge(Request(acme_, census_, "k3", 100'000, "d3"));
+  ASSERT_OK(replay);
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->response_payload, with_artifact->response_payload);
+  ASSERT_OK(Charge(Request(acme_, census_, "k4", 100'000)));
+  EXPECT_EQ(Ledger().back().seq, static_cast<int64_t>(ledger_before.size()) + 1);
+  EXPECT_TRUE(Verify().ok);
+}
+
+// ---- datasets ----------------------------------------------------------------------------------
+
+TEST_F(SqliteStoreTest, DeletedDatasetKeepsLedgerVerifiableAndIsNotReusedById) {
+  Grant(acme_, census_, 1'000'000);
+  ASSERT_OK(Charge(Request(acme_, census_, "k1", 700'000)));
+  ASSERT_OK(store_->DeleteDataset(census_.id));
+  EXPECT_THAT(store_->GetDataset("census"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Ledger().size(), 2u);  // ledger rows stay
+  EXPECT_TRUE(Verify().ok);
+
+  // A new dataset of the same name starts with a clean budget, and the ledger still verifies
+  // once it is charged.
+  DatasetRecord again = MakeDataset("census");
+  EXPECT_NE(again.id, census_.id);
+  Grant(acme_, again, 1'000'000);
+  EXPECT_EQ(SpentMicro(acme_, again), 0);
+  ASSERT_OK(Charge(Request(acme_, again, "k2", 500'000)));
+  EXPECT_EQ(SpentMicro(acme_, again), 500'000);
+  const LedgerVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.message;
+}
+
+TEST_F(SqliteStoreTest, SubjectBatchesAccumulateInOrder) {
+  ASSERT_OK(store_->PutSubjectBatch(census_.id, "b1", "d1", 2, "one"));
+  ASSERT_OK(store_->PutSubjectBatch(census_.id, "b2", "d2", 5, "two"));
+  EXPECT_THAT(store_->PutSubjectBatch(census_.id, "b1", "d1", 2, "one"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  auto d = store_->GetDataset("census");
+  ASSERT_OK(d);
+  EXPECT_EQ(d->subject_count, 7);
+  std::vector<std::string> payloads;
+  ASSERT_OK(store_->ForEachSubjectBatch(census_.id, [&](const std::string& p) {
+    payloads.push_back(p);
+    return absl::OkStatus();
+  }));
+  EXPECT_THAT(payloads, ::testing::ElementsAre("one", "two"));
+  EXPECT_THAT(store_->GetBatchDigest(census_.id, "b3"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(SqliteStoreTest, DuplicateNamesAreAlreadyExists) {
+  AccountRecord a;
+  a.name = "acme";
+  EXPECT_THAT(store_->CreateAccount(a), StatusIs(absl::StatusCode::kAlreadyExists, "acme"));
+  DatasetRecord d;
+  d.name = "census";
+  EXPECT_THAT(store_->CreateDataset(d), StatusIs(absl::StatusCode::kAlreadyExists, "census"));
+}
+
+// ---- tables ------------------------------------------------------------------------------------
+
+TEST_F(SqliteStoreTest, PurgeExpiredTablesRemovesOnlyExpiredOnes) {
+  ASSERT_OK(store_->PutTable(TableRecord{"t100", acme_.id, census_.id, 1, 100, "a"}));
+  ASSERT_OK(store_->PutTable(TableRecord{"t200", acme_.id, census_.id, 1, 200, "b"}));
+  ASSERT_OK(store_->PutTable(TableRecord{"t300", globex_.id, census_.id, 1, 300, "c"}));
+
+  auto purged = store_->PurgeExpiredTables(200);  // t200 expires at 200: still valid
+  ASSERT_OK(purged);
+  EXPECT_EQ(*purged, 1);
+  EXPECT_THAT(store_->GetTable("t100"), StatusIs(absl::StatusCode::kNotFound, "t100"));
+  EXPECT_OK(store_->GetTable("t200"));
+  EXPECT_OK(store_->GetTable("t300"));
+
+  purged = store_->PurgeExpiredTables(250);
+  ASSERT_OK(purged);
+  EXPECT_EQ(*purged, 1);
+  EXPECT_THAT(store_->GetTable("t200"), StatusIs(absl::StatusCode::kNotFound));
+  auto kept = store_->GetTable("t300");
+  ASSERT_OK(kept);
+  EXPECT_EQ(kept->account_id, globex_.id);
+  EXPECT_EQ(kept->payload, "c");
+
+  purged = store_->PurgeExpiredTables(250);
+  ASSERT_OK(purged);
+  EXPECT_EQ(*purged, 0);
+}
+
+}  // namespace
+}  // namespace fairvault::server::storage
