@@ -1,0 +1,168 @@
+// The vault over loopback with the ledger on disk: importing 1M subjects, uploading and
+// joining a 1M-row table, NoisyCounts over it, and charged requests per second. One real
+// server process serves every benchmark; the database lives in $TMPDIR.
+#include <atomic>
+#include <memory>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "benchmark/benchmark.h"
+#include "tests/server_process.h"
+
+namespace fairvault::bench {
+namespace {
+
+namespace v1 = ::fairvault::v1;
+using testing::ServerProcess;
+
+constexpr int kRows = 1'000'000;
+
+struct World {
+  std::unique_ptr<ServerProcess> server;
+  std::unique_ptr<client::Client> regulator, company;
+  std::vector<std::string> keys;
+  std::vector<std::string> categories;
+  std::string big_table, small_table;
+  int datasets = 0;
+};
+
+World* world_instance = nullptr;
+
+World& GetWorld() {
+  static World* world = [] {
+    auto* w = new World;
+    w->server = std::make_unique<ServerProcess>(testing::TempDatabasePath("bench"));
+    auto key = w->server->Bootstrap("regulator");
+    if (!key.ok() || !w->server->Start().ok()) std::abort();
+    w->regulator = w->server->Connect(*key);
+    std::mt19937_64 gen(1);
+    for (int i = 0; i < kRows; ++i) {
+      // Keys as the CLI sends them: 64-hex-character HMAC pseudonyms.
+      w->keys.push_back(absl::StrFormat("%016x%016x%016x%016x", gen(), gen(), gen(), i));
+      w->categories.push_back(gen() % 2 ? "F" : "M");
+    }
+    v1::CreateAccountRequest acct;
+    acct.set_name("acme");
+    acct.set_role(v1::ROLE_COMPANY);
+    w->company = w->server->Connect(w->regulator->CreateAccount(acct)->api_key());
+    world_instance = w;
+    return w;
+  }();
+  return *world;
+}
+
+// Creates a dataset with one attribute sex{F,M}, imports every key, grants acme.
+std::string NewPopulatedDataset(World& w) {
+  const std::string name = absl::StrCat("pop", w.datasets++);
+  v1::CreateDatasetRequest ds;
+  ds.set_name(name);
+  auto* a = ds.add_attributes();
+  a->set_name("sex");
+  a->add_categories("F");
+  a->add_categories("M");
+  if (!w.regulator->CreateDataset(ds).ok()) std::abort();
+  v1::ImportHeader header;
+  header.set_dataset(name);
+  header.set_batch_id("all");
+  header.add_attributes("sex");
+  if (!w.regulator->ImportAttributes(header, w.keys, w.categories).ok()) std::abort();
+  v1::GrantBudgetRequest grant;
+  grant.set_company("acme");
+  grant.set_dataset(name);
+  grant.set_epsilon(100000);
+  grant.set_delta(1e-6);
+  if (!w.regulator->GrantBudget(grant).ok()) std::abort();
+  return name;
+}
+
+absl::StatusOr<v1::UploadTableResponse> Upload(World& w, const std::string& dataset, int rows) {
+  v1::TableHeader header;
+  header.set_dataset(dataset);
+  auto* c = header.add_columns();
+  c->set_name("region");
+  c->set_type(v1::COLUMN_TYPE_CATEGORICAL);
+  c = header.add_columns();
+  c->set_name("prediction");
+  c->set_type(v1::COLUMN_TYPE_NUMERIC);
+  std::vector<v1::ColumnValues> columns(2);
+  std::vector<std::string> keys(w.keys.begin(), w.keys.begin() + rows);
+  for (int i = 0; i < rows; ++i) {
+    columns[0].add_categorical(i % 3 == 0 ? "north" : (i % 3 == 1 ? "south" : "east"));
+    columns[1].add_numeric(i % 2);
+  }
+  return w.company->UploadTable(header, keys, columns);
+}
+
+void BM_Import1MSubjects(benchmark::State& state) {
+  World& w = GetWorld();
+  for (auto _ : state) NewPopulatedDataset(w);
+  state.SetItemsProcessed(state.iterations() * kRows);
+}
+BENCHMARK(BM_Import1MSubjects)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
+
+void BM_UploadAndJoin1MRows(benchmark::State& state) {
+  World& w = GetWorld();
+  const std::string dataset = NewPopulatedDataset(w);
+  for (auto _ : state) {
+    auto resp = Upload(w, dataset, kRows);
+    if (!resp.ok() || resp->rows_in_vault() != kRows) state.SkipWithError("upload failed");
+    w.big_table = resp->table_handle();
+  }
+  state.SetItemsProcessed(state.iterations() * kRows);
+}
+BENCHMARK(BM_UploadAndJoin1MRows)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
+
+void BM_NoisyCounts1MRows(benchmark::State& state) {
+  World& w = GetWorld();
+  int i = 0;
+  for (auto _ : state) {
+    v1::NoisyCountsRequest req;
+    req.set_idempotency_key(absl::StrCat("big-", i++));
+    req.set_table_handle(w.big_table);
+    req.add_columns("region");
+    req.set_epsilon(0.01);
+    if (!w.company->NoisyCounts(req).ok()) state.SkipWithError("NoisyCounts failed");
+  }
+  state.SetItemsProcessed(state.iterations() * kRows);
+}
+BENCHMARK(BM_NoisyCounts1MRows)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime();
+
+// Small charged requests (a 1,000-row table, one fsync'd ledger transaction each).
+void BM_ChargedRequests(benchmark::State& state) {
+  World& w = GetWorld();
+  static std::atomic<int> counter{0};
+  if (state.thread_index() == 0 && w.small_table.empty()) {
+    auto resp = Upload(w, "pop0", 1000);
+    if (!resp.ok()) std::abort();
+    w.small_table = resp->table_handle();
+  }
+  auto client = w.company.get();
+  for (auto _ : state) {
+    v1::NoisyCountsRequest req;
+    req.set_idempotency_key(absl::StrCat("small-", counter++));
+    req.set_table_handle(w.small_table);
+    req.set_epsilon(0.001);
+    if (!client->NoisyCounts(req).ok()) state.SkipWithError("charged request failed");
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ChargedRequests)->UseRealTime()->Threads(1)->Threads(4)->Threads(16)->MinTime(3);
+
+}  // namespace
+
+// Stops the shared server (if a benchmark started it) so no process outlives the run.
+void StopWorld() {
+  if (world_instance != nullptr) world_instance->server.reset();
+}
+
+}  // namespace fairvault::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  fairvault::bench::StopWorld();
+  return 0;
+}

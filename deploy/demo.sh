@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# One command: install what is missing, build, start the vault on an embedded SQLite file,
+# and play both sides on the Adult dataset — the regulator loads `sex` and `race`, a company
+# trains a plain logistic regression without them, asks for a DP equalized-odds
+# post-processor at epsilon = 1, and the regulator measures fairness before and after.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+data="${FAIRVAULT_DATASETS:-$root/../shared/datasets}"
+work="$root/var/demo"
+
+"$root/deploy/install-deps.sh"
+"$root/deploy/build.sh" fairvault-server fairvault
+server_bin="$root/build/server/fairvault-server"
+fv="$root/build/client/fairvault"
+
+if [[ ! -f "$data/adult/adult.data" ]]; then
+  echo "demo: Adult not found at $data/adult (set FAIRVAULT_DATASETS)" >&2
+  exit 1
+fi
+rm -rf "$work" && mkdir -p "$work"
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "Regulator: bootstrap the first regulator key (printed once; the vault keeps a salted hash)"
+"$server_bin" bootstrap --db "$work/vault.db" --name regulator > "$work/regulator.key"
+echo "regulator key saved to $work/regulator.key"
+
+step "Start the vault on $work/vault.db (SQLite, WAL, synchronous=FULL)"
+"$server_bin" serve --db "$work/vault.db" --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.log" &
+server_pid=$!
+trap 'kill $server_pid 2>/dev/null; wait $server_pid 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+  grep -q "listening on port" "$work/server.out" 2>/dev/null && break
+  sleep 0.1
+done
+port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$work/server.out")
+export FAIRVAULT_SERVER="127.0.0.1:$port"
+echo "listening on $FAIRVAULT_SERVER"
+reg=(--key-file "$work/regulator.key")
+
+# Both sides hold this secret: raw identifiers are replaced by HMAC-SHA256 pseudonyms before
+# they leave either side. Adult has no identifier, so the row number stands in for one.
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/pseudonym.secret"
+
+step "Regulator: create dataset 'adult' and import sex and race for 32,561 people"
+"$fv" "${reg[@]}" dataset create --name adult \
+  --attribute sex=Female,Male \
+  --attribute race=White,Black,Asian-Pac-Islander,Amer-Indian-Eskimo,Other
+"$fv" "${reg[@]}" import --dataset adult --csv "$data/adult/adult.data" --key-column @row \
+  --attributes sex,race --hmac-secret-file "$work/pseudonym.secret"
+
+step "Regulator: create a company and an auditor; grant the company epsilon 3 on 'adult'"
+"$fv" "${reg[@]}" account create --name acme --role company > "$work/acme.key"
+"$fv" "${reg[@]}" account create --name watchdog --role auditor > "$work/watchdog.key"
+"$fv" "${reg[@]}" grant --company acme --dataset adult --epsilon 3 --delta 1e-6
+"$fv" "${reg[@]}" cap --dataset adult --epsilon 10 --delta 1e-6
+acme=(--key-file "$work/acme.key")
+
+step "Company: train a logistic regression on its own columns (no sex, no race)"
+features=(--numeric age,education-num,capital-gain,capital-loss,hours-per-week
+  --categorical workclass,education,marital-status,occupation,relationship,native-country)
+"$fv" train-logreg --csv "$data/adult/adult.data" --label-column Y --positive-label '>50K,>50K.' \
+  "${features[@]}" --key-column @row --out "$work/train_predictions.csv"
+
+step "Company: upload predictions and labels keyed by pseudonym"
+handle=$("$fv" "${acme[@]}" table upload --dataset adult --csv "$work/train_predictions.csv" \
+  --key-column key --numeric prediction,label --hmac-secret-file "$work/pseudonym.secret")
+echo "table handle: $handle"
+
+step "Company: noisy counts of prediction x sex (discrete Laplace, epsilon 0.5)"
+"$fv" "${acme[@]}" counts --table "$handle" --columns prediction,label --attributes sex \
+  --epsilon 0.5 --idempotency-key demo-counts
+
+step "Company: DP equalized-odds post-processor for sex at epsilon 1, gamma 0.01"
+"$fv" "${acme[@]}" postprocess eo --table "$handle" --prediction-column prediction \
+  --label-column label --attributes sex --epsilon 1 --gamma 0.01 \
+  --idempotency-key demo-eo --out "$work/eo_artifact.json"
+echo "artifact saved to $work/eo_artifact.json:"
+cat "$work/eo_artifact.json"; echo
+
+step "Regulator's view: fairness of the company's model on the held-out Adult test set"
+# The regulator holds sex, so it can measure what the company cannot.
+"$fv" train-logreg --csv "$data/adult/adult.data" --test-csv "$data/adult/adult.test" \
+  --label-column Y --positive-label '>50K,>50K.' "${features[@]}" --keep-columns sex \
+  --out "$work/test_predictions.csv" 2>/dev/null
+echo "-- before post-processing:"
+"$fv" metrics --csv "$work/test_predictions.csv" --prediction-column prediction \
+  --label-column label --group-column sex
+"$fv" apply-eo --artifact "$work/eo_artifact.json" --csv "$work/test_predictions.csv" \
+  --prediction-column prediction --group-column sex --out "$work/test_fair.csv" 2>/dev/null
+echo "-- after the DP equalized-odds post-processor (epsilon 1):"
+"$fv" metrics --csv "$work/test_fair.csv" --prediction-column fair_prediction \
+  --label-column label --group-column sex
+
+step "Company: a replay of the same request returns the stored release and charges nothing"
+"$fv" "${acme[@]}" counts --table "$handle" --columns prediction,label --attributes sex \
+  --epsilon 0.5 --idempotency-key demo-counts | tail -n 3
+
+step "Company: budget left and its ledger rows"
+"$fv" "${acme[@]}" budget
+"$fv" "${acme[@]}" ledger list
+
+step "Auditor: every company's budget, and the ledger's hash chain"
+"$fv" --key-file "$work/watchdog.key" auditor budgets
+"$fv" --key-file "$work/watchdog.key" auditor verify
+
+step "Done. The vault database is $work/vault.db; the server log is $work/server.log"
