@@ -58,7 +58,8 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
     table.add_columns();
   }
 
-  absl::flat_hash_map<std::string, int64_t> row_of_key;
+  // Views into table.keys(): RepeatedPtrField never moves its strings as it grows.
+  absl::flat_hash_map<absl::string_view, int64_t> row_of_key;
   v1::TableChunk chunk;
   int64_t row = 0;
   while (next(&chunk)) {
@@ -88,7 +89,9 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
       if (numeric) {
         dst->mutable_numeric()->Add(values.numeric().begin(), values.numeric().end());
       } else {
-        for (const std::string& v : values.categorical()) dst->add_categorical(v);
+        for (std::string& v : *chunk.mutable_columns(c)->mutable_categorical()) {
+          *dst->add_categorical() = std::move(v);
+        }
       }
     }
     for (int i = 0; i < n; ++i) {
@@ -97,17 +100,17 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
         return absl::InvalidArgumentError(
             absl::StrCat("a table may hold at most ", options_.max_rows, " rows"));
       }
-      const std::string& key = chunk.subject_keys(i);
+      std::string* key = table.add_keys();
+      *key = std::move(*chunk.mutable_subject_keys(i));
       RETURN_IF_ERROR(
-          internal::ValidateToken(key, absl::StrCat("subject key at row ", row).c_str()));
-      auto [it, inserted] = row_of_key.emplace(key, row);
+          internal::ValidateToken(*key, absl::StrCat("subject key at row ", row).c_str()));
+      auto [it, inserted] = row_of_key.emplace(*key, row);
       if (!inserted) {
         // A repeated person would multiply their influence on every statistic.
         return absl::InvalidArgumentError(absl::StrCat(
             "subject key at row ", row, " repeats the key of row ", it->second,
             "; each subject may appear once per table"));
       }
-      table.add_keys(key);
     }
   }
   if (row == 0) return absl::InvalidArgumentError("the table has no rows");
