@@ -38,13 +38,33 @@ struct VaultOptions {
   absl::Status Validate() const;
 };
 
-// A table joined with the vault: the rows whose keys are subjects, and each row's joint group.
-struct JoinedRows {
-  std::vector<int64_t> table_rows;  // indices into the stored table
-  std::vector<int> group;           // joint group code per used row
+// Joint groups over some of a dataset's attributes: code = mixed radix over the chosen
+// attributes, first attribute most significant.
+struct GroupSpec {
+  std::vector<int> attribute_index;       // into the dataset's attributes
+  std::vector<int> radix;                 // category count of each chosen attribute
   int num_groups = 0;
   std::vector<std::string> group_labels;  // "Female" or "Female|White"
-  std::vector<std::string> attributes;    // attributes forming the group
+  std::vector<std::string> attributes;    // names of the chosen attributes
+  // The joint group of row `subject` of an index.
+  int GroupOf(const SubjectIndex& index, int64_t subject) const {
+    int g = 0;
+    for (size_t i = 0; i < attribute_index.size(); ++i) {
+      g = g * radix[i] + index.Code(subject, attribute_index[i]);
+    }
+    return g;
+  }
+};
+
+// Resolves attribute names (empty: all of them) against a dataset's attributes.
+absl::StatusOr<GroupSpec> ResolveGroups(const std::vector<v1::Attribute>& all,
+                                        const std::string& dataset_name,
+                                        const google::protobuf::RepeatedPtrField<std::string>& names);
+
+// A table joined with the vault: the rows whose keys are subjects, and each row's joint group.
+struct JoinedRows : GroupSpec {
+  std::vector<int64_t> table_rows;  // indices into the stored table
+  std::vector<int> group;           // joint group code per used row
   int64_t dropped = 0;
 };
 
@@ -89,6 +109,14 @@ class Vault {
                                                       const v1::NoisyCountsRequest& req);
   absl::StatusOr<v1::FitEqualizedOddsResponse> FitEqualizedOdds(
       const Caller& caller, const v1::FitEqualizedOddsRequest& req);
+  absl::StatusOr<v1::FitStatisticalParityResponse> FitStatisticalParity(
+      const Caller& caller, const v1::FitStatisticalParityRequest& req);
+  absl::StatusOr<v1::AuditClassifierResponse> AuditClassifier(
+      const Caller& caller, const v1::AuditClassifierRequest& req);
+  absl::StatusOr<v1::AuditRegressorResponse> AuditRegressor(const Caller& caller,
+                                                            const v1::AuditRegressorRequest& req);
+  // Applies the caller's attribute-aware artifact to subjects in the vault; logged, not charged.
+  absl::StatusOr<v1::DecideResponse> Decide(const Caller& caller, const v1::DecideRequest& req);
   absl::StatusOr<v1::GetArtifactResponse> GetArtifact(const Caller& caller,
                                                       const v1::GetArtifactRequest& req);
   absl::StatusOr<v1::GetBudgetResponse> GetBudget(const Caller& caller,
@@ -100,6 +128,8 @@ class Vault {
   // --- auditor -------------------------------------------------------------------------------
   absl::StatusOr<v1::ListBudgetsResponse> ListBudgets(const Caller& caller,
                                                       const v1::ListBudgetsRequest& req);
+  absl::StatusOr<v1::ListAccessLogResponse> ListAccessLog(const Caller& caller,
+                                                          const v1::ListAccessLogRequest& req);
 
  private:
   struct IndexSlot {
@@ -123,14 +153,22 @@ class Vault {
     std::string dataset_name;
     double epsilon = 0;
     v1::NoiseKind noise = v1::NOISE_KIND_DISCRETE_LAPLACE;
-    // Sensitivity of the released integer vector: L1 for Laplace, L2 for Gaussian.
-    double sensitivity = 0;
+    // The released integer vectors: each gets `share` of epsilon and noise calibrated to its
+    // sensitivity (L1 for Laplace, L2 for Gaussian). Shares sum to 1; Gaussian releases have
+    // exactly one part.
+    struct Part {
+      std::string name;
+      double sensitivity = 0;
+      double share = 1;
+    };
+    std::vector<Part> parts;
   };
-  // Fills a response (everything but `charge`) with the given noise; returns the artifact
-  // to store with it, if any. Runs inside the charge transaction.
+  using Noises = std::vector<std::unique_ptr<core::dp::IntegerNoise>>;
+  // Fills a response (everything but `charge`) with the given noise, one per part; returns the
+  // artifact to store with it, if any. Runs inside the charge transaction.
   template <typename Response>
   using ReleaseFill = std::function<absl::StatusOr<std::optional<storage::ArtifactRecord>>(
-      const core::dp::IntegerNoise& noise, int64_t ledger_seq, Response* response)>;
+      const Noises& noises, int64_t ledger_seq, Response* response)>;
 
   // The stored response for (caller, key) if this is a replay; FailedPrecondition if the key
   // was used with other parameters. Checked before anything else so that a replay works even
@@ -148,6 +186,8 @@ class Vault {
   absl::StatusOr<std::vector<v1::Attribute>> DatasetAttributes(
       const storage::DatasetRecord& dataset) const;
   absl::StatusOr<ResolvedTable> ResolveTable(const Caller& caller, const std::string& handle);
+  // The artifact record and message, if the caller may read it.
+  absl::StatusOr<v1::Artifact> LoadArtifact(const Caller& caller, const std::string& id);
   absl::StatusOr<JoinedRows> Join(const ResolvedTable& table,
                                   const google::protobuf::RepeatedPtrField<std::string>& attrs,
                                   v1::UnmatchedKeys unmatched);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/util/validate.h"
 
 namespace fairvault::server::internal {
@@ -70,6 +71,51 @@ v1::Budget MakeBudget(const std::string& dataset, const std::string& company,
   b.set_epsilon_remaining(MicroToEpsilon(std::max<int64_t>(0, granted_micro - spent)));
   b.set_releases(spend.releases);
   return b;
+}
+
+absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::string& name,
+                                const char* field) {
+  for (int c = 0; c < table.specs_size(); ++c) {
+    if (table.specs(c).name() == name) return c;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": unknown column '", name, "'; the table has: ",
+      absl::StrJoin(table.specs(), ", ",
+                    [](std::string* o, const v1::ColumnSpec& s) { o->append(s.name()); })));
+}
+
+absl::StatusOr<std::vector<double>> NumericColumn(const storage::StoredTable& table, int column,
+                                                  const std::vector<int64_t>& rows,
+                                                  const char* field) {
+  if (table.specs(column).type() != v1::COLUMN_TYPE_NUMERIC) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": column '", table.specs(column).name(), "' must be numeric"));
+  }
+  const auto& values = table.columns(column).numeric();
+  std::vector<double> out(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) out[i] = values[rows[i]];
+  return out;
+}
+
+absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table, int column,
+                                              const std::vector<int64_t>& rows, const char* field) {
+  if (table.specs(column).type() != v1::COLUMN_TYPE_NUMERIC) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": column '", table.specs(column).name(), "' must be numeric with values 0 or 1"));
+  }
+  const auto& values = table.columns(column).numeric();
+  std::vector<int> out(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double v = values[rows[i]];
+    if (v != 0 && v != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": column '",
+                                                     table.specs(column).name(), "' row ",
+                                                     rows[i] + 1, " is ", v,
+                                                     "; values must be 0 or 1"));
+    }
+    out[i] = static_cast<int>(v);
+  }
+  return out;
 }
 
 }  // namespace fairvault::server::internal

@@ -4,10 +4,14 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
 
 #include "absl/status/status.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
+#include "server/storage/records.pb.h"
 #include "server/storage/store.h"
 
 namespace fairvault::server::internal {
@@ -25,6 +29,19 @@ absl::Status ValidateToken(const std::string& value, const char* field);
 absl::Status ValidateDelta(double delta);
 
 v1::Role ToProtoRole(storage::Role role);
+
+// Index of a named column in a stored table, or InvalidArgument listing the columns.
+absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::string& name,
+                                const char* field);
+
+// A binary (0/1) numeric column over the given table rows, or InvalidArgument naming the row.
+absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table, int column,
+                                              const std::vector<int64_t>& rows, const char* field);
+
+// A numeric column over the given table rows, or InvalidArgument if it is not numeric.
+absl::StatusOr<std::vector<double>> NumericColumn(const storage::StoredTable& table, int column,
+                                                  const std::vector<int64_t>& rows,
+                                                  const char* field);
 
 // The Budget message for a grant (or cap) and its spend.
 v1::Budget MakeBudget(const std::string& dataset, const std::string& company,

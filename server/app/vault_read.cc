@@ -20,16 +20,8 @@ absl::StatusOr<v1::Budget> Vault::BudgetView(int64_t account_id, const std::stri
 
 absl::StatusOr<v1::GetArtifactResponse> Vault::GetArtifact(const Caller& caller,
                                                            const v1::GetArtifactRequest& req) {
-  if (req.artifact_id().empty()) return absl::InvalidArgumentError("artifact_id must be set");
-  ASSIGN_OR_RETURN(auto record, store_->GetArtifact(req.artifact_id()));
-  if (caller.role == Role::kCompany && record.account_id != caller.account_id) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("artifact '", req.artifact_id(), "' belongs to another company"));
-  }
   v1::GetArtifactResponse resp;
-  if (!resp.mutable_artifact()->ParseFromString(record.payload)) {
-    return absl::DataLossError("stored artifact is corrupt");
-  }
+  ASSIGN_OR_RETURN(*resp.mutable_artifact(), LoadArtifact(caller, req.artifact_id()));
   return resp;
 }
 
@@ -121,6 +113,32 @@ absl::StatusOr<v1::ListBudgetsResponse> Vault::ListBudgets(const Caller& caller,
       ASSIGN_OR_RETURN(auto spend, store_->GetDatasetSpend(d.id));
       *resp.add_budgets() = internal::MakeBudget(d.name, "", *d.cap_micro, d.cap_delta, spend);
     }
+  }
+  return resp;
+}
+
+absl::StatusOr<v1::ListAccessLogResponse> Vault::ListAccessLog(
+    const Caller& caller, const v1::ListAccessLogRequest& req) {
+  RETURN_IF_ERROR(RequireRole(caller, {Role::kAuditor, Role::kRegulator}));
+  if (req.after_seq() < 0) return absl::InvalidArgumentError("after_seq must be >= 0");
+  if (req.limit() < 0 || req.limit() > 10000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit must be in [1, 10000] or 0 for 1000 (got ", req.limit(), ")"));
+  }
+  storage::LedgerFilter filter;
+  if (!req.company().empty()) filter.account = req.company();
+  filter.after_seq = req.after_seq();
+  filter.limit = req.limit() == 0 ? 1000 : req.limit();
+  ASSIGN_OR_RETURN(auto rows, store_->ListAccessLog(filter));
+  v1::ListAccessLogResponse resp;
+  for (const auto& r : rows) {
+    v1::AccessLogEntry* e = resp.add_entries();
+    e->set_seq(r.seq);
+    e->set_time_unix_micros(r.time_micros);
+    e->set_account(r.account);
+    e->set_dataset(r.dataset);
+    e->set_artifact_id(r.artifact_id);
+    e->set_rows(r.rows);
   }
   return resp;
 }

@@ -13,6 +13,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "server/app/vault.h"
+#include "server/app/vault_charge_impl.h"
 #include "server/app/vault_internal.h"
 #include "server/util/crypto.h"
 
@@ -26,151 +27,7 @@ namespace {
 
 constexpr int64_t kMaxCells = 100'000;
 
-std::string SerializeDeterministic(const google::protobuf::Message& message) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    message.SerializeToCodedStream(&coded);
-  }
-  return out;
-}
-
-// Digest of a request's parameters: everything but the idempotency key.
-std::string ParamsDigest(const std::string& kind, const google::protobuf::Message& request) {
-  std::unique_ptr<google::protobuf::Message> copy(request.New());
-  copy->CopyFrom(request);
-  const auto* field = copy->GetDescriptor()->FindFieldByName("idempotency_key");
-  if (field != nullptr) copy->GetReflection()->ClearField(copy.get(), field);
-  return HexEncode(Sha256(absl::StrCat(kind, std::string(1, '\0'), SerializeDeterministic(*copy))));
-}
-
-template <typename Response>
-absl::StatusOr<Response> ParseStored(const std::string& payload) {
-  Response resp;
-  if (!resp.ParseFromString(payload)) return absl::DataLossError("stored response is corrupt");
-  return resp;
-}
-
-// Index of a named column in a stored table, or InvalidArgument listing the columns.
-absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::string& name,
-                                const char* field) {
-  for (int c = 0; c < table.specs_size(); ++c) {
-    if (table.specs(c).name() == name) return c;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, ": unknown column '", name, "'; the table has: ",
-      absl::StrJoin(table.specs(), ", ",
-                    [](std::string* o, const v1::ColumnSpec& s) { o->append(s.name()); })));
-}
-
-// A binary (0/1) numeric column over the joined rows, or InvalidArgument naming the row.
-absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table, int column,
-                                              const std::vector<int64_t>& rows, const char* field) {
-  if (table.specs(column).type() != v1::COLUMN_TYPE_NUMERIC) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": column '", table.specs(column).name(), "' must be numeric with values 0 or 1"));
-  }
-  const auto& values = table.columns(column).numeric();
-  std::vector<int> out(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const double v = values[rows[i]];
-    if (v != 0 && v != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": column '", table.specs(column).name(), "' row ", rows[i] + 1,
-          " is ", v, "; values must be 0 or 1"));
-    }
-    out[i] = static_cast<int>(v);
-  }
-  return out;
-}
-
 }  // namespace
-
-template <typename Response>
-absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
-                                                      const PreparedRelease& release) {
-  RETURN_IF_ERROR(internal::ValidateToken(release.idempotency_key, "idempotency_key"));
-  auto stored = store_->GetStoredResponse(caller.account_id, release.idempotency_key);
-  if (absl::IsNotFound(stored.status())) return std::optional<Response>();
-  RETURN_IF_ERROR(stored.status());
-  if (stored->params_digest != ParamsDigest(release.request_kind, *release.request)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "idempotency_key '", release.idempotency_key,
-        "' was already used with different parameters; use a new key for a new request"));
-  }
-  ASSIGN_OR_RETURN(Response resp, ParseStored<Response>(stored->payload));
-  return std::optional<Response>(std::move(resp));
-}
-
-template <typename Response>
-absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
-                                                 const PreparedRelease& release,
-                                                 const ReleaseFill<Response>& fill) {
-  ASSIGN_OR_RETURN(const int64_t epsilon_micro, accounting::EpsilonToMicro(release.epsilon));
-  storage::ChargeRequest charge;
-  charge.account_id = caller.account_id;
-  charge.account_name = caller.name;
-  charge.dataset_id = release.dataset_id;
-  charge.dataset_name = release.dataset_name;
-  charge.request_kind = release.request_kind;
-  charge.idempotency_key = release.idempotency_key;
-  charge.params_digest = ParamsDigest(release.request_kind, *release.request);
-  charge.epsilon = accounting::MicroToEpsilon(epsilon_micro);
-
-  // The noise scale depends only on the declared epsilon, the public sensitivity and the
-  // grant's delta — never on the data.
-  std::unique_ptr<core::dp::IntegerNoise> noise;
-  if (release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN) {
-    auto budget = store_->GetBudget(caller.account_id, release.dataset_id);
-    if (absl::IsNotFound(budget.status())) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("company '", caller.name, "' has no budget grant on dataset '",
-                       release.dataset_name, "'; ask the regulator for a grant"));
-    }
-    RETURN_IF_ERROR(budget.status());
-    if (budget->grant.delta <= 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "noise: discrete Gaussian needs a grant with delta > 0; the grant on '",
-          release.dataset_name, "' has delta 0 — use NOISE_KIND_DISCRETE_LAPLACE"));
-    }
-    charge.delta = budget->grant.delta;
-    ASSIGN_OR_RETURN(double sigma, accounting::CalibrateGaussianSigma(
-                                       charge.epsilon, charge.delta, release.sensitivity));
-    ASSIGN_OR_RETURN(noise, core::dp::MakeDiscreteGaussianNoise(sigma));
-    charge.cost = accounting::GaussianCost(release.sensitivity, noise->Scale());
-  } else {
-    ASSIGN_OR_RETURN(noise, core::dp::MakeDiscreteLaplaceNoise(
-                                release.sensitivity / charge.epsilon));
-    charge.cost = accounting::LaplaceCost(epsilon_micro);
-  }
-  charge.mechanism = noise->Name();
-  v1::Cost cost;
-  cost.set_epsilon(charge.epsilon);
-  cost.set_delta(charge.delta);
-  cost.set_mechanism(charge.mechanism);
-  cost.set_noise_scale(noise->Scale());
-  cost.set_sensitivity(release.sensitivity);
-
-  ASSIGN_OR_RETURN(
-      storage::ChargeOutcome outcome,
-      store_->Charge(charge, clock_->NowMicros(),
-                     [&](int64_t seq,
-                         const storage::BudgetState& after) -> absl::StatusOr<storage::ChargeResult> {
-                       Response resp;
-                       ASSIGN_OR_RETURN(auto artifact, fill(*noise, seq, &resp));
-                       v1::Charge* c = resp.mutable_charge();
-                       *c->mutable_cost() = cost;
-                       *c->mutable_budget_after() = internal::MakeBudget(
-                           release.dataset_name, caller.name, after.grant.epsilon_micro,
-                           after.grant.delta, after.spend);
-                       c->set_ledger_seq(seq);
-                       return storage::ChargeResult{SerializeDeterministic(resp),
-                                                    std::move(artifact)};
-                     }));
-  return ParseStored<Response>(outcome.response_payload);
-}
 
 // ---- NoisyCounts -----------------------------------------------------------------------------
 
@@ -190,8 +47,8 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
                       ? v1::NOISE_KIND_DISCRETE_GAUSSIAN
                       : v1::NOISE_KIND_DISCRETE_LAPLACE;
   // Moving one subject between groups changes two cells by one.
-  release.sensitivity =
-      release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN ? std::sqrt(2.0) : 2.0;
+  release.parts = {{"counts",
+                    release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN ? std::sqrt(2.0) : 2.0}};
   ASSIGN_OR_RETURN(auto replay, Replay<v1::NoisyCountsResponse>(caller, release));
   if (replay) return *std::move(replay);
 
@@ -200,7 +57,7 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
   release.dataset_name = table.dataset.name;
   std::vector<int> columns;
   for (const std::string& name : req.columns()) {
-    ASSIGN_OR_RETURN(int c, ColumnIndex(*table.table, name, "columns"));
+    ASSIGN_OR_RETURN(int c, internal::ColumnIndex(*table.table, name, "columns"));
     columns.push_back(c);
   }
   ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
@@ -248,8 +105,9 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
 
   return ChargeAndRelease<v1::NoisyCountsResponse>(
       caller, release,
-      [&](const core::dp::IntegerNoise& noise, int64_t,
+      [&](const Noises& noises, int64_t,
           v1::NoisyCountsResponse* resp) -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+        const core::dp::IntegerNoise& noise = *noises[0];
         *resp->mutable_columns() = req.columns();
         for (const auto& a : joined.attributes) resp->add_attributes(a);
         resp->set_rows_used(n);
@@ -288,7 +146,7 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
   release.request = &req;
   release.epsilon = req.epsilon();
   release.noise = v1::NOISE_KIND_DISCRETE_LAPLACE;
-  release.sensitivity = 2.0;  // the (ŷ, a, y) table: one subject moves between two cells
+  release.parts = {{"counts", 2.0}};  // the (ŷ, a, y) table: one subject moves between two cells
   ASSIGN_OR_RETURN(auto replay, Replay<v1::FitEqualizedOddsResponse>(caller, release));
   if (replay) return *std::move(replay);
 
@@ -296,16 +154,16 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
   release.dataset_id = table.dataset.id;
   release.dataset_name = table.dataset.name;
   ASSIGN_OR_RETURN(int pred_col,
-                   ColumnIndex(*table.table, req.prediction_column(), "prediction_column"));
-  ASSIGN_OR_RETURN(int label_col, ColumnIndex(*table.table, req.label_column(), "label_column"));
+                   internal::ColumnIndex(*table.table, req.prediction_column(), "prediction_column"));
+  ASSIGN_OR_RETURN(int label_col, internal::ColumnIndex(*table.table, req.label_column(), "label_column"));
   ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
   if (joined.num_groups < 2) {
     return absl::InvalidArgumentError("attributes: equalized odds needs at least two groups");
   }
   ASSIGN_OR_RETURN(auto pred,
-                   BinaryColumn(*table.table, pred_col, joined.table_rows, "prediction_column"));
+                   internal::BinaryColumn(*table.table, pred_col, joined.table_rows, "prediction_column"));
   ASSIGN_OR_RETURN(auto label,
-                   BinaryColumn(*table.table, label_col, joined.table_rows, "label_column"));
+                   internal::BinaryColumn(*table.table, label_col, joined.table_rows, "label_column"));
   ASSIGN_OR_RETURN(auto counts,
                    core::postprocess::CountEo(pred, label, joined.group, joined.num_groups));
   core::postprocess::EoOptions options;
@@ -318,11 +176,11 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
 
   return ChargeAndRelease<v1::FitEqualizedOddsResponse>(
       caller, release,
-      [&](const core::dp::IntegerNoise& noise, int64_t seq, v1::FitEqualizedOddsResponse* resp)
+      [&](const Noises& noises, int64_t seq, v1::FitEqualizedOddsResponse* resp)
           -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
         core::postprocess::EoCounts noisy;
         ASSIGN_OR_RETURN(auto solution, core::postprocess::FitEqualizedOdds(
-                                            counts, options, noise, gen_, &noisy));
+                                            counts, options, *noises[0], gen_, &noisy));
         v1::Artifact* artifact = resp->mutable_artifact();
         artifact->set_id(absl::StrCat("art_", HexEncode(RandomBytes(16))));
         artifact->set_dataset(table.dataset.name);
@@ -364,7 +222,7 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
         record.dataset_id = table.dataset.id;
         record.ledger_seq = seq;
         record.created_micros = now;
-        record.payload = SerializeDeterministic(*artifact);
+        record.payload = charge_internal::SerializeDeterministic(*artifact);
         return std::optional<storage::ArtifactRecord>(std::move(record));
       });
 }

@@ -193,52 +193,58 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
   return resolved;
 }
 
-absl::StatusOr<JoinedRows> Vault::Join(
-    const ResolvedTable& table, const google::protobuf::RepeatedPtrField<std::string>& attrs,
-    v1::UnmatchedKeys unmatched) {
-  const auto& all = table.dataset_attributes;
-  JoinedRows out;
-  std::vector<int> attr_index;
-  if (attrs.empty()) {
-    for (int k = 0; k < static_cast<int>(all.size()); ++k) attr_index.push_back(k);
+absl::StatusOr<GroupSpec> ResolveGroups(
+    const std::vector<v1::Attribute>& all, const std::string& dataset_name,
+    const google::protobuf::RepeatedPtrField<std::string>& names) {
+  GroupSpec spec;
+  if (names.empty()) {
+    for (int k = 0; k < static_cast<int>(all.size()); ++k) spec.attribute_index.push_back(k);
   } else {
-    for (const std::string& name : attrs) {
+    for (const std::string& name : names) {
       auto it = std::find_if(all.begin(), all.end(),
                              [&](const v1::Attribute& a) { return a.name() == name; });
       if (it == all.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "attributes: '", name, "' is not an attribute of dataset '", table.dataset.name,
+            "attributes: '", name, "' is not an attribute of dataset '", dataset_name,
             "' (it has: ",
             absl::StrJoin(all, ", ",
                           [](std::string* o, const v1::Attribute& a) { o->append(a.name()); }),
             ")"));
       }
-      if (std::find(attr_index.begin(), attr_index.end(), it - all.begin()) != attr_index.end()) {
+      const int k = static_cast<int>(it - all.begin());
+      if (std::find(spec.attribute_index.begin(), spec.attribute_index.end(), k) !=
+          spec.attribute_index.end()) {
         return absl::InvalidArgumentError(absl::StrCat("attributes: '", name, "' is repeated"));
       }
-      attr_index.push_back(static_cast<int>(it - all.begin()));
+      spec.attribute_index.push_back(k);
     }
   }
-  // Joint group code: mixed radix over the chosen attributes, first attribute most significant.
-  out.num_groups = 1;
-  for (int k : attr_index) {
-    out.num_groups *= all[k].categories_size();
-    out.attributes.push_back(all[k].name());
-    if (out.num_groups > 4096) {
+  spec.num_groups = 1;
+  spec.group_labels.assign(1, "");
+  for (int k : spec.attribute_index) {
+    spec.num_groups *= all[k].categories_size();
+    if (spec.num_groups > 4096) {
       return absl::InvalidArgumentError("attributes: at most 4096 joint groups");
     }
-  }
-  out.group_labels.assign(1, "");
-  for (int k : attr_index) {
+    spec.radix.push_back(all[k].categories_size());
+    spec.attributes.push_back(all[k].name());
     std::vector<std::string> next;
-    for (const std::string& prefix : out.group_labels) {
+    for (const std::string& prefix : spec.group_labels) {
       for (const std::string& c : all[k].categories()) {
         next.push_back(prefix.empty() ? c : absl::StrCat(prefix, "|", c));
       }
     }
-    out.group_labels = std::move(next);
+    spec.group_labels = std::move(next);
   }
+  return spec;
+}
 
+absl::StatusOr<JoinedRows> Vault::Join(
+    const ResolvedTable& table, const google::protobuf::RepeatedPtrField<std::string>& attrs,
+    v1::UnmatchedKeys unmatched) {
+  JoinedRows out;
+  ASSIGN_OR_RETURN(static_cast<GroupSpec&>(out),
+                   ResolveGroups(table.dataset_attributes, table.dataset.name, attrs));
   ASSIGN_OR_RETURN(auto slot, LoadIndex(table.dataset));
   absl::ReaderMutexLock lock(&slot->mu);
   const SubjectIndex& index = *slot->index;
@@ -251,10 +257,8 @@ absl::StatusOr<JoinedRows> Vault::Join(
       ++out.dropped;
       continue;
     }
-    int g = 0;
-    for (int k : attr_index) g = g * all[k].categories_size() + index.Code(subject, k);
     out.table_rows.push_back(i);
-    out.group.push_back(g);
+    out.group.push_back(out.GroupOf(index, subject));
   }
   if (out.dropped > 0 && unmatched != v1::UNMATCHED_KEYS_DROP) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -144,6 +144,28 @@ grpc::Status CompanyServiceImpl::FitEqualizedOddsPostProcessor(
   return Handle(*vault_, ctx, resp,
                 [&](const Caller& c) { return vault_->FitEqualizedOdds(c, *req); });
 }
+grpc::Status CompanyServiceImpl::FitStatisticalParityPostProcessor(
+    grpc::ServerContext* ctx, const v1::FitStatisticalParityRequest* req,
+    v1::FitStatisticalParityResponse* resp) {
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) { return vault_->FitStatisticalParity(c, *req); });
+}
+grpc::Status CompanyServiceImpl::AuditClassifier(grpc::ServerContext* ctx,
+                                                 const v1::AuditClassifierRequest* req,
+                                                 v1::AuditClassifierResponse* resp) {
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) { return vault_->AuditClassifier(c, *req); });
+}
+grpc::Status CompanyServiceImpl::AuditRegressor(grpc::ServerContext* ctx,
+                                                const v1::AuditRegressorRequest* req,
+                                                v1::AuditRegressorResponse* resp) {
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) { return vault_->AuditRegressor(c, *req); });
+}
+grpc::Status CompanyServiceImpl::Decide(grpc::ServerContext* ctx, const v1::DecideRequest* req,
+                                        v1::DecideResponse* resp) {
+  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->Decide(c, *req); });
+}
 grpc::Status CompanyServiceImpl::GetArtifact(grpc::ServerContext* ctx,
                                              const v1::GetArtifactRequest* req,
                                              v1::GetArtifactResponse* resp) {
@@ -188,6 +210,12 @@ grpc::Status AuditorServiceImpl::VerifyLedger(grpc::ServerContext* ctx,
                                               const v1::VerifyLedgerRequest*,
                                               v1::VerifyLedgerResponse* resp) {
   return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->VerifyLedger(c); });
+}
+
+grpc::Status AuditorServiceImpl::ListAccessLog(grpc::ServerContext* ctx,
+                                               const v1::ListAccessLogRequest* req,
+                                               v1::ListAccessLogResponse* resp) {
+  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->ListAccessLog(c, *req); });
 }
 
 }  // namespace fairvault::server

@@ -50,6 +50,15 @@ class CompanyServiceImpl final : public v1::CompanyService::Service {
   grpc::Status FitEqualizedOddsPostProcessor(grpc::ServerContext* ctx,
                                              const v1::FitEqualizedOddsRequest* req,
                                              v1::FitEqualizedOddsResponse* resp) override;
+  grpc::Status FitStatisticalParityPostProcessor(grpc::ServerContext* ctx,
+                                                 const v1::FitStatisticalParityRequest* req,
+                                                 v1::FitStatisticalParityResponse* resp) override;
+  grpc::Status AuditClassifier(grpc::ServerContext* ctx, const v1::AuditClassifierRequest* req,
+                               v1::AuditClassifierResponse* resp) override;
+  grpc::Status AuditRegressor(grpc::ServerContext* ctx, const v1::AuditRegressorRequest* req,
+                              v1::AuditRegressorResponse* resp) override;
+  grpc::Status Decide(grpc::ServerContext* ctx, const v1::DecideRequest* req,
+                      v1::DecideResponse* resp) override;
   grpc::Status GetArtifact(grpc::ServerContext* ctx, const v1::GetArtifactRequest* req,
                            v1::GetArtifactResponse* resp) override;
   grpc::Status GetBudget(grpc::ServerContext* ctx, const v1::GetBudgetRequest* req,
@@ -70,6 +79,8 @@ class AuditorServiceImpl final : public v1::AuditorService::Service {
                            v1::ListBudgetsResponse* resp) override;
   grpc::Status VerifyLedger(grpc::ServerContext* ctx, const v1::VerifyLedgerRequest* req,
                             v1::VerifyLedgerResponse* resp) override;
+  grpc::Status ListAccessLog(grpc::ServerContext* ctx, const v1::ListAccessLogRequest* req,
+                             v1::ListAccessLogResponse* resp) override;
 
  private:
   Vault* vault_;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
 #include "server/storage/ledger_chain.h"
+#include "server/util/crypto.h"
 
 namespace fairvault::server::storage {
 namespace {
@@ -54,6 +55,14 @@ CREATE TABLE IF NOT EXISTS responses(
   account_id INTEGER NOT NULL, idempotency_key TEXT NOT NULL, request_kind TEXT NOT NULL,
   params_digest TEXT NOT NULL, ledger_seq INTEGER NOT NULL, payload BLOB NOT NULL,
   PRIMARY KEY(account_id, idempotency_key));
+CREATE TABLE IF NOT EXISTS access_log(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, time_micros INTEGER NOT NULL, account TEXT NOT NULL,
+  dataset TEXT NOT NULL, artifact_id TEXT NOT NULL, rows INTEGER NOT NULL);
+CREATE TRIGGER IF NOT EXISTS access_log_no_update BEFORE UPDATE ON access_log
+  BEGIN SELECT RAISE(ABORT, 'the access log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS access_log_no_delete BEFORE DELETE ON access_log
+  BEGIN SELECT RAISE(ABORT, 'the access log is append-only'); END;
+CREATE TABLE IF NOT EXISTS secrets(name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS artifacts(
   id TEXT PRIMARY KEY, account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL,
   ledger_seq INTEGER NOT NULL, created_micros INTEGER NOT NULL, payload BLOB NOT NULL);
@@ -740,6 +749,56 @@ absl::StatusOr<ArtifactRecord> SqliteStore::GetArtifact(const std::string& id) {
   s.Bind(1, id);
   RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), absl::StrCat("unknown artifact_id '", id, "'")));
   return ArtifactRecord{s.Text(0), s.Int(1), s.Int(2), s.Int(3), s.Int(4), s.Text(5)};
+}
+
+// ---- access log and secrets -----------------------------------------------------------------
+
+absl::StatusOr<int64_t> SqliteStore::AppendAccessLog(const AccessLogRow& row) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "INSERT INTO access_log(time_micros, account, dataset, artifact_id, rows) "
+         "VALUES(?,?,?,?,?)");
+  s.Bind(1, row.time_micros).Bind(2, row.account).Bind(3, row.dataset).Bind(4, row.artifact_id);
+  s.Bind(5, row.rows);
+  RETURN_IF_ERROR(s.Run());
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const LedgerFilter& filter) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "SELECT seq, time_micros, account, dataset, artifact_id, rows FROM access_log "
+         "WHERE seq > ?1 AND (?2 IS NULL OR account = ?2) ORDER BY seq LIMIT ?3");
+  s.Bind(1, filter.after_seq);
+  if (filter.account) {
+    s.Bind(2, *filter.account);
+  } else {
+    s.BindNull(2);
+  }
+  s.Bind(3, static_cast<int64_t>(filter.limit));
+  std::vector<AccessLogRow> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(AccessLogRow{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Text(4), s.Int(5)});
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> SqliteStore::GetOrCreateSecret(const std::string& name,
+                                                           size_t size) {
+  absl::MutexLock lock(&mu_);
+  {
+    Stmt s(db_, "SELECT value FROM secrets WHERE name=?");
+    s.Bind(1, name);
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (row) return s.Text(0);
+  }
+  const std::string value = RandomBytes(size);
+  Stmt s(db_, "INSERT INTO secrets(name, value) VALUES(?,?)");
+  s.Bind(1, name).BindBlob(2, value);
+  RETURN_IF_ERROR(s.Run());
+  return value;
 }
 
 // ---- ledger --------------------------------------------------------------------------------

@@ -59,6 +59,10 @@ class SqliteStore final : public Store {
                                        const ChargeBody& body) override;
   absl::StatusOr<ArtifactRecord> GetArtifact(const std::string& id) override;
 
+  absl::StatusOr<int64_t> AppendAccessLog(const AccessLogRow& row) override;
+  absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) override;
+  absl::StatusOr<std::string> GetOrCreateSecret(const std::string& name, size_t size) override;
+
   absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) override;
   absl::StatusOr<LedgerVerification> VerifyLedger() override;
 

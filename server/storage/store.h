@@ -86,6 +86,16 @@ struct LedgerRow {
   std::string hash;                   // hex
 };
 
+// One Decide call, as the auditor sees it.
+struct AccessLogRow {
+  int64_t seq = 0;
+  int64_t time_micros = 0;
+  std::string account;
+  std::string dataset;
+  std::string artifact_id;
+  int64_t rows = 0;
+};
+
 struct LedgerFilter {
   std::optional<std::string> account;
   std::optional<std::string> dataset;
@@ -203,6 +213,15 @@ class Store {
                                                const ChargeBody& body) = 0;
 
   virtual absl::StatusOr<ArtifactRecord> GetArtifact(const std::string& id) = 0;
+
+  // Access log of decisions (append-only). Appends and returns the row's seq.
+  virtual absl::StatusOr<int64_t> AppendAccessLog(const AccessLogRow& row) = 0;
+  // Rows with seq > filter.after_seq (account filter optional), oldest first.
+  virtual absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) = 0;
+
+  // A named server secret of `size` random bytes, created on first use and kept thereafter.
+  virtual absl::StatusOr<std::string> GetOrCreateSecret(const std::string& name,
+                                                        size_t size) = 0;
 
   // Ledger.
   virtual absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) = 0;

@@ -1,0 +1,161 @@
+// The one charge path, shared by every spending use-case: replay check, declared cost,
+// privacy filter, release, ledger row and stored response (see storage::Store::Charge).
+// Included only by the vault's .cc files that define spending use-cases.
+#ifndef FAIRVAULT_SERVER_APP_VAULT_CHARGE_IMPL_H_
+#define FAIRVAULT_SERVER_APP_VAULT_CHARGE_IMPL_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/accounting/accountant.h"
+#include "core/util/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "server/app/vault.h"
+#include "server/app/vault_internal.h"
+#include "server/util/crypto.h"
+
+namespace fairvault::server {
+namespace charge_internal {
+
+namespace accounting = core::accounting;
+
+inline std::string SerializeDeterministic(const google::protobuf::Message& message) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  return out;
+}
+
+// Digest of a request's parameters: everything but the idempotency key.
+inline std::string ParamsDigest(const std::string& kind, const google::protobuf::Message& request) {
+  std::unique_ptr<google::protobuf::Message> copy(request.New());
+  copy->CopyFrom(request);
+  const auto* field = copy->GetDescriptor()->FindFieldByName("idempotency_key");
+  if (field != nullptr) copy->GetReflection()->ClearField(copy.get(), field);
+  return HexEncode(Sha256(absl::StrCat(kind, std::string(1, '\0'), SerializeDeterministic(*copy))));
+}
+
+template <typename Response>
+absl::StatusOr<Response> ParseStored(const std::string& payload) {
+  Response resp;
+  if (!resp.ParseFromString(payload)) return absl::DataLossError("stored response is corrupt");
+  return resp;
+}
+
+
+}  // namespace charge_internal
+
+template <typename Response>
+absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
+                                                      const PreparedRelease& release) {
+  RETURN_IF_ERROR(internal::ValidateToken(release.idempotency_key, "idempotency_key"));
+  auto stored = store_->GetStoredResponse(caller.account_id, release.idempotency_key);
+  if (absl::IsNotFound(stored.status())) return std::optional<Response>();
+  RETURN_IF_ERROR(stored.status());
+  if (stored->params_digest != charge_internal::ParamsDigest(release.request_kind, *release.request)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "idempotency_key '", release.idempotency_key,
+        "' was already used with different parameters; use a new key for a new request"));
+  }
+  ASSIGN_OR_RETURN(Response resp, charge_internal::ParseStored<Response>(stored->payload));
+  return std::optional<Response>(std::move(resp));
+}
+
+template <typename Response>
+absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
+                                                 const PreparedRelease& release,
+                                                 const ReleaseFill<Response>& fill) {
+  ASSIGN_OR_RETURN(const int64_t epsilon_micro, charge_internal::accounting::EpsilonToMicro(release.epsilon));
+  storage::ChargeRequest charge;
+  charge.account_id = caller.account_id;
+  charge.account_name = caller.name;
+  charge.dataset_id = release.dataset_id;
+  charge.dataset_name = release.dataset_name;
+  charge.request_kind = release.request_kind;
+  charge.idempotency_key = release.idempotency_key;
+  charge.params_digest = charge_internal::ParamsDigest(release.request_kind, *release.request);
+  charge.epsilon = charge_internal::accounting::MicroToEpsilon(epsilon_micro);
+
+  // The noise scales depend only on the declared epsilon, the public sensitivities and the
+  // grant's delta — never on the data.
+  Noises noises;
+  v1::Cost cost;
+  cost.set_epsilon(charge.epsilon);
+  if (release.parts.empty()) return absl::InternalError("a release needs at least one part");
+  if (release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN) {
+    if (release.parts.size() != 1) {
+      return absl::InternalError("Gaussian releases have exactly one part");
+    }
+    const double sensitivity = release.parts[0].sensitivity;
+    auto budget = store_->GetBudget(caller.account_id, release.dataset_id);
+    if (absl::IsNotFound(budget.status())) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("company '", caller.name, "' has no budget grant on dataset '",
+                       release.dataset_name, "'; ask the regulator for a grant"));
+    }
+    RETURN_IF_ERROR(budget.status());
+    if (budget->grant.delta <= 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "noise: discrete Gaussian needs a grant with delta > 0; the grant on '",
+          release.dataset_name, "' has delta 0 — use NOISE_KIND_DISCRETE_LAPLACE"));
+    }
+    charge.delta = budget->grant.delta;
+    ASSIGN_OR_RETURN(double sigma, charge_internal::accounting::CalibrateGaussianSigma(charge.epsilon, charge.delta,
+                                                                      sensitivity));
+    ASSIGN_OR_RETURN(auto noise, core::dp::MakeDiscreteGaussianNoise(sigma));
+    charge.cost = charge_internal::accounting::GaussianCost(sensitivity, noise->Scale());
+    noises.push_back(std::move(noise));
+  } else {
+    // Pure epsilon: parts with shares summing to 1 compose to epsilon (basic composition).
+    for (const auto& part : release.parts) {
+      ASSIGN_OR_RETURN(auto noise, core::dp::MakeDiscreteLaplaceNoise(
+                                       part.sensitivity / (charge.epsilon * part.share)));
+      noises.push_back(std::move(noise));
+    }
+    charge.cost = charge_internal::accounting::LaplaceCost(epsilon_micro);
+  }
+  charge.mechanism = noises[0]->Name();
+  cost.set_delta(charge.delta);
+  cost.set_mechanism(charge.mechanism);
+  cost.set_noise_scale(noises[0]->Scale());
+  cost.set_sensitivity(release.parts[0].sensitivity);
+  if (release.parts.size() > 1) {
+    for (size_t i = 0; i < release.parts.size(); ++i) {
+      v1::Cost* part = cost.add_parts();
+      part->set_name(release.parts[i].name);
+      part->set_epsilon(charge.epsilon * release.parts[i].share);
+      part->set_mechanism(noises[i]->Name());
+      part->set_noise_scale(noises[i]->Scale());
+      part->set_sensitivity(release.parts[i].sensitivity);
+    }
+  }
+
+  ASSIGN_OR_RETURN(
+      storage::ChargeOutcome outcome,
+      store_->Charge(charge, clock_->NowMicros(),
+                     [&](int64_t seq,
+                         const storage::BudgetState& after) -> absl::StatusOr<storage::ChargeResult> {
+                       Response resp;
+                       ASSIGN_OR_RETURN(auto artifact, fill(noises, seq, &resp));
+                       v1::Charge* c = resp.mutable_charge();
+                       *c->mutable_cost() = cost;
+                       *c->mutable_budget_after() = internal::MakeBudget(
+                           release.dataset_name, caller.name, after.grant.epsilon_micro,
+                           after.grant.delta, after.spend);
+                       c->set_ledger_seq(seq);
+                       return storage::ChargeResult{charge_internal::SerializeDeterministic(resp),
+                                                    std::move(artifact)};
+                     }));
+  return charge_internal::ParseStored<Response>(outcome.response_payload);
+}
+
+}  // namespace fairvault::server
+
+#endif  // FAIRVAULT_SERVER_APP_VAULT_CHARGE_IMPL_H_
