@@ -25,7 +25,16 @@ namespace fairness = core::fairness;
 
 namespace {
 
+// The public bin grid of a request, with messages naming the request's fields.
 absl::StatusOr<pp::ScoreGrid> MakeGrid(double lo, double hi, int bins) {
+  if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lo and hi must be finite with lo < hi (got lo=", lo, ", hi=", hi, ")"));
+  }
+  if (bins < 1 || bins > pp::ScoreGrid::kMaxBins) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bins must be in [1, ", pp::ScoreGrid::kMaxBins, "] (got ", bins, ")"));
+  }
   pp::ScoreGrid grid{lo, hi, bins};
   RETURN_IF_ERROR(grid.Validate());
   return grid;

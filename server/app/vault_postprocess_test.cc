@@ -1,0 +1,322 @@
+// Tests of the issue-3 use-cases on a real SQLite store: the statistical-parity
+// post-processor, the private audits, and the decision path with its access log. Bad inputs
+// are refused with the field named and nothing charged.
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "server/app/vault_test_fixture.h"
+
+namespace fairvault::server::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class VaultPostprocessTest : public VaultTest {
+ protected:
+  void SetUp() override {
+    VaultTest::SetUp();
+    if (HasFatalFailure()) return;
+    // A score table: subject i has score 0.1 + 0.8 * (i % 10) / 9, plus two scores outside
+    // [0, 1] that must be clipped and counted.
+    v1::TableHeader header;
+    header.set_dataset("census");
+    v1::ColumnSpec* c = header.add_columns();
+    c->set_name("score");
+    c->set_type(v1::COLUMN_TYPE_NUMERIC);
+    v1::TableChunk chunk;
+    v1::ColumnValues* values = chunk.add_columns();
+    for (size_t i = 0; i < subjects_.size(); ++i) {
+      chunk.add_subject_keys(subjects_[i].key);
+      double s = 0.1 + 0.8 * static_cast<double>(i % 10) / 9;
+      if (i == 3) s = -0.5;
+      if (i == 4) s = 1.7;
+      values->add_numeric(s);
+      scores_.push_back(s);
+    }
+    auto uploaded = Upload(acme_, header, {chunk});
+    ASSERT_OK(uploaded);
+    score_handle_ = uploaded->table_handle();
+  }
+
+  v1::FitStatisticalParityRequest SpRequest(const std::string& key) {
+    v1::FitStatisticalParityRequest req;
+    req.set_idempotency_key(key);
+    req.set_table_handle(score_handle_);
+    req.set_score_column("score");
+    req.add_attributes("sex");
+    req.set_lo(0);
+    req.set_hi(1);
+    req.set_bins(5);
+    req.set_epsilon(kHugeEpsilon);
+    return req;
+  }
+
+  v1::Artifact FitEo() {
+    auto resp = vault_->FitEqualizedOdds(acme_, FitRequest("eo-for-decide"));
+    EXPECT_OK(resp);
+    return resp.ok() ? resp->artifact() : v1::Artifact();
+  }
+
+  v1::DecideRequest DecideAll(const std::string& artifact_id, bool eo) {
+    v1::DecideRequest req;
+    req.set_artifact_id(artifact_id);
+    for (size_t i = 0; i < subjects_.size(); ++i) {
+      req.add_subject_keys(subjects_[i].key);
+      req.add_values(eo ? rows_[i].pred : scores_[i]);
+    }
+    return req;
+  }
+
+  std::string score_handle_;
+  std::vector<double> scores_;
+};
+
+// ---- FitStatisticalParityPostProcessor -----------------------------------------------------
+
+TEST_F(VaultPostprocessTest, StatisticalParityFitReturnsAValidArtifactAndCountsClipping) {
+  auto resp = vault_->FitStatisticalParity(acme_, SpRequest("sp-1"));
+  ASSERT_OK(resp);
+  EXPECT_EQ(resp->scores_clipped(), 2);
+  const auto& sp = resp->artifact().statistical_parity();
+  EXPECT_EQ(sp.scores_clipped(), 2);
+  ASSERT_EQ(sp.groups_size(), 2);
+  EXPECT_EQ(sp.solver(), v1::SP_SOLVER_QUANTILE);  // auto picks the quantile solver at alpha 0
+  EXPECT_EQ(sp.n(), 30);
+  for (const auto& g : sp.groups()) {
+    ASSERT_EQ(g.transport_size(), 25);
+    for (int j = 0; j < 5; ++j) {
+      double row = 0;
+      for (int l = 0; l < 5; ++l) row += g.transport(j * 5 + l);
+      EXPECT_NEAR(row, 1, 1e-9);
+    }
+    // alpha = 0: every group is sent onto the barycenter.
+    for (int l = 0; l < 5; ++l) EXPECT_NEAR(g.target(l), sp.barycenter(l), 1e-9);
+  }
+  EXPECT_THAT(sp.warnings(), ::testing::Contains(HasSubstr("alpha = 0")));
+  EXPECT_EQ(BudgetOf(acme_).releases(), 1);
+
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(resp->artifact().id());
+  auto again = vault_->GetArtifact(acme_, get);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->artifact().SerializeAsString(), resp->artifact().SerializeAsString());
+}
+
+TEST_F(VaultPostprocessTest, StatisticalParitySolversAgreeOnTheObjective) {
+  auto lp_req = SpRequest("sp-lp");
+  lp_req.set_solver(v1::SP_SOLVER_LINEAR_PROGRAM);
+  auto lp = vault_->FitStatisticalParity(acme_, lp_req);
+  ASSERT_OK(lp);
+  auto q_req = SpRequest("sp-q");
+  q_req.set_solver(v1::SP_SOLVER_QUANTILE);
+  auto q = vault_->FitStatisticalParity(acme_, q_req);
+  ASSERT_OK(q);
+  EXPECT_EQ(lp->artifact().statistical_parity().solver(), v1::SP_SOLVER_LINEAR_PROGRAM);
+  // Huge epsilon: both fit the same (noise-free) histogram.
+  EXPECT_NEAR(lp->artifact().statistical_parity().objective(),
+              q->artifact().statistical_parity().objective(), 1e-6);
+}
+
+TEST_F(VaultPostprocessTest, StatisticalParityRefusesBadInputsWithoutCharging) {
+  auto with = [&](auto mutate) {
+    return [this, mutate] {
+      auto req = SpRequest("sp-bad");
+      mutate(req);
+      return vault_->FitStatisticalParity(acme_, req);
+    };
+  };
+  using R = v1::FitStatisticalParityRequest;
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_lo(1); }), kInvalid, "lo");
+  ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_hi(NAN); }), kInvalid, "hi");
+  ExpectRefusedWithoutCharge(
+      acme_, with([](R& r) { r.set_lo(-std::numeric_limits<double>::infinity()); }), kInvalid,
+      "lo");
+  ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_bins(0); }), kInvalid, "bins");
+  ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_bins(1001); }), kInvalid, "bins");
+  ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_alpha(1.5); }), kInvalid, "alpha");
+  ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_alpha(-0.1); }), kInvalid, "alpha");
+  ExpectRefusedWithoutCharge(acme_, with([](R& r) {
+                               r.set_alpha(0.2);
+                               r.set_solver(v1::SP_SOLVER_QUANTILE);
+                             }),
+                             kInvalid, "alpha");
+  ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_epsilon(0); }), kInvalid, "epsilon");
+  ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_score_column("nope"); }), kInvalid,
+                             "nope");
+}
+
+// ---- audits --------------------------------------------------------------------------------
+
+TEST_F(VaultPostprocessTest, ClassifierAuditWithHugeEpsilonMatchesTheExactRates) {
+  v1::AuditClassifierRequest req;
+  req.set_idempotency_key("audit-c");
+  req.set_table_handle(handle_);
+  req.set_prediction_column("pred");
+  req.set_label_column("label");
+  req.add_attributes("sex");
+  req.set_epsilon(kHugeEpsilon);
+  auto resp = vault_->AuditClassifier(acme_, req);
+  ASSERT_OK(resp);
+  const auto& report = resp->report();
+  ASSERT_EQ(report.groups_size(), 2);
+  EXPECT_EQ(report.m(), 30);
+  EXPECT_DOUBLE_EQ(report.confidence(), 0.95);
+  for (int g = 0; g < 2; ++g) {
+    const char* sex = g == 0 ? "F" : "M";
+    double n = 0, selected = 0;
+    for (size_t i = 0; i < subjects_.size(); ++i) {
+      if (subjects_[i].sex != sex) continue;
+      ++n;
+      selected += rows_[i].pred;
+    }
+    const auto& rate = report.groups(g).selection_rate();
+    EXPECT_NEAR(rate.estimate(), selected / n, 1e-12);
+    EXPECT_LE(rate.lo(), rate.estimate());
+    EXPECT_GE(rate.hi(), rate.estimate());
+  }
+  EXPECT_EQ(resp->charge().cost().epsilon(), kHugeEpsilon);
+}
+
+TEST_F(VaultPostprocessTest, RegressorAuditIsOneComposedRelease) {
+  v1::AuditRegressorRequest req;
+  req.set_idempotency_key("audit-r");
+  req.set_table_handle(score_handle_);
+  req.set_score_column("score");
+  req.add_attributes("sex");
+  req.set_lo(0);
+  req.set_hi(1);
+  req.set_bins(4);
+  req.set_epsilon(2);
+  auto resp = vault_->AuditRegressor(acme_, req);
+  ASSERT_OK(resp);
+  EXPECT_EQ(resp->scores_clipped(), 2);
+  ASSERT_EQ(resp->report().groups_size(), 2);
+  for (const auto& g : resp->report().groups()) {
+    EXPECT_EQ(g.histogram_size(), 4);
+    EXPECT_GE(g.mean().estimate(), 0);
+    EXPECT_LE(g.mean().estimate(), 1);
+  }
+  // Two parts at half the epsilon each, one ledger charge of the total.
+  const v1::Cost& cost = resp->charge().cost();
+  EXPECT_DOUBLE_EQ(cost.epsilon(), 2);
+  ASSERT_EQ(cost.parts_size(), 2);
+  EXPECT_EQ(cost.parts(0).name(), "histogram");
+  EXPECT_DOUBLE_EQ(cost.parts(0).epsilon(), 1);
+  EXPECT_DOUBLE_EQ(cost.parts(0).noise_scale(), 2);
+  EXPECT_EQ(cost.parts(1).name(), "sums");
+  EXPECT_DOUBLE_EQ(cost.parts(1).epsilon(), 1);
+  EXPECT_EQ(ChargeRows(), 1);
+}
+
+TEST_F(VaultPostprocessTest, AuditsRefuseBadInputsWithoutCharging) {
+  v1::AuditClassifierRequest c;
+  c.set_idempotency_key("bad-audit");
+  c.set_table_handle(handle_);
+  c.set_prediction_column("pred");
+  c.set_label_column("label");
+  c.set_epsilon(1);
+  c.set_confidence(1.5);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->AuditClassifier(acme_, c); },
+      absl::StatusCode::kInvalidArgument, "confidence");
+  c.set_confidence(0.9);
+  c.set_label_column("tier");  // categorical
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->AuditClassifier(acme_, c); },
+      absl::StatusCode::kInvalidArgument, "tier");
+  v1::AuditRegressorRequest r;
+  r.set_idempotency_key("bad-audit-r");
+  r.set_table_handle(score_handle_);
+  r.set_score_column("score");
+  r.set_lo(2);
+  r.set_hi(1);
+  r.set_bins(4);
+  r.set_epsilon(1);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->AuditRegressor(acme_, r); },
+      absl::StatusCode::kInvalidArgument, "lo");
+}
+
+// ---- Decide --------------------------------------------------------------------------------
+
+TEST_F(VaultPostprocessTest, DecideAppliesTheArtifactIsRepeatableLoggedAndFree) {
+  const v1::Artifact artifact = FitEo();
+  const v1::Budget before = BudgetOf(acme_);
+  auto first = vault_->Decide(acme_, DecideAll(artifact.id(), /*eo=*/true));
+  ASSERT_OK(first);
+  ASSERT_EQ(first->outputs_size(), 30);
+  for (double o : first->outputs()) EXPECT_TRUE(o == 0 || o == 1);
+  // With a huge epsilon the fit is exact; outputs where p is 0 or 1 are forced.
+  std::map<std::string, const v1::EqualizedOddsGroup*> rule;
+  for (const auto& g : artifact.equalized_odds().groups()) rule[g.group()] = &g;
+  for (size_t i = 0; i < subjects_.size(); ++i) {
+    const auto* g = rule[subjects_[i].sex + "|" + subjects_[i].race];
+    const double p = rows_[i].pred == 1 ? g->p_keep_1_given_1() : g->p_flip_to_1_given_0();
+    if (p == 0) EXPECT_EQ(first->outputs(i), 0) << "row " << i;
+    if (p == 1) EXPECT_EQ(first->outputs(i), 1) << "row " << i;
+  }
+  auto second = vault_->Decide(acme_, DecideAll(artifact.id(), true));
+  ASSERT_OK(second);
+  EXPECT_EQ(second->SerializeAsString().size(), first->SerializeAsString().size());
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(second->outputs(i), first->outputs(i));
+  EXPECT_GT(second->access_log_seq(), first->access_log_seq());
+
+  const v1::Budget after = BudgetOf(acme_);
+  EXPECT_EQ(after.releases(), before.releases());
+  EXPECT_EQ(after.epsilon_spent(), before.epsilon_spent());
+
+  v1::ListAccessLogRequest log_req;
+  auto log = vault_->ListAccessLog(regulator_, log_req);
+  ASSERT_OK(log);
+  ASSERT_EQ(log->entries_size(), 2);
+  EXPECT_EQ(log->entries(0).account(), "acme");
+  EXPECT_EQ(log->entries(0).artifact_id(), artifact.id());
+  EXPECT_EQ(log->entries(0).rows(), 30);
+  EXPECT_EQ(log->entries(0).dataset(), "census");
+  EXPECT_THAT(vault_->ListAccessLog(acme_, log_req),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
+TEST_F(VaultPostprocessTest, DecideWithAStatisticalParityArtifactReturnsBinCentres) {
+  auto fit = vault_->FitStatisticalParity(acme_, SpRequest("sp-decide"));
+  ASSERT_OK(fit);
+  auto resp = vault_->Decide(acme_, DecideAll(fit->artifact().id(), /*eo=*/false));
+  ASSERT_OK(resp);
+  const std::set<double> centres = {0.1, 0.3, 0.5, 0.7, 0.9};
+  for (double o : resp->outputs()) {
+    bool is_centre = false;
+    for (double c : centres) is_centre = is_centre || std::abs(o - c) < 1e-12;
+    EXPECT_TRUE(is_centre) << o;
+  }
+}
+
+TEST_F(VaultPostprocessTest, DecideRefusesBadRowsNamingThem) {
+  const v1::Artifact artifact = FitEo();
+  auto req = DecideAll(artifact.id(), true);
+  req.set_subject_keys(4, "nobody");
+  EXPECT_THAT(vault_->Decide(acme_, req),
+              StatusIs(absl::StatusCode::kInvalidArgument, "row 5 is not in dataset"));
+  req = DecideAll(artifact.id(), true);
+  req.set_values(2, 0.5);
+  EXPECT_THAT(vault_->Decide(acme_, req),
+              StatusIs(absl::StatusCode::kInvalidArgument, "row 3"));
+  req = DecideAll(artifact.id(), true);
+  req.set_values(7, NAN);
+  EXPECT_THAT(vault_->Decide(acme_, req),
+              StatusIs(absl::StatusCode::kInvalidArgument, "row 8"));
+  req = DecideAll(artifact.id(), true);
+  req.add_values(1);
+  EXPECT_THAT(vault_->Decide(acme_, req), StatusIs(absl::StatusCode::kInvalidArgument));
+  // Another company's artifact.
+  EXPECT_THAT(vault_->Decide(globex_, DecideAll(artifact.id(), true)),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  // Refused calls leave no access-log row.
+  auto log = vault_->ListAccessLog(regulator_, v1::ListAccessLogRequest());
+  ASSERT_OK(log);
+  EXPECT_EQ(log->entries_size(), 0);
+}
+
+}  // namespace
+}  // namespace fairvault::server::testing
