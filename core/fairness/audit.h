@@ -15,7 +15,10 @@
 
 namespace fairvault::core::fairness {
 
-// A point estimate with a two-sided confidence interval.
+// A point estimate with a two-sided confidence interval: the basic (pivot) bootstrap interval
+// [2θ̂ − q_{1−α/2}, 2θ̂ − q_{α/2}] of the parametric bootstrap, clipped to the statistic's range.
+// For statistics biased upward by noise (the max-over-pairs violations and KS) the interval is
+// bias-corrected and can lie below the estimate, e.g. [0, 0] when the estimate is 0.
 struct Interval {
   double estimate = 0;
   double lo = 0;
@@ -47,7 +50,10 @@ struct ClassifierAudit {
 };
 
 // From noisy counts n[ŷ][a][y] flattened as ((ŷ*K)+a)*2+y (the EoCounts layout) released
-// with `noise` on each cell.
+// with `noise` on each cell. Cells are clamped at 0 and every rate's denominator is floored at 1,
+// so a group with an empty (noisy) denominator gets rate 0 and still takes part in the
+// violations (unlike metrics.h, which skips it). InvalidArgument for bad options, sizes, counts
+// beyond ±2^52 or an empty `noise`. Thread-safe if `gen` and `noise` are.
 absl::StatusOr<ClassifierAudit> AuditClassifier(absl::Span<const int64_t> noisy_counts,
                                                 int num_groups, const NoiseDraw& noise,
                                                 const AuditOptions& options, absl::BitGenRef gen);
@@ -65,7 +71,11 @@ struct RegressorAudit {
 
 // From noisy histogram counts[a*k + j] (noise `count_noise` per cell) and noisy per-group sums
 // of (score - lo) in grid units of `sum_granularity` (noise `sum_noise` per group), over the
-// bin grid [lo, hi] with k bins.
+// bin grid [lo, hi] with k bins. Histogram: RepairCdfToPmf (histogram_repair.h) of the raw
+// noisy counts with weight max(Σ_j counts, 1). Mean: lo + sum · granularity / max(N_a, 1) with
+// N_a the group's clamped count total, clamped to [lo, hi]. InvalidArgument for bad options,
+// sizes, grid, granularity, values beyond ±2^52 or an empty noise function. Thread-safe if `gen`
+// and the noise functions are.
 absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_counts,
                                               absl::Span<const int64_t> noisy_sum_steps,
                                               int num_groups, double lo, double hi, int k,

@@ -1,0 +1,375 @@
+// Private fairness audits: point estimates from one noisy release and parametric-bootstrap
+// confidence intervals that simulate both the sampling of the data and the DP noise. Everything
+// here post-processes an already released table, so it costs no privacy.
+#include "core/fairness/audit.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/random/distributions.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/fairness/histogram_repair.h"
+#include "core/fairness/metrics.h"
+#include "core/util/status_macros.h"
+#include "core/util/validate.h"
+
+namespace fairvault::core::fairness {
+namespace {
+
+// Released counts and sums must be exactly representable as doubles (and their sums must not
+// overflow int64); real releases are many orders of magnitude smaller.
+constexpr int64_t kMaxAbsRelease = int64_t{1} << 52;
+constexpr int kMinDraws = 100;
+constexpr int kMaxDraws = 100000;
+
+absl::Status ValidateRelease(absl::Span<const int64_t> values, absl::string_view field) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] > kMaxAbsRelease || values[i] < -kMaxAbsRelease) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "] must be within ±2^52 (got ", values[i], ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNoiseDraw(const NoiseDraw& noise, absl::string_view field) {
+  if (!noise) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field,
+        " must be set: pass the release's noise (a function returning 0 if none was added)"));
+  }
+  return absl::OkStatus();
+}
+
+// Exact multinomial draws over cells with probabilities weights[i] / Σ weights (weights >= 0),
+// by successive conditional binomials: x_i ~ Bin(total − Σ_{l<i} x_l, w_i / Σ_{l>=i} w_l), the
+// last cell with weight taking the rest. The conditional probabilities are computed once from
+// suffix sums (no accumulated rounding), so a draw costs one binomial per cell.
+class MultinomialSampler {
+ public:
+  explicit MultinomialSampler(absl::Span<const double> weights)
+      : conditional_(weights.size(), 0.0), last_(weights.size()) {
+    double suffix = 0;
+    for (size_t i = weights.size(); i-- > 0;) {
+      if (!(weights[i] > 0)) continue;
+      if (last_ == weights.size()) last_ = i;
+      suffix += weights[i];
+      conditional_[i] = std::min(weights[i] / suffix, 1.0);
+    }
+  }
+
+  // Fills `out` (one entry per weight) with a draw of `total` items.
+  void Sample(int64_t total, absl::Span<int64_t> out, absl::BitGenRef gen) const {
+    std::fill(out.begin(), out.end(), 0);
+    if (last_ == conditional_.size() || total <= 0) return;
+    int64_t remaining = total;
+    for (size_t i = 0; i < last_ && remaining > 0; ++i) {
+      if (conditional_[i] == 0) continue;
+      out[i] = std::binomial_distribution<int64_t>(remaining, conditional_[i])(gen);
+      remaining -= out[i];
+    }
+    out[last_] += remaining;
+  }
+
+ private:
+  std::vector<double> conditional_;
+  size_t last_;  // the last cell with positive weight; size() if none
+};
+
+// The q-quantile of `values` (linear interpolation between order statistics, "type 7"), in
+// expected O(n) by selection; reorders `values`.
+double Quantile(std::vector<double>* values_ptr, double q) {
+  std::vector<double>& values = *values_ptr;
+  const double h = q * static_cast<double>(values.size() - 1);
+  const size_t i = static_cast<size_t>(std::floor(h));
+  std::nth_element(values.begin(), values.begin() + i, values.end());
+  const double below = values[i];
+  if (i + 1 >= values.size()) return below;
+  const double above = *std::min_element(values.begin() + i + 1, values.end());
+  return below + (h - static_cast<double>(i)) * (above - below);
+}
+
+// Basic (pivot) bootstrap interval [2θ̂ − q_{1−α/2}, 2θ̂ − q_{α/2}], clipped to [lo, hi].
+Interval BasicInterval(double estimate, std::vector<double>* draws, double confidence, double lo,
+                       double hi) {
+  const double alpha = 1 - confidence;
+  const double q_low = Quantile(draws, alpha / 2);
+  const double q_high = Quantile(draws, 1 - alpha / 2);
+  Interval interval;
+  interval.estimate = estimate;
+  interval.lo = std::clamp(2 * estimate - q_high, lo, hi);
+  interval.hi = std::clamp(2 * estimate - q_low, lo, hi);
+  return interval;
+}
+
+// ---- Classifier -------------------------------------------------------------------------------
+
+// Cells of one group, clamped at 0: cell[yhat * 2 + y].
+using GroupCells = std::array<int64_t, 4>;
+
+GroupCells ClampedCells(absl::Span<const int64_t> counts, int num_groups, int a) {
+  GroupCells cells;
+  for (int yhat = 0; yhat < 2; ++yhat) {
+    for (int y = 0; y < 2; ++y) {
+      cells[yhat * 2 + y] = std::max<int64_t>(counts[(yhat * num_groups + a) * 2 + y], 0);
+    }
+  }
+  return cells;
+}
+
+// metrics.h's GroupRates from clamped noisy cells, with every denominator floored at 1: a group
+// whose (noisy) denominator is 0 gets rate 0, as in metrics.h, but still takes part in the
+// pairwise gaps, since after noise "no rows" cannot be told from "a few rows".
+GroupRates RatesFromCells(const GroupCells& c) {
+  GroupRates r;
+  r.true_positive = c[3];
+  r.false_positive = c[2];
+  r.predicted_positive = c[2] + c[3];
+  r.positives = std::max<int64_t>(c[1] + c[3], 1);
+  r.negatives = std::max<int64_t>(c[0] + c[2], 1);
+  r.n = std::max<int64_t>(c[0] + c[1] + c[2] + c[3], 1);
+  const double n = static_cast<double>(r.n);
+  r.selection_rate = static_cast<double>(r.predicted_positive) / n;
+  r.tpr = static_cast<double>(r.true_positive) / static_cast<double>(r.positives);
+  r.fpr = static_cast<double>(r.false_positive) / static_cast<double>(r.negatives);
+  r.error = static_cast<double>(c[2] + c[1]) / n;  // false positives + false negatives
+  return r;
+}
+
+// Statistic s of the classifier audit: 4 per group (selection, TPR, FPR, error), then the
+// demographic-parity and equalized-odds violations.
+void ClassifierStatistics(absl::Span<const GroupRates> rates, std::vector<double>* out_ptr) {
+  std::vector<double>& out = *out_ptr;
+  out.clear();
+  for (const GroupRates& r : rates) {
+    out.push_back(r.selection_rate);
+    out.push_back(r.tpr);
+    out.push_back(r.fpr);
+    out.push_back(r.error);
+  }
+  out.push_back(DemographicParityViolation(rates));
+  out.push_back(EqualizedOddsViolation(rates));
+}
+
+// ---- Regressor --------------------------------------------------------------------------------
+
+// The repaired pmf of one group from its raw noisy bin counts (any sign), with the group weight
+// floored at one row (ALGORITHMS.md §2 steps 3-4 on counts instead of fractions of n).
+std::vector<double> GroupPmf(absl::Span<const double> raw) {
+  double total = 0;
+  for (double x : raw) total += x;
+  return RepairCdfToPmf(raw, std::max(total, 1.0));
+}
+
+// max over pairs of groups of max_t |CDF_a(t) − CDF_b(t)| = max_t (max_a CDF_a(t) − min_a
+// CDF_a(t)).
+double MaxPairwiseKs(const std::vector<std::vector<double>>& pmfs, int k) {
+  if (pmfs.size() < 2) return 0;
+  std::vector<double> cdf(pmfs.size(), 0.0);
+  double ks = 0;
+  for (int j = 0; j < k; ++j) {
+    double lo = 1, hi = 0;
+    for (size_t a = 0; a < pmfs.size(); ++a) {
+      cdf[a] += pmfs[a][j];
+      lo = std::min(lo, cdf[a]);
+      hi = std::max(hi, cdf[a]);
+    }
+    ks = std::max(ks, hi - lo);
+  }
+  return std::clamp(ks, 0.0, 1.0);
+}
+
+double GroupMean(double sum_steps, double clamped_rows, double lo, double hi, double granularity) {
+  return std::clamp(lo + sum_steps * granularity / std::max(clamped_rows, 1.0), lo, hi);
+}
+
+}  // namespace
+
+absl::Status AuditOptions::Validate() const {
+  RETURN_IF_ERROR(ValidateInOpenRange(confidence, 0, 1, "confidence"));
+  if (bootstrap_draws < kMinDraws || bootstrap_draws > kMaxDraws) {
+    return absl::InvalidArgumentError(absl::StrCat("bootstrap_draws must be in [", kMinDraws, ", ",
+                                                   kMaxDraws, "] (got ", bootstrap_draws, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClassifierAudit> AuditClassifier(absl::Span<const int64_t> noisy_counts,
+                                                int num_groups, const NoiseDraw& noise,
+                                                const AuditOptions& options, absl::BitGenRef gen) {
+  RETURN_IF_ERROR(options.Validate());
+  if (num_groups < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_groups must be >= 1 (got ", num_groups, ")"));
+  }
+  if (noisy_counts.size() != 4 * static_cast<size_t>(num_groups)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "noisy_counts must have 4 * num_groups = ", 4 * static_cast<size_t>(num_groups),
+        " entries, n[ŷ][a][y] at ((ŷ*K)+a)*2+y (got ", noisy_counts.size(), ")"));
+  }
+  RETURN_IF_ERROR(ValidateRelease(noisy_counts, "noisy_counts"));
+  RETURN_IF_ERROR(ValidateNoiseDraw(noise, "noise"));
+
+  std::vector<int64_t> totals(num_groups);
+  std::vector<MultinomialSampler> population;
+  std::vector<GroupRates> rates(num_groups);
+  for (int a = 0; a < num_groups; ++a) {
+    const GroupCells cells = ClampedCells(noisy_counts, num_groups, a);
+    totals[a] = cells[0] + cells[1] + cells[2] + cells[3];
+    std::array<double, 4> weights;
+    for (int c = 0; c < 4; ++c) weights[c] = static_cast<double>(cells[c]);
+    population.emplace_back(weights);
+    rates[a] = RatesFromCells(cells);
+  }
+  std::vector<double> estimate;
+  ClassifierStatistics(rates, &estimate);
+
+  // Parametric bootstrap: the clamped noisy cells stand in for the population; each draw
+  // resamples every group's table (multinomial with the group's total and cell proportions),
+  // adds fresh release noise to each cell and recomputes every statistic. O(B · 4K) time and
+  // memory.
+  const int draws = options.bootstrap_draws;
+  std::vector<std::vector<double>> samples(estimate.size(), std::vector<double>(draws));
+  std::vector<GroupRates> sample_rates(num_groups);
+  std::vector<double> statistics;
+  for (int b = 0; b < draws; ++b) {
+    for (int a = 0; a < num_groups; ++a) {
+      GroupCells resampled;
+      population[a].Sample(totals[a], absl::MakeSpan(resampled), gen);
+      for (int64_t& x : resampled) x = std::max<int64_t>(x + noise(gen), 0);
+      sample_rates[a] = RatesFromCells(resampled);
+    }
+    ClassifierStatistics(sample_rates, &statistics);
+    for (size_t s = 0; s < statistics.size(); ++s) samples[s][b] = statistics[s];
+  }
+  std::vector<Interval> intervals(estimate.size());
+  for (size_t s = 0; s < estimate.size(); ++s) {
+    intervals[s] = BasicInterval(estimate[s], &samples[s], options.confidence, 0, 1);
+  }
+
+  ClassifierAudit audit;
+  audit.groups.resize(num_groups);
+  for (int a = 0; a < num_groups; ++a) {
+    ClassifierGroupAudit& g = audit.groups[a];
+    g.selection_rate = intervals[4 * a];
+    g.tpr = intervals[4 * a + 1];
+    g.fpr = intervals[4 * a + 2];
+    g.error = intervals[4 * a + 3];
+    g.noisy_rows = static_cast<double>(totals[a]);
+  }
+  audit.demographic_parity_violation = intervals[4 * num_groups];
+  audit.equalized_odds_violation = intervals[4 * num_groups + 1];
+  return audit;
+}
+
+absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_counts,
+                                              absl::Span<const int64_t> noisy_sum_steps,
+                                              int num_groups, double lo, double hi, int k,
+                                              double sum_granularity, const NoiseDraw& count_noise,
+                                              const NoiseDraw& sum_noise,
+                                              const AuditOptions& options, absl::BitGenRef gen) {
+  RETURN_IF_ERROR(options.Validate());
+  if (num_groups < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_groups must be >= 1 (got ", num_groups, ")"));
+  }
+  if (k < 1) return absl::InvalidArgumentError(absl::StrCat("k must be >= 1 (got ", k, ")"));
+  if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lo and hi must be finite with lo < hi (got [", lo, ", ", hi, "])"));
+  }
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(sum_granularity, "sum_granularity"));
+  const size_t cells = static_cast<size_t>(num_groups) * static_cast<size_t>(k);
+  if (noisy_counts.size() != cells) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("noisy_counts must have num_groups * k = ", cells,
+                     " entries, counts[a*k + j] (got ", noisy_counts.size(), ")"));
+  }
+  if (noisy_sum_steps.size() != static_cast<size_t>(num_groups)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("noisy_sum_steps must have num_groups = ", num_groups, " entries (got ",
+                     noisy_sum_steps.size(), ")"));
+  }
+  RETURN_IF_ERROR(ValidateRelease(noisy_counts, "noisy_counts"));
+  RETURN_IF_ERROR(ValidateRelease(noisy_sum_steps, "noisy_sum_steps"));
+  RETURN_IF_ERROR(ValidateNoiseDraw(count_noise, "count_noise"));
+  RETURN_IF_ERROR(ValidateNoiseDraw(sum_noise, "sum_noise"));
+
+  const double width = (hi - lo) / k;
+  RegressorAudit audit;
+  audit.groups.resize(num_groups);
+  std::vector<int64_t> rows(num_groups, 0);
+  std::vector<std::vector<double>> pmfs(num_groups);
+  // Per group, the bootstrap model of the exact sum in grid steps: mean and standard deviation
+  // of N_a scores drawn from the estimated distribution.
+  std::vector<double> sum_mean(num_groups), sum_sd(num_groups);
+  std::vector<double> raw(k);
+  for (int a = 0; a < num_groups; ++a) {
+    for (int j = 0; j < k; ++j) {
+      raw[j] = static_cast<double>(noisy_counts[a * k + j]);
+      rows[a] += std::max<int64_t>(noisy_counts[a * k + j], 0);
+    }
+    RegressorGroupAudit& g = audit.groups[a];
+    g.noisy_rows = static_cast<double>(rows[a]);
+    g.histogram = pmfs[a] = GroupPmf(raw);
+    g.mean.estimate =
+        GroupMean(static_cast<double>(noisy_sum_steps[a]), g.noisy_rows, lo, hi, sum_granularity);
+    // Score variance from the repaired histogram at the bin centres, plus w²/12 for the spread
+    // inside a bin (exact for scores uniform within bins; the centres alone understate it).
+    double m1 = 0, m2 = 0;
+    for (int j = 0; j < k; ++j) {
+      const double centre = lo + (j + 0.5) * width;
+      m1 += pmfs[a][j] * centre;
+      m2 += pmfs[a][j] * centre * centre;
+    }
+    const double variance = std::max(m2 - m1 * m1, 0.0) + width * width / 12;
+    sum_mean[a] = g.noisy_rows * (g.mean.estimate - lo) / sum_granularity;
+    sum_sd[a] = std::sqrt(g.noisy_rows * variance) / sum_granularity;
+  }
+  const double ks_estimate = MaxPairwiseKs(pmfs, k);
+  std::vector<MultinomialSampler> population;
+  for (int a = 0; a < num_groups; ++a) population.emplace_back(pmfs[a]);
+
+  // Parametric bootstrap as for the classifier, with the repaired pmfs and the clamped totals N_a
+  // as the population (so the bootstrap world's KS and means are exactly the estimates); the sum is
+  // redrawn as a normal with the variance of N_a scores (by the CLT; a multinomial over the bins
+  // fixes N_a, and the mean uses only the group's total, so drawing the sum independently of the
+  // histogram loses nothing), rounded to the grid, plus fresh sum noise. O(B · K · k) time, O(B ·
+  // K) memory.
+  const int draws = options.bootstrap_draws;
+  std::vector<std::vector<double>> mean_samples(num_groups, std::vector<double>(draws));
+  std::vector<double> ks_samples(draws);
+  std::vector<int64_t> resampled(k);
+  constexpr double kMaxSteps = 4611686018427387904.0;  // 2^62: keeps llround defined
+  for (int b = 0; b < draws; ++b) {
+    for (int a = 0; a < num_groups; ++a) {
+      population[a].Sample(rows[a], absl::MakeSpan(resampled), gen);
+      double sample_rows = 0;
+      for (int j = 0; j < k; ++j) {
+        raw[j] = static_cast<double>(resampled[j] + count_noise(gen));
+        sample_rows += std::max(raw[j], 0.0);
+      }
+      pmfs[a] = GroupPmf(raw);
+      const double exact_sum =
+          std::clamp(sum_mean[a] + sum_sd[a] * absl::Gaussian<double>(gen), -kMaxSteps, kMaxSteps);
+      const int64_t noisy_sum = std::llround(exact_sum) + sum_noise(gen);
+      mean_samples[a][b] =
+          GroupMean(static_cast<double>(noisy_sum), sample_rows, lo, hi, sum_granularity);
+    }
+    ks_samples[b] = MaxPairwiseKs(pmfs, k);
+  }
+  for (int a = 0; a < num_groups; ++a) {
+    audit.groups[a].mean =
+        BasicInterval(audit.groups[a].mean.estimate, &mean_samples[a], options.confidence, lo, hi);
+  }
+  audit.max_ks = BasicInterval(ks_estimate, &ks_samples, options.confidence, 0, 1);
+  return audit;
+}
+
+}  // namespace fairvault::core::fairness
