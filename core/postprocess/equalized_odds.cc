@@ -7,57 +7,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <memory>
-#include <mutex>
-#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/postprocess/glpk_util.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::core::postprocess {
 namespace {
-
-// --- GLPK and threads ------------------------------------------------------------------------
-// GLPK keeps its environment (terminal switch, memory accounting, error hook) in one static
-// pointer. Since 4.61 it is declared with a thread-local storage class when the compiler supports
-// it, and glp_config("TLS") names that class. Debian 12's GLPK 5.0 reports "_Thread_local" (its
-// libglpk.so.40 has a PT_TLS segment), so each thread gets an independent environment and
-// independent problems can be solved concurrently; a problem object must stay in the thread that
-// created it, which holds here because every solve creates and deletes its own. A build without
-// TLS shares one environment, so then we serialise all of our GLPK use with a mutex.
-bool GlpkIsReentrant() {
-  static const bool reentrant = [] {
-    const char* tls = glp_config("TLS");  // does not create the environment
-    return tls != nullptr && *tls != '\0';
-  }();
-  return reentrant;
-}
-
-std::mutex& GlpkMutex() {
-  static std::mutex* mu = new std::mutex;  // never destroyed: usable during static teardown
-  return *mu;
-}
-
-// With a thread-local environment, GLPK asks each thread to call glp_free_env before it exits or
-// the environment leaks; gRPC's synchronous server creates and retires worker threads, so we
-// free it when a thread that used the solver exits. (glp_free_env returns 1, harmlessly, if the
-// environment was already freed.)
-struct GlpkThreadEnvReleaser {
-  ~GlpkThreadEnvReleaser() { glp_free_env(); }
-};
-
-void ReleaseGlpkEnvAtThreadExit() {
-  thread_local GlpkThreadEnvReleaser releaser;
-  (void)releaser;
-}
-
-struct GlpProbDeleter {
-  void operator()(glp_prob* lp) const { glp_delete_prob(lp); }
-};
-using GlpProbPtr = std::unique_ptr<glp_prob, GlpProbDeleter>;
 
 // A sparse row of the LP: columns are 1-based GLPK indices.
 struct LpRow {
@@ -70,17 +29,8 @@ struct LpRow {
 // only removes rounding-level excursions of the simplex's basic solution).
 absl::StatusOr<std::vector<double>> SolveBoxLp(const std::vector<double>& objective,
                                                const std::vector<LpRow>& rows) {
-  std::optional<std::lock_guard<std::mutex>> lock;
-  if (GlpkIsReentrant()) {
-    ReleaseGlpkEnvAtThreadExit();
-  } else {
-    lock.emplace(GlpkMutex());
-  }
-  // msg_lev below silences the simplex; glp_term_out silences anything else GLPK might print
-  // through this (thread's) environment. Restored afterwards for other GLPK users.
-  const int previous_term_out = glp_term_out(GLP_OFF);
-
-  GlpProbPtr lp(glp_create_prob());
+  glpk::ScopedGlpk scoped_glpk;  // before the problem: it must outlive it
+  glpk::ProbPtr lp(glp_create_prob());
   glp_set_obj_dir(lp.get(), GLP_MIN);
   const int n = static_cast<int>(objective.size());
   glp_add_cols(lp.get(), n);
@@ -110,30 +60,14 @@ absl::StatusOr<std::vector<double>> SolveBoxLp(const std::vector<double>& object
     if (ne > 0) glp_load_matrix(lp.get(), ne, ia.data(), ja.data(), ar.data());
   }
 
-  glp_smcp parm;
-  glp_init_smcp(&parm);
-  parm.msg_lev = GLP_MSG_OFF;
-  const int ret = glp_simplex(lp.get(), &parm);
-  const int status = glp_get_status(lp.get());
-  absl::StatusOr<std::vector<double>> result;
-  if (ret != 0) {
-    result = absl::InternalError(absl::StrCat("GLPK glp_simplex failed with return code ", ret,
-                                              " on the equalized-odds LP"));
-  } else if (status != GLP_OPT) {
-    // The LP is always feasible (p constant across groups) and bounded (a box), so this is a
-    // solver failure, not bad input.
-    result = absl::InternalError(absl::StrCat(
-        "GLPK found no optimal solution to the equalized-odds LP (status ", status, ")"));
-  } else {
-    std::vector<double> x(n);
-    for (int j = 1; j <= n; ++j) {
-      x[j - 1] = std::clamp(glp_get_col_prim(lp.get(), j), 0.0, 1.0);
-    }
-    result = std::move(x);
+  RETURN_IF_ERROR(glpk::RunSimplex(lp.get(), glpk::QuietSimplexParams(), "the equalized-odds LP"));
+  // The LP is always feasible (p constant across groups) and bounded (a box), so any failure
+  // above is the solver's, not bad input.
+  std::vector<double> x(n);
+  for (int j = 1; j <= n; ++j) {
+    x[j - 1] = std::clamp(glp_get_col_prim(lp.get(), j), 0.0, 1.0);
   }
-  lp.reset();
-  glp_term_out(previous_term_out);
-  return result;
+  return x;
 }
 
 // --- Counts -------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ struct ScoreGrid {
   static constexpr int kMaxBins = 1000;
   // InvalidArgument unless lo, hi finite, lo < hi, 1 <= k <= kMaxBins.
   absl::Status Validate() const;
+  // Precondition: Validate() is OK. (s-lo)/w within a few ulps of an integer counts as that
+  // integer, so a score written as a bin edge (0.29 on [0, 1], k = 100) opens that bin; NaN -> 0.
   int Bin(double s) const;
   double Center(int j) const;
 };
@@ -54,22 +56,27 @@ struct SpOptions {
 };
 
 struct SpSolution {
-  std::vector<double> weights;                // w_a = max(Σ_j h[a][j], 1e-6)
-  std::vector<std::vector<double>> pmf;       // p_a (K x k), repaired
-  std::vector<double> barycenter;             // b (k)
-  std::vector<std::vector<double>> targets;   // q_a (K x k)
-  std::vector<std::vector<double>> transport; // g_a (K x k*k), row j = distribution over l
-  double objective = 0;                       // Σ_a w_a Σ_{j,l} γ_a[j][l] (v_j - v_l)^2
+  std::vector<double> weights;                 // w_a = max(Σ_j h[a][j], 1e-6)
+  std::vector<std::vector<double>> pmf;        // p_a (K x k), repaired
+  std::vector<double> barycenter;              // b (k)
+  std::vector<std::vector<double>> targets;    // q_a (K x k)
+  std::vector<std::vector<double>> transport;  // g_a (K x k*k), row j = distribution over l
+  double objective = 0;                        // Σ_a w_a Σ_{j,l} γ_a[j][l] (v_j - v_l)^2
   SpSolver used = SpSolver::kLinearProgram;
 };
 
 // Steps 3-6 on a histogram of per-(group, bin) masses as fractions of n (noisy or exact;
-// size K*k). InvalidArgument for bad sizes/options or the quantile solver with alpha > 0;
-// Internal if GLPK fails.
+// size K*k). InvalidArgument for bad sizes/options or the quantile solver with alpha > 0, and
+// for problems too large to solve in reasonable time (K*k^2 over 400,000 for the LP, over 2^24
+// for any solver); Internal if GLPK fails. The barycenter is a pmf for every alpha. Thread-safe:
+// concurrent calls are independent.
 absl::StatusOr<SpSolution> SolveStatisticalParity(absl::Span<const double> masses, int num_groups,
                                                   const ScoreGrid& grid, const SpOptions& options);
 
 // Step 7: the fair output for a score in bin `bin` of group `a`: v_L with L ~ g_a[bin][.].
+// Reads only solution.transport. Preconditions: 0 <= a < transport.size(), each row of
+// transport[a] has k entries >= 0; bin is clamped to [0, k). A row without positive entries
+// returns v_bin.
 double SampleFairScore(const SpSolution& solution, const ScoreGrid& grid, int a, int bin,
                        absl::BitGenRef gen);
 

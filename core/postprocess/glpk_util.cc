@@ -1,0 +1,79 @@
+// GLPK plumbing shared by the post-processors' linear programs (see glpk_util.h).
+#include "core/postprocess/glpk_util.h"
+
+#include <glpk.h>
+
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace fairvault::core::postprocess::glpk {
+namespace {
+
+// GLPK keeps its environment (terminal switch, memory accounting, error hook) in one static
+// pointer. Since 4.61 it is declared with a thread-local storage class when the compiler supports
+// it, and glp_config("TLS") names that class. Debian 12's GLPK 5.0 reports "_Thread_local" (its
+// libglpk.so.40 has a PT_TLS segment), so each thread gets an independent environment. A build
+// without TLS shares one environment, so then we serialise all of our GLPK use with a mutex.
+bool GlpkIsReentrant() {
+  static const bool reentrant = [] {
+    const char* tls = glp_config("TLS");  // does not create the environment
+    return tls != nullptr && *tls != '\0';
+  }();
+  return reentrant;
+}
+
+std::mutex& GlpkMutex() {
+  static std::mutex* mu = new std::mutex;  // never destroyed: usable during static teardown
+  return *mu;
+}
+
+// With a thread-local environment, GLPK asks each thread to call glp_free_env before it exits or
+// the environment leaks. (glp_free_env returns 1, harmlessly, if it was already freed.)
+struct GlpkThreadEnvReleaser {
+  ~GlpkThreadEnvReleaser() { glp_free_env(); }
+};
+
+void ReleaseGlpkEnvAtThreadExit() {
+  thread_local GlpkThreadEnvReleaser releaser;
+  (void)releaser;
+}
+
+}  // namespace
+
+ScopedGlpk::ScopedGlpk() {
+  if (GlpkIsReentrant()) {
+    ReleaseGlpkEnvAtThreadExit();
+  } else {
+    lock_.emplace(GlpkMutex());
+  }
+  // msg_lev in the solver parameters silences the simplex; glp_term_out silences anything else
+  // GLPK might print through this (thread's) environment.
+  previous_term_out_ = glp_term_out(GLP_OFF);
+}
+
+ScopedGlpk::~ScopedGlpk() { glp_term_out(previous_term_out_); }
+
+glp_smcp QuietSimplexParams() {
+  glp_smcp parm;
+  glp_init_smcp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  return parm;
+}
+
+absl::Status RunSimplex(glp_prob* lp, const glp_smcp& parm, absl::string_view what) {
+  const int ret = glp_simplex(lp, &parm);
+  if (ret != 0) {
+    return absl::InternalError(
+        absl::StrCat("GLPK glp_simplex failed with return code ", ret, " on ", what));
+  }
+  const int status = glp_get_status(lp);
+  if (status != GLP_OPT) {
+    return absl::InternalError(
+        absl::StrCat("GLPK found no optimal solution to ", what, " (status ", status, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fairvault::core::postprocess::glpk
