@@ -69,7 +69,24 @@ bool ReadFile(const std::string& path, std::string* out) {
   return true;
 }
 
+// UsageError unless every flag is one the command knows (a typo must not, say, silently
+// start a plaintext server).
+bool OnlyKnownFlags(const std::map<std::string, std::string>& flags,
+                    std::initializer_list<const char*> known, std::string* error) {
+  for (const auto& [name, value] : flags) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || name == k;
+    if (!ok) {
+      *error = absl::StrCat("unknown flag --", name);
+      return false;
+    }
+  }
+  return true;
+}
+
 int Bootstrap(std::map<std::string, std::string>& flags) {
+  std::string error;
+  if (!OnlyKnownFlags(flags, {"db", "name"}, &error)) return Usage(error);
   if (flags["db"].empty() || flags["name"].empty()) return Usage("bootstrap needs --db and --name");
   auto store = storage::SqliteStore::Open(flags["db"]);
   if (!store.ok()) {
@@ -91,6 +108,10 @@ int Bootstrap(std::map<std::string, std::string>& flags) {
 }
 
 int Serve(std::map<std::string, std::string>& flags) {
+  std::string error;
+  if (!OnlyKnownFlags(flags, {"db", "listen", "tls-cert", "tls-key"}, &error)) {
+    return Usage(error);
+  }
   if (flags["db"].empty()) return Usage("serve needs --db");
   const std::string listen = flags.count("listen") ? flags["listen"] : "127.0.0.1:50051";
 
@@ -129,6 +150,9 @@ int Serve(std::map<std::string, std::string>& flags) {
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  // A second server on the same port must fail, not share it: each keeps its own in-memory
+  // subject index.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
   builder.AddListeningPort(listen, credentials, &port);
   builder.SetMaxReceiveMessageSize(64 << 20);

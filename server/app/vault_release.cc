@@ -1,6 +1,7 @@
 // Private releases: the one charge path (replay check, declared cost, privacy filter, release,
 // ledger, stored response) and the mechanisms that use it.
 #include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,15 @@ namespace accounting = core::accounting;
 namespace {
 
 constexpr int64_t kMaxCells = 100'000;
+
+// The shortest decimal that reads back as exactly `v`, so distinct numbers never share a cell.
+std::string ExactDecimal(double v) {
+  for (int digits = 6; digits < 17; ++digits) {
+    std::string text = absl::StrFormat("%.*g", digits, v);
+    if (std::strtod(text.c_str(), nullptr) == v) return text;
+  }
+  return absl::StrFormat("%.17g", v);
+}
 
 }  // namespace
 
@@ -71,7 +81,7 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
     std::vector<std::string> values(n);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t r = joined.table_rows[i];
-      values[i] = numeric ? absl::StrFormat("%g", table.table->columns(c).numeric(r))
+      values[i] = numeric ? ExactDecimal(table.table->columns(c).numeric(r))
                           : table.table->columns(c).categorical(r);
     }
     std::map<std::string, int> code;

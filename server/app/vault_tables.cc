@@ -40,6 +40,7 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
         absl::StrCat("header.columns: at most ", kMaxColumns, " columns"));
   }
   storage::StoredTable table;
+  table.set_label(header.label());
   absl::flat_hash_map<std::string, int> seen;
   for (const v1::ColumnSpec& spec : header.columns()) {
     if (spec.name().empty() || spec.name().size() > 64) {

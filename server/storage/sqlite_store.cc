@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -79,29 +80,23 @@ class Stmt {
   Stmt& operator=(const Stmt&) = delete;
 
   absl::Status prepared() const { return Check(rc_, "prepare"); }
-  Stmt& Bind(int i, int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  Stmt& Bind(int i, double v) {
-    sqlite3_bind_double(stmt_, i, v);
-    return *this;
-  }
+  Stmt& Bind(int i, int64_t v) { return Bound(sqlite3_bind_int64(stmt_, i, v)); }
+  Stmt& Bind(int i, double v) { return Bound(sqlite3_bind_double(stmt_, i, v)); }
   Stmt& Bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
+    return Bound(sqlite3_bind_text64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
   }
   Stmt& BindBlob(int i, const std::string& v) {
-    sqlite3_bind_blob64(stmt_, i, v.data(), v.size(), SQLITE_STATIC);
-    return *this;
+    return Bound(sqlite3_bind_blob64(stmt_, i, v.data(), v.size(), SQLITE_STATIC));
   }
-  Stmt& BindNull(int i) {
-    sqlite3_bind_null(stmt_, i);
-    return *this;
-  }
+  Stmt& BindNull(int i) { return Bound(sqlite3_bind_null(stmt_, i)); }
   // true: a row is ready; false: done.
   absl::StatusOr<bool> Step() {
     RETURN_IF_ERROR(prepared());
+    if (bind_rc_ == SQLITE_TOOBIG) {
+      return absl::InvalidArgumentError(
+          "a value is larger than the database accepts (1 GB per batch or table); split it");
+    }
+    RETURN_IF_ERROR(Check(bind_rc_, "bind"));
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
@@ -129,9 +124,14 @@ class Stmt {
     }
     return absl::InternalError(absl::StrCat("sqlite ", what, ": ", sqlite3_errmsg(db_)));
   }
+  Stmt& Bound(int rc) {
+    if (bind_rc_ == SQLITE_OK) bind_rc_ = rc;
+    return *this;
+  }
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
   int rc_;
+  int bind_rc_ = SQLITE_OK;  // the first failed bind, reported by Step()
 };
 
 // BEGIN IMMEDIATE ... COMMIT, rolled back unless Commit() succeeded.
@@ -678,6 +678,12 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request,
     ASSIGN_OR_RETURN(Spend all, DatasetSpendLocked(request.dataset_id));
     const int64_t all_before = SpentEpsilonMicro(all, dataset.cap_delta);
     all.Add(request.cost);
+    if (!request.cost.pure_epsilon_micro && dataset.cap_delta <= 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the dataset-wide cap on '", request.dataset_name,
+          "' has delta 0, which admits only pure-epsilon releases; use "
+          "NOISE_KIND_DISCRETE_LAPLACE or ask the regulator for a cap with delta > 0"));
+    }
     if (SpentEpsilonMicro(all, dataset.cap_delta) > *dataset.cap_micro) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "request costs epsilon=", request.epsilon, " but the dataset-wide cap on '",
@@ -835,6 +841,9 @@ absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
   LedgerVerification v;
   v.head_hash = kGenesisHash;
   std::map<std::pair<int64_t, int64_t>, Spend> recomputed;
+  // The last grant per (account, dataset) and cap per dataset, as the ledger records them.
+  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, double>> grants;
+  std::map<int64_t, std::pair<int64_t, double>> caps;
   auto fail = [&v](int64_t seq, std::string message) {
     v.ok = false;
     v.first_bad_seq = seq;
@@ -864,9 +873,36 @@ absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
       if (row.kind == "charge") {
         PrivacyCost cost{row.pure_micro, row.rdp_nano};
         recomputed[{account_id, dataset_id}].Add(cost);
+      } else if (row.kind == "grant") {
+        grants[{account_id, dataset_id}] = {std::llround(row.epsilon * 1e6), row.delta};
+      } else if (row.kind == "cap") {
+        caps[dataset_id] = {std::llround(row.epsilon * 1e6), row.delta};
       }
       v.head_hash = row.hash;
       ++expected_seq;
+    }
+  }
+  // The grants and caps the filter reads must be the last ones the ledger recorded.
+  {
+    Stmt g(db_, "SELECT account_id, dataset_id, epsilon_micro, delta FROM grants");
+    while (true) {
+      ASSIGN_OR_RETURN(bool has, g.Step());
+      if (!has) break;
+      auto it = grants.find({g.Int(0), g.Int(1)});
+      if (it == grants.end() || it->second != std::make_pair(g.Int(2), g.Double(3))) {
+        return fail(0, absl::StrCat("the grant of account ", g.Int(0), " on dataset ", g.Int(1),
+                                    " differs from the ledger's last grant row"));
+      }
+    }
+    Stmt c(db_, "SELECT id, cap_micro, cap_delta FROM datasets WHERE cap_micro IS NOT NULL");
+    while (true) {
+      ASSIGN_OR_RETURN(bool has, c.Step());
+      if (!has) break;
+      auto it = caps.find(c.Int(0));
+      if (it == caps.end() || it->second != std::make_pair(c.Int(1), c.Double(2))) {
+        return fail(0, absl::StrCat("the cap of dataset ", c.Int(0),
+                                    " differs from the ledger's last cap row"));
+      }
     }
   }
   // The spend totals the filter reads must equal the ledger's composition, both ways: a

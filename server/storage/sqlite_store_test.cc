@@ -306,6 +306,14 @@ TEST_F(SqliteStoreTest, VerifyDetectsInflatedReleaseCount) {
   EXPECT_FALSE(Verify().ok);
 }
 
+TEST_F(SqliteStoreTest, VerifyDetectsARaisedGrantOrCap) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  ASSERT_EQ(RawExec(path_, "UPDATE grants SET epsilon_micro = epsilon_micro * 10;"), "");
+  LedgerVerification v = Verify();
+  EXPECT_FALSE(v.ok) << "a grant raised behind the ledger's back must be noticed";
+  EXPECT_THAT(v.message, HasSubstr("grant"));
+}
+
 TEST_F(SqliteStoreTest, TriggersBlockLedgerUpdateAndDelete) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
   EXPECT_THAT(RawExec(path_, "UPDATE ledger SET epsilon = 0 WHERE seq = 3;"),
