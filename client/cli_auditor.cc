@@ -1,5 +1,6 @@
-// Audit commands: ledger rows and budgets of every company, and ledger verification (through
-// the auditor service, or the regulator service for `ledger verify`).
+// Auditor commands: ledger rows and budgets of every company, the access log of Decide
+// calls, and ledger verification (through the auditor service, or the regulator service for
+// `ledger verify`).
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -53,6 +54,42 @@ absl::Status AuditorBudgets(Context& ctx) {
   return absl::OkStatus();
 }
 
+absl::Status AuditorAccessLog(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  ASSIGN_OR_RETURN(const int64_t after, flags.GetInt("after", 0));
+  ASSIGN_OR_RETURN(const int64_t limit, flags.GetInt("limit", 0));
+  if (after < 0) return UsageError("--after must be >= 0");
+  if (limit < 0 || limit > 10000) return UsageError("--limit must be in 1..10000");
+  v1::ListAccessLogRequest req;
+  req.set_company(flags.Get("company"));
+  req.set_after_seq(after);
+  req.set_limit(static_cast<int32_t>(limit));
+  ASSIGN_OR_RETURN(Client * client, ctx.client());
+  v1::ListAccessLogResponse resp;
+  while (true) {
+    ASSIGN_OR_RETURN(v1::ListAccessLogResponse page, client->AuditorListAccessLog(req));
+    if (page.entries().empty()) break;
+    req.set_after_seq(page.entries(page.entries_size() - 1).seq());
+    for (v1::AccessLogEntry& e : *page.mutable_entries()) *resp.add_entries() = std::move(e);
+    if (!flags.GetBool("all")) break;
+  }
+  if (ctx.json()) {
+    PrintJson(resp);
+    return absl::OkStatus();
+  }
+  if (resp.entries().empty()) {
+    std::cout << "(no access-log rows)\n";
+    return absl::OkStatus();
+  }
+  TextTable table({"SEQ", "TIME", "ACCOUNT", "DATASET", "ARTIFACT", "ROWS"});
+  for (const v1::AccessLogEntry& e : resp.entries()) {
+    table.AddRow({absl::StrCat(e.seq()), FormatUnixMicros(e.time_unix_micros()), e.account(),
+                  e.dataset(), e.artifact_id(), absl::StrCat(e.rows())});
+  }
+  std::cout << table.Render();
+  return absl::OkStatus();
+}
+
 absl::Status AuditorVerify(Context& ctx) {
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   ASSIGN_OR_RETURN(v1::VerifyLedgerResponse resp, client->AuditorVerifyLedger());
@@ -79,6 +116,15 @@ std::vector<Command> AuditorCommands() {
        {{"dataset", "NAME", "only this dataset"}, {"company", "NAME", "only this company"}},
        true,
        AuditorBudgets},
+      {"auditor access-log",
+       "list Decide calls: account, dataset, artifact, rows, time (auditor, regulator)",
+       "",
+       {{"company", "NAME", "only calls of this company"},
+        {"after", "SEQ", "only rows with seq > SEQ (default 0)"},
+        {"limit", "N", "rows per call, 1..10000 (default: server's 1000)"},
+        {"all", "", "keep fetching pages until the end of the log"}},
+       true,
+       AuditorAccessLog},
       {"auditor verify",
        "verify the ledger's hash chain and spend totals (auditor, regulator)",
        "Exit status 1 if verification fails. Publish the head hash to detect truncation.",

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
@@ -65,6 +66,61 @@ absl::StatusOr<Client*> Context::client() {
   if (!created.ok()) return created.status();
   client_ = *std::move(created);
   return client_.get();
+}
+
+FlagSpec IdempotencyFlag() {
+  return {"idempotency-key", "KEY",
+          "1..128 characters; reusing a key replays the stored release (default: random)"};
+}
+
+FlagSpec DropUnmatchedFlag() {
+  return {"drop-unmatched", "", "drop table rows whose key is not in the vault (default: refuse)"};
+}
+
+FlagSpec AttributesFlag() {
+  return {"attributes", "ATTR,...", "protected attributes forming groups (default: all)", false,
+          true};
+}
+
+v1::UnmatchedKeys Unmatched(const ParsedFlags& flags) {
+  return flags.GetBool("drop-unmatched") ? v1::UNMATCHED_KEYS_DROP : v1::UNMATCHED_KEYS_REJECT;
+}
+
+std::string IdempotencyKey(const ParsedFlags& flags) {
+  return flags.Has("idempotency-key") ? flags.Get("idempotency-key") : RandomIdempotencyKey();
+}
+
+std::string ReplayHint(const std::string& key) {
+  return absl::StrCat("idempotency key: ", key,
+                      " (a call with the same key returns this same release and charges "
+                      "nothing)\n");
+}
+
+std::vector<FlagSpec> ScoreGridFlags() {
+  return {{"lo", "LO", "lower end of the public score range (finite)", true},
+          {"hi", "HI", "upper end of the public score range (finite, > LO)", true},
+          {"bins", "K", "number of equal-width bins on [LO, HI] (>= 1)", true}};
+}
+
+absl::StatusOr<ScoreGrid> ReadScoreGrid(const ParsedFlags& flags) {
+  ScoreGrid grid;
+  absl::StatusOr<double> lo = flags.GetDouble("lo", 0);
+  if (!lo.ok()) return lo.status();
+  absl::StatusOr<double> hi = flags.GetDouble("hi", 0);
+  if (!hi.ok()) return hi.status();
+  absl::StatusOr<int64_t> bins = flags.GetInt("bins", 0);
+  if (!bins.ok()) return bins.status();
+  if (!(*lo < *hi)) {
+    return UsageError(absl::StrCat("--lo must be below --hi (got [", flags.Get("lo"), ", ",
+                                   flags.Get("hi"), "])"));
+  }
+  if (*bins < 1 || *bins > std::numeric_limits<int32_t>::max()) {
+    return UsageError(absl::StrCat("--bins must be >= 1 (got ", flags.Get("bins"), ")"));
+  }
+  grid.lo = *lo;
+  grid.hi = *hi;
+  grid.bins = static_cast<int32_t>(*bins);
+  return grid;
 }
 
 std::string TextTable::Render() const {
@@ -144,86 +200,6 @@ std::string RoleName(v1::Role role) {
     default:
       return "unspecified";
   }
-}
-
-std::string FormatCharge(const v1::Charge& charge) {
-  const v1::Cost& cost = charge.cost();
-  const v1::Budget& budget = charge.budget_after();
-  std::string out = absl::StrCat("charged: epsilon ", Num(cost.epsilon()));
-  if (cost.delta() > 0) absl::StrAppend(&out, ", delta ", Num(cost.delta()));
-  absl::StrAppend(&out, " (", cost.mechanism().empty() ? "?" : cost.mechanism(), ", noise scale ",
-                  Num(cost.noise_scale()), ", sensitivity ", Num(cost.sensitivity()), ")\n");
-  absl::StrAppend(&out, "budget:  spent ", Num(budget.epsilon_spent()), " of ",
-                  Num(budget.epsilon_granted()), " on dataset '", budget.dataset(), "', remaining ",
-                  Num(budget.epsilon_remaining()), " (releases: ", budget.releases(),
-                  budget.delta() > 0 ? absl::StrCat(", delta ", Num(budget.delta())) : "", ")\n");
-  absl::StrAppend(&out, "ledger seq: ", charge.ledger_seq(), "\n");
-  return out;
-}
-
-std::string FormatBudgets(const google::protobuf::RepeatedPtrField<v1::Budget>& budgets) {
-  if (budgets.empty()) return "(no budgets)\n";
-  TextTable table({"DATASET", "COMPANY", "GRANTED", "DELTA", "SPENT", "REMAINING", "RELEASES"});
-  for (const v1::Budget& b : budgets) {
-    table.AddRow({b.dataset(), b.company().empty() ? "(cap)" : b.company(),
-                  Num(b.epsilon_granted()), Num(b.delta()), Num(b.epsilon_spent()),
-                  Num(b.epsilon_remaining()), absl::StrCat(b.releases())});
-  }
-  return table.Render();
-}
-
-std::string FormatLedger(const google::protobuf::RepeatedPtrField<v1::LedgerEntry>& entries) {
-  if (entries.empty()) return "(no ledger rows)\n";
-  TextTable table({"SEQ", "TIME", "KIND", "ACCOUNT", "DATASET", "REQUEST", "IDEMPOTENCY_KEY",
-                   "EPSILON", "DELTA", "MECHANISM", "HASH"});
-  for (const v1::LedgerEntry& e : entries) {
-    table.AddRow({absl::StrCat(e.seq()), FormatUnixMicros(e.time_unix_micros()), e.kind(),
-                  e.account(), e.dataset(), e.request_kind(), e.idempotency_key(), Num(e.epsilon()),
-                  Num(e.delta()), e.mechanism(), e.hash().substr(0, 16)});
-  }
-  return table.Render();
-}
-
-std::string FormatVerify(const v1::VerifyLedgerResponse& r) {
-  std::string out =
-      absl::StrCat("ledger ok: ", r.ok() ? "yes" : "NO", "\nrows checked: ", r.rows_checked(),
-                   "\nhead hash: ", r.head_hash(), "\n");
-  if (!r.ok()) {
-    absl::StrAppend(&out, "first bad seq: ", r.first_bad_seq(), "\nproblem: ", r.message(), "\n");
-  } else if (!r.message().empty()) {
-    absl::StrAppend(&out, "note: ", r.message(), "\n");
-  }
-  return out;
-}
-
-std::string FormatArtifact(const v1::Artifact& artifact) {
-  std::string out = absl::StrCat("artifact: ", artifact.id(), "\ndataset: ", artifact.dataset(),
-                                 "  company: ", artifact.company(),
-                                 "  created: ", FormatUnixSeconds(artifact.created_unix()),
-                                 "  ledger seq: ", artifact.ledger_seq(), "\n");
-  if (!artifact.has_equalized_odds()) return out + "(artifact has no equalized-odds body)\n";
-  const v1::EqualizedOddsPostProcessor& eo = artifact.equalized_odds();
-  absl::StrAppend(&out, "equalized-odds post-processor over [",
-                  absl::StrJoin(eo.attributes(), ", "), "]: m=", eo.m(),
-                  " epsilon=", Num(eo.epsilon()), " gamma=", Num(eo.gamma()),
-                  " beta=", Num(eo.beta()), " reference=",
-                  eo.reference_group() < 0 ? std::string("all pairs")
-                                           : absl::StrCat("group ", eo.reference_group()),
-                  "\nnoisy error of the derived predictor: ", Num(eo.noisy_error()), "\n");
-  TextTable table({"GROUP", "P(1|PRED=0)", "P(1|PRED=1)", "NOISY_FPR", "NOISY_TPR", "DERIVED_FPR",
-                   "DERIVED_TPR", "FPR_SLACK", "TPR_SLACK", "N[P0,Y0]", "N[P0,Y1]", "N[P1,Y0]",
-                   "N[P1,Y1]"});
-  for (const v1::EqualizedOddsGroup& g : eo.groups()) {
-    auto f = [](double v) { return absl::StrFormat("%.4f", v); };
-    table.AddRow({g.group(), f(g.p_flip_to_1_given_0()), f(g.p_keep_1_given_1()), f(g.noisy_fpr()),
-                  f(g.noisy_tpr()), f(g.derived_fpr()), f(g.derived_tpr()), f(g.fpr_slack()),
-                  f(g.tpr_slack()), absl::StrCat(g.noisy_pred0_label0()),
-                  absl::StrCat(g.noisy_pred0_label1()), absl::StrCat(g.noisy_pred1_label0()),
-                  absl::StrCat(g.noisy_pred1_label1())});
-  }
-  out += table.Render();
-  for (const std::string& w : eo.warnings()) absl::StrAppend(&out, "warning: ", w, "\n");
-  return out;
 }
 
 absl::StatusOr<std::vector<std::string>> SubjectKeys(const CsvTable& table,

@@ -42,6 +42,9 @@ std::vector<Command> CompanyCommands();    // cli_company.cc
 std::vector<Command> AuditorCommands();    // cli_auditor.cc
 std::vector<Command> LocalCommands();      // cli_local.cc: apply-eo, metrics
 std::vector<Command> TrainCommands();      // cli_train.cc: train-logreg
+std::vector<Command> AuditCommands();      // cli_audit.cc: audit classifier|regressor
+std::vector<Command> DecideCommands();     // cli_decide.cc: postprocess regression, decide
+std::vector<Command> ReportCommands();     // cli_report.cc: report audit|sweep (local)
 
 // What a command runs with: its parsed flags and, for remote commands, a client created on
 // first use from the connection flags and the FAIRVAULT_SERVER / FAIRVAULT_API_KEY
@@ -66,6 +69,31 @@ absl::StatusOr<v1::ListLedgerResponse> FetchLedger(
     const ParsedFlags& flags, v1::ListLedgerRequest req,
     const std::function<absl::StatusOr<v1::ListLedgerResponse>(const v1::ListLedgerRequest&)>&
         call);
+
+// ---- Spending calls (shared by cli_company.cc, cli_audit.cc, cli_decide.cc) ----
+
+// --idempotency-key, --drop-unmatched and --attributes as every spending command spells them.
+FlagSpec IdempotencyFlag();
+FlagSpec DropUnmatchedFlag();
+FlagSpec AttributesFlag();
+// --drop-unmatched as the request enum.
+v1::UnmatchedKeys Unmatched(const ParsedFlags& flags);
+// --idempotency-key, or a fresh random key.
+std::string IdempotencyKey(const ParsedFlags& flags);
+// One line saying what the idempotency key does (a replay is indistinguishable from the
+// first call, so the CLI cannot say which one it got).
+std::string ReplayHint(const std::string& key);
+
+// The public score grid of the regression commands (`audit regressor`, `postprocess
+// regression`): --lo and --hi (finite, lo < hi) and --bins (>= 1; the vault enforces its
+// documented maximum).
+struct ScoreGrid {
+  double lo = 0;
+  double hi = 0;
+  int32_t bins = 0;
+};
+std::vector<FlagSpec> ScoreGridFlags();
+absl::StatusOr<ScoreGrid> ReadScoreGrid(const ParsedFlags& flags);
 
 // ---- Output ----
 
@@ -98,12 +126,16 @@ std::string FormatUnixSeconds(int64_t seconds);
 std::string FormatUnixMicros(int64_t micros);
 std::string RoleName(v1::Role role);
 
-// Multi-line summary of what a spending call cost and what is left.
+// Response formatting (cli_format.cc).
+// Multi-line summary of what a spending call cost (each part of a composed release) and
+// what is left.
 std::string FormatCharge(const v1::Charge& charge);
 std::string FormatBudgets(const google::protobuf::RepeatedPtrField<v1::Budget>& budgets);
 std::string FormatLedger(const google::protobuf::RepeatedPtrField<v1::LedgerEntry>& entries);
 std::string FormatVerify(const v1::VerifyLedgerResponse& response);
-// Artifact header, per-group probabilities and noisy rates, warnings.
+// Artifact header and body: for an equalized-odds post-processor the per-group
+// probabilities and noisy rates; for a statistical-parity one the grid, solver, objective
+// and per-group weights and means before and after; warnings.
 std::string FormatArtifact(const v1::Artifact& artifact);
 
 // ---- Inputs ----

@@ -72,22 +72,6 @@ absl::Status TableUpload(Context& ctx) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::UnmatchedKeys> Unmatched(const ParsedFlags& flags) {
-  return flags.GetBool("drop-unmatched") ? v1::UNMATCHED_KEYS_DROP : v1::UNMATCHED_KEYS_REJECT;
-}
-
-std::string IdempotencyKey(const ParsedFlags& flags) {
-  return flags.Has("idempotency-key") ? flags.Get("idempotency-key") : RandomIdempotencyKey();
-}
-
-std::string ReplayHint(const std::string& key) {
-  // The vault returns a replay byte for byte, so the client cannot tell a replay from a
-  // first call: say what the key does instead.
-  return absl::StrCat("idempotency key: ", key,
-                      " (a call with the same key returns this same release and charges "
-                      "nothing)\n");
-}
-
 absl::Status Counts(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   v1::NoisyCountsRequest req;
@@ -105,8 +89,7 @@ absl::Status Counts(Context& ctx) {
   }
   ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
   req.set_epsilon(epsilon);
-  ASSIGN_OR_RETURN(const v1::UnmatchedKeys unmatched, Unmatched(flags));
-  req.set_unmatched(unmatched);
+  req.set_unmatched(Unmatched(flags));
   const std::string out_path = flags.Get("out");
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
@@ -158,8 +141,7 @@ absl::Status PostprocessEo(Context& ctx) {
   ASSIGN_OR_RETURN(const double beta, flags.GetDouble("beta", 0));
   req.set_beta(beta);
   req.set_all_pairs(flags.GetBool("all-pairs"));
-  ASSIGN_OR_RETURN(const v1::UnmatchedKeys unmatched, Unmatched(flags));
-  req.set_unmatched(unmatched);
+  req.set_unmatched(Unmatched(flags));
   const std::string out_path = flags.Get("out");
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
@@ -249,12 +231,6 @@ absl::Status LedgerList(Context& ctx) {
   return absl::OkStatus();
 }
 
-const FlagSpec kIdempotencyFlag{
-    "idempotency-key", "KEY",
-    "1..128 characters; reusing a key replays the stored release (default: random)"};
-const FlagSpec kDropFlag{"drop-unmatched", "",
-                         "drop table rows whose key is not in the vault (default: refuse)"};
-
 }  // namespace
 
 std::vector<FlagSpec> LedgerPagingFlags() {
@@ -290,12 +266,11 @@ std::vector<Command> CompanyCommands() {
        {{"table", "HANDLE", "table handle from `table upload`", true},
         {"columns", "COL,...", "categorical table columns to cross with the groups (0..4)", false,
          true},
-        {"attributes", "ATTR,...", "protected attributes forming groups (default: all)", false,
-         true},
+        AttributesFlag(),
         {"epsilon", "EPS", "privacy cost of this release (> 0)", true},
         {"noise", "laplace|gaussian", "noise distribution (default laplace)"},
-        kDropFlag,
-        kIdempotencyFlag,
+        DropUnmatchedFlag(),
+        IdempotencyFlag(),
         {"out", "FILE", "also write the cells as CSV (or the response as JSON if FILE.json)"}},
        true,
        Counts},
@@ -305,14 +280,13 @@ std::vector<Command> CompanyCommands() {
        {{"table", "HANDLE", "table handle from `table upload`", true},
         {"prediction-column", "COL", "numeric 0/1 column with your model's predictions", true},
         {"label-column", "COL", "numeric 0/1 column with the true labels", true},
-        {"attributes", "ATTR,...", "protected attributes forming groups (default: all)", false,
-         true},
+        AttributesFlag(),
         {"epsilon", "EPS", "privacy cost of this release (> 0)", true},
         {"gamma", "G", "fairness tolerance on |FPR_a-FPR_b| and |TPR_a-TPR_b| (>= 0)", true},
         {"beta", "B", "failure probability of the slack bound, in (0,1) (default 0.05)"},
         {"all-pairs", "", "constrain every pair of groups, not each against the first"},
-        kDropFlag,
-        kIdempotencyFlag,
+        DropUnmatchedFlag(),
+        IdempotencyFlag(),
         {"out", "FILE", "write the artifact as JSON (input of apply-eo)"}},
        true,
        PostprocessEo},

@@ -267,6 +267,72 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Client::FitEqualizedOddsPostProcess
                    NewContext().get(), req);
 }
 
+absl::StatusOr<v1::FitStatisticalParityResponse> Client::FitStatisticalParityPostProcessor(
+    const v1::FitStatisticalParityRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::FitStatisticalParityPostProcessor,
+                   NewContext().get(), req);
+}
+
+absl::StatusOr<v1::AuditClassifierResponse> Client::AuditClassifier(
+    const v1::AuditClassifierRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::AuditClassifier, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::AuditRegressorResponse> Client::AuditRegressor(
+    const v1::AuditRegressorRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::AuditRegressor, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::DecideResponse> Client::Decide(const v1::DecideRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::Decide, NewContext().get(), req);
+}
+
+absl::StatusOr<DecideResult> Client::DecideInChunks(const std::string& artifact_id,
+                                                    const std::vector<std::string>& keys,
+                                                    const std::vector<double>& values,
+                                                    size_t chunk_rows) {
+  if (chunk_rows == 0) return absl::InvalidArgumentError("chunk_rows must be > 0");
+  if (keys.empty() || keys.size() != values.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("send one value per subject key, at least one row (got ", keys.size(),
+                     " keys and ", values.size(), " values)"));
+  }
+  DecideResult result;
+  result.outputs.reserve(keys.size());
+  v1::DecideRequest req;
+  req.set_artifact_id(artifact_id);
+  for (size_t begin = 0; begin < keys.size(); begin += chunk_rows) {
+    const size_t end = std::min(keys.size(), begin + chunk_rows);
+    req.clear_subject_keys();
+    req.clear_values();
+    req.mutable_subject_keys()->Reserve(static_cast<int>(end - begin));
+    for (size_t i = begin; i < end; ++i) req.add_subject_keys(keys[i]);
+    req.mutable_values()->Add(values.begin() + begin, values.begin() + end);
+    absl::StatusOr<v1::DecideResponse> resp = Decide(req);
+    if (!resp.ok()) {
+      if (begin == 0) return resp.status();
+      // The earlier calls were answered and logged: say so, so that a retry can resume.
+      return absl::Status(
+          resp.status().code(),
+          absl::StrCat("rows ", begin, "..", end - 1, ": ", resp.status().message(), " (rows 0..",
+                       begin - 1, " were already decided in ", result.access_log_seqs.size(),
+                       " call(s), access-log seqs ", result.access_log_seqs.front(), "..",
+                       result.access_log_seqs.back(), ")"));
+    }
+    if (static_cast<size_t>(resp->outputs_size()) != end - begin) {
+      return absl::InternalError(absl::StrCat("the vault answered ", resp->outputs_size(),
+                                              " outputs for ", end - begin, " rows"));
+    }
+    result.outputs.insert(result.outputs.end(), resp->outputs().begin(), resp->outputs().end());
+    result.decision_log_ratio_bound =
+        std::max(result.decision_log_ratio_bound, resp->decision_log_ratio_bound());
+    result.access_log_seqs.push_back(resp->access_log_seq());
+  }
+  return result;
+}
+
 absl::StatusOr<v1::GetArtifactResponse> Client::GetArtifact(const v1::GetArtifactRequest& req) {
   return CallUnary(company_.get(), &v1::CompanyService::Stub::GetArtifact, NewContext().get(), req);
 }
@@ -293,6 +359,12 @@ absl::StatusOr<v1::ListBudgetsResponse> Client::AuditorListBudgets(
 absl::StatusOr<v1::VerifyLedgerResponse> Client::AuditorVerifyLedger(
     const v1::VerifyLedgerRequest& req) {
   return CallUnary(auditor_.get(), &v1::AuditorService::Stub::VerifyLedger, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::ListAccessLogResponse> Client::AuditorListAccessLog(
+    const v1::ListAccessLogRequest& req) {
+  return CallUnary(auditor_.get(), &v1::AuditorService::Stub::ListAccessLog, NewContext().get(),
                    req);
 }
 

@@ -4,6 +4,7 @@
 #define FAIRVAULT_CLIENT_CLIENT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,21 @@ struct ClientOptions {
 // The one mapping from gRPC status to absl::Status: same code (the numeric values agree),
 // same message.
 absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Rows per Decide call used by Client::DecideInChunks unless told otherwise: about 15 MB of
+// request with 64-character pseudonyms, well under the default message limit.
+inline constexpr size_t kDecideChunkRows = 200000;
+
+// The outcome of Client::DecideInChunks: the calls' outputs concatenated.
+struct DecideResult {
+  // One post-processed output per input row, in input order.
+  std::vector<double> outputs;
+  // The largest decision_log_ratio_bound any call reported (all calls read the same artifact,
+  // so they agree); +inf when some output is possible for one group and not another.
+  double decision_log_ratio_bound = 0;
+  // The access-log row of each call, in call order.
+  std::vector<int64_t> access_log_seqs;
+};
 
 // A connection to the vault. Thread-safe: calls may run concurrently from many threads.
 class Client {
@@ -80,6 +96,23 @@ class Client {
   absl::StatusOr<v1::NoisyCountsResponse> NoisyCounts(const v1::NoisyCountsRequest& req);
   absl::StatusOr<v1::FitEqualizedOddsResponse> FitEqualizedOddsPostProcessor(
       const v1::FitEqualizedOddsRequest& req);
+  absl::StatusOr<v1::FitStatisticalParityResponse> FitStatisticalParityPostProcessor(
+      const v1::FitStatisticalParityRequest& req);
+  // One spending call each: a whole fairness report as one composed release.
+  absl::StatusOr<v1::AuditClassifierResponse> AuditClassifier(
+      const v1::AuditClassifierRequest& req);
+  absl::StatusOr<v1::AuditRegressorResponse> AuditRegressor(const v1::AuditRegressorRequest& req);
+  // One Decide call as is (the server caps the rows per call; see DecideInChunks).
+  absl::StatusOr<v1::DecideResponse> Decide(const v1::DecideRequest& req);
+  // Decisions for any number of rows: consecutive calls of at most `chunk_rows` rows each,
+  // outputs concatenated in row order. Every call is one access-log row on the server.
+  // InvalidArgument (before anything is sent) when keys and values differ in length, there
+  // are no rows, or chunk_rows == 0. If a later call fails, the error keeps its code and says
+  // how many rows were already decided (and logged) by the earlier calls.
+  absl::StatusOr<DecideResult> DecideInChunks(const std::string& artifact_id,
+                                              const std::vector<std::string>& keys,
+                                              const std::vector<double>& values,
+                                              size_t chunk_rows = kDecideChunkRows);
   absl::StatusOr<v1::GetArtifactResponse> GetArtifact(const v1::GetArtifactRequest& req);
   absl::StatusOr<v1::GetBudgetResponse> GetBudget(const v1::GetBudgetRequest& req = {});
   // The caller's own ledger rows.
@@ -91,6 +124,9 @@ class Client {
       const v1::ListBudgetsRequest& req = {});
   absl::StatusOr<v1::VerifyLedgerResponse> AuditorVerifyLedger(
       const v1::VerifyLedgerRequest& req = {});
+  // Every Decide call of every company (or one, with req.company), oldest first.
+  absl::StatusOr<v1::ListAccessLogResponse> AuditorListAccessLog(
+      const v1::ListAccessLogRequest& req = {});
 
  private:
   Client(std::shared_ptr<grpc::Channel> channel, const ClientOptions& options);

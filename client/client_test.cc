@@ -66,8 +66,25 @@ class FakeCompany final : public v1::CompanyService::Service {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "epsilon 2 exceeds the remaining budget 1.5");
   }
+  // Doubles each value; the n-th call (0-based) reports bound 0.1 * n and access-log seq
+  // 100 + n, and fails when n == fail_decide_call.
+  grpc::Status Decide(grpc::ServerContext* context, const v1::DecideRequest* request,
+                      v1::DecideResponse* response) override {
+    std::lock_guard<std::mutex> lock(mu);
+    const int n = static_cast<int>(decide_requests.size());
+    decide_requests.push_back(*request);
+    if (n == fail_decide_call) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "subject key 'k9' is not in the vault");
+    }
+    for (double v : request->values()) response->add_outputs(2 * v);
+    response->set_decision_log_ratio_bound(0.1 * n);
+    response->set_access_log_seq(100 + n);
+    return grpc::Status::OK;
+  }
   std::mutex mu;
   int upload_calls = 0;
+  int fail_decide_call = -1;
+  std::vector<v1::DecideRequest> decide_requests;
   bool reject_upload = false;
   std::string authorization;
   std::vector<v1::UploadTableRequest> messages;
@@ -198,6 +215,50 @@ TEST_F(ClientTest, UnaryErrorsKeepCodeAndMessage) {
               StatusIs(absl::StatusCode::kPermissionDenied, "only the regulator may grant"));
   // Not implemented by the fake: gRPC's own UNIMPLEMENTED passes through.
   EXPECT_THAT(client_->AuditorVerifyLedger(), StatusIs(absl::StatusCode::kUnimplemented));
+}
+
+TEST_F(ClientTest, DecideInChunksSplitsRowsAndConcatenatesOutputs) {
+  std::vector<std::string> keys;
+  std::vector<double> values;
+  for (int i = 0; i < 7; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    values.push_back(i);
+  }
+  absl::StatusOr<DecideResult> result =
+      client_->DecideInChunks("art_1", keys, values, /*chunk_rows=*/3);
+  ASSERT_OK(result);
+  EXPECT_THAT(result->outputs, ElementsAre(0, 2, 4, 6, 8, 10, 12));
+  EXPECT_DOUBLE_EQ(result->decision_log_ratio_bound, 0.2);  // the largest of 0, 0.1, 0.2
+  EXPECT_THAT(result->access_log_seqs, ElementsAre(100, 101, 102));
+  ASSERT_EQ(company_.decide_requests.size(), 3u);
+  EXPECT_EQ(company_.decide_requests[0].artifact_id(), "art_1");
+  EXPECT_THAT(company_.decide_requests[0].subject_keys(), ElementsAre("k0", "k1", "k2"));
+  EXPECT_THAT(company_.decide_requests[1].values(), ElementsAre(3, 4, 5));
+  EXPECT_THAT(company_.decide_requests[2].subject_keys(), ElementsAre("k6"));
+  EXPECT_THAT(company_.decide_requests[2].values(), ElementsAre(6));
+}
+
+TEST_F(ClientTest, DecideInChunksUsesOneCallUpToTheDefaultChunk) {
+  ASSERT_OK(client_->DecideInChunks("art_1", {"a", "b"}, {1, 0}));
+  EXPECT_EQ(company_.decide_requests.size(), 1u);
+}
+
+TEST_F(ClientTest, DecideInChunksReportsRowsDecidedBeforeALaterFailure) {
+  company_.fail_decide_call = 1;
+  EXPECT_THAT(client_->DecideInChunks("art_1", {"k0", "k1", "k2", "k3"}, {1, 1, 0, 0}, 2),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "rows 2..3: subject key 'k9' is not in the vault (rows 0..1 were already "
+                       "decided in 1 call(s), access-log seqs 100..100)"));
+}
+
+TEST_F(ClientTest, DecideInChunksRejectsMismatchBeforeSending) {
+  EXPECT_THAT(client_->DecideInChunks("art_1", {"k0", "k1"}, {1}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "2 keys and 1 values"));
+  EXPECT_THAT(client_->DecideInChunks("art_1", {}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "at least one row"));
+  EXPECT_THAT(client_->DecideInChunks("art_1", {"k0"}, {1}, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, "chunk_rows"));
+  EXPECT_TRUE(company_.decide_requests.empty());
 }
 
 TEST(FromGrpcStatusTest, MapsEveryCodeOneToOne) {

@@ -18,10 +18,14 @@ struct Section {
 };
 
 std::vector<Section> AllSections() {
+  std::vector<Command> company = CompanyCommands();
+  for (Command& c : AuditCommands()) company.push_back(std::move(c));
+  for (Command& c : DecideCommands()) company.push_back(std::move(c));
   std::vector<Command> local = LocalCommands();
   for (Command& c : TrainCommands()) local.push_back(std::move(c));
+  for (Command& c : ReportCommands()) local.push_back(std::move(c));
   return {{"Regulator", RegulatorCommands()},
-          {"Company", CompanyCommands()},
+          {"Company", std::move(company)},
           {"Auditor", AuditorCommands()},
           {"Local (no server)", std::move(local)}};
 }

@@ -1,0 +1,194 @@
+// Attribute-aware post-processing in the vault (company): fitting the statistical-parity
+// regression post-processor (`postprocess regression`) and asking the vault for decisions of
+// such an artifact, or an equalized-odds one, for subjects it holds (`decide`).
+#include <cmath>
+#include <iostream>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli_common.h"
+#include "core/util/status_macros.h"
+
+namespace fairvault::client::cli {
+namespace {
+
+absl::StatusOr<v1::SpSolverKind> Solver(const ParsedFlags& flags) {
+  const std::string solver = absl::AsciiStrToLower(flags.Get("solver", "auto"));
+  if (solver == "auto") return v1::SP_SOLVER_AUTO;
+  if (solver == "lp") return v1::SP_SOLVER_LINEAR_PROGRAM;
+  if (solver == "quantile") return v1::SP_SOLVER_QUANTILE;
+  return UsageError(absl::StrCat("--solver must be auto, lp or quantile (got '", solver, "')"));
+}
+
+absl::Status PostprocessRegression(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  v1::FitStatisticalParityRequest req;
+  req.set_idempotency_key(IdempotencyKey(flags));
+  req.set_table_handle(flags.Get("table"));
+  req.set_score_column(flags.Get("score-column"));
+  for (const std::string& a : flags.GetList("attributes")) req.add_attributes(a);
+  ASSIGN_OR_RETURN(const ScoreGrid grid, ReadScoreGrid(flags));
+  req.set_lo(grid.lo);
+  req.set_hi(grid.hi);
+  req.set_bins(grid.bins);
+  ASSIGN_OR_RETURN(const double alpha, flags.GetDouble("alpha", 0));
+  if (alpha < 0 || alpha > 1) {
+    return UsageError(absl::StrCat("--alpha must be in [0, 1] (got ", flags.Get("alpha"), ")"));
+  }
+  req.set_alpha(alpha);
+  ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
+  req.set_epsilon(epsilon);
+  ASSIGN_OR_RETURN(const v1::SpSolverKind solver, Solver(flags));
+  req.set_solver(solver);
+  req.set_unmatched(Unmatched(flags));
+  const std::string out_path = flags.Get("out");
+
+  ASSIGN_OR_RETURN(Client * client, ctx.client());
+  ASSIGN_OR_RETURN(const v1::FitStatisticalParityResponse resp,
+                   client->FitStatisticalParityPostProcessor(req));
+  if (!out_path.empty()) RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp.artifact())));
+  if (ctx.json()) {
+    PrintJson(resp);
+    return absl::OkStatus();
+  }
+  std::cout << FormatArtifact(resp.artifact())
+            << "rows dropped as unmatched: " << resp.rows_dropped()
+            << "\nscores clipped into [lo, hi]: " << resp.scores_clipped() << "\n"
+            << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key())
+            << "decide with: fairvault decide --artifact-id " << resp.artifact().id()
+            << " --csv FILE --key-column COL --value-column SCORE\n";
+  if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
+  return absl::OkStatus();
+}
+
+// The shortest decimal text that reads back as exactly `value` ("1", "0.0138888888888889").
+std::string ExactNumber(double value) {
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::string text = absl::StrFormat("%.*g", digits, value);
+    double back = 0;
+    if (absl::SimpleAtod(text, &back) && back == value) return text;
+  }
+  return absl::StrFormat("%.17g", value);
+}
+
+std::string Seqs(const std::vector<int64_t>& seqs) {
+  if (seqs.size() == 1) return absl::StrCat("access-log seq: ", seqs.front());
+  return absl::StrCat("access-log seqs: ", seqs.front(), "..", seqs.back(), " (", seqs.size(),
+                      " calls)");
+}
+
+absl::Status Decide(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  const std::string path = flags.Get("csv");
+  ASSIGN_OR_RETURN(const int64_t chunk_rows,
+                   flags.GetInt("chunk-rows", static_cast<int64_t>(kDecideChunkRows)));
+  if (chunk_rows <= 0) return UsageError("--chunk-rows must be > 0");
+  const std::string output_column = flags.Get("output-column", "decision");
+  ASSIGN_OR_RETURN(const std::string secret, OptionalSecret(flags));
+  ASSIGN_OR_RETURN(CsvTable table, ReadCsvFile(path));
+  if (table.rows.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows to decide"));
+  }
+  if (table.ColumnIndex(output_column).ok()) {
+    return UsageError(absl::StrCat("the CSV already has a column '", output_column,
+                                   "'; choose another name with --output-column"));
+  }
+  // The same keys `table upload` sends for these rows (column or @row, HMAC pseudonyms).
+  ASSIGN_OR_RETURN(const std::vector<std::string> keys,
+                   SubjectKeys(table, path, flags.Get("key-column"), secret));
+  absl::StatusOr<size_t> value_index = table.ColumnIndex(flags.Get("value-column"));
+  if (!value_index.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", value_index.status().message()));
+  }
+  std::vector<double> values;
+  values.reserve(table.rows.size());
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    ASSIGN_OR_RETURN(const double v, ParseCell(table, path, r, *value_index));
+    values.push_back(v);
+  }
+
+  const std::string artifact_id = flags.Get("artifact-id");
+  ASSIGN_OR_RETURN(Client * client, ctx.client());
+  ASSIGN_OR_RETURN(
+      const DecideResult result,
+      client->DecideInChunks(artifact_id, keys, values, static_cast<size_t>(chunk_rows)));
+  table.header.push_back(output_column);
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    table.rows[r].push_back(ExactNumber(result.outputs[r]));
+  }
+  const std::string csv = FormatCsv(table.header, table.rows);
+
+  const double bound = result.decision_log_ratio_bound;
+  const std::string summary = absl::StrCat(
+      "decided ", result.outputs.size(), " rows with artifact ", artifact_id, " in ",
+      result.access_log_seqs.size(), " call(s)\ndecision log-ratio bound: ",
+      std::isinf(bound) ? "inf (some output is possible for one group and not for another: "
+                          "such an output reveals the group)"
+                        : absl::StrCat(Num(bound),
+                                       " (worst-case |log P(output | group a) / P(output | group "
+                                       "b)| for one input)"),
+      "\n", Seqs(result.access_log_seqs), "\n");
+  const std::string out_path = flags.Get("out");
+  if (out_path.empty()) {
+    std::cout << csv;
+    std::cerr << summary;
+  } else {
+    RETURN_IF_ERROR(WriteStringToFile(out_path, csv));
+    std::cout << summary << "wrote " << table.rows.size() << " rows to " << out_path << " (column '"
+              << output_column << "')\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<Command> DecideCommands() {
+  std::vector<FlagSpec> regression = {
+      {"table", "HANDLE", "table handle from `table upload`", true},
+      {"score-column", "COL", "numeric column with your regressor's scores", true}};
+  for (FlagSpec& f : ScoreGridFlags()) regression.push_back(std::move(f));
+  for (const FlagSpec& f : std::vector<FlagSpec>{
+           {"alpha", "A", "KS tolerance in [0,1]; 0 asks for statistical parity (default 0)"},
+           {"epsilon", "EPS", "privacy cost of this release (> 0)", true},
+           {"solver", "auto|lp|quantile",
+            "lp: the LP on GLPK (any alpha); quantile: monotone couplings (alpha = 0 only); "
+            "auto (default): quantile when alpha = 0, else lp"},
+           AttributesFlag(),
+           DropUnmatchedFlag(),
+           IdempotencyFlag(),
+           {"out", "FILE.json", "write the artifact as JSON"}}) {
+    regression.push_back(f);
+  }
+  return {
+      {"postprocess regression",
+       "fit a DP statistical-parity post-processor for a regressor (Xian et al. 2024) (company)",
+       "Releases per-group noisy histograms of the scores on the public grid [lo, hi] with k\n"
+       "bins and fits per-group transports onto a common barycenter (each group's output\n"
+       "within alpha/2 in KS). Scores outside [lo, hi] are clipped and counted. The artifact\n"
+       "needs the group, so decisions come from the vault: `fairvault decide`.",
+       regression, true, PostprocessRegression},
+      {"decide",
+       "post-processed decisions from the vault for your rows (company)",
+       "For an equalized-odds artifact the values are 0/1 predictions; for a statistical-parity\n"
+       "one, scores. Keys are sent as `table upload` sends them (same --key-column and\n"
+       "--hmac-secret-file). Not charged; every call is written to the vault's access log.\n"
+       "Writes the input CSV plus the output column; prints the decision log-ratio bound.",
+       {{"artifact-id", "ARTIFACT_ID", "an attribute-aware artifact of yours", true},
+        {"csv", "FILE", "CSV with a header row", true},
+        {"key-column", "COLUMN|@row",
+         "column holding subject keys; @row uses row-<0-based data row index>", true},
+        {"value-column", "COL", "0/1 predictions (EO artifact) or scores (SP artifact)", true},
+        {"hmac-secret-file", "FILE",
+         "pseudonymise keys as hex HMAC-SHA256 with the secret in FILE (>= 16 bytes)"},
+        {"output-column", "NAME", "name of the added column (default decision)"},
+        {"out", "FILE", "output CSV (default: stdout, summary on stderr)"},
+        {"chunk-rows", "N", absl::StrCat("rows per Decide call (default ", kDecideChunkRows, ")")}},
+       true,
+       Decide},
+  };
+}
+
+}  // namespace fairvault::client::cli

@@ -1,0 +1,146 @@
+// Output formatting of the vault's responses for the CLI: charges, budgets, ledger rows,
+// ledger verification and artifacts (declared in cli_common.h).
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cli_common.h"
+
+namespace fairvault::client::cli {
+
+std::string FormatCharge(const v1::Charge& charge) {
+  const v1::Cost& cost = charge.cost();
+  const v1::Budget& budget = charge.budget_after();
+  auto mechanism = [](const v1::Cost& c) {
+    return absl::StrCat(c.mechanism().empty() ? "?" : c.mechanism(), ", noise scale ",
+                        Num(c.noise_scale()), ", sensitivity ", Num(c.sensitivity()));
+  };
+  std::string out = absl::StrCat("charged: epsilon ", Num(cost.epsilon()));
+  if (cost.delta() > 0) absl::StrAppend(&out, ", delta ", Num(cost.delta()));
+  if (cost.parts().empty()) {
+    absl::StrAppend(&out, " (", mechanism(cost), ")\n");
+  } else {
+    // A composed release: the top-level noise fields describe only the first part.
+    absl::StrAppend(&out, " in ", cost.parts_size(), " parts\n");
+    for (const v1::Cost& part : cost.parts()) {
+      absl::StrAppend(&out, "  ", part.name().empty() ? "part" : part.name(), ": epsilon ",
+                      Num(part.epsilon()), " (", mechanism(part), ")\n");
+    }
+  }
+  absl::StrAppend(&out, "budget:  spent ", Num(budget.epsilon_spent()), " of ",
+                  Num(budget.epsilon_granted()), " on dataset '", budget.dataset(), "', remaining ",
+                  Num(budget.epsilon_remaining()), " (releases: ", budget.releases(),
+                  budget.delta() > 0 ? absl::StrCat(", delta ", Num(budget.delta())) : "", ")\n");
+  absl::StrAppend(&out, "ledger seq: ", charge.ledger_seq(), "\n");
+  return out;
+}
+
+std::string FormatBudgets(const google::protobuf::RepeatedPtrField<v1::Budget>& budgets) {
+  if (budgets.empty()) return "(no budgets)\n";
+  TextTable table({"DATASET", "COMPANY", "GRANTED", "DELTA", "SPENT", "REMAINING", "RELEASES"});
+  for (const v1::Budget& b : budgets) {
+    table.AddRow({b.dataset(), b.company().empty() ? "(cap)" : b.company(),
+                  Num(b.epsilon_granted()), Num(b.delta()), Num(b.epsilon_spent()),
+                  Num(b.epsilon_remaining()), absl::StrCat(b.releases())});
+  }
+  return table.Render();
+}
+
+std::string FormatLedger(const google::protobuf::RepeatedPtrField<v1::LedgerEntry>& entries) {
+  if (entries.empty()) return "(no ledger rows)\n";
+  TextTable table({"SEQ", "TIME", "KIND", "ACCOUNT", "DATASET", "REQUEST", "IDEMPOTENCY_KEY",
+                   "EPSILON", "DELTA", "MECHANISM", "HASH"});
+  for (const v1::LedgerEntry& e : entries) {
+    table.AddRow({absl::StrCat(e.seq()), FormatUnixMicros(e.time_unix_micros()), e.kind(),
+                  e.account(), e.dataset(), e.request_kind(), e.idempotency_key(), Num(e.epsilon()),
+                  Num(e.delta()), e.mechanism(), e.hash().substr(0, 16)});
+  }
+  return table.Render();
+}
+
+std::string FormatVerify(const v1::VerifyLedgerResponse& r) {
+  std::string out =
+      absl::StrCat("ledger ok: ", r.ok() ? "yes" : "NO", "\nrows checked: ", r.rows_checked(),
+                   "\nhead hash: ", r.head_hash(), "\n");
+  if (!r.ok()) {
+    absl::StrAppend(&out, "first bad seq: ", r.first_bad_seq(), "\nproblem: ", r.message(), "\n");
+  } else if (!r.message().empty()) {
+    absl::StrAppend(&out, "note: ", r.message(), "\n");
+  }
+  return out;
+}
+
+namespace {
+
+std::string SolverName(v1::SpSolverKind solver) {
+  switch (solver) {
+    case v1::SP_SOLVER_LINEAR_PROGRAM:
+      return "lp";
+    case v1::SP_SOLVER_QUANTILE:
+      return "quantile";
+    default:
+      return "auto";
+  }
+}
+
+std::string FormatStatisticalParity(const v1::StatisticalParityPostProcessor& sp) {
+  const double width = sp.bins() > 0 ? (sp.hi() - sp.lo()) / sp.bins() : 0;
+  std::string out = absl::StrCat(
+      "statistical-parity post-processor over [", absl::StrJoin(sp.attributes(), ", "),
+      "]: n=", sp.n(), " epsilon=", Num(sp.epsilon()), " alpha=", Num(sp.alpha()),
+      " solver=", SolverName(sp.solver()), "\nscore grid: [", Num(sp.lo()), ", ", Num(sp.hi()),
+      "] in ", sp.bins(), " bins of width ", Num(width), "; scores clipped: ", sp.scores_clipped(),
+      "\nobjective (noisy squared-error cost of the repair): ", Num(sp.objective()), "\n");
+  // Means of a pmf over the bin centres: the group's scores before and after the repair.
+  auto mean = [&](const google::protobuf::RepeatedField<double>& pmf) {
+    double m = 0;
+    for (int j = 0; j < pmf.size(); ++j) m += pmf[j] * (sp.lo() + (j + 0.5) * width);
+    return m;
+  };
+  TextTable table({"GROUP", "WEIGHT", "NOISY_N", "MEAN_BEFORE", "MEAN_AFTER"});
+  for (const v1::StatisticalParityGroup& g : sp.groups()) {
+    int64_t noisy_n = 0;
+    for (int64_t c : g.noisy_counts()) noisy_n += c;
+    table.AddRow({g.group(), absl::StrFormat("%.4f", g.weight()), absl::StrCat(noisy_n),
+                  Num(mean(g.pmf())), Num(mean(g.target()))});
+  }
+  out += table.Render();
+  for (const std::string& w : sp.warnings()) absl::StrAppend(&out, "warning: ", w, "\n");
+  return out;
+}
+
+}  // namespace
+
+std::string FormatArtifact(const v1::Artifact& artifact) {
+  std::string out = absl::StrCat("artifact: ", artifact.id(), "\ndataset: ", artifact.dataset(),
+                                 "  company: ", artifact.company(),
+                                 "  created: ", FormatUnixSeconds(artifact.created_unix()),
+                                 "  ledger seq: ", artifact.ledger_seq(), "\n");
+  if (artifact.has_statistical_parity()) {
+    return out + FormatStatisticalParity(artifact.statistical_parity());
+  }
+  if (!artifact.has_equalized_odds()) return out + "(artifact has no known body)\n";
+  const v1::EqualizedOddsPostProcessor& eo = artifact.equalized_odds();
+  absl::StrAppend(&out, "equalized-odds post-processor over [",
+                  absl::StrJoin(eo.attributes(), ", "), "]: m=", eo.m(),
+                  " epsilon=", Num(eo.epsilon()), " gamma=", Num(eo.gamma()),
+                  " beta=", Num(eo.beta()), " reference=",
+                  eo.reference_group() < 0 ? std::string("all pairs")
+                                           : absl::StrCat("group ", eo.reference_group()),
+                  "\nnoisy error of the derived predictor: ", Num(eo.noisy_error()), "\n");
+  TextTable table({"GROUP", "P(1|PRED=0)", "P(1|PRED=1)", "NOISY_FPR", "NOISY_TPR", "DERIVED_FPR",
+                   "DERIVED_TPR", "FPR_SLACK", "TPR_SLACK", "N[P0,Y0]", "N[P0,Y1]", "N[P1,Y0]",
+                   "N[P1,Y1]"});
+  for (const v1::EqualizedOddsGroup& g : eo.groups()) {
+    auto f = [](double v) { return absl::StrFormat("%.4f", v); };
+    table.AddRow({g.group(), f(g.p_flip_to_1_given_0()), f(g.p_keep_1_given_1()), f(g.noisy_fpr()),
+                  f(g.noisy_tpr()), f(g.derived_fpr()), f(g.derived_tpr()), f(g.fpr_slack()),
+                  f(g.tpr_slack()), absl::StrCat(g.noisy_pred0_label0()),
+                  absl::StrCat(g.noisy_pred0_label1()), absl::StrCat(g.noisy_pred1_label0()),
+                  absl::StrCat(g.noisy_pred1_label1())});
+  }
+  out += table.Render();
+  for (const std::string& w : eo.warnings()) absl::StrAppend(&out, "warning: ", w, "\n");
+  return out;
+}
+
+}  // namespace fairvault::client::cli

@@ -1,0 +1,153 @@
+// Local report commands: `report audit` renders the JSON of an audit (classifier or
+// regressor) and `report sweep` a trade-off sweep CSV, each as a self-contained HTML page
+// with an SVG chart (client/report_html.h).
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "client/cli_common.h"
+#include "client/report_html.h"
+#include "core/util/status_macros.h"
+
+namespace fairvault::client::cli {
+namespace {
+
+report::Estimate ToEstimate(const v1::Interval& i) { return {i.estimate(), i.lo(), i.hi()}; }
+
+report::ClassifierAudit ToReport(const v1::ClassifierAuditReport& r, const std::string& dataset) {
+  report::ClassifierAudit audit;
+  audit.dataset = dataset;
+  audit.attributes.assign(r.attributes().begin(), r.attributes().end());
+  for (const v1::ClassifierGroupReport& g : r.groups()) {
+    audit.groups.push_back({g.group(), ToEstimate(g.selection_rate()), ToEstimate(g.tpr()),
+                            ToEstimate(g.fpr()), ToEstimate(g.error())});
+  }
+  audit.demographic_parity_violation = ToEstimate(r.demographic_parity_violation());
+  audit.equalized_odds_violation = ToEstimate(r.equalized_odds_violation());
+  audit.confidence = r.confidence();
+  audit.epsilon = r.epsilon();
+  audit.m = r.m();
+  return audit;
+}
+
+report::RegressorAudit ToReport(const v1::RegressorAuditReport& r, const std::string& dataset) {
+  report::RegressorAudit audit;
+  audit.dataset = dataset;
+  audit.attributes.assign(r.attributes().begin(), r.attributes().end());
+  for (const v1::RegressorGroupReport& g : r.groups()) {
+    audit.groups.push_back(
+        {g.group(), ToEstimate(g.mean()), {g.histogram().begin(), g.histogram().end()}});
+  }
+  audit.max_ks = ToEstimate(r.max_ks());
+  audit.confidence = r.confidence();
+  audit.epsilon = r.epsilon();
+  audit.n = r.n();
+  audit.lo = r.lo();
+  audit.hi = r.hi();
+  audit.bins = r.bins();
+  audit.scores_clipped = r.scores_clipped();
+  return audit;
+}
+
+struct RenderedAudit {
+  std::string html;
+  std::string kind;
+  int groups = 0;
+};
+
+// Accepts what `audit classifier|regressor --out` or `--json` wrote (the whole response) or
+// a bare report. The parser refuses unknown fields, so a regressor's JSON never reads as a
+// classifier's.
+absl::StatusOr<RenderedAudit> RenderAuditFile(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string json, ReadFileToString(path));
+  RenderedAudit out;
+  const v1::ClassifierAuditReport* classifier = nullptr;
+  const v1::RegressorAuditReport* regressor = nullptr;
+  std::string dataset;
+  v1::AuditClassifierResponse classifier_response;
+  v1::AuditRegressorResponse regressor_response;
+  v1::ClassifierAuditReport classifier_report;
+  v1::RegressorAuditReport regressor_report;
+  if (FromJson(json, path, classifier_response).ok() &&
+      !classifier_response.report().groups().empty()) {
+    classifier = &classifier_response.report();
+    dataset = classifier_response.charge().budget_after().dataset();
+  } else if (FromJson(json, path, regressor_response).ok() &&
+             !regressor_response.report().groups().empty()) {
+    regressor = &regressor_response.report();
+    dataset = regressor_response.charge().budget_after().dataset();
+  } else if (FromJson(json, path, classifier_report).ok() && !classifier_report.groups().empty()) {
+    classifier = &classifier_report;
+  } else if (FromJson(json, path, regressor_report).ok() && !regressor_report.groups().empty()) {
+    regressor = &regressor_report;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": not an audit with groups (expected the JSON written by `fairvault audit classifier "
+        "--out` or `fairvault audit regressor --out`, or its report)"));
+  }
+  if (classifier != nullptr) {
+    ASSIGN_OR_RETURN(out.html, report::RenderClassifierAuditHtml(ToReport(*classifier, dataset)));
+    out.kind = "classifier";
+    out.groups = classifier->groups_size();
+  } else {
+    ASSIGN_OR_RETURN(out.html, report::RenderRegressorAuditHtml(ToReport(*regressor, dataset)));
+    out.kind = "regressor";
+    out.groups = regressor->groups_size();
+  }
+  return out;
+}
+
+absl::Status ReportAudit(Context& ctx) {
+  const std::string out_path = ctx.flags().Get("out");
+  ASSIGN_OR_RETURN(const RenderedAudit rendered, RenderAuditFile(ctx.flags().Get("audit")));
+  RETURN_IF_ERROR(WriteStringToFile(out_path, rendered.html));
+  std::cout << "wrote " << out_path << " (" << rendered.kind << " audit, " << rendered.groups
+            << " groups)\n";
+  return absl::OkStatus();
+}
+
+absl::Status ReportSweep(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  const std::string path = flags.Get("csv");
+  const std::string out_path = flags.Get("out");
+  ASSIGN_OR_RETURN(const CsvTable table, ReadCsvFile(path));
+  ASSIGN_OR_RETURN(report::Sweep sweep, report::SweepFromCsv(table, path));
+  if (flags.Has("title")) sweep.title = flags.Get("title");
+  if (flags.Has("x-label")) sweep.x_label = flags.Get("x-label");
+  if (flags.Has("y-label")) sweep.y_label = flags.Get("y-label");
+  ASSIGN_OR_RETURN(const std::string html, report::RenderSweepHtml(sweep));
+  RETURN_IF_ERROR(WriteStringToFile(out_path, html));
+  std::cout << "wrote " << out_path << " (" << sweep.points.size() << " points)\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<Command> ReportCommands() {
+  return {
+      {"report audit",
+       "render an audit as a self-contained HTML page with a chart",
+       "Reads the JSON written by `audit classifier --out` or `audit regressor --out` (or\n"
+       "--json). Classifier: per-group rates and the DP/EO violations with confidence\n"
+       "intervals; regressor: per-group histograms and means. No external resources.",
+       {{"audit", "FILE.json", "audit response (or report) as JSON", true},
+        {"out", "FILE.html", "where to write the page", true}},
+       false,
+       ReportAudit},
+      {"report sweep",
+       "render a privacy/fairness trade-off sweep as an HTML page with a chart",
+       "CSV columns: epsilon, error, violation (epsilon may be inf); optional series (one\n"
+       "colour and legend entry each) and error_lo, error_hi, violation_lo, violation_hi\n"
+       "(confidence intervals; empty cells for none). Plots violation against error, each\n"
+       "point labelled with its epsilon.",
+       {{"csv", "FILE", "sweep points", true},
+        {"out", "FILE.html", "where to write the page", true},
+        {"title", "TEXT", "page title"},
+        {"x-label", "TEXT", "x-axis title (default: error)"},
+        {"y-label", "TEXT", "y-axis title (default: fairness violation)"}},
+       false,
+       ReportSweep},
+  };
+}
+
+}  // namespace fairvault::client::cli

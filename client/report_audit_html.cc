@@ -1,0 +1,269 @@
+// The audit reports: a forest plot of a classifier audit (per-group rates and the two
+// violations with confidence intervals), and a regressor audit's per-group histograms and
+// means. Declared in report_html.h.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/report_html.h"
+#include "client/report_svg.h"
+
+namespace fairvault::client::report {
+namespace {
+
+constexpr const char* kViolationColour = "#333333";
+
+std::string Percent(double confidence) { return absl::StrCat(FormatNumber(100 * confidence), "%"); }
+
+std::string Attributes(const std::vector<std::string>& attributes) {
+  return attributes.empty() ? "(all)" : absl::StrJoin(attributes, ", ");
+}
+
+std::string IntervalText(const Estimate& e) { return FormatInterval(e.estimate, e.lo, e.hi); }
+
+// The finite ends of the estimates, for an axis extent.
+void AddExtent(const Estimate& e, std::vector<double>& values) {
+  for (double v : {e.estimate, e.lo, e.hi}) {
+    if (std::isfinite(v)) values.push_back(v);
+  }
+}
+
+// A point with its horizontal whisker at row y; nothing when the estimate is not finite.
+void AppendRowEstimate(std::string& svg, const LinearScale& x, double y, const Estimate& e,
+                       const char* colour, absl::string_view tooltip) {
+  if (!std::isfinite(e.estimate)) return;
+  AppendHorizontalWhisker(svg, x(e.lo), x(e.hi), y, colour);
+  AppendMark(svg, x(e.estimate), y, colour, absl::StrCat(tooltip, ": ", IntervalText(e)));
+}
+
+void AppendRowLabel(std::string& svg, double x, double y, absl::string_view text) {
+  absl::StrAppendFormat(&svg,
+                        "<text class=\"row-label\" x=\"%.2f\" y=\"%.2f\" "
+                        "text-anchor=\"end\">%s</text>",
+                        x, y + 4, HtmlEscape(text));
+}
+
+std::vector<std::pair<std::string, std::string>> GroupMeta(absl::string_view dataset,
+                                                           const std::vector<std::string>& attrs,
+                                                           double epsilon, double confidence) {
+  std::vector<std::pair<std::string, std::string>> meta;
+  if (!dataset.empty()) meta.push_back({"dataset", std::string(dataset)});
+  meta.push_back({"groups over", Attributes(attrs)});
+  meta.push_back({"\u03b5", FormatNumber(epsilon)});
+  meta.push_back({"confidence", Percent(confidence)});
+  return meta;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RenderClassifierAuditHtml(const ClassifierAudit& audit) {
+  if (audit.groups.empty()) return absl::InvalidArgumentError("the audit has no groups to plot");
+  struct Metric {
+    const char* label;
+    Estimate ClassifierGroup::*field;
+  };
+  const Metric metrics[] = {{"selection rate", &ClassifierGroup::selection_rate},
+                            {"TPR", &ClassifierGroup::tpr},
+                            {"FPR", &ClassifierGroup::fpr},
+                            {"error", &ClassifierGroup::error}};
+  const size_t groups = audit.groups.size();
+  std::vector<double> extent = {0, 1};
+  for (const ClassifierGroup& g : audit.groups) {
+    for (const Metric& m : metrics) AddExtent(g.*(m.field), extent);
+  }
+  AddExtent(audit.demographic_parity_violation, extent);
+  AddExtent(audit.equalized_odds_violation, extent);
+
+  // One band per metric with a row per group, then one band per violation.
+  constexpr double kWidth = 880, kRow = 16, kViolationBand = 32;
+  const double metric_band = static_cast<double>(groups) * kRow + 16;
+  const Rect area{140, 20, kWidth - 140 - 210, 4 * metric_band + 2 * kViolationBand};
+  const double height = area.bottom() + 60;
+  const auto [lo_it, hi_it] = std::minmax_element(extent.begin(), extent.end());
+  const LinearScale x = LinearScale::Nice(*lo_it, *hi_it, area.left, area.right(), 5);
+
+  std::string svg = SvgOpen(kWidth, height, "classifier fairness audit");
+  for (int band = 0; band < 6; band += 2) {  // shade every other band
+    const double top =
+        area.top + (band < 4 ? band * metric_band : 4 * metric_band + (band - 4) * kViolationBand);
+    const double h = band < 4 ? metric_band : kViolationBand;
+    absl::StrAppendFormat(&svg,
+                          "<rect class=\"band\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
+                          "height=\"%.2f\"/>",
+                          area.left, top, area.width, h);
+  }
+  AppendXAxis(svg, x, area,
+              absl::StrCat("estimate with ", Percent(audit.confidence), " confidence interval"));
+  std::string plot = "<g id=\"plot\">";
+  for (size_t m = 0; m < 4; ++m) {
+    const double top = area.top + static_cast<double>(m) * metric_band;
+    AppendRowLabel(svg, area.left - 10, top + metric_band / 2, metrics[m].label);
+    for (size_t g = 0; g < groups; ++g) {
+      const ClassifierGroup& group = audit.groups[g];
+      AppendRowEstimate(plot, x, top + 8 + (static_cast<double>(g) + 0.5) * kRow,
+                        group.*(metrics[m].field), SeriesColour(g),
+                        absl::StrCat(group.name, " ", metrics[m].label));
+    }
+  }
+  const std::pair<const char*, const Estimate*> violations[] = {
+      {"DP violation", &audit.demographic_parity_violation},
+      {"EO violation", &audit.equalized_odds_violation}};
+  for (size_t v = 0; v < 2; ++v) {
+    const double y = area.top + 4 * metric_band + (static_cast<double>(v) + 0.5) * kViolationBand;
+    AppendRowLabel(svg, area.left - 10, y, violations[v].first);
+    AppendRowEstimate(plot, x, y, *violations[v].second, kViolationColour, violations[v].first);
+  }
+  svg += plot + "</g>";
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (size_t g = 0; g < groups; ++g) legend.push_back({audit.groups[g].name, SeriesColour(g)});
+  legend.push_back({"max over group pairs", kViolationColour});
+  AppendLegend(svg, area.right() + 24, area.top + 4, legend);
+  svg += "</svg>";
+
+  std::string body =
+      absl::StrCat("<table><caption>Per-group estimates (", Percent(audit.confidence),
+                   " confidence intervals)</caption><tr><th>group</th>");
+  for (const Metric& m : metrics) absl::StrAppend(&body, "<th>", m.label, "</th>");
+  body += "</tr>";
+  for (const ClassifierGroup& g : audit.groups) {
+    absl::StrAppend(&body, "<tr><td>", HtmlEscape(g.name), "</td>");
+    for (const Metric& m : metrics) {
+      absl::StrAppend(&body, "<td>", HtmlEscape(IntervalText(g.*(m.field))), "</td>");
+    }
+    body += "</tr>";
+  }
+  absl::StrAppend(&body,
+                  "</table><table><caption>Fairness violations</caption>"
+                  "<tr><th>measure</th><th>estimate</th></tr>"
+                  "<tr><td>demographic parity: max |selection<sub>a</sub> \u2212 "
+                  "selection<sub>b</sub>|</td><td>",
+                  HtmlEscape(IntervalText(audit.demographic_parity_violation)),
+                  "</td></tr><tr><td>equalized odds: max(|\u0394TPR|, |\u0394FPR|)</td><td>",
+                  HtmlEscape(IntervalText(audit.equalized_odds_violation)), "</td></tr></table>");
+  std::vector<std::pair<std::string, std::string>> meta =
+      GroupMeta(audit.dataset, audit.attributes, audit.epsilon, audit.confidence);
+  meta.push_back({"m", absl::StrCat(audit.m)});
+  return HtmlPage(
+      "Classifier fairness audit", meta, svg,
+      "Per-group selection rate, true- and false-positive rates and error of the classifier, "
+      "and the demographic-parity (DP) and equalized-odds (EO) violations, from one "
+      "differentially private release; whiskers are confidence intervals covering the DP "
+      "noise and sampling error.",
+      body);
+}
+
+absl::StatusOr<std::string> RenderRegressorAuditHtml(const RegressorAudit& audit) {
+  if (audit.groups.empty()) return absl::InvalidArgumentError("the audit has no groups to plot");
+  if (!std::isfinite(audit.lo) || !std::isfinite(audit.hi) || audit.lo >= audit.hi) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the score range must be finite with lo < hi (got [", audit.lo, ", ", audit.hi, "])"));
+  }
+  double max_mass = 0;
+  for (const RegressorGroup& g : audit.groups) {
+    if (audit.bins < 1 || g.histogram.size() != static_cast<size_t>(audit.bins)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("group '", g.name, "' has ", g.histogram.size(),
+                       " histogram bins; the audit has ", audit.bins));
+    }
+    for (double p : g.histogram) {
+      if (std::isfinite(p)) max_mass = std::max(max_mass, p);
+    }
+  }
+  std::vector<double> extent = {audit.lo, audit.hi};
+  for (const RegressorGroup& g : audit.groups) AddExtent(g.mean, extent);
+  const auto [lo_it, hi_it] = std::minmax_element(extent.begin(), extent.end());
+
+  constexpr double kWidth = 880, kRow = 22;
+  const size_t groups = audit.groups.size();
+  const Rect hist{130, 34, kWidth - 130 - 210, 240};
+  const Rect means{hist.left, hist.bottom() + 96, hist.width,
+                   static_cast<double>(groups) * kRow + 12};
+  const double height = means.bottom() + 60;
+  const LinearScale x = LinearScale::Nice(*lo_it, *hi_it, hist.left, hist.right(), 6);
+  const LinearScale y = LinearScale::Nice(0, max_mass, hist.bottom(), hist.top, 5);
+  const double width = (audit.hi - audit.lo) / audit.bins;
+
+  std::string svg = SvgOpen(kWidth, height, "regressor fairness audit");
+  absl::StrAppendFormat(&svg,
+                        "<text class=\"panel-title\" x=\"%.2f\" y=\"%.2f\">Score histogram by "
+                        "group</text><text class=\"panel-title\" x=\"%.2f\" y=\"%.2f\">Mean "
+                        "score by group (%s confidence interval)</text>",
+                        hist.left, hist.top - 14, means.left, means.top - 14,
+                        HtmlEscape(Percent(audit.confidence)));
+  AppendXAxis(svg, x, hist, "score");
+  AppendYAxis(svg, y, hist, "share of the group");
+  AppendXAxis(svg, x, means, "mean score");
+  std::string plot = "<g id=\"plot\">";
+  for (size_t g = 0; g < groups; ++g) {
+    const RegressorGroup& group = audit.groups[g];
+    const char* colour = SeriesColour(g);
+    // The histogram's outline: up at the first edge, across each bin, down at the last.
+    if (std::all_of(group.histogram.begin(), group.histogram.end(),
+                    [](double p) { return std::isfinite(p); })) {
+      std::string d = absl::StrFormat("M%.2f %.2f", x(audit.lo), y(0));
+      for (int j = 0; j < audit.bins; ++j) {
+        absl::StrAppendFormat(&d, "V%.2fH%.2f", y(group.histogram[j]),
+                              x(audit.lo + (j + 1) * width));
+      }
+      absl::StrAppendFormat(&d, "V%.2f", y(0));
+      absl::StrAppendFormat(&plot,
+                            "<path class=\"mark hist\" d=\"%s\" fill=\"none\" stroke=\"%s\" "
+                            "stroke-width=\"2\" stroke-opacity=\"0.85\"><title>%s</title></path>",
+                            d, colour, HtmlEscape(group.name));
+    }
+    const double row_y = means.top + 6 + (static_cast<double>(g) + 0.5) * kRow;
+    AppendRowLabel(svg, means.left - 10, row_y, group.name);
+    AppendRowEstimate(plot, x, row_y, group.mean, colour, absl::StrCat(group.name, " mean"));
+  }
+  svg += plot + "</g>";
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (size_t g = 0; g < groups; ++g) legend.push_back({audit.groups[g].name, SeriesColour(g)});
+  AppendLegend(svg, hist.right() + 24, hist.top + 4, legend);
+  svg += "</svg>";
+
+  std::string body = absl::StrCat("<table><caption>Per-group means (", Percent(audit.confidence),
+                                  " confidence intervals)</caption><tr><th>group</th>"
+                                  "<th>mean</th></tr>");
+  for (const RegressorGroup& g : audit.groups) {
+    absl::StrAppend(&body, "<tr><td>", HtmlEscape(g.name), "</td><td>",
+                    HtmlEscape(IntervalText(g.mean)), "</td></tr>");
+  }
+  absl::StrAppend(&body, "<tr><td>max pairwise KS distance</td><td>",
+                  HtmlEscape(IntervalText(audit.max_ks)), "</td></tr></table>");
+  if (audit.bins <= 50) {
+    body += "<table><caption>Histograms (share of each group per bin)</caption><tr><th>bin</th>";
+    for (const RegressorGroup& g : audit.groups) {
+      absl::StrAppend(&body, "<th>", HtmlEscape(g.name), "</th>");
+    }
+    body += "</tr>";
+    for (int j = 0; j < audit.bins; ++j) {
+      absl::StrAppend(&body, "<tr><td>[", FormatNumber(audit.lo + j * width), ", ",
+                      FormatNumber(audit.lo + (j + 1) * width), j + 1 == audit.bins ? "]" : ")",
+                      "</td>");
+      for (const RegressorGroup& g : audit.groups) {
+        absl::StrAppend(&body, "<td>", FormatNumber(g.histogram[j], 3), "</td>");
+      }
+      body += "</tr>";
+    }
+    body += "</table>";
+  }
+  std::vector<std::pair<std::string, std::string>> meta =
+      GroupMeta(audit.dataset, audit.attributes, audit.epsilon, audit.confidence);
+  meta.push_back({"n", absl::StrCat(audit.n)});
+  meta.push_back({"range", absl::StrCat("[", FormatNumber(audit.lo), ", ", FormatNumber(audit.hi),
+                                        "], ", audit.bins, " bins")});
+  meta.push_back({"clipped", absl::StrCat(audit.scores_clipped)});
+  meta.push_back({"max KS", IntervalText(audit.max_ks)});
+  return HtmlPage("Regressor fairness audit", meta, svg,
+                  "Per-group score histograms (the released noisy counts, repaired into "
+                  "distributions) and per-group mean scores from one differentially private "
+                  "release; whiskers are confidence intervals covering the DP noise and "
+                  "sampling error.",
+                  body);
+}
+
+}  // namespace fairvault::client::report

@@ -1,0 +1,235 @@
+// The trade-off sweep report and its CSV input; the audit reports are in
+// report_audit_html.cc.
+#include "client/report_html.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/report_svg.h"
+
+namespace fairvault::client::report {
+namespace {
+
+// The column's index, or -1 when the header lacks it.
+int OptionalColumn(const CsvTable& table, absl::string_view name) {
+  absl::StatusOr<size_t> index = table.ColumnIndex(name);
+  return index.ok() ? static_cast<int>(*index) : -1;
+}
+
+absl::Status CellError(const CsvTable& table, absl::string_view source, size_t row, int column,
+                       absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(source, ":", table.row_lines[row], ": column '",
+                                                 table.header[column], "' must be ", what,
+                                                 " (got '", table.rows[row][column], "')"));
+}
+
+absl::StatusOr<double> FiniteCell(const CsvTable& table, absl::string_view source, size_t row,
+                                  int column) {
+  double value = 0;
+  if (!absl::SimpleAtod(table.rows[row][column], &value) || !std::isfinite(value)) {
+    return CellError(table, source, row, column, "a finite number");
+  }
+  return value;
+}
+
+// An interval from two optional columns: none when both cells are empty.
+absl::StatusOr<std::optional<Range>> IntervalCells(const CsvTable& table, absl::string_view source,
+                                                   size_t row, int lo_column, int hi_column) {
+  if (lo_column < 0) return std::optional<Range>();
+  const bool lo_empty = table.rows[row][lo_column].empty();
+  const bool hi_empty = table.rows[row][hi_column].empty();
+  if (lo_empty && hi_empty) return std::optional<Range>();
+  if (lo_empty || hi_empty) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", table.row_lines[row], ": give both '", table.header[lo_column],
+                     "' and '", table.header[hi_column], "', or leave both empty"));
+  }
+  Range range;
+  absl::StatusOr<double> lo = FiniteCell(table, source, row, lo_column);
+  if (!lo.ok()) return lo.status();
+  absl::StatusOr<double> hi = FiniteCell(table, source, row, hi_column);
+  if (!hi.ok()) return hi.status();
+  if (*lo > *hi) {
+    return CellError(table, source, row, lo_column,
+                     absl::StrCat("<= ", table.header[hi_column], " (", *hi, ")"));
+  }
+  range.lo = *lo;
+  range.hi = *hi;
+  return std::optional<Range>(range);
+}
+
+std::string EpsilonLabel(double epsilon) {
+  return std::isinf(epsilon) ? "\u03b5=\u221e" : absl::StrCat("\u03b5=", FormatNumber(epsilon));
+}
+
+// [min, max] of the values and interval ends, padded by 3% (not below 0 if all are >= 0).
+std::pair<double, double> PaddedExtent(const std::vector<double>& values) {
+  const auto [lo_it, hi_it] = std::minmax_element(values.begin(), values.end());
+  double lo = *lo_it, hi = *hi_it;
+  const double pad = 0.03 * (hi - lo);
+  return {lo >= 0 ? std::max(0.0, lo - pad) : lo - pad, hi + pad};
+}
+
+}  // namespace
+
+absl::StatusOr<Sweep> SweepFromCsv(const CsvTable& table, absl::string_view source) {
+  int required[3];
+  const char* names[3] = {"epsilon", "error", "violation"};
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<size_t> index = table.ColumnIndex(names[i]);
+    if (!index.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": ", index.status().message()));
+    }
+    required[i] = static_cast<int>(*index);
+  }
+  const int series = OptionalColumn(table, "series");
+  int ends[4];
+  const char* end_names[4] = {"error_lo", "error_hi", "violation_lo", "violation_hi"};
+  for (int i = 0; i < 4; ++i) ends[i] = OptionalColumn(table, end_names[i]);
+  for (int i = 0; i < 4; i += 2) {
+    if ((ends[i] < 0) != (ends[i + 1] < 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": give both columns ", end_names[i],
+                                                     " and ", end_names[i + 1], ", or neither"));
+    }
+  }
+  if (table.rows.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": no points (only a header row)"));
+  }
+  Sweep sweep;
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    SweepPoint point;
+    if (series >= 0) point.series = table.rows[r][series];
+    double epsilon = 0;
+    if (!absl::SimpleAtod(table.rows[r][required[0]], &epsilon) || std::isnan(epsilon) ||
+        epsilon <= 0) {
+      return CellError(table, source, r, required[0], "> 0 (or inf)");
+    }
+    point.epsilon = epsilon;
+    absl::StatusOr<double> error = FiniteCell(table, source, r, required[1]);
+    if (!error.ok()) return error.status();
+    absl::StatusOr<double> violation = FiniteCell(table, source, r, required[2]);
+    if (!violation.ok()) return violation.status();
+    point.error = *error;
+    point.violation = *violation;
+    absl::StatusOr<std::optional<Range>> error_ci =
+        IntervalCells(table, source, r, ends[0], ends[1]);
+    if (!error_ci.ok()) return error_ci.status();
+    absl::StatusOr<std::optional<Range>> violation_ci =
+        IntervalCells(table, source, r, ends[2], ends[3]);
+    if (!violation_ci.ok()) return violation_ci.status();
+    point.error_ci = *error_ci;
+    point.violation_ci = *violation_ci;
+    sweep.points.push_back(std::move(point));
+  }
+  return sweep;
+}
+
+absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
+  if (sweep.points.empty()) return absl::InvalidArgumentError("the sweep has no points to plot");
+  for (const SweepPoint& p : sweep.points) {
+    if (!std::isfinite(p.error) || !std::isfinite(p.violation) || std::isnan(p.epsilon)) {
+      return absl::InvalidArgumentError(absl::StrCat("sweep point of series '", p.series,
+                                                     "' at epsilon ", p.epsilon,
+                                                     " has a non-finite error or violation"));
+    }
+  }
+  // Series in order of first appearance; points of a series joined in order of epsilon.
+  std::vector<std::string> series;
+  std::map<std::string, std::vector<size_t>> members;
+  for (size_t i = 0; i < sweep.points.size(); ++i) {
+    const std::string& name = sweep.points[i].series;
+    if (members.find(name) == members.end()) series.push_back(name);
+    members[name].push_back(i);
+  }
+  std::vector<double> xs, ys;
+  for (const SweepPoint& p : sweep.points) {
+    xs.push_back(p.error);
+    ys.push_back(p.violation);
+    if (p.error_ci) xs.insert(xs.end(), {p.error_ci->lo, p.error_ci->hi});
+    if (p.violation_ci) ys.insert(ys.end(), {p.violation_ci->lo, p.violation_ci->hi});
+  }
+
+  constexpr double kWidth = 880, kHeight = 520;
+  const Rect area{80, 30, kWidth - 80 - 210, kHeight - 30 - 70};
+  const auto [x_min, x_max] = PaddedExtent(xs);
+  const auto [y_min, y_max] = PaddedExtent(ys);
+  const LinearScale x = LinearScale::Nice(x_min, x_max, area.left, area.right(), 6);
+  const LinearScale y = LinearScale::Nice(y_min, y_max, area.bottom(), area.top, 6);
+
+  std::string svg = SvgOpen(kWidth, kHeight, sweep.title);
+  AppendXAxis(svg, x, area, sweep.x_label);
+  AppendYAxis(svg, y, area, sweep.y_label);
+  svg += "<g id=\"plot\">";
+  std::vector<std::pair<std::string, std::string>> legend;
+  std::string body =
+      "<table><caption>Points</caption><tr><th>series</th><th>\u03b5</th><th>error</th>"
+      "<th>violation</th></tr>";
+  for (size_t s = 0; s < series.size(); ++s) {
+    const char* colour = SeriesColour(s);
+    const std::string name = series[s].empty() ? "points" : series[s];
+    legend.push_back({name, colour});
+    std::vector<size_t> order = members[series[s]];
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return sweep.points[a].epsilon < sweep.points[b].epsilon;
+    });
+    std::string polyline;
+    for (size_t i : order) {
+      absl::StrAppendFormat(&polyline, "%.2f,%.2f ", x(sweep.points[i].error),
+                            y(sweep.points[i].violation));
+    }
+    absl::StrAppendFormat(&svg,
+                          "<polyline class=\"line\" points=\"%s\" fill=\"none\" stroke=\"%s\" "
+                          "stroke-width=\"1.5\" stroke-opacity=\"0.7\"/>",
+                          polyline, colour);
+    for (size_t i : order) {
+      const SweepPoint& p = sweep.points[i];
+      const double px = x(p.error), py = y(p.violation);
+      if (p.error_ci)
+        AppendHorizontalWhisker(svg, x(p.error_ci->lo), x(p.error_ci->hi), py, colour);
+      if (p.violation_ci) {
+        AppendVerticalWhisker(svg, px, y(p.violation_ci->lo), y(p.violation_ci->hi), colour);
+      }
+      const std::string error_text = p.error_ci
+                                         ? FormatInterval(p.error, p.error_ci->lo, p.error_ci->hi)
+                                         : FormatNumber(p.error);
+      const std::string violation_text =
+          p.violation_ci ? FormatInterval(p.violation, p.violation_ci->lo, p.violation_ci->hi)
+                         : FormatNumber(p.violation);
+      AppendMark(svg, px, py, colour,
+                 absl::StrCat(name, " ", EpsilonLabel(p.epsilon), ": error ", error_text,
+                              ", violation ", violation_text));
+      // Labels of points near the right edge go to their left, clear of the legend.
+      const bool left = px > area.left + 0.85 * area.width;
+      absl::StrAppendFormat(&svg,
+                            "<text class=\"pt-label\" x=\"%.2f\" y=\"%.2f\" "
+                            "text-anchor=\"%s\">%s</text>",
+                            left ? px - 7 : px + 7, py - 7, left ? "end" : "start",
+                            HtmlEscape(EpsilonLabel(p.epsilon)));
+      absl::StrAppend(&body, "<tr><td>", HtmlEscape(name), "</td><td>",
+                      std::isinf(p.epsilon) ? "\u221e" : FormatNumber(p.epsilon), "</td><td>",
+                      HtmlEscape(error_text), "</td><td>", HtmlEscape(violation_text),
+                      "</td></tr>");
+    }
+  }
+  svg += "</g>";
+  AppendLegend(svg, area.right() + 24, area.top + 4, legend);
+  svg += "</svg>";
+  body += "</table>";
+  return HtmlPage(
+      sweep.title,
+      {{"points", absl::StrCat(sweep.points.size())}, {"series", absl::StrCat(series.size())}}, svg,
+      absl::StrCat(sweep.y_label, " against ", sweep.x_label,
+                   "; each point is labelled with its privacy budget \u03b5, points of "
+                   "a series are joined in order of \u03b5, whiskers are confidence "
+                   "intervals where given."),
+      body);
+}
+
+}  // namespace fairvault::client::report

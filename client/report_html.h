@@ -1,0 +1,105 @@
+// Self-contained HTML reports (inline CSS, inline SVG chart, one inline script, no external
+// resources): a private fairness audit of a classifier or a regressor, and a privacy/fairness
+// trade-off sweep. Pure functions of already-parsed data: the CLI converts protos and CSV
+// files into these structs.
+//
+// Every page has one chart <svg id="chart"> whose data marks (class "mark") sit inside
+// <g id="plot">. After load, the inline script sets on <body> data-chart-width and
+// data-chart-height (the bounding box of #plot) and data-points (the number of marks), so a
+// headless browser can prove the chart was laid out.
+#ifndef FAIRVAULT_CLIENT_REPORT_HTML_H_
+#define FAIRVAULT_CLIENT_REPORT_HTML_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "client/csv.h"
+
+namespace fairvault::client::report {
+
+// A point estimate with its two-sided confidence interval. Non-finite values are shown as
+// "n/a" and not plotted.
+struct Estimate {
+  double estimate = 0;
+  double lo = 0;
+  double hi = 0;
+};
+
+struct ClassifierGroup {
+  std::string name;
+  Estimate selection_rate, tpr, fpr, error;
+};
+
+// A classifier audit (the fields of fairvault.v1.ClassifierAuditReport).
+struct ClassifierAudit {
+  std::string dataset;  // optional
+  std::vector<std::string> attributes;
+  std::vector<ClassifierGroup> groups;
+  Estimate demographic_parity_violation;
+  Estimate equalized_odds_violation;
+  double confidence = 0.95;
+  double epsilon = 0;
+  int64_t m = 0;
+};
+
+struct RegressorGroup {
+  std::string name;
+  Estimate mean;
+  std::vector<double> histogram;  // pmf over the bins
+};
+
+// A regressor audit (the fields of fairvault.v1.RegressorAuditReport).
+struct RegressorAudit {
+  std::string dataset;  // optional
+  std::vector<std::string> attributes;
+  std::vector<RegressorGroup> groups;
+  Estimate max_ks;
+  double confidence = 0.95;
+  double epsilon = 0;
+  int64_t n = 0;
+  double lo = 0, hi = 1;
+  int bins = 0;
+  int64_t scores_clipped = 0;
+};
+
+struct Range {
+  double lo = 0, hi = 0;
+};
+
+// One point of a trade-off sweep: a model's error against its fairness violation at one ε.
+struct SweepPoint {
+  std::string series;  // empty: the one unnamed series
+  double epsilon = 0;  // > 0; +inf for the non-private reference
+  double error = 0;
+  double violation = 0;
+  std::optional<Range> error_ci, violation_ci;
+};
+
+struct Sweep {
+  std::string title = "Privacy / fairness trade-off";
+  std::string x_label = "error";
+  std::string y_label = "fairness violation";
+  std::vector<SweepPoint> points;
+};
+
+// A sweep from CSV columns epsilon, error, violation (required; epsilon > 0, "inf" allowed)
+// and optional series, error_lo, error_hi, violation_lo, violation_hi (an empty cell means no
+// interval; an interval needs both ends). InvalidArgument naming source and line.
+absl::StatusOr<Sweep> SweepFromCsv(const CsvTable& table, absl::string_view source);
+
+// The pages. Marks in #plot: classifier, 4 per group (selection rate, TPR, FPR, error) plus
+// the demographic-parity and equalized-odds violations; regressor, 2 per group (histogram
+// line, mean); sweep, 1 per point. Non-finite estimates are not plotted. InvalidArgument
+// when there is nothing to plot (no groups or points; for a regressor lo >= hi or a group
+// whose histogram length differs from `bins`).
+absl::StatusOr<std::string> RenderClassifierAuditHtml(const ClassifierAudit& audit);
+absl::StatusOr<std::string> RenderRegressorAuditHtml(const RegressorAudit& audit);
+absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep);
+
+}  // namespace fairvault::client::report
+
+#endif  // FAIRVAULT_CLIENT_REPORT_HTML_H_

@@ -1,0 +1,238 @@
+// Tests of the HTML reports: escaping, one mark per point or estimate, axes and legend, the
+// sweep CSV reader, and validation.
+#include "client/report_html.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/report_svg.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fairvault::client::report {
+namespace {
+
+using ::fairvault::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+int Count(const std::string& haystack, const std::string& needle) {
+  int n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+// The inside of <g id="plot">...</g> (marks never nest groups).
+std::string Plot(const std::string& html) {
+  const size_t begin = html.find("<g id=\"plot\">");
+  const size_t end = html.find("</g>", begin);
+  return begin == std::string::npos ? "" : html.substr(begin, end - begin);
+}
+
+SweepPoint Point(std::string series, double epsilon, double error, double violation) {
+  SweepPoint p;
+  p.series = std::move(series);
+  p.epsilon = epsilon;
+  p.error = error;
+  p.violation = violation;
+  return p;
+}
+
+ClassifierAudit TwoGroupAudit() {
+  ClassifierAudit audit;
+  audit.attributes = {"sex"};
+  audit.groups = {
+      {"Female", {0.1, 0.09, 0.11}, {0.4, 0.35, 0.45}, {0.02, 0.01, 0.03}, {0.08, 0.07, 0.09}},
+      {"Male", {0.25, 0.24, 0.26}, {0.6, 0.57, 0.63}, {0.08, 0.07, 0.09}, {0.17, 0.16, 0.18}}};
+  audit.demographic_parity_violation = {0.15, 0.13, 0.17};
+  audit.equalized_odds_violation = {0.2, 0.12, 0.28};
+  audit.epsilon = 1;
+  audit.m = 1000;
+  return audit;
+}
+
+TEST(HtmlEscapeTest, EscapesTheFiveSpecialCharacters) {
+  EXPECT_EQ(HtmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
+  EXPECT_EQ(HtmlEscape("plain ε=0.5"), "plain ε=0.5");
+}
+
+TEST(LinearScaleTest, WidensToNiceTicks) {
+  const LinearScale x = LinearScale::Nice(0.0215, 0.0371, 0, 100, 5);
+  EXPECT_DOUBLE_EQ(x.domain_lo(), 0.02);
+  EXPECT_DOUBLE_EQ(x.domain_hi(), 0.04);
+  ASSERT_EQ(x.ticks().size(), 5u);
+  EXPECT_EQ(x.TickLabel(x.ticks()[1]), "0.025");
+  EXPECT_DOUBLE_EQ(x(0.03), 50);
+  // A degenerate range still gets an axis.
+  const LinearScale y = LinearScale::Nice(0, 0, 100, 0);
+  EXPECT_LT(y.domain_lo(), y.domain_hi());
+  EXPECT_EQ(y.TickLabel(0), "0");
+}
+
+TEST(RenderSweepTest, OneMarkPerPointAndOneLegendEntryPerSeries) {
+  Sweep sweep;
+  for (double eps : {1.0, 0.5, 0.1}) sweep.points.push_back(Point("law", eps, 0.03 / eps, eps));
+  sweep.points.push_back(Point("communities", std::numeric_limits<double>::infinity(), 0.02, 0.01));
+  sweep.points.push_back(Point("communities", 1, 0.025, 0.05));
+  absl::StatusOr<std::string> html = RenderSweepHtml(sweep);
+  ASSERT_OK(html);
+  EXPECT_EQ(Count(Plot(*html), "class=\"mark\""), 5);
+  EXPECT_EQ(Count(*html, "class=\"legend-entry\""), 2);
+  EXPECT_EQ(Count(Plot(*html), "<polyline"), 2);
+  EXPECT_THAT(*html, HasSubstr(">ε=∞</text>"));
+  EXPECT_THAT(*html, HasSubstr(">ε=0.1</text>"));
+}
+
+TEST(RenderSweepTest, HasAxisTitlesTicksAndTheLayoutScript) {
+  Sweep sweep;
+  sweep.points = {Point("", 1, 0.1, 0.2), Point("", 2, 0.12, 0.1)};
+  sweep.x_label = "test MSE";
+  sweep.y_label = "max KS";
+  absl::StatusOr<std::string> html = RenderSweepHtml(sweep);
+  ASSERT_OK(html);
+  EXPECT_THAT(*html, HasSubstr("class=\"axis-label\" x="));
+  EXPECT_THAT(*html, HasSubstr(">test MSE</text>"));
+  EXPECT_THAT(*html, HasSubstr(">max KS</text>"));
+  EXPECT_GE(Count(*html, "class=\"tick-label\""), 4);
+  EXPECT_EQ(Count(*html, "class=\"legend-entry\""), 1);
+  EXPECT_THAT(*html, HasSubstr("getBBox()"));
+  EXPECT_THAT(*html, HasSubstr("d.chartWidth="));
+  EXPECT_THAT(*html, HasSubstr("d.points="));
+}
+
+TEST(RenderSweepTest, EscapesUserTextAndLoadsNothingExternal) {
+  Sweep sweep;
+  sweep.title = "<script>alert(1)</script>";
+  sweep.x_label = "a & b";
+  sweep.points = {Point("<b>x\"", 1, 0.1, 0.2)};
+  absl::StatusOr<std::string> html = RenderSweepHtml(sweep);
+  ASSERT_OK(html);
+  EXPECT_THAT(*html, Not(HasSubstr("<script>alert")));
+  EXPECT_THAT(*html, HasSubstr("&lt;script&gt;alert(1)&lt;/script&gt;"));
+  EXPECT_THAT(*html, Not(HasSubstr("<b>x")));
+  EXPECT_THAT(*html, HasSubstr("&lt;b&gt;x&quot;"));
+  EXPECT_THAT(*html, HasSubstr(">a &amp; b</text>"));
+  EXPECT_EQ(Count(*html, "<script>"), 1);  // the layout script only
+  EXPECT_THAT(*html, Not(HasSubstr("src=")));
+  EXPECT_THAT(*html, Not(HasSubstr("href=")));
+  EXPECT_THAT(*html, Not(HasSubstr("@import")));
+}
+
+TEST(RenderSweepTest, RejectsAnEmptySweep) {
+  EXPECT_THAT(RenderSweepHtml(Sweep()), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(RenderClassifierAuditTest, FourMarksPerGroupPlusTwoViolations) {
+  ClassifierAudit audit = TwoGroupAudit();
+  audit.groups.push_back(
+      {"Other", {0.2, 0.1, 0.3}, {0.5, 0.4, 0.6}, {0.1, 0.0, 0.2}, {0.1, 0, 0.2}});
+  absl::StatusOr<std::string> html = RenderClassifierAuditHtml(audit);
+  ASSERT_OK(html);
+  EXPECT_EQ(Count(Plot(*html), "class=\"mark\""), 3 * 4 + 2);
+  EXPECT_EQ(Count(Plot(*html), "class=\"ci\""), 3 * 4 + 2);
+  EXPECT_EQ(Count(*html, "class=\"legend-entry\""), 3 + 1);
+  EXPECT_THAT(*html, HasSubstr("estimate with 95% confidence interval</text>"));
+  for (const char* label :
+       {">selection rate<", ">TPR<", ">FPR<", ">error<", ">DP violation<", ">EO violation<"}) {
+    EXPECT_THAT(*html, HasSubstr(label));
+  }
+  EXPECT_THAT(*html, HasSubstr("0.15 [0.13, 0.17]"));
+}
+
+TEST(RenderClassifierAuditTest, SkipsNonFiniteEstimatesAndEscapesGroupNames) {
+  ClassifierAudit audit = TwoGroupAudit();
+  audit.groups[0].name = "F<&>";
+  audit.groups[0].tpr.estimate = std::nan("");
+  absl::StatusOr<std::string> html = RenderClassifierAuditHtml(audit);
+  ASSERT_OK(html);
+  EXPECT_EQ(Count(Plot(*html), "class=\"mark\""), 2 * 4 + 2 - 1);
+  EXPECT_THAT(*html, HasSubstr("F&lt;&amp;&gt;"));
+  EXPECT_THAT(*html, Not(HasSubstr("F<&>")));
+  EXPECT_THAT(*html, HasSubstr("n/a [0.35, 0.45]"));
+}
+
+TEST(RenderClassifierAuditTest, RejectsAnAuditWithoutGroups) {
+  EXPECT_THAT(RenderClassifierAuditHtml(ClassifierAudit()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "no groups"));
+}
+
+TEST(RenderRegressorAuditTest, AHistogramLineAndAMeanPerGroup) {
+  RegressorAudit audit;
+  audit.attributes = {"race"};
+  audit.lo = 0;
+  audit.hi = 10;
+  audit.bins = 4;
+  audit.groups = {{"a", {4, 3.5, 4.5}, {0.1, 0.4, 0.4, 0.1}},
+                  {"b", {6, 5.5, 6.5}, {0.0, 0.2, 0.3, 0.5}}};
+  audit.max_ks = {0.3, 0.2, 0.4};
+  absl::StatusOr<std::string> html = RenderRegressorAuditHtml(audit);
+  ASSERT_OK(html);
+  EXPECT_EQ(Count(Plot(*html), "class=\"mark hist\""), 2);
+  EXPECT_EQ(Count(Plot(*html), "class=\"mark"), 4);
+  EXPECT_EQ(Count(*html, "class=\"legend-entry\""), 2);
+  EXPECT_THAT(*html, HasSubstr(">score</text>"));
+  EXPECT_THAT(*html, HasSubstr(">mean score</text>"));
+  EXPECT_THAT(*html, HasSubstr(">share of the group</text>"));
+  EXPECT_THAT(*html, HasSubstr("<td>[7.5, 10]</td>"));  // the last bin is closed
+}
+
+TEST(RenderRegressorAuditTest, RejectsABadGridOrHistogramLength) {
+  RegressorAudit audit;
+  audit.bins = 3;
+  audit.groups = {{"a", {0.5, 0.4, 0.6}, {0.5, 0.5}}};
+  EXPECT_THAT(RenderRegressorAuditHtml(audit),
+              StatusIs(absl::StatusCode::kInvalidArgument, "has 2 histogram bins"));
+  audit.lo = 1;
+  audit.hi = 1;
+  EXPECT_THAT(RenderRegressorAuditHtml(audit),
+              StatusIs(absl::StatusCode::kInvalidArgument, "lo < hi"));
+}
+
+TEST(SweepFromCsvTest, ReadsSeriesInfinityAndIntervals) {
+  absl::StatusOr<CsvTable> table = ParseCsv(
+      "series,epsilon,error,violation,error_lo,error_hi,violation_lo,violation_hi\n"
+      "law,inf,0.03,0.01,,,,\n"
+      "law,0.5,0.04,0.05,0.035,0.045,0.03,0.07\n");
+  ASSERT_OK(table);
+  absl::StatusOr<Sweep> sweep = SweepFromCsv(*table, "points.csv");
+  ASSERT_OK(sweep);
+  ASSERT_EQ(sweep->points.size(), 2u);
+  EXPECT_TRUE(std::isinf(sweep->points[0].epsilon));
+  EXPECT_FALSE(sweep->points[0].error_ci.has_value());
+  EXPECT_EQ(sweep->points[1].series, "law");
+  ASSERT_TRUE(sweep->points[1].violation_ci.has_value());
+  EXPECT_DOUBLE_EQ(sweep->points[1].violation_ci->hi, 0.07);
+  EXPECT_DOUBLE_EQ(sweep->points[1].error_ci->lo, 0.035);
+}
+
+TEST(SweepFromCsvTest, RejectsBadInputNamingTheLine) {
+  auto parse = [](const std::string& text) {
+    absl::StatusOr<CsvTable> table = ParseCsv(text, "p.csv");
+    EXPECT_OK(table);
+    return SweepFromCsv(*table, "p.csv");
+  };
+  EXPECT_THAT(parse("epsilon,error\n1,0.1\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "violation"));
+  EXPECT_THAT(parse("epsilon,error,violation\n0,0.1,0.2\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "p.csv:2: column 'epsilon'"));
+  EXPECT_THAT(parse("epsilon,error,violation\n1,nan,0.2\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "p.csv:2: column 'error'"));
+  EXPECT_THAT(parse("epsilon,error,violation,error_lo\n1,0.1,0.2,0.05\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "error_lo and error_hi"));
+  EXPECT_THAT(parse("epsilon,error,violation,error_lo,error_hi\n1,0.1,0.2,0.05,\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "p.csv:2: give both"));
+  EXPECT_THAT(parse("epsilon,error,violation,error_lo,error_hi\n1,0.1,0.2,0.3,0.2\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "p.csv:2: column 'error_lo'"));
+  EXPECT_THAT(parse("epsilon,error,violation\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "no points"));
+}
+
+}  // namespace
+}  // namespace fairvault::client::report

@@ -1,0 +1,235 @@
+// SVG building blocks of the HTML reports; see report_svg.h.
+#include "client/report_svg.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace fairvault::client::report {
+
+std::string HtmlEscape(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string HtmlPage(absl::string_view title,
+                     const std::vector<std::pair<std::string, std::string>>& meta,
+                     absl::string_view svg, absl::string_view caption,
+                     absl::string_view body_html) {
+  static constexpr absl::string_view kStyle =
+      "body{font-family:system-ui,'DejaVu Sans',Arial,sans-serif;color:#222;max-width:960px;"
+      "margin:24px auto;padding:0 16px}"
+      "h1{font-size:22px;margin:0 0 6px}"
+      ".meta{color:#555;font-size:14px;margin:0 0 14px}.meta span{margin-right:18px}"
+      "figure{margin:0 0 18px}figcaption,.note{color:#666;font-size:13px}"
+      "svg{display:block;max-width:100%;height:auto;font-size:12px}svg text{fill:#333}"
+      ".grid{stroke:#e8e8e8}.tick,.axis-line{stroke:#888}"
+      ".axis-label,.panel-title{font-size:13px;font-weight:600}"
+      ".band{fill:#f6f6f6}.pt-label{font-size:11px;fill:#444}.row-label{font-size:12px}"
+      "table{border-collapse:collapse;font-size:13px;margin:6px 0 20px}"
+      "th,td{border-bottom:1px solid #ddd;padding:4px 10px;text-align:right}"
+      "th:first-child,td:first-child{text-align:left}"
+      "caption{text-align:left;font-weight:600;padding:4px 0;white-space:nowrap}";
+  // Records the laid-out size of the plotted marks for a headless-browser test.
+  static constexpr absl::string_view kScript =
+      "window.addEventListener('load',function(){"
+      "var plot=document.getElementById('plot');"
+      "var box=plot?plot.getBBox():{width:0,height:0};"
+      "var d=document.body.dataset;"
+      "d.chartWidth=String(Math.round(box.width*100)/100);"
+      "d.chartHeight=String(Math.round(box.height*100)/100);"
+      "d.points=String(plot?plot.querySelectorAll('.mark').length:0);});";
+  std::string page = absl::StrCat(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>",
+      HtmlEscape(title), "</title>\n<style>", kStyle, "</style></head>\n<body>\n<h1>",
+      HtmlEscape(title), "</h1>\n<p class=\"meta\">");
+  for (const auto& [label, value] : meta) {
+    absl::StrAppend(&page, "<span>", HtmlEscape(label), ": <b>", HtmlEscape(value), "</b></span>");
+  }
+  absl::StrAppend(&page, "</p>\n<figure>", svg, "\n<figcaption>", HtmlEscape(caption),
+                  "</figcaption></figure>\n", body_html, "\n<script>", kScript,
+                  "</script>\n</body></html>\n");
+  return page;
+}
+
+std::string SvgOpen(double width, double height, absl::string_view label) {
+  return absl::StrFormat(
+      "<svg id=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+      "viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"%s\">",
+      width, height, width, height, HtmlEscape(label));
+}
+
+std::string FormatNumber(double value, int significant) {
+  if (!std::isfinite(value)) return "n/a";
+  if (value == 0) return "0";  // also turns -0 into 0
+  return absl::StrFormat("%.*g", significant, value);
+}
+
+std::string FormatInterval(double estimate, double lo, double hi, int significant) {
+  return absl::StrCat(FormatNumber(estimate, significant), " [", FormatNumber(lo, significant),
+                      ", ", FormatNumber(hi, significant), "]");
+}
+
+void AppendMark(std::string& svg, double x, double y, const char* colour,
+                absl::string_view tooltip) {
+  absl::StrAppendFormat(&svg,
+                        "<circle class=\"mark\" cx=\"%.2f\" cy=\"%.2f\" r=\"4.5\" fill=\"%s\" "
+                        "stroke=\"#fff\" stroke-width=\"1\"><title>%s</title></circle>",
+                        x, y, colour, HtmlEscape(tooltip));
+}
+
+void AppendHorizontalWhisker(std::string& svg, double x_lo, double x_hi, double y,
+                             const char* colour) {
+  if (!std::isfinite(x_lo) || !std::isfinite(x_hi) || !std::isfinite(y)) return;
+  absl::StrAppendFormat(&svg,
+                        "<path class=\"ci\" d=\"M%.2f %.2fV%.2fM%.2f %.2fH%.2fM%.2f %.2fV%.2f\" "
+                        "stroke=\"%s\" stroke-width=\"1.5\" fill=\"none\"/>",
+                        x_lo, y - 4, y + 4, x_lo, y, x_hi, x_hi, y - 4, y + 4, colour);
+}
+
+void AppendVerticalWhisker(std::string& svg, double x, double y_lo, double y_hi,
+                           const char* colour) {
+  if (!std::isfinite(x) || !std::isfinite(y_lo) || !std::isfinite(y_hi)) return;
+  absl::StrAppendFormat(&svg,
+                        "<path class=\"ci\" d=\"M%.2f %.2fH%.2fM%.2f %.2fV%.2fM%.2f %.2fH%.2f\" "
+                        "stroke=\"%s\" stroke-width=\"1.5\" fill=\"none\"/>",
+                        x - 4, y_lo, x + 4, x, y_lo, y_hi, x - 4, y_hi, x + 4, colour);
+}
+
+LinearScale LinearScale::Nice(double min, double max, double pixel_from, double pixel_to,
+                              int target_ticks) {
+  if (!std::isfinite(min) || !std::isfinite(max)) min = 0, max = 1;
+  if (min > max) std::swap(min, max);
+  if (max - min <= 1e-12 * std::max(1.0, std::abs(max))) {
+    const double pad = min == 0 ? 0.5 : std::abs(min) * 0.1;
+    min -= pad;
+    max += pad;
+  }
+  const double raw = (max - min) / std::max(1, target_ticks);
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  const double r = raw / magnitude;
+  const double step = (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * magnitude;
+
+  LinearScale scale;
+  // The 1e-9 slack keeps a bound that already is a tick from growing by one step.
+  scale.lo_ = std::floor(min / step + 1e-9) * step;
+  scale.hi_ = std::ceil(max / step - 1e-9) * step;
+  scale.pixel_from_ = pixel_from;
+  scale.pixel_to_ = pixel_to;
+  scale.decimals_ = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
+  const int count = static_cast<int>(std::round((scale.hi_ - scale.lo_) / step));
+  for (int i = 0; i <= count; ++i) scale.ticks_.push_back(scale.lo_ + i * step);
+  return scale;
+}
+
+double LinearScale::operator()(double value) const {
+  return pixel_from_ + (value - lo_) / (hi_ - lo_) * (pixel_to_ - pixel_from_);
+}
+
+std::string LinearScale::TickLabel(double value) const {
+  std::string label = absl::StrFormat("%.*f", decimals_, value);
+  if (label.find_first_not_of("-0.") == std::string::npos) return "0";  // "-0.0" → "0"
+  return label;
+}
+
+void AppendXAxis(std::string& svg, const LinearScale& x, const Rect& area,
+                 absl::string_view title) {
+  absl::StrAppend(&svg, "<g class=\"axis x-axis\">");
+  for (double tick : x.ticks()) {
+    const double px = x(tick);
+    absl::StrAppendFormat(&svg,
+                          "<line class=\"grid\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>"
+                          "<line class=\"tick\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>"
+                          "<text class=\"tick-label\" x=\"%.2f\" y=\"%.2f\" "
+                          "text-anchor=\"middle\">%s</text>",
+                          px, area.top, px, area.bottom(), px, area.bottom(), px, area.bottom() + 5,
+                          px, area.bottom() + 18, HtmlEscape(x.TickLabel(tick)));
+  }
+  absl::StrAppendFormat(&svg,
+                        "<line class=\"axis-line\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" "
+                        "y2=\"%.2f\"/><text class=\"axis-label\" x=\"%.2f\" y=\"%.2f\" "
+                        "text-anchor=\"middle\">%s</text></g>",
+                        area.left, area.bottom(), area.right(), area.bottom(),
+                        area.left + area.width / 2, area.bottom() + 40, HtmlEscape(title));
+}
+
+void AppendYAxis(std::string& svg, const LinearScale& y, const Rect& area,
+                 absl::string_view title) {
+  absl::StrAppend(&svg, "<g class=\"axis y-axis\">");
+  for (double tick : y.ticks()) {
+    const double py = y(tick);
+    absl::StrAppendFormat(&svg,
+                          "<line class=\"grid\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>"
+                          "<line class=\"tick\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/>"
+                          "<text class=\"tick-label\" x=\"%.2f\" y=\"%.2f\" "
+                          "text-anchor=\"end\">%s</text>",
+                          area.left, py, area.right(), py, area.left - 5, py, area.left, py,
+                          area.left - 8, py + 4, HtmlEscape(y.TickLabel(tick)));
+  }
+  const double cx = area.left - 55;
+  const double cy = area.top + area.height / 2;
+  absl::StrAppendFormat(&svg,
+                        "<line class=\"axis-line\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" "
+                        "y2=\"%.2f\"/><text class=\"axis-label\" x=\"%.2f\" y=\"%.2f\" "
+                        "text-anchor=\"middle\" transform=\"rotate(-90 %.2f %.2f)\">%s</text></g>",
+                        area.left, area.top, area.left, area.bottom(), cx, cy, cx, cy,
+                        HtmlEscape(title));
+}
+
+const char* SeriesColour(size_t i) {
+  static constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                             "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+  return kPalette[i % (sizeof(kPalette) / sizeof(kPalette[0]))];
+}
+
+void AppendLegend(std::string& svg, double x, double y,
+                  const std::vector<std::pair<std::string, std::string>>& entries) {
+  // Long labels are cut (on a UTF-8 character boundary) so that they stay inside the
+  // legend column; the whole label is the entry's tooltip.
+  constexpr size_t kMaxLabelBytes = 24;
+  absl::StrAppend(&svg, "<g class=\"legend\">");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string& label = entries[i].first;
+    std::string shown = label;
+    if (shown.size() > kMaxLabelBytes) {
+      size_t cut = kMaxLabelBytes - 2;
+      while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;
+      shown = shown.substr(0, cut) + "\u2026";
+    }
+    const double top = y + 20.0 * static_cast<double>(i);
+    absl::StrAppendFormat(&svg,
+                          "<g class=\"legend-entry\"><title>%s</title><rect x=\"%.2f\" "
+                          "y=\"%.2f\" width=\"12\" height=\"12\" rx=\"2\" fill=\"%s\"/>"
+                          "<text x=\"%.2f\" y=\"%.2f\">%s</text></g>",
+                          HtmlEscape(label), x, top, HtmlEscape(entries[i].second), x + 18,
+                          top + 10, HtmlEscape(shown));
+  }
+  absl::StrAppend(&svg, "</g>");
+}
+
+}  // namespace fairvault::client::report

@@ -1,0 +1,95 @@
+// Building blocks of the HTML reports: HTML escaping, the page scaffold, and for the inline
+// SVG charts linear scales with "nice" ticks, axes with gridlines and labels, a colour
+// palette and a legend.
+#ifndef FAIRVAULT_CLIENT_REPORT_SVG_H_
+#define FAIRVAULT_CLIENT_REPORT_SVG_H_
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace fairvault::client::report {
+
+// Replaces & < > " ' by entities: safe as element text and inside quoted attribute values.
+std::string HtmlEscape(absl::string_view text);
+
+// A whole page: <h1>title</h1>, the `meta` (label, value) pairs on one line, the chart with
+// its caption, then `body_html`. Escapes title, meta and caption; `svg` and `body_html` are
+// inserted as they are. Ends with the script that records the layout of #plot on <body>
+// (data-chart-width, data-chart-height, data-points; see report_html.h).
+std::string HtmlPage(absl::string_view title,
+                     const std::vector<std::pair<std::string, std::string>>& meta,
+                     absl::string_view svg, absl::string_view caption, absl::string_view body_html);
+
+// The opening <svg id="chart"> tag of a chart `width` x `height` pixels.
+std::string SvgOpen(double width, double height, absl::string_view label);
+
+// A number with up to `significant` significant digits, no exponent for ordinary magnitudes
+// ("0.4123", "12.5", "1e-06"); "n/a" when not finite.
+std::string FormatNumber(double value, int significant = 4);
+
+// Maps a data interval linearly onto a pixel interval (which may be reversed, as for a y
+// axis growing upwards), with ticks at multiples of 1, 2 or 5 × 10^k.
+class LinearScale {
+ public:
+  // A scale whose domain is [min, max] widened outwards to the nearest ticks, with about
+  // `target_ticks` ticks. A degenerate or non-finite interval is widened around its value
+  // (or to [0, 1]).
+  static LinearScale Nice(double min, double max, double pixel_from, double pixel_to,
+                          int target_ticks = 5);
+
+  // Pixel position of `value` (not clamped).
+  double operator()(double value) const;
+  double domain_lo() const { return lo_; }
+  double domain_hi() const { return hi_; }
+  const std::vector<double>& ticks() const { return ticks_; }
+  // A tick's label with just enough decimals for the tick step.
+  std::string TickLabel(double value) const;
+
+ private:
+  double lo_ = 0, hi_ = 1, pixel_from_ = 0, pixel_to_ = 1;
+  int decimals_ = 0;
+  std::vector<double> ticks_;
+};
+
+// The plotting area of a chart, in SVG pixels.
+struct Rect {
+  double left = 0, top = 0, width = 0, height = 0;
+  double right() const { return left + width; }
+  double bottom() const { return top + height; }
+};
+
+// Vertical gridlines, the axis line along the bottom of `area`, tick labels under it and the
+// axis title centred below them.
+void AppendXAxis(std::string& svg, const LinearScale& x, const Rect& area, absl::string_view title);
+// Horizontal gridlines, the axis line along the left of `area`, tick labels to its left and
+// the axis title rotated along it.
+void AppendYAxis(std::string& svg, const LinearScale& y, const Rect& area, absl::string_view title);
+
+// "0.4123 [0.3981, 0.427]"; "n/a" parts for non-finite values.
+std::string FormatInterval(double estimate, double lo, double hi, int significant = 4);
+
+// A plotted point: <circle class="mark"> with a tooltip. Callers put marks inside #plot.
+void AppendMark(std::string& svg, double x, double y, const char* colour,
+                absl::string_view tooltip);
+// A confidence-interval whisker with end caps, horizontal (from x_lo to x_hi at y) or
+// vertical (from y_lo to y_hi at x). Skipped when a coordinate is not finite.
+void AppendHorizontalWhisker(std::string& svg, double x_lo, double x_hi, double y,
+                             const char* colour);
+void AppendVerticalWhisker(std::string& svg, double x, double y_lo, double y_hi,
+                           const char* colour);
+
+// The i-th colour of a 10-colour categorical palette (Tableau 10), cycling.
+const char* SeriesColour(size_t i);
+
+// Legend entries (label, colour) stacked downwards from (x, y): one
+// <g class="legend-entry"> with a swatch and an escaped label each.
+void AppendLegend(std::string& svg, double x, double y,
+                  const std::vector<std::pair<std::string, std::string>>& entries);
+
+}  // namespace fairvault::client::report
+
+#endif  // FAIRVAULT_CLIENT_REPORT_SVG_H_

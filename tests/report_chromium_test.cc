@@ -1,0 +1,227 @@
+// Browser test of the HTML reports: runs the real `fairvault report sweep` and `fairvault
+// report audit` on small fixtures, loads the pages in headless Chromium and checks that the
+// chart was laid out (the page's script records the bounding box of the plotted marks and
+// their number on <body>), and that a screenshot has real content.
+//
+// Needs /usr/bin/chromium (Debian's `chromium`). Without it the tests are skipped, or fail
+// when FAIRVAULT_REQUIRE_CHROMIUM=1 (as deploy/test.sh sets).
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+#ifndef FAIRVAULT_CLI_BINARY
+#error "FAIRVAULT_CLI_BINARY must name the fairvault binary"
+#endif
+
+namespace {
+
+constexpr char kChromium[] = "/usr/bin/chromium";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+// Exit status of a shell command (-1 if it did not exit normally).
+int RunShell(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+struct Layout {
+  double width = 0;
+  double height = 0;
+  int points = -1;
+  int legend_entries = 0;
+};
+
+class ReportChromiumTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kChromium, X_OK) != 0) {
+      const char* require = std::getenv("FAIRVAULT_REQUIRE_CHROMIUM");
+      if (require != nullptr && std::string(require) == "1") {
+        FAIL() << kChromium << " is missing and FAIRVAULT_REQUIRE_CHROMIUM=1: install Debian's "
+               << "`chromium` package (deploy/install-deps.sh chromium)";
+      }
+      GTEST_SKIP() << kChromium << " is missing: install Debian's `chromium` package to run "
+                   << "the browser tests (set FAIRVAULT_REQUIRE_CHROMIUM=1 to fail instead)";
+    }
+    std::string pattern = (std::filesystem::temp_directory_path() / "fv-report-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+
+  void TearDown() override {
+    if (!dir_.empty() && !HasFailure()) std::filesystem::remove_all(dir_);
+    if (HasFailure()) std::cerr << "kept the test files in " << dir_ << "\n";
+  }
+
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  std::string Write(const std::string& name, const std::string& content) {
+    std::ofstream(Path(name)) << content;
+    return Path(name);
+  }
+
+  // Runs `fairvault <args>`; its output goes to cli.log.
+  int Cli(const std::string& args) {
+    return RunShell(std::string(FAIRVAULT_CLI_BINARY) + " " + args + " >>" +
+                    Quote(Path("cli.log")) + " 2>&1");
+  }
+
+  // The Chromium command line with a fresh profile, ending in `extra` and the page's URL.
+  std::string Chromium(const std::string& html, const std::string& extra) {
+    const std::string profile = Path("profile-" + std::to_string(++launches_));
+    return "timeout 180 " + std::string(kChromium) +
+           " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
+           " --disable-background-networking --disable-component-update --disable-sync"
+           " --user-data-dir=" +
+           Quote(profile) + " --virtual-time-budget=5000 " + extra + " " + Quote("file://" + html);
+  }
+
+  // Loads the page, dumps the DOM after the load script ran and reads what it recorded.
+  Layout Load(const std::string& html) {
+    const std::string dom_path = html + ".dom";
+    const std::string log = Path("chromium.log");
+    const int rc =
+        RunShell(Chromium(html, "--dump-dom") + " >" + Quote(dom_path) + " 2>>" + Quote(log));
+    EXPECT_EQ(rc, 0) << "chromium --dump-dom failed; see " << log;
+    const std::string dom = ReadFile(dom_path);
+    Layout layout;
+    std::smatch m;
+    const std::regex body("<body([^>]*)>");
+    if (!std::regex_search(dom, m, body)) {
+      ADD_FAILURE() << "no <body> in the dumped DOM (" << dom.size() << " bytes)";
+      return layout;
+    }
+    const std::string attributes = m[1];
+    auto attribute = [&attributes](const std::string& name) -> std::string {
+      std::smatch a;
+      if (!std::regex_search(attributes, a, std::regex(name + "=\"([^\"]*)\""))) return "";
+      return a[1];
+    };
+    EXPECT_NE(attribute("data-points"), "") << "the load script did not run: <body" << attributes;
+    layout.width = std::atof(attribute("data-chart-width").c_str());
+    layout.height = std::atof(attribute("data-chart-height").c_str());
+    layout.points =
+        attribute("data-points").empty() ? -1 : std::atoi(attribute("data-points").c_str());
+    for (size_t at = dom.find("class=\"legend-entry\""); at != std::string::npos;
+         at = dom.find("class=\"legend-entry\"", at + 1)) {
+      ++layout.legend_entries;
+    }
+    return layout;
+  }
+
+  // Takes a 1000x700 screenshot and checks it is a PNG of that size with real content (a
+  // blank page compresses to under 4 KB; these charts to tens of KB).
+  void ExpectScreenshot(const std::string& html) {
+    const std::string png = html + ".png";
+    const int rc =
+        RunShell(Chromium(html, "--screenshot=" + Quote(png) + " --window-size=1000,700") +
+                 " >/dev/null 2>>" + Quote(Path("chromium.log")));
+    EXPECT_EQ(rc, 0) << "chromium --screenshot failed";
+    const std::string bytes = ReadFile(png);
+    ASSERT_GT(bytes.size(), 16u * 1024) << png << " is missing or nearly blank";
+    ASSERT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+    auto be32 = [&bytes](size_t at) {
+      return (static_cast<uint32_t>(static_cast<unsigned char>(bytes[at])) << 24) |
+             (static_cast<uint32_t>(static_cast<unsigned char>(bytes[at + 1])) << 16) |
+             (static_cast<uint32_t>(static_cast<unsigned char>(bytes[at + 2])) << 8) |
+             static_cast<uint32_t>(static_cast<unsigned char>(bytes[at + 3]));
+    };
+    EXPECT_EQ(be32(16), 1000u);  // IHDR width
+    EXPECT_EQ(be32(20), 700u);   // IHDR height
+  }
+
+  std::string dir_;
+  int launches_ = 0;
+};
+
+TEST_F(ReportChromiumTest, SweepChartIsLaidOutWithOneMarkPerPoint) {
+  const std::string csv = Write("points.csv",
+                                "series,epsilon,error,violation,error_lo,error_hi,violation_lo,"
+                                "violation_hi\n"
+                                "law,inf,0.0312,0.012,,,,\n"
+                                "law,1,0.0318,0.028,0.0311,0.0325,0.02,0.036\n"
+                                "law,0.5,0.0325,0.041,0.0316,0.0334,0.03,0.052\n"
+                                "law,0.1,0.0371,0.094,0.035,0.0392,0.07,0.118\n"
+                                "communities <&>,inf,0.0215,0.021,,,,\n"
+                                "communities <&>,1,0.0229,0.052,,,,\n"
+                                "communities <&>,0.5,0.0244,0.078,,,,\n"
+                                "communities <&>,0.1,0.0301,0.151,,,,\n");
+  const std::string html = Path("sweep.html");
+  ASSERT_EQ(Cli("report sweep --csv " + Quote(csv) + " --out " + Quote(html)), 0)
+      << ReadFile(Path("cli.log"));
+  const Layout layout = Load(html);
+  EXPECT_GT(layout.width, 0);
+  EXPECT_GT(layout.height, 0);
+  EXPECT_EQ(layout.points, 8);
+  EXPECT_EQ(layout.legend_entries, 2);
+  ExpectScreenshot(html);
+}
+
+TEST_F(ReportChromiumTest, ClassifierAuditChartIsLaidOut) {
+  const std::string interval = R"({"estimate": 0.2, "lo": 0.15, "hi": 0.25})";
+  std::string groups;
+  for (const char* name : {"Female", "Male"}) {
+    if (!groups.empty()) groups += ",";
+    groups += std::string(R"({"group": ")") + name + R"(", "selection_rate": )" + interval +
+              R"(, "tpr": )" + interval + R"(, "fpr": )" + interval + R"(, "error": )" + interval +
+              "}";
+  }
+  const std::string json =
+      Write("audit.json", R"({"report": {"attributes": ["sex"], "groups": [)" + groups +
+                              R"(], "demographic_parity_violation": )" + interval +
+                              R"(, "equalized_odds_violation": )" + interval +
+                              R"(, "confidence": 0.95, "m": 1000, "epsilon": 1},
+                        "charge": {"budget_after": {"dataset": "adult"}}, "rows_dropped": 0})");
+  const std::string html = Path("audit.html");
+  ASSERT_EQ(Cli("report audit --audit " + Quote(json) + " --out " + Quote(html)), 0)
+      << ReadFile(Path("cli.log"));
+  const Layout layout = Load(html);
+  EXPECT_GT(layout.width, 0);
+  EXPECT_GT(layout.height, 0);
+  EXPECT_EQ(layout.points, 2 * 4 + 2);  // 4 metrics per group, 2 violations
+  ExpectScreenshot(html);
+}
+
+TEST_F(ReportChromiumTest, RegressorAuditChartIsLaidOut) {
+  std::string groups;
+  for (const char* name : {"a", "b", "c"}) {
+    if (!groups.empty()) groups += ",";
+    groups += std::string(R"({"group": ")") + name +
+              R"(", "mean": {"estimate": 0.5, "lo": 0.4, "hi": 0.6},
+                  "histogram": [0.1, 0.2, 0.4, 0.2, 0.1]})";
+  }
+  const std::string json =
+      Write("regressor.json", R"({"report": {"attributes": ["race"], "groups": [)" + groups +
+                                  R"(], "max_ks": {"estimate": 0.1, "lo": 0.05, "hi": 0.2},
+                            "confidence": 0.9, "n": 500, "epsilon": 0.5, "lo": 0, "hi": 1,
+                            "bins": 5}})");
+  const std::string html = Path("regressor.html");
+  ASSERT_EQ(Cli("report audit --audit " + Quote(json) + " --out " + Quote(html)), 0)
+      << ReadFile(Path("cli.log"));
+  const Layout layout = Load(html);
+  EXPECT_GT(layout.width, 0);
+  EXPECT_GT(layout.height, 0);
+  EXPECT_EQ(layout.points, 3 * 2);  // a histogram line and a mean per group
+  ExpectScreenshot(html);
+}
+
+}  // namespace
