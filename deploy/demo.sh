@@ -91,6 +91,20 @@ echo "-- after the DP equalized-odds post-processor (epsilon 1):"
 "$fv" metrics --csv "$work/test_fair.csv" --prediction-column fair_prediction \
   --label-column label --group-column sex
 
+step "Company: a private fairness audit of its own model (epsilon 0.5), rendered as a web page"
+"$fv" "${acme[@]}" audit classifier --table "$handle" --prediction-column prediction \
+  --label-column label --attributes sex --epsilon 0.5 --idempotency-key demo-audit \
+  --out "$work/audit.json"
+"$fv" report audit --audit "$work/audit.json" --out "$work/audit.html"
+
+step "Company: the vault applies the post-processor to its customers (not charged; access-logged)"
+artifact_id=$(sed -n 's/.*"id": *"\(art_[0-9a-f]*\)".*/\1/p' "$work/eo_artifact.json" | head -n 1)
+"$fv" "${acme[@]}" decide --artifact-id "$artifact_id" --csv "$work/train_predictions.csv" \
+  --key-column key --value-column prediction --hmac-secret-file "$work/pseudonym.secret" \
+  --out "$work/decisions.csv"
+echo "first decisions (key, prediction, label, decision):"
+head -n 4 "$work/decisions.csv"
+
 step "Company: a replay of the same request returns the stored release and charges nothing"
 "$fv" "${acme[@]}" counts --table "$handle" --columns prediction,label --attributes sex \
   --epsilon 0.5 --idempotency-key demo-counts | tail -n 3
@@ -102,5 +116,6 @@ step "Company: budget left and its ledger rows"
 step "Auditor: every company's budget, and the ledger's hash chain"
 "$fv" --key-file "$work/watchdog.key" auditor budgets
 "$fv" --key-file "$work/watchdog.key" auditor verify
+"$fv" --key-file "$work/watchdog.key" auditor access-log
 
-step "Done. The vault database is $work/vault.db; the server log is $work/server.log"
+step "Done. The vault database is $work/vault.db; the audit page is $work/audit.html"
