@@ -179,8 +179,12 @@ void BM_FitStatisticalParity1MRows(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * kRows);
 }
-BENCHMARK(BM_FitStatisticalParity1MRows)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)
-    ->Iterations(3)->UseRealTime();
+BENCHMARK(BM_FitStatisticalParity1MRows)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->UseRealTime();
 
 // Decide on 1M rows with an equalized-odds artifact (5 calls of 200,000 rows).
 void BM_Decide1MRows(benchmark::State& state) {

@@ -79,9 +79,9 @@ absl::StatusOr<std::string> ServerProcess::Bootstrap(const std::string& name) {
 
 absl::Status ServerProcess::Start() {
   int fd;
-  if (auto s = Spawn({FAIRVAULT_SERVER_BINARY, "serve", "--db", db_path_, "--listen",
-                      "127.0.0.1:0"},
-                     &pid_, &fd);
+  if (auto s =
+          Spawn({FAIRVAULT_SERVER_BINARY, "serve", "--db", db_path_, "--listen", "127.0.0.1:0"},
+                &pid_, &fd);
       !s.ok()) {
     return s;
   }

@@ -67,9 +67,8 @@ void VaultFixture::StartVault(const Population& population, double epsilon, doub
   ASSERT_OK(imported);
   ASSERT_EQ(imported->subject_count(), static_cast<int64_t>(population.keys.size()));
 
-  for (auto [name, role, out] :
-       {std::make_tuple("acme", v1::ROLE_COMPANY, &company_key_),
-        std::make_tuple("watchdog", v1::ROLE_AUDITOR, &auditor_key_)}) {
+  for (auto [name, role, out] : {std::make_tuple("acme", v1::ROLE_COMPANY, &company_key_),
+                                 std::make_tuple("watchdog", v1::ROLE_AUDITOR, &auditor_key_)}) {
     v1::CreateAccountRequest req;
     req.set_name(name);
     req.set_role(role);

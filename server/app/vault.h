@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/dp/integer_noise.h"
+#include "core/postprocess/statistical_parity.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
 #include "server/app/clock.h"
@@ -41,8 +42,8 @@ struct VaultOptions {
 // Joint groups over some of a dataset's attributes: code = mixed radix over the chosen
 // attributes, first attribute most significant.
 struct GroupSpec {
-  std::vector<int> attribute_index;       // into the dataset's attributes
-  std::vector<int> radix;                 // category count of each chosen attribute
+  std::vector<int> attribute_index;  // into the dataset's attributes
+  std::vector<int> radix;            // category count of each chosen attribute
   int num_groups = 0;
   std::vector<std::string> group_labels;  // "Female" or "Female|White"
   std::vector<std::string> attributes;    // names of the chosen attributes
@@ -57,9 +58,9 @@ struct GroupSpec {
 };
 
 // Resolves attribute names (empty: all of them) against a dataset's attributes.
-absl::StatusOr<GroupSpec> ResolveGroups(const std::vector<v1::Attribute>& all,
-                                        const std::string& dataset_name,
-                                        const google::protobuf::RepeatedPtrField<std::string>& names);
+absl::StatusOr<GroupSpec> ResolveGroups(
+    const std::vector<v1::Attribute>& all, const std::string& dataset_name,
+    const google::protobuf::RepeatedPtrField<std::string>& names);
 
 // A table joined with the vault: the rows whose keys are subjects, and each row's joint group.
 struct JoinedRows : GroupSpec {
@@ -186,6 +187,20 @@ class Vault {
   absl::StatusOr<std::vector<v1::Attribute>> DatasetAttributes(
       const storage::DatasetRecord& dataset) const;
   absl::StatusOr<ResolvedTable> ResolveTable(const Caller& caller, const std::string& handle);
+  // A company's score column joined with the vault and binned on a public grid (the SP
+  // post-processor and the regressor audit). Sets the release's dataset.
+  struct ScoredRows {
+    ResolvedTable table;
+    JoinedRows joined;
+    std::vector<double> scores;   // per joined row
+    std::vector<int64_t> counts;  // exact (group, bin) histogram
+    int64_t clipped = 0;          // scores outside [lo, hi]
+  };
+  absl::StatusOr<ScoredRows> LoadScores(
+      const Caller& caller, const std::string& handle, const std::string& score_column,
+      const google::protobuf::RepeatedPtrField<std::string>& attributes,
+      v1::UnmatchedKeys unmatched, const core::postprocess::ScoreGrid& grid,
+      PreparedRelease* release);
   // The artifact record and message, if the caller may read it.
   absl::StatusOr<v1::Artifact> LoadArtifact(const Caller& caller, const std::string& id);
   absl::StatusOr<JoinedRows> Join(const ResolvedTable& table,

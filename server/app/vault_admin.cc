@@ -123,15 +123,15 @@ absl::StatusOr<v1::CreateDatasetResponse> Vault::CreateDataset(
       return absl::InvalidArgumentError(absl::StrCat("attribute '", a.name(), "' is repeated"));
     }
     if (a.categories_size() < 2 || a.categories_size() > 256) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "attribute '", a.name(), "' must have 2 to 256 categories (got ",
-          a.categories_size(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("attribute '", a.name(),
+                                                     "' must have 2 to 256 categories (got ",
+                                                     a.categories_size(), ")"));
     }
     std::set<std::string> cats;
     for (const std::string& c : a.categories()) {
       if (c.empty() || c.size() > 64 || c.find('|') != std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "category labels of '", a.name(), "' must be 1-64 characters without '|'"));
+        return absl::InvalidArgumentError(absl::StrCat("category labels of '", a.name(),
+                                                       "' must be 1-64 characters without '|'"));
       }
       if (!cats.insert(c).second) {
         return absl::InvalidArgumentError(
@@ -256,9 +256,9 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
   while (next(&chunk)) {
     const int64_t n = chunk.subject_keys_size();
     if (chunk.categories_size() != n * num_attrs) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rows chunk has ", n, " subject_keys but ", chunk.categories_size(),
-          " categories; send ", num_attrs, " categories per key"));
+      return absl::InvalidArgumentError(absl::StrCat("rows chunk has ", n, " subject_keys but ",
+                                                     chunk.categories_size(), " categories; send ",
+                                                     num_attrs, " categories per key"));
     }
     for (int64_t i = 0; i < n; ++i) {
       ++row;
@@ -267,11 +267,12 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
             absl::StrCat("a batch may hold at most ", options_.max_rows, " rows; split it"));
       }
       std::string& key = *chunk.mutable_subject_keys(i);
-      RETURN_IF_ERROR(internal::ValidateToken(key, absl::StrCat("subject key at row ", row).c_str()));
+      RETURN_IF_ERROR(
+          internal::ValidateToken(key, absl::StrCat("subject key at row ", row).c_str()));
       auto [it, inserted] = row_of_key.emplace(key, row);
       if (!inserted) {
-        return absl::InvalidArgumentError(absl::StrCat("subject key at row ", row,
-                                                       " repeats the key of row ", it->second));
+        return absl::InvalidArgumentError(
+            absl::StrCat("subject key at row ", row, " repeats the key of row ", it->second));
       }
       for (int k = 0; k < num_attrs; ++k) {
         const std::string& label = chunk.categories(i * num_attrs + column_of_attr[k]);
@@ -296,9 +297,9 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
   auto existing = store_->GetBatchDigest(dataset.id, header.batch_id());
   if (existing.ok()) {
     if (*existing != digest) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "batch_id '", header.batch_id(),
-          "' was already imported with different content; use a new batch_id"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("batch_id '", header.batch_id(),
+                       "' was already imported with different content; use a new batch_id"));
     }
     ASSIGN_OR_RETURN(auto now, store_->GetDataset(header.dataset()));
     resp.set_replayed(true);
@@ -311,13 +312,12 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
   absl::MutexLock index_lock(&slot->mu);
   for (int64_t i = 0; i < batch.keys_size(); ++i) {
     if (slot->index->Find(batch.keys(i)) >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "subject key at row ", i + 1, " is already in dataset '", dataset.name,
-          "' (imported by an earlier batch); remove it from this batch"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("subject key at row ", i + 1, " is already in dataset '", dataset.name,
+                       "' (imported by an earlier batch); remove it from this batch"));
     }
   }
-  RETURN_IF_ERROR(
-      store_->PutSubjectBatch(dataset.id, header.batch_id(), digest, row, payload));
+  RETURN_IF_ERROR(store_->PutSubjectBatch(dataset.id, header.batch_id(), digest, row, payload));
   slot->index->Append(batch.keys(), batch.codes());
   resp.set_rows_imported(row);
   resp.set_subject_count(slot->index->size());

@@ -28,12 +28,12 @@ namespace {
 // The public bin grid of a request, with messages naming the request's fields.
 absl::StatusOr<pp::ScoreGrid> MakeGrid(double lo, double hi, int bins) {
   if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lo and hi must be finite with lo < hi (got lo=", lo, ", hi=", hi, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("lo and hi must be finite with lo < hi (got lo=", lo, ", hi=", hi, ")"));
   }
   if (bins < 1 || bins > pp::ScoreGrid::kMaxBins) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bins must be in [1, ", pp::ScoreGrid::kMaxBins, "] (got ", bins, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bins must be in [1, ", pp::ScoreGrid::kMaxBins, "] (got ", bins, ")"));
   }
   pp::ScoreGrid grid{lo, hi, bins};
   RETURN_IF_ERROR(grid.Validate());
@@ -79,6 +79,24 @@ std::vector<int64_t> AddNoise(const std::vector<int64_t>& exact,
 
 }  // namespace
 
+absl::StatusOr<Vault::ScoredRows> Vault::LoadScores(
+    const Caller& caller, const std::string& handle, const std::string& score_column,
+    const google::protobuf::RepeatedPtrField<std::string>& attributes, v1::UnmatchedKeys unmatched,
+    const pp::ScoreGrid& grid, PreparedRelease* release) {
+  ScoredRows out;
+  ASSIGN_OR_RETURN(out.table, ResolveTable(caller, handle));
+  release->dataset_id = out.table.dataset.id;
+  release->dataset_name = out.table.dataset.name;
+  ASSIGN_OR_RETURN(int column,
+                   internal::ColumnIndex(*out.table.table, score_column, "score_column"));
+  ASSIGN_OR_RETURN(out.joined, Join(out.table, attributes, unmatched));
+  ASSIGN_OR_RETURN(out.scores, internal::NumericColumn(*out.table.table, column,
+                                                       out.joined.table_rows, "score_column"));
+  ASSIGN_OR_RETURN(out.counts, pp::HistogramCounts(out.scores, out.joined.group,
+                                                   out.joined.num_groups, grid, &out.clipped));
+  return out;
+}
+
 // ---- FitStatisticalParityPostProcessor ------------------------------------------------------
 
 absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
@@ -114,17 +132,12 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
   ASSIGN_OR_RETURN(auto replay, Replay<v1::FitStatisticalParityResponse>(caller, release));
   if (replay) return *std::move(replay);
 
-  ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));
-  release.dataset_id = table.dataset.id;
-  release.dataset_name = table.dataset.name;
-  ASSIGN_OR_RETURN(int score_col,
-                   internal::ColumnIndex(*table.table, req.score_column(), "score_column"));
-  ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
-  ASSIGN_OR_RETURN(auto scores, internal::NumericColumn(*table.table, score_col,
-                                                        joined.table_rows, "score_column"));
-  int64_t clipped = 0;
-  ASSIGN_OR_RETURN(auto counts, pp::HistogramCounts(scores, joined.group, joined.num_groups,
-                                                    grid, &clipped));
+  ASSIGN_OR_RETURN(ScoredRows scored,
+                   LoadScores(caller, req.table_handle(), req.score_column(), req.attributes(),
+                              req.unmatched(), grid, &release));
+  const JoinedRows& joined = scored.joined;
+  const std::vector<int64_t>& counts = scored.counts;
+  const int64_t clipped = scored.clipped;
   const int64_t n = static_cast<int64_t>(joined.table_rows.size());
 
   return ChargeAndRelease<v1::FitStatisticalParityResponse>(
@@ -134,15 +147,12 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
         const std::vector<int64_t> noisy = AddNoise(counts, *noises[0], gen_);
         std::vector<double> masses(noisy.size());
         for (size_t i = 0; i < noisy.size(); ++i) masses[i] = static_cast<double>(noisy[i]) / n;
-        ASSIGN_OR_RETURN(auto solution, pp::SolveStatisticalParity(masses, joined.num_groups,
-                                                                   grid, options));
+        ASSIGN_OR_RETURN(auto solution,
+                         pp::SolveStatisticalParity(masses, joined.num_groups, grid, options));
         v1::Artifact* artifact = resp->mutable_artifact();
-        artifact->set_id(absl::StrCat("art_", HexEncode(RandomBytes(16))));
-        artifact->set_dataset(table.dataset.name);
-        artifact->set_company(caller.name);
         const int64_t now = clock_->NowMicros();
-        artifact->set_created_unix(now / 1'000'000);
-        artifact->set_ledger_seq(seq);
+        charge_internal::FillArtifactEnvelope(caller, scored.table.dataset.name, seq, now,
+                                              artifact);
         v1::StatisticalParityPostProcessor* sp = artifact->mutable_statistical_parity();
         for (const auto& a : joined.attributes) sp->add_attributes(a);
         sp->set_lo(grid.lo);
@@ -185,14 +195,8 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
         }
         resp->set_rows_dropped(joined.dropped);
         resp->set_scores_clipped(clipped);
-        storage::ArtifactRecord record;
-        record.id = artifact->id();
-        record.account_id = caller.account_id;
-        record.dataset_id = table.dataset.id;
-        record.ledger_seq = seq;
-        record.created_micros = now;
-        record.payload = charge_internal::SerializeDeterministic(*artifact);
-        return std::optional<storage::ArtifactRecord>(std::move(record));
+        return std::optional<storage::ArtifactRecord>(
+            charge_internal::ArtifactRecordOf(*artifact, caller, scored.table.dataset.id, now));
       });
 }
 
@@ -287,17 +291,13 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
   ASSIGN_OR_RETURN(auto replay, Replay<v1::AuditRegressorResponse>(caller, release));
   if (replay) return *std::move(replay);
 
-  ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));
-  release.dataset_id = table.dataset.id;
-  release.dataset_name = table.dataset.name;
-  ASSIGN_OR_RETURN(int score_col,
-                   internal::ColumnIndex(*table.table, req.score_column(), "score_column"));
-  ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
-  ASSIGN_OR_RETURN(auto scores, internal::NumericColumn(*table.table, score_col,
-                                                        joined.table_rows, "score_column"));
-  int64_t clipped = 0;
-  ASSIGN_OR_RETURN(auto counts, pp::HistogramCounts(scores, joined.group, joined.num_groups,
-                                                    grid, &clipped));
+  ASSIGN_OR_RETURN(ScoredRows scored,
+                   LoadScores(caller, req.table_handle(), req.score_column(), req.attributes(),
+                              req.unmatched(), grid, &release));
+  const JoinedRows& joined = scored.joined;
+  const std::vector<double>& scores = scored.scores;
+  const std::vector<int64_t>& counts = scored.counts;
+  const int64_t clipped = scored.clipped;
   std::vector<int64_t> sums(joined.num_groups, 0);
   for (size_t i = 0; i < scores.size(); ++i) {
     const double s = std::clamp(scores[i], grid.lo, grid.hi);

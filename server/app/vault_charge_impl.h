@@ -42,13 +42,36 @@ inline std::string ParamsDigest(const std::string& kind, const google::protobuf:
   return HexEncode(Sha256(absl::StrCat(kind, std::string(1, '\0'), SerializeDeterministic(*copy))));
 }
 
+// Fills an artifact's envelope: a fresh id, owner, dataset, time and the paying ledger row.
+inline void FillArtifactEnvelope(const Caller& caller, const std::string& dataset,
+                                 int64_t ledger_seq, int64_t now_micros, v1::Artifact* artifact) {
+  artifact->set_id(absl::StrCat("art_", HexEncode(RandomBytes(16))));
+  artifact->set_dataset(dataset);
+  artifact->set_company(caller.name);
+  artifact->set_created_unix(now_micros / 1'000'000);
+  artifact->set_ledger_seq(ledger_seq);
+}
+
+// The stored record of a finished artifact (in the one artifact format: the serialized
+// v1::Artifact).
+inline storage::ArtifactRecord ArtifactRecordOf(const v1::Artifact& artifact, const Caller& caller,
+                                                int64_t dataset_id, int64_t now_micros) {
+  storage::ArtifactRecord record;
+  record.id = artifact.id();
+  record.account_id = caller.account_id;
+  record.dataset_id = dataset_id;
+  record.ledger_seq = artifact.ledger_seq();
+  record.created_micros = now_micros;
+  record.payload = SerializeDeterministic(artifact);
+  return record;
+}
+
 template <typename Response>
 absl::StatusOr<Response> ParseStored(const std::string& payload) {
   Response resp;
   if (!resp.ParseFromString(payload)) return absl::DataLossError("stored response is corrupt");
   return resp;
 }
-
 
 }  // namespace charge_internal
 
@@ -59,7 +82,8 @@ absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
   auto stored = store_->GetStoredResponse(caller.account_id, release.idempotency_key);
   if (absl::IsNotFound(stored.status())) return std::optional<Response>();
   RETURN_IF_ERROR(stored.status());
-  if (stored->params_digest != charge_internal::ParamsDigest(release.request_kind, *release.request)) {
+  if (stored->params_digest !=
+      charge_internal::ParamsDigest(release.request_kind, *release.request)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "idempotency_key '", release.idempotency_key,
         "' was already used with different parameters; use a new key for a new request"));
@@ -72,7 +96,8 @@ template <typename Response>
 absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
                                                  const PreparedRelease& release,
                                                  const ReleaseFill<Response>& fill) {
-  ASSIGN_OR_RETURN(const int64_t epsilon_micro, charge_internal::accounting::EpsilonToMicro(release.epsilon));
+  ASSIGN_OR_RETURN(const int64_t epsilon_micro,
+                   charge_internal::accounting::EpsilonToMicro(release.epsilon));
   storage::ChargeRequest charge;
   charge.account_id = caller.account_id;
   charge.account_name = caller.name;
@@ -102,13 +127,13 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
     }
     RETURN_IF_ERROR(budget.status());
     if (budget->grant.delta <= 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "noise: discrete Gaussian needs a grant with delta > 0; the grant on '",
-          release.dataset_name, "' has delta 0 — use NOISE_KIND_DISCRETE_LAPLACE"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("noise: discrete Gaussian needs a grant with delta > 0; the grant on '",
+                       release.dataset_name, "' has delta 0 — use NOISE_KIND_DISCRETE_LAPLACE"));
     }
     charge.delta = budget->grant.delta;
-    ASSIGN_OR_RETURN(double sigma, charge_internal::accounting::CalibrateGaussianSigma(charge.epsilon, charge.delta,
-                                                                      sensitivity));
+    ASSIGN_OR_RETURN(double sigma, charge_internal::accounting::CalibrateGaussianSigma(
+                                       charge.epsilon, charge.delta, sensitivity));
     ASSIGN_OR_RETURN(auto noise, core::dp::MakeDiscreteGaussianNoise(sigma));
     charge.cost = charge_internal::accounting::GaussianCost(sensitivity, noise->Scale());
     noises.push_back(std::move(noise));
@@ -139,20 +164,21 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
 
   ASSIGN_OR_RETURN(
       storage::ChargeOutcome outcome,
-      store_->Charge(charge, clock_->NowMicros(),
-                     [&](int64_t seq,
-                         const storage::BudgetState& after) -> absl::StatusOr<storage::ChargeResult> {
-                       Response resp;
-                       ASSIGN_OR_RETURN(auto artifact, fill(noises, seq, &resp));
-                       v1::Charge* c = resp.mutable_charge();
-                       *c->mutable_cost() = cost;
-                       *c->mutable_budget_after() = internal::MakeBudget(
-                           release.dataset_name, caller.name, after.grant.epsilon_micro,
-                           after.grant.delta, after.spend);
-                       c->set_ledger_seq(seq);
-                       return storage::ChargeResult{charge_internal::SerializeDeterministic(resp),
-                                                    std::move(artifact)};
-                     }));
+      store_->Charge(
+          charge, clock_->NowMicros(),
+          [&](int64_t seq,
+              const storage::BudgetState& after) -> absl::StatusOr<storage::ChargeResult> {
+            Response resp;
+            ASSIGN_OR_RETURN(auto artifact, fill(noises, seq, &resp));
+            v1::Charge* c = resp.mutable_charge();
+            *c->mutable_cost() = cost;
+            *c->mutable_budget_after() =
+                internal::MakeBudget(release.dataset_name, caller.name, after.grant.epsilon_micro,
+                                     after.grant.delta, after.spend);
+            c->set_ledger_seq(seq);
+            return storage::ChargeResult{charge_internal::SerializeDeterministic(resp),
+                                         std::move(artifact)};
+          }));
   return charge_internal::ParseStored<Response>(outcome.response_payload);
 }
 

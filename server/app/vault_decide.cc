@@ -61,9 +61,9 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
   ASSIGN_OR_RETURN(v1::Artifact artifact, LoadArtifact(caller, req.artifact_id()));
   const int64_t rows = req.subject_keys_size();
   if (rows == 0 || rows != req.values_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "send one value per subject key (got ", rows, " subject_keys and ", req.values_size(),
-        " values)"));
+    return absl::InvalidArgumentError(absl::StrCat("send one value per subject key (got ", rows,
+                                                   " subject_keys and ", req.values_size(),
+                                                   " values)"));
   }
   if (rows > options_.max_rows) {
     return absl::InvalidArgumentError(
@@ -71,8 +71,8 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
   }
   const bool is_eo = artifact.has_equalized_odds();
   if (!is_eo && !artifact.has_statistical_parity()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "artifact '", artifact.id(), "' is not an attribute-aware post-processor"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("artifact '", artifact.id(), "' is not an attribute-aware post-processor"));
   }
   auto dataset = store_->GetDataset(artifact.dataset());
   if (absl::IsNotFound(dataset.status())) {
@@ -81,8 +81,8 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
   }
   RETURN_IF_ERROR(dataset.status());
   ASSIGN_OR_RETURN(auto all_attributes, DatasetAttributes(*dataset));
-  const auto& artifact_attributes = is_eo ? artifact.equalized_odds().attributes()
-                                          : artifact.statistical_parity().attributes();
+  const auto& artifact_attributes =
+      is_eo ? artifact.equalized_odds().attributes() : artifact.statistical_parity().attributes();
   ASSIGN_OR_RETURN(GroupSpec spec,
                    ResolveGroups(all_attributes, dataset->name, artifact_attributes));
 
@@ -117,9 +117,9 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     }
   }
   if (labels != spec.group_labels) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "artifact '", artifact.id(), "' groups no longer match dataset '", dataset->name,
-        "'; fit a new post-processor"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("artifact '", artifact.id(), "' groups no longer match dataset '",
+                     dataset->name, "'; fit a new post-processor"));
   }
   double bound = 0;
   for (const auto& input : probs) bound = std::max(bound, LogRatioBound(input));
@@ -153,8 +153,7 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
         const double p = probs[static_cast<int>(value)][group][1];
         resp.add_outputs(absl::Bernoulli(gen, p) ? 1 : 0);
       } else {
-        resp.add_outputs(
-            pp::SampleFairScore(transport, grid, group, grid.Bin(value), gen));
+        resp.add_outputs(pp::SampleFairScore(transport, grid, group, grid.Bin(value), gen));
       }
     }
   }

@@ -15,9 +15,9 @@ absl::Status RequireRole(const Caller& caller, std::initializer_list<storage::Ro
   if (std::find(roles.begin(), roles.end(), caller.role) != roles.end()) {
     return absl::OkStatus();
   }
-  return absl::PermissionDeniedError(
-      absl::StrCat("account '", caller.name, "' (", v1::Role_Name(ToProtoRole(caller.role)),
-                   ") may not call this method"));
+  return absl::PermissionDeniedError(absl::StrCat("account '", caller.name, "' (",
+                                                  v1::Role_Name(ToProtoRole(caller.role)),
+                                                  ") may not call this method"));
 }
 
 absl::Status ValidateName(const std::string& value, const char* field) {
@@ -36,15 +36,27 @@ absl::Status ValidateToken(const std::string& value, const char* field) {
   bool ok = !value.empty() && value.size() <= 128;
   for (char c : value) ok = ok && c > ' ' && c < 127;
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " must be 1-128 printable ASCII characters without spaces (got '",
-        value.substr(0, 80), "')"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " must be 1-128 printable ASCII characters without spaces (got '",
+                     value.substr(0, 80), "')"));
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateDelta(double delta) {
   return core::ValidateInHalfOpenRange(delta, 0, 1, "delta");
+}
+
+absl::StatusOr<storage::LedgerFilter> PageFilter(int64_t after_seq, int32_t limit) {
+  if (after_seq < 0) return absl::InvalidArgumentError("after_seq must be >= 0");
+  if (limit < 0 || limit > 10000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit must be in [1, 10000] or 0 for 1000 (got ", limit, ")"));
+  }
+  storage::LedgerFilter filter;
+  filter.after_seq = after_seq;
+  filter.limit = limit == 0 ? 1000 : limit;
+  return filter;
 }
 
 v1::Role ToProtoRole(storage::Role role) {
@@ -59,8 +71,8 @@ v1::Role ToProtoRole(storage::Role role) {
   return v1::ROLE_UNSPECIFIED;
 }
 
-v1::Budget MakeBudget(const std::string& dataset, const std::string& company,
-                      int64_t granted_micro, double delta, const core::accounting::Spend& spend) {
+v1::Budget MakeBudget(const std::string& dataset, const std::string& company, int64_t granted_micro,
+                      double delta, const core::accounting::Spend& spend) {
   v1::Budget b;
   b.set_dataset(dataset);
   b.set_company(company);
@@ -100,18 +112,17 @@ absl::StatusOr<std::vector<double>> NumericColumn(const storage::StoredTable& ta
 absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table, int column,
                                               const std::vector<int64_t>& rows, const char* field) {
   if (table.specs(column).type() != v1::COLUMN_TYPE_NUMERIC) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": column '", table.specs(column).name(), "' must be numeric with values 0 or 1"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": column '", table.specs(column).name(),
+                                                   "' must be numeric with values 0 or 1"));
   }
   const auto& values = table.columns(column).numeric();
   std::vector<int> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const double v = values[rows[i]];
     if (v != 0 && v != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": column '",
-                                                     table.specs(column).name(), "' row ",
-                                                     rows[i] + 1, " is ", v,
-                                                     "; values must be 0 or 1"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": column '", table.specs(column).name(), "' row ", rows[i] + 1,
+                       " is ", v, "; values must be 0 or 1"));
     }
     out[i] = static_cast<int>(v);
   }

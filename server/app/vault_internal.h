@@ -6,9 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
-
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
 #include "server/storage/records.pb.h"
@@ -30,6 +29,9 @@ absl::Status ValidateDelta(double delta);
 
 v1::Role ToProtoRole(storage::Role role);
 
+// A page of rows with seq > after_seq (>= 0), at most `limit` (1..10000; 0 means 1000).
+absl::StatusOr<storage::LedgerFilter> PageFilter(int64_t after_seq, int32_t limit);
+
 // Index of a named column in a stored table, or InvalidArgument listing the columns.
 absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::string& name,
                                 const char* field);
@@ -44,8 +46,8 @@ absl::StatusOr<std::vector<double>> NumericColumn(const storage::StoredTable& ta
                                                   const char* field);
 
 // The Budget message for a grant (or cap) and its spend.
-v1::Budget MakeBudget(const std::string& dataset, const std::string& company,
-                      int64_t granted_micro, double delta, const core::accounting::Spend& spend);
+v1::Budget MakeBudget(const std::string& dataset, const std::string& company, int64_t granted_micro,
+                      double delta, const core::accounting::Spend& spend);
 
 }  // namespace fairvault::server::internal
 

@@ -130,9 +130,9 @@ TEST_F(VaultPostprocessTest, StatisticalParityRefusesBadInputsWithoutCharging) {
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
   ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_lo(1); }), kInvalid, "lo");
   ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_hi(NAN); }), kInvalid, "hi");
-  ExpectRefusedWithoutCharge(
-      acme_, with([](R& r) { r.set_lo(-std::numeric_limits<double>::infinity()); }), kInvalid,
-      "lo");
+  ExpectRefusedWithoutCharge(acme_,
+                             with([](R& r) { r.set_lo(-std::numeric_limits<double>::infinity()); }),
+                             kInvalid, "lo");
   ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_bins(0); }), kInvalid, "bins");
   ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_bins(1001); }), kInvalid, "bins");
   ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_alpha(1.5); }), kInvalid, "alpha");
@@ -219,13 +219,13 @@ TEST_F(VaultPostprocessTest, AuditsRefuseBadInputsWithoutCharging) {
   c.set_epsilon(1);
   c.set_confidence(1.5);
   ExpectRefusedWithoutCharge(
-      acme_, [&] { return vault_->AuditClassifier(acme_, c); },
-      absl::StatusCode::kInvalidArgument, "confidence");
+      acme_, [&] { return vault_->AuditClassifier(acme_, c); }, absl::StatusCode::kInvalidArgument,
+      "confidence");
   c.set_confidence(0.9);
   c.set_label_column("tier");  // categorical
   ExpectRefusedWithoutCharge(
-      acme_, [&] { return vault_->AuditClassifier(acme_, c); },
-      absl::StatusCode::kInvalidArgument, "tier");
+      acme_, [&] { return vault_->AuditClassifier(acme_, c); }, absl::StatusCode::kInvalidArgument,
+      "tier");
   v1::AuditRegressorRequest r;
   r.set_idempotency_key("bad-audit-r");
   r.set_table_handle(score_handle_);
@@ -235,8 +235,8 @@ TEST_F(VaultPostprocessTest, AuditsRefuseBadInputsWithoutCharging) {
   r.set_bins(4);
   r.set_epsilon(1);
   ExpectRefusedWithoutCharge(
-      acme_, [&] { return vault_->AuditRegressor(acme_, r); },
-      absl::StatusCode::kInvalidArgument, "lo");
+      acme_, [&] { return vault_->AuditRegressor(acme_, r); }, absl::StatusCode::kInvalidArgument,
+      "lo");
 }
 
 // ---- Decide --------------------------------------------------------------------------------
@@ -275,8 +275,7 @@ TEST_F(VaultPostprocessTest, DecideAppliesTheArtifactIsRepeatableLoggedAndFree) 
   EXPECT_EQ(log->entries(0).artifact_id(), artifact.id());
   EXPECT_EQ(log->entries(0).rows(), 30);
   EXPECT_EQ(log->entries(0).dataset(), "census");
-  EXPECT_THAT(vault_->ListAccessLog(acme_, log_req),
-              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(vault_->ListAccessLog(acme_, log_req), StatusIs(absl::StatusCode::kPermissionDenied));
 }
 
 TEST_F(VaultPostprocessTest, DecideWithAStatisticalParityArtifactReturnsBinCentres) {
@@ -300,12 +299,10 @@ TEST_F(VaultPostprocessTest, DecideRefusesBadRowsNamingThem) {
               StatusIs(absl::StatusCode::kInvalidArgument, "row 5 is not in dataset"));
   req = DecideAll(artifact.id(), true);
   req.set_values(2, 0.5);
-  EXPECT_THAT(vault_->Decide(acme_, req),
-              StatusIs(absl::StatusCode::kInvalidArgument, "row 3"));
+  EXPECT_THAT(vault_->Decide(acme_, req), StatusIs(absl::StatusCode::kInvalidArgument, "row 3"));
   req = DecideAll(artifact.id(), true);
   req.set_values(7, NAN);
-  EXPECT_THAT(vault_->Decide(acme_, req),
-              StatusIs(absl::StatusCode::kInvalidArgument, "row 8"));
+  EXPECT_THAT(vault_->Decide(acme_, req), StatusIs(absl::StatusCode::kInvalidArgument, "row 8"));
   req = DecideAll(artifact.id(), true);
   req.add_values(1);
   EXPECT_THAT(vault_->Decide(acme_, req), StatusIs(absl::StatusCode::kInvalidArgument));

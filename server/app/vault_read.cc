@@ -33,8 +33,8 @@ absl::StatusOr<v1::GetBudgetResponse> Vault::GetBudget(const Caller& caller,
     ASSIGN_OR_RETURN(auto dataset, store_->GetDataset(req.dataset()));
     auto budget = BudgetView(caller.account_id, caller.name, dataset);
     if (absl::IsNotFound(budget.status())) {
-      return absl::NotFoundError(absl::StrCat("company '", caller.name,
-                                              "' has no grant on dataset '", dataset.name, "'"));
+      return absl::NotFoundError(
+          absl::StrCat("company '", caller.name, "' has no grant on dataset '", dataset.name, "'"));
     }
     RETURN_IF_ERROR(budget.status());
     *resp.add_budgets() = *std::move(budget);
@@ -51,7 +51,8 @@ absl::StatusOr<v1::GetBudgetResponse> Vault::GetBudget(const Caller& caller,
 
 absl::StatusOr<v1::ListLedgerResponse> Vault::ListLedger(const Caller& caller,
                                                          const v1::ListLedgerRequest& req) {
-  storage::LedgerFilter filter;
+  ASSIGN_OR_RETURN(storage::LedgerFilter filter,
+                   internal::PageFilter(req.after_seq(), req.limit()));
   if (caller.role == Role::kCompany) {
     if (!req.company().empty() && req.company() != caller.name) {
       return absl::PermissionDeniedError("company: a company may list only its own ledger rows");
@@ -61,13 +62,6 @@ absl::StatusOr<v1::ListLedgerResponse> Vault::ListLedger(const Caller& caller,
     filter.account = req.company();
   }
   if (!req.dataset().empty()) filter.dataset = req.dataset();
-  if (req.after_seq() < 0) return absl::InvalidArgumentError("after_seq must be >= 0");
-  if (req.limit() < 0 || req.limit() > 10000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("limit must be in [1, 10000] or 0 for 1000 (got ", req.limit(), ")"));
-  }
-  filter.after_seq = req.after_seq();
-  filter.limit = req.limit() == 0 ? 1000 : req.limit();
   ASSIGN_OR_RETURN(auto rows, store_->ListLedger(filter));
   v1::ListLedgerResponse resp;
   for (const auto& r : rows) {
@@ -120,15 +114,9 @@ absl::StatusOr<v1::ListBudgetsResponse> Vault::ListBudgets(const Caller& caller,
 absl::StatusOr<v1::ListAccessLogResponse> Vault::ListAccessLog(
     const Caller& caller, const v1::ListAccessLogRequest& req) {
   RETURN_IF_ERROR(RequireRole(caller, {Role::kAuditor, Role::kRegulator}));
-  if (req.after_seq() < 0) return absl::InvalidArgumentError("after_seq must be >= 0");
-  if (req.limit() < 0 || req.limit() > 10000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("limit must be in [1, 10000] or 0 for 1000 (got ", req.limit(), ")"));
-  }
-  storage::LedgerFilter filter;
+  ASSIGN_OR_RETURN(storage::LedgerFilter filter,
+                   internal::PageFilter(req.after_seq(), req.limit()));
   if (!req.company().empty()) filter.account = req.company();
-  filter.after_seq = req.after_seq();
-  filter.limit = req.limit() == 0 ? 1000 : req.limit();
   ASSIGN_OR_RETURN(auto rows, store_->ListAccessLog(filter));
   v1::ListAccessLogResponse resp;
   for (const auto& r : rows) {

@@ -53,12 +53,11 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
   release.idempotency_key = req.idempotency_key();
   release.request = &req;
   release.epsilon = req.epsilon();
-  release.noise = req.noise() == v1::NOISE_KIND_DISCRETE_GAUSSIAN
-                      ? v1::NOISE_KIND_DISCRETE_GAUSSIAN
-                      : v1::NOISE_KIND_DISCRETE_LAPLACE;
+  release.noise = req.noise() == v1::NOISE_KIND_DISCRETE_GAUSSIAN ? v1::NOISE_KIND_DISCRETE_GAUSSIAN
+                                                                  : v1::NOISE_KIND_DISCRETE_LAPLACE;
   // Moving one subject between groups changes two cells by one.
-  release.parts = {{"counts",
-                    release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN ? std::sqrt(2.0) : 2.0}};
+  release.parts = {
+      {"counts", release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN ? std::sqrt(2.0) : 2.0}};
   ASSIGN_OR_RETURN(auto replay, Replay<v1::NoisyCountsResponse>(caller, release));
   if (replay) return *std::move(replay);
 
@@ -100,9 +99,9 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
   for (const auto& d : domains) {
     cells *= static_cast<int64_t>(d.size());
     if (cells > kMaxCells) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "columns: the table would have more than ", kMaxCells,
-          " cells; cross fewer or coarser columns"));
+      return absl::InvalidArgumentError(absl::StrCat("columns: the table would have more than ",
+                                                     kMaxCells,
+                                                     " cells; cross fewer or coarser columns"));
     }
   }
   // Cell index: column values (first most significant), then the group.
@@ -163,17 +162,18 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
   ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));
   release.dataset_id = table.dataset.id;
   release.dataset_name = table.dataset.name;
-  ASSIGN_OR_RETURN(int pred_col,
-                   internal::ColumnIndex(*table.table, req.prediction_column(), "prediction_column"));
-  ASSIGN_OR_RETURN(int label_col, internal::ColumnIndex(*table.table, req.label_column(), "label_column"));
+  ASSIGN_OR_RETURN(int pred_col, internal::ColumnIndex(*table.table, req.prediction_column(),
+                                                       "prediction_column"));
+  ASSIGN_OR_RETURN(int label_col,
+                   internal::ColumnIndex(*table.table, req.label_column(), "label_column"));
   ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
   if (joined.num_groups < 2) {
     return absl::InvalidArgumentError("attributes: equalized odds needs at least two groups");
   }
-  ASSIGN_OR_RETURN(auto pred,
-                   internal::BinaryColumn(*table.table, pred_col, joined.table_rows, "prediction_column"));
-  ASSIGN_OR_RETURN(auto label,
-                   internal::BinaryColumn(*table.table, label_col, joined.table_rows, "label_column"));
+  ASSIGN_OR_RETURN(auto pred, internal::BinaryColumn(*table.table, pred_col, joined.table_rows,
+                                                     "prediction_column"));
+  ASSIGN_OR_RETURN(auto label, internal::BinaryColumn(*table.table, label_col, joined.table_rows,
+                                                      "label_column"));
   ASSIGN_OR_RETURN(auto counts,
                    core::postprocess::CountEo(pred, label, joined.group, joined.num_groups));
   core::postprocess::EoOptions options;
@@ -192,12 +192,8 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
         ASSIGN_OR_RETURN(auto solution, core::postprocess::FitEqualizedOdds(
                                             counts, options, *noises[0], gen_, &noisy));
         v1::Artifact* artifact = resp->mutable_artifact();
-        artifact->set_id(absl::StrCat("art_", HexEncode(RandomBytes(16))));
-        artifact->set_dataset(table.dataset.name);
-        artifact->set_company(caller.name);
         const int64_t now = clock_->NowMicros();
-        artifact->set_created_unix(now / 1'000'000);
-        artifact->set_ledger_seq(seq);
+        charge_internal::FillArtifactEnvelope(caller, table.dataset.name, seq, now, artifact);
         v1::EqualizedOddsPostProcessor* eo = artifact->mutable_equalized_odds();
         for (const auto& a : joined.attributes) eo->add_attributes(a);
         for (int a = 0; a < joined.num_groups; ++a) {
@@ -226,14 +222,8 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
         eo->set_noisy_error(solution.noisy_error);
         for (const auto& w : solution.warnings) eo->add_warnings(w);
         resp->set_rows_dropped(joined.dropped);
-        storage::ArtifactRecord record;
-        record.id = artifact->id();
-        record.account_id = caller.account_id;
-        record.dataset_id = table.dataset.id;
-        record.ledger_seq = seq;
-        record.created_micros = now;
-        record.payload = charge_internal::SerializeDeterministic(*artifact);
-        return std::optional<storage::ArtifactRecord>(std::move(record));
+        return std::optional<storage::ArtifactRecord>(
+            charge_internal::ArtifactRecordOf(*artifact, caller, table.dataset.id, now));
       });
 }
 

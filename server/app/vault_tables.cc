@@ -26,14 +26,14 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
   RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
   ASSIGN_OR_RETURN(auto dataset, store_->GetDataset(header.dataset()));
   if (!store_->GetBudget(caller.account_id, dataset.id).ok()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "company '", caller.name, "' has no grant on dataset '", dataset.name,
-        "'; ask the regulator for a grant before uploading"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("company '", caller.name, "' has no grant on dataset '", dataset.name,
+                     "'; ask the regulator for a grant before uploading"));
   }
   if (header.ttl_seconds() < 0 || header.ttl_seconds() > kMaxTtlSeconds) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "header.ttl_seconds must be in [1, ", kMaxTtlSeconds, "] or 0 for the default (got ",
-        header.ttl_seconds(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("header.ttl_seconds must be in [1, ",
+                                                   kMaxTtlSeconds, "] or 0 for the default (got ",
+                                                   header.ttl_seconds(), ")"));
   }
   if (header.columns_size() > kMaxColumns) {
     return absl::InvalidArgumentError(
@@ -51,9 +51,9 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
           absl::StrCat("header.columns: '", spec.name(), "' is repeated"));
     }
     if (spec.type() != v1::COLUMN_TYPE_NUMERIC && spec.type() != v1::COLUMN_TYPE_CATEGORICAL) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "header.columns: column '", spec.name(),
-          "' needs type COLUMN_TYPE_NUMERIC or COLUMN_TYPE_CATEGORICAL"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("header.columns: column '", spec.name(),
+                       "' needs type COLUMN_TYPE_NUMERIC or COLUMN_TYPE_CATEGORICAL"));
     }
     *table.add_specs() = spec;
     table.add_columns();
@@ -66,9 +66,9 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
   while (next(&chunk)) {
     const int n = chunk.subject_keys_size();
     if (chunk.columns_size() != header.columns_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "chunk has ", chunk.columns_size(), " columns; the header declares ",
-          header.columns_size()));
+      return absl::InvalidArgumentError(absl::StrCat("chunk has ", chunk.columns_size(),
+                                                     " columns; the header declares ",
+                                                     header.columns_size()));
     }
     for (int c = 0; c < header.columns_size(); ++c) {
       const v1::ColumnValues& values = chunk.columns(c);
@@ -81,9 +81,9 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
       }
       for (int i = 0; i < n; ++i) {
         if (numeric && !std::isfinite(values.numeric(i))) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "column '", header.columns(c).name(), "' row ", row + i + 1,
-              " is not a finite number; fix or drop the row"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("column '", header.columns(c).name(), "' row ", row + i + 1,
+                           " is not a finite number; fix or drop the row"));
         }
       }
       v1::ColumnValues* dst = table.mutable_columns(c);
@@ -108,9 +108,9 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
       auto [it, inserted] = row_of_key.emplace(*key, row);
       if (!inserted) {
         // A repeated person would multiply their influence on every statistic.
-        return absl::InvalidArgumentError(absl::StrCat(
-            "subject key at row ", row, " repeats the key of row ", it->second,
-            "; each subject may appear once per table"));
+        return absl::InvalidArgumentError(absl::StrCat("subject key at row ", row,
+                                                       " repeats the key of row ", it->second,
+                                                       "; each subject may appear once per table"));
       }
     }
   }
@@ -160,9 +160,9 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
         absl::StrCat("table_handle '", handle, "' belongs to another company"));
   }
   if (record.expires_micros < clock_->NowMicros()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "table_handle '", handle, "' expired at unix time ", record.expires_micros / 1'000'000,
-        "; upload the table again"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("table_handle '", handle, "' expired at unix time ",
+                     record.expires_micros / 1'000'000, "; upload the table again"));
   }
   ResolvedTable resolved;
   ASSIGN_OR_RETURN(resolved.dataset, store_->GetDatasetById(record.dataset_id));
@@ -240,9 +240,9 @@ absl::StatusOr<GroupSpec> ResolveGroups(
   return spec;
 }
 
-absl::StatusOr<JoinedRows> Vault::Join(
-    const ResolvedTable& table, const google::protobuf::RepeatedPtrField<std::string>& attrs,
-    v1::UnmatchedKeys unmatched) {
+absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
+                                       const google::protobuf::RepeatedPtrField<std::string>& attrs,
+                                       v1::UnmatchedKeys unmatched) {
   JoinedRows out;
   ASSIGN_OR_RETURN(static_cast<GroupSpec&>(out),
                    ResolveGroups(table.dataset_attributes, table.dataset.name, attrs));
@@ -262,10 +262,10 @@ absl::StatusOr<JoinedRows> Vault::Join(
     out.group.push_back(out.GroupOf(index, subject));
   }
   if (out.dropped > 0 && unmatched != v1::UNMATCHED_KEYS_DROP) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        out.dropped, " of ", keys.size(),
-        " table rows have subject keys that are not in the vault; remove them or set "
-        "unmatched = UNMATCHED_KEYS_DROP"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(out.dropped, " of ", keys.size(),
+                     " table rows have subject keys that are not in the vault; remove them or set "
+                     "unmatched = UNMATCHED_KEYS_DROP"));
   }
   if (out.table_rows.empty()) {
     return absl::InvalidArgumentError("no table row has a subject key in the vault");

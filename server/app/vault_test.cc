@@ -24,14 +24,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/app/clock.h"
-#include "server/storage/sqlite_store.h"
 #include "server/app/vault_test_fixture.h"
+#include "server/storage/sqlite_store.h"
 
 namespace fairvault::server::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
 
 // ---- authentication and roles ------------------------------------------------------------------
 

@@ -52,7 +52,8 @@ absl::StatusOr<Caller> AuthenticateCall(Vault& vault, const grpc::ServerContext&
 grpc::Status RegulatorServiceImpl::CreateDataset(grpc::ServerContext* ctx,
                                                  const v1::CreateDatasetRequest* req,
                                                  v1::CreateDatasetResponse* resp) {
-  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->CreateDataset(c, *req); });
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) { return vault_->CreateDataset(c, *req); });
 }
 grpc::Status RegulatorServiceImpl::ListDatasets(grpc::ServerContext* ctx,
                                                 const v1::ListDatasetsRequest*,
@@ -62,33 +63,36 @@ grpc::Status RegulatorServiceImpl::ListDatasets(grpc::ServerContext* ctx,
 grpc::Status RegulatorServiceImpl::DeleteDataset(grpc::ServerContext* ctx,
                                                  const v1::DeleteDatasetRequest* req,
                                                  v1::DeleteDatasetResponse* resp) {
-  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->DeleteDataset(c, *req); });
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) { return vault_->DeleteDataset(c, *req); });
 }
 grpc::Status RegulatorServiceImpl::ImportAttributes(
     grpc::ServerContext* ctx, grpc::ServerReader<v1::ImportAttributesRequest>* reader,
     v1::ImportAttributesResponse* resp) {
-  return Handle(*vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::ImportAttributesResponse> {
-    v1::ImportHeader header;
-    absl::Status s = ReadHeader<v1::ImportAttributesRequest, v1::ImportHeader, v1::SubjectRows>(
-        reader, &header, &v1::ImportAttributesRequest::header,
-        &v1::ImportAttributesRequest::has_header);
-    if (!s.ok()) return s;
-    v1::ImportAttributesRequest msg;
-    return vault_->ImportAttributes(c, header, [&](v1::SubjectRows* rows) {
-      while (reader->Read(&msg)) {
-        if (msg.has_rows()) {
-          rows->Swap(msg.mutable_rows());
-          return true;
-        }
-      }
-      return false;
-    });
-  });
+  return Handle(
+      *vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::ImportAttributesResponse> {
+        v1::ImportHeader header;
+        absl::Status s = ReadHeader<v1::ImportAttributesRequest, v1::ImportHeader, v1::SubjectRows>(
+            reader, &header, &v1::ImportAttributesRequest::header,
+            &v1::ImportAttributesRequest::has_header);
+        if (!s.ok()) return s;
+        v1::ImportAttributesRequest msg;
+        return vault_->ImportAttributes(c, header, [&](v1::SubjectRows* rows) {
+          while (reader->Read(&msg)) {
+            if (msg.has_rows()) {
+              rows->Swap(msg.mutable_rows());
+              return true;
+            }
+          }
+          return false;
+        });
+      });
 }
 grpc::Status RegulatorServiceImpl::CreateAccount(grpc::ServerContext* ctx,
                                                  const v1::CreateAccountRequest* req,
                                                  v1::CreateAccountResponse* resp) {
-  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->CreateAccount(c, *req); });
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) { return vault_->CreateAccount(c, *req); });
 }
 grpc::Status RegulatorServiceImpl::ListAccounts(grpc::ServerContext* ctx,
                                                 const v1::ListAccountsRequest*,
@@ -103,7 +107,8 @@ grpc::Status RegulatorServiceImpl::GrantBudget(grpc::ServerContext* ctx,
 grpc::Status RegulatorServiceImpl::SetDatasetCap(grpc::ServerContext* ctx,
                                                  const v1::SetDatasetCapRequest* req,
                                                  v1::SetDatasetCapResponse* resp) {
-  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->SetDatasetCap(c, *req); });
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) { return vault_->SetDatasetCap(c, *req); });
 }
 grpc::Status RegulatorServiceImpl::VerifyLedger(grpc::ServerContext* ctx,
                                                 const v1::VerifyLedgerRequest*,
@@ -116,22 +121,23 @@ grpc::Status RegulatorServiceImpl::VerifyLedger(grpc::ServerContext* ctx,
 grpc::Status CompanyServiceImpl::UploadTable(grpc::ServerContext* ctx,
                                              grpc::ServerReader<v1::UploadTableRequest>* reader,
                                              v1::UploadTableResponse* resp) {
-  return Handle(*vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::UploadTableResponse> {
-    v1::TableHeader header;
-    absl::Status s = ReadHeader<v1::UploadTableRequest, v1::TableHeader, v1::TableChunk>(
-        reader, &header, &v1::UploadTableRequest::header, &v1::UploadTableRequest::has_header);
-    if (!s.ok()) return s;
-    v1::UploadTableRequest msg;
-    return vault_->UploadTable(c, header, [&](v1::TableChunk* chunk) {
-      while (reader->Read(&msg)) {
-        if (msg.has_chunk()) {
-          chunk->Swap(msg.mutable_chunk());
-          return true;
-        }
-      }
-      return false;
-    });
-  });
+  return Handle(
+      *vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::UploadTableResponse> {
+        v1::TableHeader header;
+        absl::Status s = ReadHeader<v1::UploadTableRequest, v1::TableHeader, v1::TableChunk>(
+            reader, &header, &v1::UploadTableRequest::header, &v1::UploadTableRequest::has_header);
+        if (!s.ok()) return s;
+        v1::UploadTableRequest msg;
+        return vault_->UploadTable(c, header, [&](v1::TableChunk* chunk) {
+          while (reader->Read(&msg)) {
+            if (msg.has_chunk()) {
+              chunk->Swap(msg.mutable_chunk());
+              return true;
+            }
+          }
+          return false;
+        });
+      });
 }
 grpc::Status CompanyServiceImpl::NoisyCounts(grpc::ServerContext* ctx,
                                              const v1::NoisyCountsRequest* req,
@@ -215,7 +221,8 @@ grpc::Status AuditorServiceImpl::VerifyLedger(grpc::ServerContext* ctx,
 grpc::Status AuditorServiceImpl::ListAccessLog(grpc::ServerContext* ctx,
                                                const v1::ListAccessLogRequest* req,
                                                v1::ListAccessLogResponse* resp) {
-  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->ListAccessLog(c, *req); });
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) { return vault_->ListAccessLog(c, *req); });
 }
 
 }  // namespace fairvault::server

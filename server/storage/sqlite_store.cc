@@ -137,9 +137,7 @@ class Stmt {
 // BEGIN IMMEDIATE ... COMMIT, rolled back unless Commit() succeeded.
 class Transaction {
  public:
-  explicit Transaction(sqlite3* db) : db_(db) {
-    status_ = Exec("BEGIN IMMEDIATE");
-  }
+  explicit Transaction(sqlite3* db) : db_(db) { status_ = Exec("BEGIN IMMEDIATE"); }
   ~Transaction() {
     if (status_.ok() && !done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
@@ -245,9 +243,8 @@ absl::Status NotFoundIfNoRow(absl::StatusOr<bool> row, const std::string& what) 
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
@@ -354,9 +351,9 @@ absl::StatusOr<DatasetRecord> SqliteStore::DatasetLocked(const char* where, int6
     s.Bind(1, name);
   }
   RETURN_IF_ERROR(NotFoundIfNoRow(
-      s.Step(), name.empty() ? absl::StrCat("no dataset with id ", id)
-                             : absl::StrCat("unknown dataset '", name,
-                                            "'; list datasets to see the names")));
+      s.Step(),
+      name.empty() ? absl::StrCat("no dataset with id ", id)
+                   : absl::StrCat("unknown dataset '", name, "'; list datasets to see the names")));
   return ReadDataset(s);
 }
 
@@ -387,12 +384,11 @@ absl::Status SqliteStore::DeleteDataset(int64_t dataset_id) {
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
-  for (const char* sql : {"DELETE FROM subject_batches WHERE dataset_id=?",
-                          "DELETE FROM company_tables WHERE dataset_id=?",
-                          "DELETE FROM artifacts WHERE dataset_id=?",
-                          "DELETE FROM grants WHERE dataset_id=?",
-                          "DELETE FROM spend WHERE dataset_id=?",
-                          "DELETE FROM datasets WHERE id=?"}) {
+  for (const char* sql :
+       {"DELETE FROM subject_batches WHERE dataset_id=?",
+        "DELETE FROM company_tables WHERE dataset_id=?", "DELETE FROM artifacts WHERE dataset_id=?",
+        "DELETE FROM grants WHERE dataset_id=?", "DELETE FROM spend WHERE dataset_id=?",
+        "DELETE FROM datasets WHERE id=?"}) {
     Stmt s(db_, sql);
     s.Bind(1, dataset_id);
     RETURN_IF_ERROR(s.Run());
@@ -556,8 +552,7 @@ absl::StatusOr<Spend> SqliteStore::SpendLocked(int64_t account_id, int64_t datas
 }
 
 absl::StatusOr<Spend> SqliteStore::DatasetSpendLocked(int64_t dataset_id) {
-  Stmt s(db_,
-         "SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend WHERE dataset_id=?");
+  Stmt s(db_, "SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend WHERE dataset_id=?");
   s.Bind(1, dataset_id);
   Spend total;
   while (true) {
@@ -628,8 +623,8 @@ absl::StatusOr<StoredResponse> SqliteStore::GetStoredResponse(int64_t account_id
   return StoredResponse{s.Text(0), s.Text(1), s.Int(2), s.Text(3)};
 }
 
-absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request,
-                                                  int64_t now_micros, const ChargeBody& body) {
+absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, int64_t now_micros,
+                                                  const ChargeBody& body) {
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
@@ -666,12 +661,12 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request,
   const int64_t spent_after = SpentEpsilonMicro(after, grant->delta);
   if (spent_after > grant->epsilon_micro) {
     const int64_t left = std::max<int64_t>(0, grant->epsilon_micro - spent_before);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "request costs epsilon=", request.epsilon, " (delta=", grant->delta,
-        ") but the grant on dataset '", request.dataset_name, "' has epsilon ",
-        core::accounting::MicroToEpsilon(left), " left of ",
-        core::accounting::MicroToEpsilon(grant->epsilon_micro),
-        "; ask for less or for a larger grant"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request costs epsilon=", request.epsilon, " (delta=", grant->delta,
+                     ") but the grant on dataset '", request.dataset_name, "' has epsilon ",
+                     core::accounting::MicroToEpsilon(left), " left of ",
+                     core::accounting::MicroToEpsilon(grant->epsilon_micro),
+                     "; ask for less or for a larger grant"));
   }
   ASSIGN_OR_RETURN(DatasetRecord dataset, DatasetLocked("id=?", request.dataset_id, ""));
   if (dataset.cap_micro) {
@@ -791,8 +786,7 @@ absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const Ledge
   return out;
 }
 
-absl::StatusOr<std::string> SqliteStore::GetOrCreateSecret(const std::string& name,
-                                                           size_t size) {
+absl::StatusOr<std::string> SqliteStore::GetOrCreateSecret(const std::string& name, size_t size) {
   absl::MutexLock lock(&mu_);
   {
     Stmt s(db_, "SELECT value FROM secrets WHERE name=?");
@@ -860,12 +854,12 @@ absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
       const int64_t account_id = s.Int(3), dataset_id = s.Int(5);
       ++v.rows_checked;
       if (row.seq != expected_seq) {
-        return fail(expected_seq, absl::StrCat("row ", expected_seq, " is missing (next is ",
-                                               row.seq, ")"));
+        return fail(expected_seq,
+                    absl::StrCat("row ", expected_seq, " is missing (next is ", row.seq, ")"));
       }
       if (row.prev_hash != v.head_hash) {
-        return fail(row.seq, absl::StrCat("row ", row.seq,
-                                          " does not chain to its predecessor's hash"));
+        return fail(row.seq,
+                    absl::StrCat("row ", row.seq, " does not chain to its predecessor's hash"));
       }
       if (LedgerRowHash(row, account_id, dataset_id) != row.hash) {
         return fail(row.seq, absl::StrCat("row ", row.seq, " was modified: hash mismatch"));

@@ -220,8 +220,7 @@ class Store {
   virtual absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) = 0;
 
   // A named server secret of `size` random bytes, created on first use and kept thereafter.
-  virtual absl::StatusOr<std::string> GetOrCreateSecret(const std::string& name,
-                                                        size_t size) = 0;
+  virtual absl::StatusOr<std::string> GetOrCreateSecret(const std::string& name, size_t size) = 0;
 
   // Ledger.
   virtual absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) = 0;
