@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <initializer_list>
 #include <limits>
 
 #include "absl/status/status.h"
@@ -95,6 +96,14 @@ double CurveToEpsilon(const std::vector<int64_t>& curve_nano, double delta) {
   return RdpToEpsilon(orders, rdp, delta);
 }
 
+// log(1 - e^{-x}) for x > 0, accurate at both ends (Maechler's log1mexp).
+double Log1mExp(double x) {
+  return x < 0.6931471805599453 ? std::log(-std::expm1(-x)) : std::log1p(-std::exp(-x));
+}
+
+// A curve entry that is unknown (negative: only a corrupt or hand-built value) saturates.
+int64_t NonNegativeOrSaturated(int64_t v) { return v >= 0 ? v : kSaturated; }
+
 double GaussianEpsilon(double sensitivity, double sigma, double delta) {
   const std::vector<double>& orders = RdpOrders();
   return RdpToEpsilon(orders, GaussianRdp(sensitivity, sigma, orders), delta);
@@ -144,6 +153,36 @@ const std::vector<double>& RdpOrders() {
   return *kOrders;
 }
 
+std::vector<double> PureDpRdp(double epsilon, absl::Span<const double> orders) {
+  std::vector<double> rdp;
+  rdp.reserve(orders.size());
+  for (double a : orders) {
+    // With R = (e^{a eps} + e^{(1-a) eps}) / (1 + e^eps) the curve is log(R) / (a-1), and with
+    // u = (a-1) eps
+    //   R - 1 = expm1(u) * expm1(a eps) * e^{-u} / (1 + e^eps),
+    //   log(R - 1) = log(expm1(u)) + tail,  tail = log(1 - e^{-a eps}) - log1p(e^{-eps}) <= 0,
+    // a sum of terms that neither overflow nor cancel. For u <= 1 the curve is
+    // log1p(R - 1) / (a-1), which keeps full relative precision at tiny eps (where it is about
+    // a eps^2 / 2 and the textbook form eps + (...)/(a-1) cancels). For u > 1 we write
+    // log(R - 1) = u + d, d = log(1 - e^{-u}) + tail, and use log R = u + d + log1p(e^{-(u+d)})
+    // divided through by a-1, so eps itself is never recomputed from u: at huge eps the curve is
+    // exactly eps, and it never exceeds eps through rounding of u / (a-1).
+    const double u = (a - 1) * epsilon;
+    const double tail = Log1mExp(u + epsilon) - std::log1p(std::exp(-epsilon));
+    double value;
+    if (u > 1) {
+      const double d = Log1mExp(u) + tail;
+      value = epsilon + (d + std::log1p(std::exp(-(u + d)))) / (a - 1);
+    } else {
+      value = std::log1p(std::exp(std::log(std::expm1(u)) + tail)) / (a - 1);
+    }
+    // Mathematically the value is in [0, epsilon]; clamp rounding noise. Clamping at epsilon
+    // stays valid: an epsilon-DP mechanism has RDP at most epsilon at every order.
+    rdp.push_back(std::clamp(value, 0.0, epsilon));
+  }
+  return rdp;
+}
+
 std::vector<double> LaplaceRdp(double epsilon, absl::Span<const double> orders) {
   std::vector<double> rdp;
   rdp.reserve(orders.size());
@@ -185,13 +224,17 @@ double RdpToEpsilon(absl::Span<const double> orders, absl::Span<const double> rd
   return std::max(best, 0.0);
 }
 
-PrivacyCost LaplaceCost(int64_t epsilon_micro) {
+PrivacyCost PureDpCost(int64_t epsilon_micro) {
   // EpsilonToMicro never yields < 1; anything else is a caller bug, charged as unbounded.
   if (epsilon_micro < 1) return SaturatedCost(/*pure=*/true);
-  PrivacyCost cost = CostFromCurve(LaplaceRdp(MicroToEpsilon(epsilon_micro), RdpOrders()));
+  // Not the continuous-Laplace curve: the discrete Laplace's privacy loss for an integer shift is
+  // two-point (+-eps), like randomized response, whose curve lies above the Laplace one.
+  PrivacyCost cost = CostFromCurve(PureDpRdp(MicroToEpsilon(epsilon_micro), RdpOrders()));
   cost.pure_epsilon_micro = epsilon_micro;
   return cost;
 }
+
+PrivacyCost LaplaceCost(int64_t epsilon_micro) { return PureDpCost(epsilon_micro); }
 
 PrivacyCost GaussianCost(double sensitivity, double sigma) {
   // Sensitivity 0 is a legitimate zero cost; negative or non-finite parameters are caller bugs,
@@ -213,6 +256,22 @@ void Spend::Add(const PrivacyCost& cost) {
   }
   // Keep the non-pure curve sized alongside the full one so equal spends look equal.
   if (rdp_nonpure_nano.empty()) rdp_nonpure_nano.assign(RdpOrders().size(), 0);
+}
+
+void Spend::Merge(const Spend& other) {
+  // Entries below zero only come from corrupt storage: unknown, so saturated before anything is
+  // added to them (a negative entry plus a positive one could otherwise pass as a small spend).
+  for (std::vector<int64_t>* curve : {&rdp_all_nano, &rdp_nonpure_nano}) {
+    for (int64_t& v : *curve) v = NonNegativeOrSaturated(v);
+  }
+  releases =
+      SaturatingAdd(NonNegativeOrSaturated(releases), NonNegativeOrSaturated(other.releases));
+  pure_micro =
+      SaturatingAdd(NonNegativeOrSaturated(pure_micro), NonNegativeOrSaturated(other.pure_micro));
+  // An empty curve of `other` is all zeros and adds nothing; AddCurve sizes ours and saturates the
+  // orders `other` lacks or has negative.
+  if (!other.rdp_all_nano.empty()) AddCurve(other.rdp_all_nano, rdp_all_nano);
+  if (!other.rdp_nonpure_nano.empty()) AddCurve(other.rdp_nonpure_nano, rdp_nonpure_nano);
 }
 
 bool Spend::operator==(const Spend& other) const {

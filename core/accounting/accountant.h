@@ -1,7 +1,8 @@
 // Privacy accounting: costs as RDP curves on a fixed grid of orders plus an optional pure
 // epsilon, exact integer composition, and conversion to (epsilon, delta)
-// (Canonne-Kamath-Steinke 2020, Prop. 12; curves as in dp_accounting's
-// rdp_privacy_accountant.py). See ALGORITHMS.md §0.
+// (Canonne-Kamath-Steinke 2020, Prop. 12). Pure releases carry the randomized-response curve,
+// which bounds every epsilon-DP mechanism; the Gaussian curve is dp_accounting's. See
+// ALGORITHMS.md §0.
 #ifndef FAIRVAULT_CORE_ACCOUNTING_ACCOUNTANT_H_
 #define FAIRVAULT_CORE_ACCOUNTING_ACCOUNTANT_H_
 
@@ -28,8 +29,22 @@ inline double MicroToEpsilon(int64_t micro) { return static_cast<double>(micro) 
 // stored curves are indexed by position.
 const std::vector<double>& RdpOrders();
 
-// RDP of the Laplace mechanism with epsilon = sensitivity/scale, at each order:
-// eps + log1p((a-1) expm1((1-2a) eps) / (2a-1)) / (a-1). Holds for the discrete Laplace too.
+// RDP at each order of ANY pure epsilon-DP mechanism (epsilon finite, > 0): the Renyi
+// divergence of binary randomized response (Mironov 2017, Table II), which is the worst case
+// among all epsilon-DP mechanisms (Bun & Steinke 2016, Prop. 3.3 and its proof; tightness:
+// Steinke, "Tight RDP & zCDP bounds from pure DP", differentialprivacy.org 2024, Thm. 4):
+//   RDP(a) = log[(sinh(a eps) - sinh((a-1) eps)) / sinh(eps)] / (a-1)
+//          = log[(e^{a eps} + e^{(1-a) eps}) / (1 + e^eps)] / (a-1).
+// It lies in [0, eps], tends to eps as a -> inf, to eps tanh(eps/2) as a -> 1, and behaves
+// like a eps^2 / 2 for small eps. This is the curve the ledger charges the discrete Laplace
+// with: its privacy loss for an integer shift takes only the values +-eps (two-point, like
+// randomized response), so the continuous-Laplace curve below does NOT bound it.
+// Relative error about 1e-14 or better for every eps and order; no overflow for large a*eps.
+std::vector<double> PureDpRdp(double epsilon, absl::Span<const double> orders);
+// RDP of the continuous Laplace mechanism with epsilon = sensitivity/scale, at each order:
+// eps + log1p((a-1) expm1((1-2a) eps) / (2a-1)) / (a-1) (Mironov 2017, Table II). Valid for
+// the continuous Laplace only, not for the discrete Laplace or any other epsilon-DP mechanism;
+// kept for reference and comparison. The ledger never uses it.
 std::vector<double> LaplaceRdp(double epsilon, absl::Span<const double> orders);
 // RDP of the Gaussian mechanism with L2 sensitivity `sensitivity` and std `sigma`:
 // a * sensitivity^2 / (2 sigma^2). Holds for the discrete Gaussian too (CKS Thm 4).
@@ -47,7 +62,10 @@ struct PrivacyCost {
   std::vector<int64_t> rdp_nano;
 };
 
-// Cost of a pure epsilon-DP Laplace-type release (epsilon in micro-units).
+// Cost of a release by any pure epsilon-DP mechanism (epsilon in micro-units, >= 1): the pure
+// value plus PureDpRdp on RdpOrders(). Anything < 1 is a caller bug, charged as unbounded.
+PrivacyCost PureDpCost(int64_t epsilon_micro);
+// The cost of a discrete Laplace release: the same as PureDpCost (kept for existing callers).
 PrivacyCost LaplaceCost(int64_t epsilon_micro);
 // Cost of a Gaussian release.
 PrivacyCost GaussianCost(double sensitivity, double sigma);
@@ -63,6 +81,12 @@ struct Spend {
 
   // Adds one cost (exact, order-independent).
   void Add(const PrivacyCost& cost);
+  // Adds every release of `other` (e.g. another company's spend on the same dataset), with the
+  // semantics of Add: integer sums saturate at INT64_MAX (which converts to +infinity, so an
+  // overflowing total can only be refused, never wraps to a small or negative spend). Negative
+  // entries (on either side) and grid orders a non-empty curve of `other` lacks are unknown and
+  // saturate too; an empty curve means all zeros. Used for dataset-wide totals over companies.
+  void Merge(const Spend& other);
   bool operator==(const Spend& other) const;
 };
 

@@ -25,17 +25,18 @@ struct LpRow {
   double bound;
 };
 
-// Minimises objective·x over x ∈ [0,1]^n subject to `rows`. Returns x (clamped to [0,1], which
-// only removes rounding-level excursions of the simplex's basic solution).
+// Minimises objective·x over x ∈ [lower, upper]^n subject to `rows`. Returns x (clamped to the
+// box, which only removes rounding-level excursions of the simplex's basic solution).
 absl::StatusOr<std::vector<double>> SolveBoxLp(const std::vector<double>& objective,
-                                               const std::vector<LpRow>& rows) {
+                                               const std::vector<LpRow>& rows, double lower,
+                                               double upper) {
   glpk::ScopedGlpk scoped_glpk;  // before the problem: it must outlive it
   glpk::ProbPtr lp(glp_create_prob());
   glp_set_obj_dir(lp.get(), GLP_MIN);
   const int n = static_cast<int>(objective.size());
   glp_add_cols(lp.get(), n);
   for (int j = 1; j <= n; ++j) {
-    glp_set_col_bnds(lp.get(), j, GLP_DB, 0.0, 1.0);
+    glp_set_col_bnds(lp.get(), j, GLP_DB, lower, upper);
     glp_set_obj_coef(lp.get(), j, objective[j - 1]);
   }
   if (!rows.empty()) {
@@ -61,11 +62,11 @@ absl::StatusOr<std::vector<double>> SolveBoxLp(const std::vector<double>& object
   }
 
   RETURN_IF_ERROR(glpk::RunSimplex(lp.get(), glpk::QuietSimplexParams(), "the equalized-odds LP"));
-  // The LP is always feasible (p constant across groups) and bounded (a box), so any failure
-  // above is the solver's, not bad input.
+  // The LP is always feasible (p = ½ everywhere, inside any box we build) and bounded (a box),
+  // so any failure above is the solver's, not bad input.
   std::vector<double> x(n);
   for (int j = 1; j <= n; ++j) {
-    x[j - 1] = std::clamp(glp_get_col_prim(lp.get(), j), 0.0, 1.0);
+    x[j - 1] = std::clamp(glp_get_col_prim(lp.get(), j), lower, upper);
   }
   return x;
 }
@@ -201,6 +202,11 @@ absl::Status EoOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("m must be > 0 (got ", m, "); pass the number of subjects in the request"));
   }
+  if (!(decision_floor >= 0 && decision_floor < 0.5)) {  // also rejects NaN and infinities
+    return absl::InvalidArgumentError(
+        absl::StrCat("decision_floor must be finite and in [0, 0.5) (got ", decision_floor,
+                     "); it keeps every mixing probability in [floor, 1 - floor], 0 for no floor"));
+  }
   return absl::OkStatus();
 }
 
@@ -265,7 +271,8 @@ absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const Eo
       objective[Column(yhat, a, k) - 1] = q.Cell(yhat, a, 0) - q.Cell(yhat, a, 1);
     }
   }
-  ASSIGN_OR_RETURN(std::vector<double> p, SolveBoxLp(objective, rows));
+  ASSIGN_OR_RETURN(std::vector<double> p, SolveBoxLp(objective, rows, options.decision_floor,
+                                                     1.0 - options.decision_floor));
 
   double constant = 0;
   for (int yhat = 0; yhat < 2; ++yhat) {

@@ -34,6 +34,10 @@ struct EoOptions {
   double epsilon = 1;      // privacy parameter the counts were noised with; +inf = no noise
   int64_t m = 0;           // number of subjects (public), > 0
   bool all_pairs = false;  // constrain every pair instead of each group against group 0
+  // Every mixing probability p[ŷ][a] is kept in [decision_floor, 1 − decision_floor], so no
+  // (ŷ, a) cell gets a deterministic decision. Finite, in [0, 0.5). The LP stays feasible:
+  // p = ½ everywhere equalizes all rates. A floor > 0 can only raise the objective.
+  double decision_floor = 0;
   absl::Status Validate() const;
 };
 
@@ -56,9 +60,10 @@ struct EoSolution {
   std::vector<std::string> warnings;
 };
 
-// Solves the §1 LP on counts (noisy or exact) divided by options.m. Noisy masses q_ay are
-// clamped below at 1/m (a public floor) before dividing; a warning names each group whose
-// mass is below 4 ln(4K/β)/(m ε), where the slack is too large for the constraint to bind.
+// Solves the §1 LP, with p[ŷ][a] in [decision_floor, 1 − decision_floor], on counts (noisy or
+// exact) divided by options.m. Noisy masses q_ay are clamped below at 1/m (a public floor)
+// before dividing; a warning names each group whose mass is below 4 ln(4K/β)/(m ε), where the
+// slack is too large for the constraint to bind.
 // With epsilon = +inf the slack is 0 (the non-private Hardt et al. LP).
 // Internal if GLPK fails. Thread-safe: concurrent calls are independent (GLPK 5.0 keeps its
 // environment per thread; a GLPK built without thread-local storage is serialised by a mutex).

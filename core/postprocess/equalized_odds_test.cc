@@ -175,9 +175,9 @@ bool SolveSquare(std::vector<std::vector<double>> a, std::vector<double> b,
   return true;
 }
 
-// Exact LP optimum by enumerating every vertex of the (bounded, non-empty) feasible polytope:
-// each choice of 2K constraints made tight gives a candidate point.
-double VertexMinimum(const ReferenceLp& lp) {
+// Exact LP optimum over p ∈ [lower, upper]^{2K} by enumerating every vertex of the (bounded,
+// non-empty) feasible polytope: each choice of 2K constraints made tight gives a candidate point.
+double VertexMinimum(const ReferenceLp& lp, double lower = 0, double upper = 1) {
   const int n = 2 * lp.k;
   std::vector<std::vector<double>> halfspace_a;  // a · p <= b
   std::vector<double> halfspace_b;
@@ -185,10 +185,10 @@ double VertexMinimum(const ReferenceLp& lp) {
     std::vector<double> e(n, 0.0);
     e[j] = 1;
     halfspace_a.push_back(e);
-    halfspace_b.push_back(1);
+    halfspace_b.push_back(upper);
     e[j] = -1;
     halfspace_a.push_back(e);
-    halfspace_b.push_back(0);
+    halfspace_b.push_back(-lower);
   }
   for (const AbsRow& row : lp.rows) {
     std::vector<double> neg(row.coef);
@@ -339,6 +339,57 @@ TEST(SolveEqualizedOddsLpTest, TightConstraintsMatchVertexEnumeration) {
     const ReferenceLp lp = BuildReferenceLp(counts, options);
     ExpectMatchesReference(*solution, lp);
     EXPECT_NEAR(solution->objective, VertexMinimum(lp), 1e-9) << "seed " << seed;
+  }
+}
+
+TEST(SolveEqualizedOddsLpTest, DecisionFloorKeepsEveryProbabilityInsideTheBox) {
+  // With decision_floor 0.1 every p lies in [0.1, 0.9], the fairness rows still hold, the optimum
+  // is the exact optimum over the smaller box, and it can only be worse than without a floor.
+  int floor_binds = 0;
+  for (uint64_t seed : {21, 22, 23, 24, 25}) {
+    EoOptions options;
+    options.gamma = seed % 2 ? 0.05 : 0.0;
+    options.epsilon = seed == 25 ? kInf : 30.0;
+    options.all_pairs = seed == 24;
+    EoCounts counts = RandomCounts(seed == 24 ? 3 : 2, seed, seed % 2 == 0, &options.m);
+    auto unfloored = SolveEqualizedOddsLp(counts, options);
+    ASSERT_OK(unfloored);
+    options.decision_floor = 0.1;
+    auto floored = SolveEqualizedOddsLp(counts, options);
+    ASSERT_OK(floored);
+
+    const ReferenceLp lp = BuildReferenceLp(counts, options);
+    ExpectMatchesReference(*floored, lp);
+    for (double p : SolutionVector(*floored)) {
+      EXPECT_GE(p, 0.1) << "seed " << seed;
+      EXPECT_LE(p, 0.9) << "seed " << seed;
+    }
+    EXPECT_NEAR(floored->objective, VertexMinimum(lp, 0.1, 0.9), 1e-9) << "seed " << seed;
+    EXPECT_GE(floored->objective, unfloored->objective - 1e-12) << "seed " << seed;
+
+    const std::vector<double> free_p = SolutionVector(*unfloored);
+    if (std::any_of(free_p.begin(), free_p.end(), [](double p) { return p < 0.1 || p > 0.9; })) {
+      ++floor_binds;
+      EXPECT_GT(floored->objective, unfloored->objective + 1e-6) << "seed " << seed;
+    }
+  }
+  EXPECT_GT(floor_binds, 0);  // the cases exercise a floor that actually changes the answer
+}
+
+TEST(SolveEqualizedOddsLpTest, DecisionFloorJustBelowHalfIsStillFeasible) {
+  // p = ½ everywhere satisfies every row, even gamma = 0 without noise slack.
+  EoOptions options;
+  options.gamma = 0;
+  options.epsilon = kInf;
+  options.all_pairs = true;
+  options.decision_floor = 0.49;
+  EoCounts counts = RandomCounts(3, 31, false, &options.m);
+  auto solution = SolveEqualizedOddsLp(counts, options);
+  ASSERT_OK(solution);
+  ExpectMatchesReference(*solution, BuildReferenceLp(counts, options));
+  for (double p : SolutionVector(*solution)) {
+    EXPECT_GE(p, 0.49);
+    EXPECT_LE(p, 0.51);
   }
 }
 
@@ -836,6 +887,13 @@ TEST(EoOptionsTest, ValidatesEachField) {
   EXPECT_THAT(with([](EoOptions& o) { o.epsilon = std::nan(""); }), StatusIs(kBad, "epsilon"));
   EXPECT_THAT(with([](EoOptions& o) { o.m = 0; }), StatusIs(kBad, "m must be > 0 (got 0)"));
   EXPECT_THAT(with([](EoOptions& o) { o.m = -5; }), StatusIs(kBad, "number of subjects"));
+  EXPECT_OK(with([](EoOptions& o) { o.decision_floor = 0.49; }));
+  for (double floor : {-0.1, 0.5, 0.7, kInf, -kInf, std::nan("")}) {
+    EXPECT_THAT(with([floor](EoOptions& o) { o.decision_floor = floor; }),
+                StatusIs(kBad, "decision_floor must be finite and in [0, 0.5)"))
+        << "floor " << floor;
+  }
+  EXPECT_THAT(with([](EoOptions& o) { o.decision_floor = 0.5; }), StatusIs(kBad, "(got 0.5)"));
 }
 
 TEST(CountEoTest, RejectsBadRows) {
@@ -867,6 +925,9 @@ TEST(SolveEqualizedOddsLpTest, RejectsBadCountsAndOptions) {
   counts.n.assign(8, 1);
   options.beta = 2;
   EXPECT_THAT(SolveEqualizedOddsLp(counts, options), StatusIs(kBad, "beta"));
+  options.beta = 0.05;
+  options.decision_floor = 0.6;
+  EXPECT_THAT(SolveEqualizedOddsLp(counts, options), StatusIs(kBad, "decision_floor"));
 }
 
 TEST(SolveEqualizedOddsLpTest, RejectsLpTooLargeForTheSolver) {

@@ -198,18 +198,6 @@ absl::StatusOr<Spend> ReadSpend(const Stmt& s, int first_col) {
   return spend;
 }
 
-// Element-wise sum of two spends (for dataset-wide totals).
-void AddSpend(const Spend& from, Spend& into) {
-  into.releases += from.releases;
-  into.pure_micro += from.pure_micro;
-  auto add = [](const std::vector<int64_t>& a, std::vector<int64_t>& b) {
-    if (b.size() < a.size()) b.resize(a.size(), 0);
-    for (size_t i = 0; i < a.size(); ++i) b[i] += a[i];
-  };
-  add(from.rdp_all_nano, into.rdp_all_nano);
-  add(from.rdp_nonpure_nano, into.rdp_nonpure_nano);
-}
-
 LedgerRow ReadLedger(const Stmt& s) {
   LedgerRow r;
   r.seq = s.Int(0);
@@ -559,7 +547,7 @@ absl::StatusOr<Spend> SqliteStore::DatasetSpendLocked(int64_t dataset_id) {
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
     ASSIGN_OR_RETURN(Spend one, ReadSpend(s, 0));
-    AddSpend(one, total);
+    total.Merge(one);  // saturating: a wrapped sum would look like no spend at all
   }
   return total;
 }
