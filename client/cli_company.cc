@@ -141,6 +141,8 @@ absl::Status PostprocessEo(Context& ctx) {
   ASSIGN_OR_RETURN(const double beta, flags.GetDouble("beta", 0));
   req.set_beta(beta);
   req.set_all_pairs(flags.GetBool("all-pairs"));
+  ASSIGN_OR_RETURN(const double floor, flags.GetDouble("decision-floor", 0));
+  req.set_decision_floor(floor);
   req.set_unmatched(Unmatched(flags));
   const std::string out_path = flags.Get("out");
 
@@ -285,6 +287,9 @@ std::vector<Command> CompanyCommands() {
         {"gamma", "G", "fairness tolerance on |FPR_a-FPR_b| and |TPR_a-TPR_b| (>= 0)", true},
         {"beta", "B", "failure probability of the slack bound, in (0,1) (default 0.05)"},
         {"all-pairs", "", "constrain every pair of groups, not each against the first"},
+        {"decision-floor", "F",
+         "in [0,0.5): keep every mixing probability in [F, 1-F] so that `decide` can use the "
+         "artifact (default 0: the paper's LP; decide refuses it)"},
         DropUnmatchedFlag(),
         IdempotencyFlag(),
         {"out", "FILE", "write the artifact as JSON (input of apply-eo)"}},

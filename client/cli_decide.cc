@@ -39,6 +39,8 @@ absl::Status PostprocessRegression(Context& ctx) {
     return UsageError(absl::StrCat("--alpha must be in [0, 1] (got ", flags.Get("alpha"), ")"));
   }
   req.set_alpha(alpha);
+  ASSIGN_OR_RETURN(const double floor, flags.GetDouble("decision-floor", 0));
+  req.set_decision_floor(floor);
   ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
   req.set_epsilon(epsilon);
   ASSIGN_OR_RETURN(const v1::SpSolverKind solver, Solver(flags));
@@ -130,7 +132,13 @@ absl::Status Decide(Context& ctx) {
                         : absl::StrCat(Num(bound),
                                        " (worst-case |log P(output | group a) / P(output | group "
                                        "b)| for one input)"),
-      "\n", Seqs(result.access_log_seqs), "\n");
+      "\n", Seqs(result.access_log_seqs),
+      "\nrows already decided by this artifact (stored "
+      "decision returned): ",
+      result.rows_already_decided,
+      "\ndecision licence (charged once per "
+      "artifact, on its first Decide):\n",
+      FormatCharge(result.licence));
   const std::string out_path = flags.Get("out");
   if (out_path.empty()) {
     std::cout << csv;
@@ -152,6 +160,9 @@ std::vector<Command> DecideCommands() {
   for (FlagSpec& f : ScoreGridFlags()) regression.push_back(std::move(f));
   for (const FlagSpec& f : std::vector<FlagSpec>{
            {"alpha", "A", "KS tolerance in [0,1]; 0 asks for statistical parity (default 0)"},
+           {"decision-floor", "F",
+            "in [0,1): mix each transport row with uniform so that `decide` can use the artifact "
+            "(default 0: apply it yourself; the vault's decide refuses it)"},
            {"epsilon", "EPS", "privacy cost of this release (> 0)", true},
            {"solver", "auto|lp|quantile",
             "lp: the LP on GLPK (any alpha); quantile: monotone couplings (alpha = 0 only); "

@@ -105,6 +105,9 @@ std::string FormatStatisticalParity(const v1::StatisticalParityPostProcessor& sp
   }
   out += table.Render();
   for (const std::string& w : sp.warnings()) absl::StrAppend(&out, "warning: ", w, "\n");
+  absl::StrAppend(&out, "decision floor: ", Num(sp.decision_floor()),
+                  "; decision log-ratio bound (what one Decide reveals): ",
+                  Num(sp.decision_log_ratio_bound()), "\n");
   return out;
 }
 
@@ -140,6 +143,9 @@ std::string FormatArtifact(const v1::Artifact& artifact) {
   }
   out += table.Render();
   for (const std::string& w : eo.warnings()) absl::StrAppend(&out, "warning: ", w, "\n");
+  absl::StrAppend(&out, "decision floor: ", Num(eo.decision_floor()),
+                  "; decision log-ratio bound (what one Decide reveals): ",
+                  Num(eo.decision_log_ratio_bound()), "\n");
   return out;
 }
 

@@ -329,6 +329,8 @@ absl::StatusOr<DecideResult> Client::DecideInChunks(const std::string& artifact_
     result.decision_log_ratio_bound =
         std::max(result.decision_log_ratio_bound, resp->decision_log_ratio_bound());
     result.access_log_seqs.push_back(resp->access_log_seq());
+    result.licence = resp->charge();
+    result.rows_already_decided += resp->rows_already_decided();
   }
   return result;
 }

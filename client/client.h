@@ -55,6 +55,10 @@ struct DecideResult {
   double decision_log_ratio_bound = 0;
   // The access-log row of each call, in call order.
   std::vector<int64_t> access_log_seqs;
+  // The artifact's decision licence (charged once, on its first Decide).
+  v1::Charge licence;
+  // Rows whose subject had already been decided by the artifact (stored decision returned).
+  int64_t rows_already_decided = 0;
 };
 
 // A connection to the vault. Thread-safe: calls may run concurrently from many threads.

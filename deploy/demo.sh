@@ -48,10 +48,10 @@ step "Regulator: create dataset 'adult' and import sex and race for 32,561 peopl
 "$fv" "${reg[@]}" import --dataset adult --csv "$data/adult/adult.data" --key-column @row \
   --attributes sex,race --hmac-secret-file "$work/pseudonym.secret"
 
-step "Regulator: create a company and an auditor; grant the company epsilon 3 on 'adult'"
+step "Regulator: create a company and an auditor; grant the company epsilon 5 on 'adult'"
 "$fv" "${reg[@]}" account create --name acme --role company > "$work/acme.key"
 "$fv" "${reg[@]}" account create --name watchdog --role auditor > "$work/watchdog.key"
-"$fv" "${reg[@]}" grant --company acme --dataset adult --epsilon 3 --delta 1e-6
+"$fv" "${reg[@]}" grant --company acme --dataset adult --epsilon 5 --delta 1e-6
 "$fv" "${reg[@]}" cap --dataset adult --epsilon 10 --delta 1e-6
 acme=(--key-file "$work/acme.key")
 
@@ -71,8 +71,10 @@ step "Company: noisy counts of prediction x sex (discrete Laplace, epsilon 0.5)"
   --epsilon 0.5 --idempotency-key demo-counts
 
 step "Company: DP equalized-odds post-processor for sex at epsilon 1, gamma 0.01"
+# The decision floor keeps every mixing probability in [0.1, 0.9], so that the vault's own
+# decisions (Decide, below) reveal a bounded amount about each person's group.
 "$fv" "${acme[@]}" postprocess eo --table "$handle" --prediction-column prediction \
-  --label-column label --attributes sex --epsilon 1 --gamma 0.01 \
+  --label-column label --attributes sex --epsilon 1 --gamma 0.01 --decision-floor 0.1 \
   --idempotency-key demo-eo --out "$work/eo_artifact.json"
 echo "artifact saved to $work/eo_artifact.json:"
 cat "$work/eo_artifact.json"; echo
@@ -97,7 +99,7 @@ step "Company: a private fairness audit of its own model (epsilon 0.5), rendered
   --out "$work/audit.json"
 "$fv" report audit --audit "$work/audit.json" --out "$work/audit.html"
 
-step "Company: the vault applies the post-processor to its customers (not charged; access-logged)"
+step "Company: the vault applies the post-processor to its customers (one licence charge; logged)"
 artifact_id=$(sed -n 's/.*"id": *"\(art_[0-9a-f]*\)".*/\1/p' "$work/eo_artifact.json" | head -n 1)
 "$fv" "${acme[@]}" decide --artifact-id "$artifact_id" --csv "$work/train_predictions.csv" \
   --key-column key --value-column prediction --hmac-secret-file "$work/pseudonym.secret" \

@@ -152,6 +152,24 @@ absl::Status SpOptions::Validate() const {
   return absl::OkStatus();
 }
 
+absl::Status CheckProblemSize(int num_groups, const ScoreGrid& grid, const SpOptions& options) {
+  const int64_t entries = static_cast<int64_t>(num_groups) * grid.k * grid.k;
+  if (entries > kMaxTransportEntries) {
+    return absl::InvalidArgumentError(absl::StrCat("num_groups * k^2 = ", entries,
+                                                   " exceeds the limit of ", kMaxTransportEntries,
+                                                   " transport entries; use fewer bins"));
+  }
+  const SpSolver used = options.solver != SpSolver::kAuto ? options.solver
+                        : options.alpha == 0              ? SpSolver::kQuantile
+                                                          : SpSolver::kLinearProgram;
+  if (used == SpSolver::kLinearProgram && entries > kMaxLpColumns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the LP would have num_groups * k^2 = ", entries, " columns (limit ",
+                     kMaxLpColumns, "); use fewer bins, or alpha = 0 with the quantile solver"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SpSolution> SolveStatisticalParity(absl::Span<const double> masses, int num_groups,
                                                   const ScoreGrid& grid, const SpOptions& options) {
   RETURN_IF_ERROR(grid.Validate());
@@ -173,20 +191,10 @@ absl::StatusOr<SpSolution> SolveStatisticalParity(absl::Span<const double> masse
                                                      masses[i], ")"));
     }
   }
-  const int64_t entries = static_cast<int64_t>(num_groups) * k * k;
-  if (entries > kMaxTransportEntries) {
-    return absl::InvalidArgumentError(absl::StrCat("num_groups * k^2 = ", entries,
-                                                   " exceeds the limit of ", kMaxTransportEntries,
-                                                   " transport entries; use fewer bins"));
-  }
+  RETURN_IF_ERROR(CheckProblemSize(num_groups, grid, options));
   const SpSolver used = options.solver != SpSolver::kAuto ? options.solver
                         : options.alpha == 0              ? SpSolver::kQuantile
                                                           : SpSolver::kLinearProgram;
-  if (used == SpSolver::kLinearProgram && entries > kMaxLpColumns) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the LP would have num_groups * k^2 = ", entries, " columns (limit ",
-                     kMaxLpColumns, "); use fewer bins, or alpha = 0 with the quantile solver"));
-  }
 
   sp_internal::CouplingProblem problem;
   problem.weights.resize(num_groups);

@@ -65,6 +65,11 @@ struct SpSolution {
   SpSolver used = SpSolver::kLinearProgram;
 };
 
+// InvalidArgument when a problem of this size is too large to solve in reasonable time
+// (K*k^2 over 400,000 for the LP, over 2^24 for any solver). Public so callers can refuse
+// before spending anything; SolveStatisticalParity checks it too.
+absl::Status CheckProblemSize(int num_groups, const ScoreGrid& grid, const SpOptions& options);
+
 // Steps 3-6 on a histogram of per-(group, bin) masses as fractions of n (noisy or exact;
 // size K*k). InvalidArgument for bad sizes/options or the quantile solver with alpha > 0, and
 // for problems too large to solve in reasonable time (K*k^2 over 400,000 for the LP, over 2^24

@@ -163,6 +163,8 @@ class Vault {
       double share = 1;
     };
     std::vector<Part> parts;
+    // A pure epsilon-DP release without integer noise (parts empty): its mechanism's name.
+    std::string mechanism;
   };
   using Noises = std::vector<std::unique_ptr<core::dp::IntegerNoise>>;
   // Fills a response (everything but `charge`) with the given noise, one per part; returns the
@@ -215,6 +217,7 @@ class Vault {
   VaultOptions options_;
 
   absl::Mutex import_mu_;  // serialises imports (check-then-append on the index)
+  absl::Mutex decide_mu_;  // serialises decisions (one per artifact and subject)
   absl::Mutex index_mu_;
   std::map<int64_t, std::shared_ptr<IndexSlot>> indexes_ ABSL_GUARDED_BY(index_mu_);
   absl::Mutex table_cache_mu_;

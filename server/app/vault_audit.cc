@@ -25,6 +25,11 @@ namespace fairness = core::fairness;
 
 namespace {
 
+// An artifact's transport must fit a response message (64 MiB): 2M doubles is 16 MB.
+constexpr int64_t kMaxTransportEntries = 2'000'000;
+// As for NoisyCounts.
+constexpr int64_t kMaxAuditCells = 100'000;
+
 // The public bin grid of a request, with messages naming the request's fields.
 absl::StatusOr<pp::ScoreGrid> MakeGrid(double lo, double hi, int bins) {
   if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) {
@@ -123,6 +128,7 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
         "SP_SOLVER_AUTO for alpha > 0");
   }
   if (req.score_column().empty()) return absl::InvalidArgumentError("score_column must be set");
+  RETURN_IF_ERROR(core::ValidateInHalfOpenRange(req.decision_floor(), 0, 1, "decision_floor"));
   PreparedRelease release;
   release.request_kind = "FitStatisticalParityPostProcessor";
   release.idempotency_key = req.idempotency_key();
@@ -139,6 +145,16 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
   const std::vector<int64_t>& counts = scored.counts;
   const int64_t clipped = scored.clipped;
   const int64_t n = static_cast<int64_t>(joined.table_rows.size());
+  // Refuse oversized problems before anything is charged: the solver's limits, and an
+  // artifact that must fit in one response message.
+  RETURN_IF_ERROR(pp::CheckProblemSize(joined.num_groups, grid, options));
+  if (static_cast<int64_t>(joined.num_groups) * grid.k * grid.k > kMaxTransportEntries) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "groups x bins^2 = ", static_cast<int64_t>(joined.num_groups) * grid.k * grid.k,
+        " transport entries exceed the artifact limit of ", kMaxTransportEntries,
+        "; use fewer bins or attributes"));
+  }
+  const double floor = req.decision_floor();
 
   return ChargeAndRelease<v1::FitStatisticalParityResponse>(
       caller, release,
@@ -173,7 +189,11 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
           }
           *g->mutable_pmf() = {solution.pmf[a].begin(), solution.pmf[a].end()};
           *g->mutable_target() = {solution.targets[a].begin(), solution.targets[a].end()};
-          *g->mutable_transport() = {solution.transport[a].begin(), solution.transport[a].end()};
+          // Mixing every row with the uniform distribution keeps the groups' outputs at parity
+          // with one another and bounds what a single decision reveals.
+          for (double t : solution.transport[a]) {
+            g->add_transport((1 - floor) * t + floor / grid.k);
+          }
           // Post-processing of the noisy histogram: a group whose noisy mass is comparable to
           // the noise in its bins has a repaired pmf that is mostly noise.
           if (total < 10 * noise_scale * std::sqrt(static_cast<double>(grid.k))) {
@@ -188,6 +208,9 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
         sp->set_objective(solution.objective);
         sp->set_solver(ToProto(solution.used));
         sp->set_scores_clipped(clipped);
+        sp->set_decision_floor(floor);
+        ASSIGN_OR_RETURN(const double bound, internal::DecisionLogRatioBound(*artifact));
+        sp->set_decision_log_ratio_bound(bound);
         if (options.alpha == 0) {
           sp->add_warnings(
               "alpha = 0: statistical parity holds for the noisy histogram; on the true data it "
@@ -298,6 +321,11 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
   const std::vector<double>& scores = scored.scores;
   const std::vector<int64_t>& counts = scored.counts;
   const int64_t clipped = scored.clipped;
+  if (static_cast<int64_t>(joined.num_groups) * grid.k > kMaxAuditCells) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "groups x bins = ", static_cast<int64_t>(joined.num_groups) * grid.k,
+        " histogram cells exceed the limit of ", kMaxAuditCells, "; use fewer bins or attributes"));
+  }
   std::vector<int64_t> sums(joined.num_groups, 0);
   for (size_t i = 0; i < scores.size(); ++i) {
     const double s = std::clamp(scores[i], grid.lo, grid.hi);

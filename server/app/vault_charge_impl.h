@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/accounting/accountant.h"
 #include "core/util/status_macros.h"
@@ -18,6 +19,10 @@
 #include "server/util/crypto.h"
 
 namespace fairvault::server {
+// Idempotency keys with this prefix are the vault's own (the decision licence's).
+inline constexpr char kReservedKeyPrefix[] = "vault:";
+inline constexpr char kDecisionLicenceKind[] = "DecisionLicence";
+
 namespace charge_internal {
 
 namespace accounting = core::accounting;
@@ -79,6 +84,12 @@ template <typename Response>
 absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
                                                       const PreparedRelease& release) {
   RETURN_IF_ERROR(internal::ValidateToken(release.idempotency_key, "idempotency_key"));
+  if (absl::StartsWith(release.idempotency_key, kReservedKeyPrefix) &&
+      release.request_kind != kDecisionLicenceKind) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("idempotency_key: keys starting with '", kReservedKeyPrefix,
+                     "' are reserved for the vault; choose another key"));
+  }
   auto stored = store_->GetStoredResponse(caller.account_id, release.idempotency_key);
   if (absl::IsNotFound(stored.status())) return std::optional<Response>();
   RETURN_IF_ERROR(stored.status());
@@ -88,6 +99,7 @@ absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
         "idempotency_key '", release.idempotency_key,
         "' was already used with different parameters; use a new key for a new request"));
   }
+  RETURN_IF_ERROR(stored->failure);  // a charged release that failed fails again
   ASSIGN_OR_RETURN(Response resp, charge_internal::ParseStored<Response>(stored->payload));
   return std::optional<Response>(std::move(resp));
 }
@@ -113,8 +125,12 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
   Noises noises;
   v1::Cost cost;
   cost.set_epsilon(charge.epsilon);
-  if (release.parts.empty()) return absl::InternalError("a release needs at least one part");
-  if (release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN) {
+  if (release.parts.empty()) {
+    // A pure epsilon-DP mechanism without integer noise (the decision licence).
+    if (release.mechanism.empty()) return absl::InternalError("a release needs a mechanism");
+    charge.cost = charge_internal::accounting::LaplaceCost(epsilon_micro);
+    charge.mechanism = release.mechanism;
+  } else if (release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN) {
     if (release.parts.size() != 1) {
       return absl::InternalError("Gaussian releases have exactly one part");
     }
@@ -146,11 +162,13 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
     }
     charge.cost = charge_internal::accounting::LaplaceCost(epsilon_micro);
   }
-  charge.mechanism = noises[0]->Name();
+  if (!noises.empty()) {
+    charge.mechanism = noises[0]->Name();
+    cost.set_noise_scale(noises[0]->Scale());
+    cost.set_sensitivity(release.parts[0].sensitivity);
+  }
   cost.set_delta(charge.delta);
   cost.set_mechanism(charge.mechanism);
-  cost.set_noise_scale(noises[0]->Scale());
-  cost.set_sensitivity(release.parts[0].sensitivity);
   if (release.parts.size() > 1) {
     for (size_t i = 0; i < release.parts.size(); ++i) {
       v1::Cost* part = cost.add_parts();

@@ -1,45 +1,27 @@
 // The decision path: an attribute-aware artifact applied by the vault to subjects it holds.
 // The company sends (subject key, prediction or score) and gets the post-processed output,
-// never the attribute. Not charged; every call is written to the access log (see
-// docs/privacy.md for what a decision reveals).
+// never the attribute. A subject gets one decision per artifact (stored, and returned again
+// for the same input), so every decision an artifact makes about a subject together reveals
+// at most the artifact's decision_log_ratio_bound L about that subject's group: the artifact's
+// decisions are L-DP, and L is charged once, on first use (the decision licence). Every call
+// is written to the access log. See docs/privacy.md.
 #include <cmath>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "core/postprocess/statistical_parity.h"
 #include "core/util/status_macros.h"
 #include "server/app/vault.h"
+#include "server/app/vault_charge_impl.h"
 #include "server/app/vault_internal.h"
-#include "server/util/crypto.h"
 
 namespace fairvault::server {
 
 using internal::RequireRole;
 using storage::Role;
 namespace pp = core::postprocess;
-
-namespace {
-
-constexpr char kDecisionKeyName[] = "decision-prf-key";
-
-// max |log P_a(x) - log P_b(x)| over the outcomes x of one input and all pairs of groups.
-double LogRatioBound(const std::vector<std::vector<double>>& probs_by_group) {
-  double bound = 0;
-  for (size_t a = 0; a < probs_by_group.size(); ++a) {
-    for (size_t b = a + 1; b < probs_by_group.size(); ++b) {
-      for (size_t x = 0; x < probs_by_group[a].size(); ++x) {
-        const double pa = probs_by_group[a][x], pb = probs_by_group[b][x];
-        if (pa <= 0 && pb <= 0) continue;
-        if (pa <= 0 || pb <= 0) return std::numeric_limits<double>::infinity();
-        bound = std::max(bound, std::abs(std::log(pa) - std::log(pb)));
-      }
-    }
-  }
-  return bound;
-}
-
-}  // namespace
 
 absl::StatusOr<v1::Artifact> Vault::LoadArtifact(const Caller& caller, const std::string& id) {
   if (id.empty()) return absl::InvalidArgumentError("artifact_id must be set");
@@ -69,11 +51,14 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     return absl::InvalidArgumentError(
         absl::StrCat("at most ", options_.max_rows, " rows per call; split the request"));
   }
-  const bool is_eo = artifact.has_equalized_odds();
-  if (!is_eo && !artifact.has_statistical_parity()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("artifact '", artifact.id(), "' is not an attribute-aware post-processor"));
+  ASSIGN_OR_RETURN(const double bound, internal::DecisionLogRatioBound(artifact));
+  if (!std::isfinite(bound)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "artifact '", artifact.id(),
+        "' has decision_log_ratio_bound inf: some decisions would reveal a subject's group "
+        "exactly; fit the post-processor with decision_floor > 0 to use Decide"));
   }
+  const bool is_eo = artifact.has_equalized_odds();
   auto dataset = store_->GetDataset(artifact.dataset());
   if (absl::IsNotFound(dataset.status())) {
     return absl::FailedPreconditionError(
@@ -86,34 +71,24 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
   ASSIGN_OR_RETURN(GroupSpec spec,
                    ResolveGroups(all_attributes, dataset->name, artifact_attributes));
 
-  // The artifact's per-group decision rule, and its groups in the dataset's current order.
-  std::vector<std::vector<std::vector<double>>> probs;  // [input][group][outcome]
-  pp::SpSolution transport;
-  pp::ScoreGrid grid;
+  // The artifact's per-group rule, in the dataset's group order.
   std::vector<std::string> labels;
+  std::vector<double> p0, p1;  // equalized odds
+  pp::SpSolution transport;    // statistical parity: only the transport is read
+  pp::ScoreGrid grid;
   if (is_eo) {
-    const auto& eo = artifact.equalized_odds();
-    probs.assign(2, {});
-    for (const auto& g : eo.groups()) {
+    for (const auto& g : artifact.equalized_odds().groups()) {
       labels.push_back(g.group());
-      probs[0].push_back({1 - g.p_flip_to_1_given_0(), g.p_flip_to_1_given_0()});
-      probs[1].push_back({1 - g.p_keep_1_given_1(), g.p_keep_1_given_1()});
+      p0.push_back(g.p_flip_to_1_given_0());
+      p1.push_back(g.p_keep_1_given_1());
     }
   } else {
     const auto& sp = artifact.statistical_parity();
     grid = pp::ScoreGrid{sp.lo(), sp.hi(), sp.bins()};
     RETURN_IF_ERROR(grid.Validate());
-    probs.assign(grid.k, {});
     for (const auto& g : sp.groups()) {
       labels.push_back(g.group());
-      if (g.transport_size() != grid.k * grid.k) {
-        return absl::DataLossError("stored transport has the wrong size");
-      }
       transport.transport.emplace_back(g.transport().begin(), g.transport().end());
-      for (int j = 0; j < grid.k; ++j) {
-        probs[j].emplace_back(g.transport().begin() + j * grid.k,
-                              g.transport().begin() + (j + 1) * grid.k);
-      }
     }
   }
   if (labels != spec.group_labels) {
@@ -121,20 +96,26 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
         absl::StrCat("artifact '", artifact.id(), "' groups no longer match dataset '",
                      dataset->name, "'; fit a new post-processor"));
   }
-  double bound = 0;
-  for (const auto& input : probs) bound = std::max(bound, LogRatioBound(input));
 
-  ASSIGN_OR_RETURN(const std::string key, store_->GetOrCreateSecret(kDecisionKeyName, 32));
+  // One decision per (artifact, subject), even under concurrent calls.
+  absl::MutexLock decide_lock(&decide_mu_);
+  absl::flat_hash_map<std::string, storage::DecisionRow> decided;
+  RETURN_IF_ERROR(store_->ForEachDecision(artifact.id(), [&](const storage::DecisionRow& row) {
+    decided.emplace(row.subject_key, row);
+  }));
+
+  // Check every row before anything is charged or decided: presence and the company's own
+  // inputs only (never the attribute).
   ASSIGN_OR_RETURN(auto slot, LoadIndex(*dataset));
-  v1::DecideResponse resp;
-  resp.mutable_outputs()->Reserve(static_cast<int>(rows));
+  std::vector<int> group(rows);
+  std::vector<double> input(rows);  // the prediction, or the score's bin
   {
     absl::ReaderMutexLock lock(&slot->mu);
-    const SubjectIndex& index = *slot->index;
+    absl::flat_hash_map<absl::string_view, int64_t> first_row;
     for (int64_t i = 0; i < rows; ++i) {
-      const std::string& subject_key = req.subject_keys(i);
+      const std::string& key = req.subject_keys(i);
       const double value = req.values(i);
-      const int64_t subject = index.Find(subject_key);
+      const int64_t subject = slot->index->Find(key);
       if (subject < 0) {
         return absl::InvalidArgumentError(absl::StrCat("subject key at row ", i + 1,
                                                        " is not in dataset '", dataset->name,
@@ -145,19 +126,72 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
             "values: row ", i + 1, " is ", value,
             is_eo ? "; predictions must be 0 or 1" : "; scores must be finite numbers"));
       }
-      const int group = spec.GroupOf(index, subject);
-      // One secure stream per (artifact, subject): asking again returns the same decision,
-      // so repeated queries cannot average the randomization away.
-      KeyedBitGen gen(key, absl::StrCat(artifact.id(), std::string(1, '\0'), subject_key));
-      if (is_eo) {
-        const double p = probs[static_cast<int>(value)][group][1];
-        resp.add_outputs(absl::Bernoulli(gen, p) ? 1 : 0);
-      } else {
-        resp.add_outputs(pp::SampleFairScore(transport, grid, group, grid.Bin(value), gen));
+      group[i] = spec.GroupOf(*slot->index, subject);
+      input[i] = is_eo ? value : grid.Bin(value);
+      double earlier = input[i];
+      if (auto it = decided.find(key); it != decided.end()) {
+        earlier = it->second.input;
+      } else if (auto [seen, fresh] = first_row.emplace(key, i); !fresh) {
+        earlier = input[seen->second];
+      }
+      if (earlier != input[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "subject key at row ", i + 1, " was already decided by artifact '", artifact.id(),
+            "' with another input (", is_eo ? "prediction " : "score bin ", earlier,
+            "); a subject gets one decision per artifact"));
       }
     }
   }
+
+  // The decision licence: L charged once per artifact, before any decision leaves.
+  v1::DecideRequest licence_request;
+  licence_request.set_artifact_id(artifact.id());
+  PreparedRelease licence;
+  licence.request_kind = kDecisionLicenceKind;
+  licence.idempotency_key = absl::StrCat(kReservedKeyPrefix, "decide:", artifact.id());
+  licence.request = &licence_request;
+  licence.epsilon = std::max(1.0, std::ceil(bound * 1e6)) / 1e6;  // rounded up
+  licence.mechanism = "randomized_decisions";
+  licence.dataset_id = dataset->id;
+  licence.dataset_name = dataset->name;
+  ASSIGN_OR_RETURN(auto paid, Replay<v1::DecideResponse>(caller, licence));
+  if (!paid) {
+    ASSIGN_OR_RETURN(paid, ChargeAndRelease<v1::DecideResponse>(
+                               caller, licence,
+                               [](const Noises&, int64_t, v1::DecideResponse*)
+                                   -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+                                 return std::optional<storage::ArtifactRecord>();
+                               }));
+  }
+
+  v1::DecideResponse resp;
+  *resp.mutable_charge() = paid->charge();
+  resp.mutable_outputs()->Reserve(static_cast<int>(rows));
+  std::vector<storage::DecisionRow> fresh;
+  absl::flat_hash_map<absl::string_view, double> fresh_output;
+  int64_t already = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const std::string& key = req.subject_keys(i);
+    if (auto it = decided.find(key); it != decided.end()) {
+      resp.add_outputs(it->second.output);
+      ++already;
+      continue;
+    }
+    if (auto it = fresh_output.find(key); it != fresh_output.end()) {
+      resp.add_outputs(it->second);
+      continue;
+    }
+    // A fresh draw from the secure generator.
+    const double output =
+        is_eo ? (absl::Bernoulli(gen_, input[i] == 1 ? p1[group[i]] : p0[group[i]]) ? 1 : 0)
+              : pp::SampleFairScore(transport, grid, group[i], static_cast<int>(input[i]), gen_);
+    resp.add_outputs(output);
+    fresh.push_back(storage::DecisionRow{key, input[i], output});
+    fresh_output.emplace(key, output);
+  }
+  RETURN_IF_ERROR(store_->PutDecisions(artifact.id(), fresh));
   resp.set_decision_log_ratio_bound(bound);
+  resp.set_rows_already_decided(already);
   storage::AccessLogRow log;
   log.time_micros = clock_->NowMicros();
   log.account = caller.name;

@@ -2,6 +2,8 @@
 #include "server/app/vault_internal.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -57,6 +59,53 @@ absl::StatusOr<storage::LedgerFilter> PageFilter(int64_t after_seq, int32_t limi
   filter.after_seq = after_seq;
   filter.limit = limit == 0 ? 1000 : limit;
   return filter;
+}
+
+namespace {
+
+// max |log p_a(x) - log p_b(x)| over outcomes x and pairs of groups, for one input.
+double LogRatioBound(const std::vector<std::vector<double>>& probs_by_group) {
+  double bound = 0;
+  for (size_t a = 0; a < probs_by_group.size(); ++a) {
+    for (size_t b = a + 1; b < probs_by_group.size(); ++b) {
+      for (size_t x = 0; x < probs_by_group[a].size(); ++x) {
+        const double pa = probs_by_group[a][x], pb = probs_by_group[b][x];
+        if (pa <= 0 && pb <= 0) continue;
+        if (pa <= 0 || pb <= 0) return std::numeric_limits<double>::infinity();
+        bound = std::max(bound, std::abs(std::log(pa) - std::log(pb)));
+      }
+    }
+  }
+  return bound;
+}
+
+}  // namespace
+
+absl::StatusOr<double> DecisionLogRatioBound(const v1::Artifact& artifact) {
+  double bound = 0;
+  if (artifact.has_equalized_odds()) {
+    std::vector<std::vector<double>> given0, given1;
+    for (const auto& g : artifact.equalized_odds().groups()) {
+      given0.push_back({1 - g.p_flip_to_1_given_0(), g.p_flip_to_1_given_0()});
+      given1.push_back({1 - g.p_keep_1_given_1(), g.p_keep_1_given_1()});
+    }
+    return std::max(LogRatioBound(given0), LogRatioBound(given1));
+  }
+  if (artifact.has_statistical_parity()) {
+    const auto& sp = artifact.statistical_parity();
+    const int k = sp.bins();
+    for (int j = 0; j < k; ++j) {
+      std::vector<std::vector<double>> row;
+      for (const auto& g : sp.groups()) {
+        if (g.transport_size() != k * k) return absl::DataLossError("transport of wrong size");
+        row.emplace_back(g.transport().begin() + j * k, g.transport().begin() + (j + 1) * k);
+      }
+      bound = std::max(bound, LogRatioBound(row));
+    }
+    return bound;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("artifact '", artifact.id(), "' is not an attribute-aware post-processor"));
 }
 
 v1::Role ToProtoRole(storage::Role role) {

@@ -29,6 +29,12 @@ absl::Status ValidateDelta(double delta);
 
 v1::Role ToProtoRole(storage::Role role);
 
+// What one decision by an attribute-aware artifact can reveal about a subject's group:
+// max over inputs, outcomes and pairs of groups of |log P(out | input, a) - log P(out | input,
+// b)|; +inf when an outcome is possible for one group only. Computed from the artifact (a DP
+// release), so it is public. InvalidArgument for an artifact that is not a post-processor.
+absl::StatusOr<double> DecisionLogRatioBound(const v1::Artifact& artifact);
+
 // A page of rows with seq > after_seq (>= 0), at most `limit` (1..10000; 0 means 1000).
 absl::StatusOr<storage::LedgerFilter> PageFilter(int64_t after_seq, int32_t limit);
 

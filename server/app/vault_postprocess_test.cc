@@ -52,8 +52,10 @@ class VaultPostprocessTest : public VaultTest {
     return req;
   }
 
-  v1::Artifact FitEo() {
-    auto resp = vault_->FitEqualizedOdds(acme_, FitRequest("eo-for-decide"));
+  v1::Artifact FitEo(double floor) {
+    auto req = FitRequest(absl::StrCat("eo-for-decide-", floor));
+    req.set_decision_floor(floor);
+    auto resp = vault_->FitEqualizedOdds(acme_, req);
     EXPECT_OK(resp);
     return resp.ok() ? resp->artifact() : v1::Artifact();
   }
@@ -241,31 +243,55 @@ TEST_F(VaultPostprocessTest, AuditsRefuseBadInputsWithoutCharging) {
 
 // ---- Decide --------------------------------------------------------------------------------
 
-TEST_F(VaultPostprocessTest, DecideAppliesTheArtifactIsRepeatableLoggedAndFree) {
-  const v1::Artifact artifact = FitEo();
+TEST_F(VaultPostprocessTest, DecideRefusesAnArtifactWhoseDecisionsRevealGroupsExactly) {
+  // floor 0 with a huge epsilon: the LP puts mixing probabilities at 0 and 1.
+  const v1::Artifact artifact = FitEo(/*floor=*/0);
+  ASSERT_FALSE(std::isfinite(artifact.equalized_odds().decision_log_ratio_bound()));
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->Decide(acme_, DecideAll(artifact.id(), true)); },
+      absl::StatusCode::kFailedPrecondition, "decision_floor");
+}
+
+TEST_F(VaultPostprocessTest, DecideChargesTheLicenceOncePinsDecisionsAndLogsEveryCall) {
+  const v1::Artifact artifact = FitEo(/*floor=*/0.1);
+  const auto& eo = artifact.equalized_odds();
+  EXPECT_DOUBLE_EQ(eo.decision_floor(), 0.1);
+  for (const auto& g : eo.groups()) {
+    EXPECT_GE(g.p_flip_to_1_given_0(), 0.1 - 1e-9);
+    EXPECT_LE(g.p_keep_1_given_1(), 0.9 + 1e-9);
+  }
+  const double bound = eo.decision_log_ratio_bound();
+  ASSERT_TRUE(std::isfinite(bound));
+  EXPECT_LE(bound, std::log(9.0) + 1e-9);  // probabilities in [0.1, 0.9]
+
   const v1::Budget before = BudgetOf(acme_);
   auto first = vault_->Decide(acme_, DecideAll(artifact.id(), /*eo=*/true));
   ASSERT_OK(first);
   ASSERT_EQ(first->outputs_size(), 30);
   for (double o : first->outputs()) EXPECT_TRUE(o == 0 || o == 1);
-  // With a huge epsilon the fit is exact; outputs where p is 0 or 1 are forced.
-  std::map<std::string, const v1::EqualizedOddsGroup*> rule;
-  for (const auto& g : artifact.equalized_odds().groups()) rule[g.group()] = &g;
-  for (size_t i = 0; i < subjects_.size(); ++i) {
-    const auto* g = rule[subjects_[i].sex + "|" + subjects_[i].race];
-    const double p = rows_[i].pred == 1 ? g->p_keep_1_given_1() : g->p_flip_to_1_given_0();
-    if (p == 0) EXPECT_EQ(first->outputs(i), 0) << "row " << i;
-    if (p == 1) EXPECT_EQ(first->outputs(i), 1) << "row " << i;
-  }
+  EXPECT_EQ(first->rows_already_decided(), 0);
+  EXPECT_DOUBLE_EQ(first->decision_log_ratio_bound(), bound);
+  // The licence: epsilon = the bound rounded up to micro-units, charged once.
+  EXPECT_NEAR(first->charge().cost().epsilon(), bound, 1e-6);
+  EXPECT_GE(first->charge().cost().epsilon(), bound);
+  EXPECT_EQ(first->charge().cost().mechanism(), "randomized_decisions");
+  const v1::Budget after_first = BudgetOf(acme_);
+  EXPECT_EQ(after_first.releases(), before.releases() + 1);
+
+  // Asking again returns the stored decisions and charges nothing more.
   auto second = vault_->Decide(acme_, DecideAll(artifact.id(), true));
   ASSERT_OK(second);
-  EXPECT_EQ(second->SerializeAsString().size(), first->SerializeAsString().size());
+  EXPECT_EQ(second->rows_already_decided(), 30);
   for (int i = 0; i < 30; ++i) EXPECT_EQ(second->outputs(i), first->outputs(i));
+  EXPECT_EQ(second->charge().ledger_seq(), first->charge().ledger_seq());
+  EXPECT_EQ(BudgetOf(acme_).releases(), after_first.releases());
   EXPECT_GT(second->access_log_seq(), first->access_log_seq());
 
-  const v1::Budget after = BudgetOf(acme_);
-  EXPECT_EQ(after.releases(), before.releases());
-  EXPECT_EQ(after.epsilon_spent(), before.epsilon_spent());
+  // The other input for an already decided subject is refused (it would double the leak).
+  auto flipped = DecideAll(artifact.id(), true);
+  flipped.set_values(6, 1 - flipped.values(6));
+  EXPECT_THAT(vault_->Decide(acme_, flipped),
+              StatusIs(absl::StatusCode::kInvalidArgument, "row 7 was already decided"));
 
   v1::ListAccessLogRequest log_req;
   auto log = vault_->ListAccessLog(regulator_, log_req);
@@ -278,9 +304,40 @@ TEST_F(VaultPostprocessTest, DecideAppliesTheArtifactIsRepeatableLoggedAndFree) 
   EXPECT_THAT(vault_->ListAccessLog(acme_, log_req), StatusIs(absl::StatusCode::kPermissionDenied));
 }
 
+TEST_F(VaultPostprocessTest, DecideFrequenciesFollowTheArtifact) {
+  // Many subjects through one group's rule: the share of ones matches p within 5 standard
+  // errors (false-failure probability below 1e-6). Uses the 30 subjects of the fixture across
+  // 40 artifacts, each subject decided once per artifact.
+  double expected = 0, ones = 0, n = 0;
+  for (int t = 0; t < 40; ++t) {
+    auto req = FitRequest(absl::StrCat("eo-freq-", t));
+    req.set_epsilon(1);
+    req.set_decision_floor(0.2);
+    auto fit = vault_->FitEqualizedOdds(acme_, req);
+    ASSERT_OK(fit);
+    std::map<std::string, const v1::EqualizedOddsGroup*> rule;
+    for (const auto& g : fit->artifact().equalized_odds().groups()) rule[g.group()] = &g;
+    auto resp = vault_->Decide(acme_, DecideAll(fit->artifact().id(), true));
+    ASSERT_OK(resp);
+    for (size_t i = 0; i < subjects_.size(); ++i) {
+      const auto* g = rule[subjects_[i].sex + "|" + subjects_[i].race];
+      expected += rows_[i].pred == 1 ? g->p_keep_1_given_1() : g->p_flip_to_1_given_0();
+      ones += resp->outputs(i);
+      ++n;
+    }
+  }
+  EXPECT_NEAR(ones / n, expected / n, 5 * std::sqrt(0.25 / n));
+}
+
 TEST_F(VaultPostprocessTest, DecideWithAStatisticalParityArtifactReturnsBinCentres) {
-  auto fit = vault_->FitStatisticalParity(acme_, SpRequest("sp-decide"));
+  auto req = SpRequest("sp-decide");
+  req.set_decision_floor(0.5);
+  auto fit = vault_->FitStatisticalParity(acme_, req);
   ASSERT_OK(fit);
+  const auto& sp = fit->artifact().statistical_parity();
+  // Every transport entry is at least floor / k, so one decision reveals at most
+  // log((1 - floor + floor / k) / (floor / k)).
+  EXPECT_LE(sp.decision_log_ratio_bound(), std::log((0.5 + 0.1) / 0.1) + 1e-9);
   auto resp = vault_->Decide(acme_, DecideAll(fit->artifact().id(), /*eo=*/false));
   ASSERT_OK(resp);
   const std::set<double> centres = {0.1, 0.3, 0.5, 0.7, 0.9};
@@ -291,21 +348,32 @@ TEST_F(VaultPostprocessTest, DecideWithAStatisticalParityArtifactReturnsBinCentr
   }
 }
 
-TEST_F(VaultPostprocessTest, DecideRefusesBadRowsNamingThem) {
-  const v1::Artifact artifact = FitEo();
+TEST_F(VaultPostprocessTest, DecideRefusesBadRowsNamingThemWithoutCharging) {
+  const v1::Artifact artifact = FitEo(/*floor=*/0.1);
   auto req = DecideAll(artifact.id(), true);
   req.set_subject_keys(4, "nobody");
-  EXPECT_THAT(vault_->Decide(acme_, req),
-              StatusIs(absl::StatusCode::kInvalidArgument, "row 5 is not in dataset"));
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->Decide(acme_, req); }, absl::StatusCode::kInvalidArgument,
+      "row 5 is not in dataset");
   req = DecideAll(artifact.id(), true);
   req.set_values(2, 0.5);
-  EXPECT_THAT(vault_->Decide(acme_, req), StatusIs(absl::StatusCode::kInvalidArgument, "row 3"));
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->Decide(acme_, req); }, absl::StatusCode::kInvalidArgument,
+      "row 3");
   req = DecideAll(artifact.id(), true);
   req.set_values(7, NAN);
-  EXPECT_THAT(vault_->Decide(acme_, req), StatusIs(absl::StatusCode::kInvalidArgument, "row 8"));
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->Decide(acme_, req); }, absl::StatusCode::kInvalidArgument,
+      "row 8");
   req = DecideAll(artifact.id(), true);
   req.add_values(1);
   EXPECT_THAT(vault_->Decide(acme_, req), StatusIs(absl::StatusCode::kInvalidArgument));
+  // The same subject twice with different inputs in one request.
+  req = DecideAll(artifact.id(), true);
+  req.add_subject_keys(req.subject_keys(0));
+  req.add_values(1 - req.values(0));
+  EXPECT_THAT(vault_->Decide(acme_, req),
+              StatusIs(absl::StatusCode::kInvalidArgument, "already decided"));
   // Another company's artifact.
   EXPECT_THAT(vault_->Decide(globex_, DecideAll(artifact.id(), true)),
               StatusIs(absl::StatusCode::kPermissionDenied));
@@ -313,6 +381,12 @@ TEST_F(VaultPostprocessTest, DecideRefusesBadRowsNamingThem) {
   auto log = vault_->ListAccessLog(regulator_, v1::ListAccessLogRequest());
   ASSERT_OK(log);
   EXPECT_EQ(log->entries_size(), 0);
+}
+
+TEST_F(VaultPostprocessTest, ReservedIdempotencyKeysAreRefused) {
+  auto req = CountsRequest("vault:decide:art_x");
+  EXPECT_THAT(vault_->NoisyCounts(acme_, req),
+              StatusIs(absl::StatusCode::kInvalidArgument, "reserved"));
 }
 
 }  // namespace

@@ -182,6 +182,7 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
   options.epsilon = req.epsilon();
   options.m = static_cast<int64_t>(joined.table_rows.size());
   options.all_pairs = req.all_pairs();
+  options.decision_floor = req.decision_floor();
   RETURN_IF_ERROR(options.Validate());
 
   return ChargeAndRelease<v1::FitEqualizedOddsResponse>(
@@ -221,6 +222,9 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
         eo->set_objective(solution.objective);
         eo->set_noisy_error(solution.noisy_error);
         for (const auto& w : solution.warnings) eo->add_warnings(w);
+        eo->set_decision_floor(options.decision_floor);
+        ASSIGN_OR_RETURN(const double bound, internal::DecisionLogRatioBound(*artifact));
+        eo->set_decision_log_ratio_bound(bound);
         resp->set_rows_dropped(joined.dropped);
         return std::optional<storage::ArtifactRecord>(
             charge_internal::ArtifactRecordOf(*artifact, caller, table.dataset.id, now));

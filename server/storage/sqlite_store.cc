@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
 #include "server/storage/ledger_chain.h"
-#include "server/util/crypto.h"
 
 namespace fairvault::server::storage {
 namespace {
@@ -55,6 +54,7 @@ CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
 CREATE TABLE IF NOT EXISTS responses(
   account_id INTEGER NOT NULL, idempotency_key TEXT NOT NULL, request_kind TEXT NOT NULL,
   params_digest TEXT NOT NULL, ledger_seq INTEGER NOT NULL, payload BLOB NOT NULL,
+  error_code INTEGER NOT NULL DEFAULT 0, error_message TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(account_id, idempotency_key));
 CREATE TABLE IF NOT EXISTS access_log(
   seq INTEGER PRIMARY KEY AUTOINCREMENT, time_micros INTEGER NOT NULL, account TEXT NOT NULL,
@@ -63,7 +63,9 @@ CREATE TRIGGER IF NOT EXISTS access_log_no_update BEFORE UPDATE ON access_log
   BEGIN SELECT RAISE(ABORT, 'the access log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS access_log_no_delete BEFORE DELETE ON access_log
   BEGIN SELECT RAISE(ABORT, 'the access log is append-only'); END;
-CREATE TABLE IF NOT EXISTS secrets(name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS decisions(
+  artifact_id TEXT NOT NULL, subject_key TEXT NOT NULL, input REAL NOT NULL,
+  output REAL NOT NULL, PRIMARY KEY(artifact_id, subject_key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS artifacts(
   id TEXT PRIMARY KEY, account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL,
   ledger_seq INTEGER NOT NULL, created_micros INTEGER NOT NULL, payload BLOB NOT NULL);
@@ -106,6 +108,12 @@ class Stmt {
     ASSIGN_OR_RETURN(bool row, Step());
     (void)row;
     return absl::OkStatus();
+  }
+  // Ready for new binds and another Step().
+  void Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    bind_rc_ = SQLITE_OK;
   }
   int64_t Int(int c) const { return sqlite3_column_int64(stmt_, c); }
   double Double(int c) const { return sqlite3_column_double(stmt_, c); }
@@ -220,6 +228,11 @@ LedgerRow ReadLedger(const Stmt& s) {
 constexpr char kLedgerCols[] =
     "seq, time_micros, kind, account_id, account, dataset_id, dataset, request_kind, "
     "idempotency_key, epsilon, delta, mechanism, pure_micro, rdp, prev_hash, hash";
+
+// The failure stored in (error_code, error_message) columns starting at `first_col`.
+absl::Status StoredFailure(const Stmt& s, int first_col) {
+  return absl::Status(static_cast<absl::StatusCode>(s.Int(first_col)), s.Text(first_col + 1));
+}
 
 absl::Status NotFoundIfNoRow(absl::StatusOr<bool> row, const std::string& what) {
   if (!row.ok()) return row.status();
@@ -604,11 +617,11 @@ absl::StatusOr<StoredResponse> SqliteStore::GetStoredResponse(int64_t account_id
                                                               const std::string& key) {
   absl::MutexLock lock(&mu_);
   Stmt s(db_,
-         "SELECT request_kind, params_digest, ledger_seq, payload FROM responses "
-         "WHERE account_id=? AND idempotency_key=?");
+         "SELECT request_kind, params_digest, ledger_seq, payload, error_code, error_message "
+         "FROM responses WHERE account_id=? AND idempotency_key=?");
   s.Bind(1, account_id).Bind(2, key);
   RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no stored response"));
-  return StoredResponse{s.Text(0), s.Text(1), s.Int(2), s.Text(3)};
+  return StoredResponse{s.Text(0), s.Text(1), s.Int(2), s.Text(3), StoredFailure(s, 4)};
 }
 
 absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, int64_t now_micros,
@@ -620,8 +633,8 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
   // 1. Replays return the stored bytes, charged once.
   {
     Stmt s(db_,
-           "SELECT params_digest, payload FROM responses WHERE account_id=? AND "
-           "idempotency_key=?");
+           "SELECT params_digest, payload, error_code, error_message FROM responses WHERE "
+           "account_id=? AND idempotency_key=?");
     s.Bind(1, request.account_id).Bind(2, request.idempotency_key);
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (row) {
@@ -630,6 +643,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
             "idempotency_key '", request.idempotency_key,
             "' was already used with different parameters; use a new key for a new request"));
       }
+      RETURN_IF_ERROR(StoredFailure(s, 2));
       return ChargeOutcome{s.Text(1), true};
     }
   }
@@ -681,7 +695,17 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
   ASSIGN_OR_RETURN(auto head, LedgerHeadLocked());
   const int64_t seq = head.first + 1;
   BudgetState state{*grant, after, spent_after};
-  ASSIGN_OR_RETURN(ChargeResult result, body(seq, state));
+  absl::StatusOr<ChargeResult> computed = body(seq, state);
+  ChargeResult result;
+  absl::Status failure;
+  if (computed.ok()) {
+    result = *std::move(computed);
+  } else {
+    failure =
+        absl::Status(computed.status().code(),
+                     absl::StrCat(computed.status().message(),
+                                  " (this release was charged: its noise had already been drawn)"));
+  }
 
   LedgerRow row;
   row.time_micros = now_micros;
@@ -712,9 +736,10 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
   {
     Stmt s(db_,
            "INSERT INTO responses(account_id, idempotency_key, request_kind, params_digest, "
-           "ledger_seq, payload) VALUES(?,?,?,?,?,?)");
+           "ledger_seq, payload, error_code, error_message) VALUES(?,?,?,?,?,?,?,?)");
     s.Bind(1, request.account_id).Bind(2, request.idempotency_key).Bind(3, request.request_kind);
     s.Bind(4, request.params_digest).Bind(5, seq).BindBlob(6, result.response_payload);
+    s.Bind(7, static_cast<int64_t>(failure.code())).Bind(8, std::string(failure.message()));
     RETURN_IF_ERROR(s.Run());
   }
   if (result.artifact) {
@@ -727,6 +752,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
     RETURN_IF_ERROR(s.Run());
   }
   RETURN_IF_ERROR(txn.Commit());
+  RETURN_IF_ERROR(failure);
   return ChargeOutcome{std::move(result.response_payload), false};
 }
 
@@ -774,19 +800,31 @@ absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const Ledge
   return out;
 }
 
-absl::StatusOr<std::string> SqliteStore::GetOrCreateSecret(const std::string& name, size_t size) {
+absl::Status SqliteStore::ForEachDecision(const std::string& artifact_id,
+                                          const std::function<void(const DecisionRow&)>& fn) {
   absl::MutexLock lock(&mu_);
-  {
-    Stmt s(db_, "SELECT value FROM secrets WHERE name=?");
-    s.Bind(1, name);
+  Stmt s(db_, "SELECT subject_key, input, output FROM decisions WHERE artifact_id=?");
+  s.Bind(1, artifact_id);
+  while (true) {
     ASSIGN_OR_RETURN(bool row, s.Step());
-    if (row) return s.Text(0);
+    if (!row) break;
+    fn(DecisionRow{s.Text(0), s.Double(1), s.Double(2)});
   }
-  const std::string value = RandomBytes(size);
-  Stmt s(db_, "INSERT INTO secrets(name, value) VALUES(?,?)");
-  s.Bind(1, name).BindBlob(2, value);
-  RETURN_IF_ERROR(s.Run());
-  return value;
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::PutDecisions(const std::string& artifact_id,
+                                       const std::vector<DecisionRow>& rows) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_, "INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES(?,?,?,?)");
+  for (const DecisionRow& r : rows) {
+    s.Bind(1, artifact_id).Bind(2, r.subject_key).Bind(3, r.input).Bind(4, r.output);
+    RETURN_IF_ERROR(s.Run());
+    s.Reset();
+  }
+  return txn.Commit();
 }
 
 // ---- ledger --------------------------------------------------------------------------------
@@ -884,6 +922,17 @@ absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
       if (it == caps.end() || it->second != std::make_pair(c.Int(1), c.Double(2))) {
         return fail(0, absl::StrCat("the cap of dataset ", c.Int(0),
                                     " differs from the ledger's last cap row"));
+      }
+      caps.erase(it);
+    }
+    // A cap the ledger set must still be in force (clearing it would lift the limit).
+    for (const auto& [dataset_id, cap] : caps) {
+      Stmt d(db_, "SELECT 1 FROM datasets WHERE id=?");
+      d.Bind(1, dataset_id);
+      ASSIGN_OR_RETURN(bool exists, d.Step());
+      if (exists) {
+        return fail(0, absl::StrCat("the cap of dataset ", dataset_id,
+                                    " was removed behind the ledger's back"));
       }
     }
   }

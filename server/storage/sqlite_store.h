@@ -61,7 +61,10 @@ class SqliteStore final : public Store {
 
   absl::StatusOr<int64_t> AppendAccessLog(const AccessLogRow& row) override;
   absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) override;
-  absl::StatusOr<std::string> GetOrCreateSecret(const std::string& name, size_t size) override;
+  absl::Status ForEachDecision(const std::string& artifact_id,
+                               const std::function<void(const DecisionRow&)>& fn) override;
+  absl::Status PutDecisions(const std::string& artifact_id,
+                            const std::vector<DecisionRow>& rows) override;
 
   absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) override;
   absl::StatusOr<LedgerVerification> VerifyLedger() override;

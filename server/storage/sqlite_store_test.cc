@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -314,6 +315,14 @@ TEST_F(SqliteStoreTest, VerifyDetectsARaisedGrantOrCap) {
   EXPECT_THAT(v.message, HasSubstr("grant"));
 }
 
+TEST_F(SqliteStoreTest, VerifyDetectsAClearedCap) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  ASSERT_EQ(RawExec(path_, "UPDATE datasets SET cap_micro = NULL;"), "");
+  LedgerVerification v = Verify();
+  EXPECT_FALSE(v.ok) << "lifting a cap behind the ledger's back must be noticed";
+  EXPECT_THAT(v.message, HasSubstr("cap"));
+}
+
 TEST_F(SqliteStoreTest, TriggersBlockLedgerUpdateAndDelete) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
   EXPECT_THAT(RawExec(path_, "UPDATE ledger SET epsilon = 0 WHERE seq = 3;"),
@@ -482,37 +491,68 @@ TEST_F(SqliteStoreTest, SameKeyWithDifferentDigestIsRefused) {
   EXPECT_EQ(SpentMicro(acme_, census_), 100'000);
 }
 
-TEST_F(SqliteStoreTest, FailingBodyKeepsNothing) {
+TEST_F(SqliteStoreTest, DatasetSpendSaturatesInsteadOfWrapping) {
+  // Three companies each spend just under epsilon 1e6 with a tiny-sigma Gaussian: per company the
+  // curve's top orders hold ~3.6e18 nano-units, so the dataset-wide sum of the three exceeds
+  // INT64_MAX there. A wrapping sum turns those orders negative, the conversion then reports a
+  // spend of 0, and a cap set afterwards admits anything.
+  const AccountRecord initech = MakeAccount("initech", Role::kCompany);
+  const AccountRecord hooli = MakeAccount("hooli", Role::kCompany);
+  constexpr int64_t kHuge = 1'000'000'000'000;  // epsilon 1e6
+  int i = 0;
+  for (const AccountRecord* a : std::vector<const AccountRecord*>{&acme_, &globex_, &initech}) {
+    Grant(*a, census_, kHuge, 1e-6);
+    ChargeRequest r = Request(*a, census_, absl::StrCat("g", i++), 1);
+    r.cost = core::accounting::GaussianCost(1.0, 7.5e-4);
+    r.epsilon = 9.9e5;
+    r.delta = 1e-6;
+    r.mechanism = "discrete_gaussian";
+    ASSERT_OK(Charge(r));
+  }
+  auto all = store_->GetDatasetSpend(census_.id);
+  ASSERT_OK(all);
+  EXPECT_EQ(all->releases, 3);
+  for (int64_t v : all->rdp_all_nano) EXPECT_GE(v, 0);
+  EXPECT_EQ(all->rdp_all_nano.back(), std::numeric_limits<int64_t>::max());
+  EXPECT_GT(core::accounting::SpentEpsilonMicro(*all, 1e-6), 2 * kHuge);
+
+  // The regulator caps the dataset at epsilon 10: nothing more may be released.
+  ASSERT_OK(store_->SetCap(census_.id, census_.name, 10'000'000, 1e-6, ++now_));
+  Grant(hooli, census_, 1'000'000, 1e-6);
+  EXPECT_THAT(Charge(Request(hooli, census_, "after-cap", 100'000)),
+              StatusIs(absl::StatusCode::kResourceExhausted, "dataset-wide cap"));
+}
+
+TEST_F(SqliteStoreTest, FailingBodyIsChargedAndReplaysItsFailure) {
   Grant(acme_, census_, 1'000'000);
   ASSERT_OK(Charge(Request(acme_, census_, "k0", 100'000)));
   const size_t rows = Ledger().size();
 
-  ArtifactRecord artifact{"art_x", acme_.id, census_.id, 0, now_, "body"};
+  // The body runs after the noise is drawn: a failure that depends on the noisy data must
+  // not be retryable for free, so it is charged and stored.
   auto failed = store_->Charge(Request(acme_, census_, "k1", 300'000), ++now_,
                                [](int64_t, const BudgetState&) -> absl::StatusOr<ChargeResult> {
                                  return absl::InternalError("solver exploded");
                                });
   EXPECT_THAT(failed, StatusIs(absl::StatusCode::kInternal, "solver exploded"));
-  EXPECT_EQ(Ledger().size(), rows);
-  EXPECT_EQ(SpentMicro(acme_, census_), 100'000);
-  auto budget = store_->GetBudget(acme_.id, census_.id);
-  ASSERT_OK(budget);
-  EXPECT_EQ(budget->spend.releases, 1);
-  EXPECT_THAT(store_->GetStoredResponse(acme_.id, "k1"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kInternal, "charged"));
+  EXPECT_EQ(Ledger().size(), rows + 1);
+  EXPECT_EQ(SpentMicro(acme_, census_), 400'000);
+  auto stored = store_->GetStoredResponse(acme_.id, "k1");
+  ASSERT_OK(stored);
+  EXPECT_THAT(stored->failure, StatusIs(absl::StatusCode::kInternal, "solver exploded"));
   EXPECT_TRUE(Verify().ok);
 
-  // The key is not burnt and the chain continues without a gap.
+  // A replay returns the same failure without running the body or charging again.
   bool called = false;
+  ArtifactRecord artifact{"art_x", acme_.id, census_.id, 0, now_, "body"};
   auto retry =
       store_->Charge(Request(acme_, census_, "k1", 300'000), ++now_, Body(&called, artifact));
-  ASSERT_OK(retry);
-  EXPECT_TRUE(called);
-  EXPECT_EQ(retry->response_payload, absl::StrCat("payload-", rows + 1));
-  auto stored_artifact = store_->GetArtifact("art_x");
-  ASSERT_OK(stored_artifact);
-  EXPECT_EQ(stored_artifact->ledger_seq, static_cast<int64_t>(rows) + 1);
-  EXPECT_EQ(stored_artifact->payload, "body");
-  EXPECT_TRUE(Verify().ok);
+  EXPECT_THAT(retry, StatusIs(absl::StatusCode::kInternal, "solver exploded"));
+  EXPECT_FALSE(called);
+  EXPECT_EQ(Ledger().size(), rows + 1);
+  EXPECT_EQ(SpentMicro(acme_, census_), 400'000);
+  EXPECT_THAT(store_->GetArtifact("art_x"), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST_F(SqliteStoreTest, ChargeWithoutGrantIsPermissionDenied) {

@@ -58,6 +58,17 @@ struct StoredResponse {
   std::string params_digest;
   int64_t ledger_seq = 0;
   std::string payload;  // the serialized response, returned as is on replay
+  // A release whose computation failed after its noise was drawn: charged, and its failure
+  // is what a replay returns.
+  absl::Status failure;
+};
+
+// One decision the vault made with an artifact: the input (a 0/1 prediction or a score bin)
+// and the output returned.
+struct DecisionRow {
+  std::string subject_key;
+  double input = 0;
+  double output = 0;
 };
 
 struct ArtifactRecord {
@@ -208,7 +219,9 @@ class Store {
   //   when the cost does not fit the grant or the dataset cap — decided on the declared cost
   //   alone, before `body` runs;
   // - otherwise runs `body`, appends the charge to the ledger, updates the spend totals,
-  //   stores the response (and artifact) and commits. If `body` fails nothing is kept.
+  //   stores the response (and artifact) and commits. If `body` fails its noise has been
+  //   drawn, so the charge is kept and the failure is stored and returned (a replay returns
+  //   the same failure): a failure that depends on the noisy data cannot be retried for free.
   virtual absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& request, int64_t now_micros,
                                                const ChargeBody& body) = 0;
 
@@ -219,8 +232,11 @@ class Store {
   // Rows with seq > filter.after_seq (account filter optional), oldest first.
   virtual absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) = 0;
 
-  // A named server secret of `size` random bytes, created on first use and kept thereafter.
-  virtual absl::StatusOr<std::string> GetOrCreateSecret(const std::string& name, size_t size) = 0;
+  // Decisions made with an artifact (one per subject), and recording new ones.
+  virtual absl::Status ForEachDecision(const std::string& artifact_id,
+                                       const std::function<void(const DecisionRow&)>& fn) = 0;
+  virtual absl::Status PutDecisions(const std::string& artifact_id,
+                                    const std::vector<DecisionRow>& rows) = 0;
 
   // Ledger.
   virtual absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) = 0;

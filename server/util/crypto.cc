@@ -2,8 +2,6 @@
 #include "server/util/crypto.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/sha.h>
 
 #include <cstring>
@@ -41,27 +39,6 @@ std::string RandomBytes(size_t n) {
 
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
-KeyedBitGen::KeyedBitGen(absl::string_view key, absl::string_view message)
-    : key_(key), message_(message) {
-  message_.append(8, '\0');
-}
-
-KeyedBitGen::result_type KeyedBitGen::operator()() {
-  if (next_ == 4) {
-    for (int b = 0; b < 8; ++b) {
-      message_[message_.size() - 8 + b] = static_cast<char>((block_ >> (8 * b)) & 0xff);
-    }
-    ++block_;
-    unsigned char out[32];
-    unsigned int len = 0;
-    HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),
-         reinterpret_cast<const unsigned char*>(message_.data()), message_.size(), out, &len);
-    std::memcpy(words_, out, sizeof(words_));
-    next_ = 0;
-  }
-  return words_[next_++];
 }
 
 }  // namespace fairvault::server
