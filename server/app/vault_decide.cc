@@ -99,10 +99,9 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
 
   // One decision per (artifact, subject), even under concurrent calls.
   absl::MutexLock decide_lock(&decide_mu_);
-  absl::flat_hash_map<std::string, storage::DecisionRow> decided;
-  RETURN_IF_ERROR(store_->ForEachDecision(artifact.id(), [&](const storage::DecisionRow& row) {
-    decided.emplace(row.subject_key, row);
-  }));
+  std::vector<const std::string*> keys(rows);
+  for (int64_t i = 0; i < rows; ++i) keys[i] = &req.subject_keys(i);
+  ASSIGN_OR_RETURN(const auto decided, store_->GetDecisions(artifact.id(), keys));
 
   // Check every row before anything is charged or decided: presence and the company's own
   // inputs only (never the attribute).

@@ -800,17 +800,18 @@ absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const Ledge
   return out;
 }
 
-absl::Status SqliteStore::ForEachDecision(const std::string& artifact_id,
-                                          const std::function<void(const DecisionRow&)>& fn) {
+absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> SqliteStore::GetDecisions(
+    const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT subject_key, input, output FROM decisions WHERE artifact_id=?");
-  s.Bind(1, artifact_id);
-  while (true) {
+  absl::flat_hash_map<std::string, DecisionRow> out;
+  Stmt s(db_, "SELECT input, output FROM decisions WHERE artifact_id=? AND subject_key=?");
+  for (const std::string* key : subject_keys) {
+    s.Bind(1, artifact_id).Bind(2, *key);
     ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    fn(DecisionRow{s.Text(0), s.Double(1), s.Double(2)});
+    if (row) out.emplace(*key, DecisionRow{*key, s.Double(0), s.Double(1)});
+    s.Reset();
   }
-  return absl::OkStatus();
+  return out;
 }
 
 absl::Status SqliteStore::PutDecisions(const std::string& artifact_id,

@@ -61,8 +61,8 @@ class SqliteStore final : public Store {
 
   absl::StatusOr<int64_t> AppendAccessLog(const AccessLogRow& row) override;
   absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) override;
-  absl::Status ForEachDecision(const std::string& artifact_id,
-                               const std::function<void(const DecisionRow&)>& fn) override;
+  absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> GetDecisions(
+      const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) override;
   absl::Status PutDecisions(const std::string& artifact_id,
                             const std::vector<DecisionRow>& rows) override;
 

@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/accounting/accountant.h"
 
 namespace fairvault::server::storage {
@@ -232,9 +234,11 @@ class Store {
   // Rows with seq > filter.after_seq (account filter optional), oldest first.
   virtual absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) = 0;
 
-  // Decisions made with an artifact (one per subject), and recording new ones.
-  virtual absl::Status ForEachDecision(const std::string& artifact_id,
-                                       const std::function<void(const DecisionRow&)>& fn) = 0;
+  // The decisions an artifact already made for these subjects (one per subject), keyed by
+  // subject key; subjects without one are absent.
+  virtual absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> GetDecisions(
+      const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) = 0;
+  // Records new decisions.
   virtual absl::Status PutDecisions(const std::string& artifact_id,
                                     const std::vector<DecisionRow>& rows) = 0;
 
