@@ -1,6 +1,7 @@
 // Shared CLI plumbing and output formatting; see cli_common.h.
 #include "client/cli_common.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <limits>
@@ -94,6 +95,16 @@ std::string ReplayHint(const std::string& key) {
   return absl::StrCat("idempotency key: ", key,
                       " (a call with the same key returns this same release and charges "
                       "nothing)\n");
+}
+
+std::string DecideHint(const std::string& artifact_id, double decision_log_ratio_bound,
+                       const std::string& value_name) {
+  if (!std::isfinite(decision_log_ratio_bound)) {
+    return "decide: not usable with this artifact (its decision log-ratio bound is inf: some "
+           "output would reveal a group); apply it yourself, or refit with --decision-floor > 0\n";
+  }
+  return absl::StrCat("decide with: fairvault decide --artifact-id ", artifact_id,
+                      " --csv FILE --key-column COL --value-column ", value_name, "\n");
 }
 
 std::vector<FlagSpec> ScoreGridFlags() {

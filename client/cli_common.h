@@ -83,6 +83,10 @@ std::string IdempotencyKey(const ParsedFlags& flags);
 // One line saying what the idempotency key does (a replay is indistinguishable from the
 // first call, so the CLI cannot say which one it got).
 std::string ReplayHint(const std::string& key);
+// How to use a fitted attribute-aware artifact with `fairvault decide`, or why it cannot be
+// (a non-finite decision log-ratio bound); `value_name` names the value column.
+std::string DecideHint(const std::string& artifact_id, double decision_log_ratio_bound,
+                       const std::string& value_name);
 
 // The public score grid of the regression commands (`audit regressor`, `postprocess
 // regression`): --lo and --hi (finite, lo < hi) and --bins (>= 1; the vault enforces its

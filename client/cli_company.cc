@@ -158,7 +158,9 @@ absl::Status PostprocessEo(Context& ctx) {
   }
   std::cout << FormatArtifact(resp.artifact())
             << "rows dropped as unmatched: " << resp.rows_dropped() << "\n"
-            << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key());
+            << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key())
+            << DecideHint(resp.artifact().id(),
+                          resp.artifact().equalized_odds().decision_log_ratio_bound(), "PRED");
   if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
   return absl::OkStatus();
 }
@@ -289,7 +291,7 @@ std::vector<Command> CompanyCommands() {
         {"all-pairs", "", "constrain every pair of groups, not each against the first"},
         {"decision-floor", "F",
          "in [0,0.5): keep every mixing probability in [F, 1-F] so that `decide` can use the "
-         "artifact (default 0: the paper's LP; decide refuses it)"},
+         "artifact (default 0: the paper's LP; decide refuses it unless its bound is finite)"},
         DropUnmatchedFlag(),
         IdempotencyFlag(),
         {"out", "FILE", "write the artifact as JSON (input of apply-eo)"}},

@@ -60,8 +60,8 @@ absl::Status PostprocessRegression(Context& ctx) {
             << "rows dropped as unmatched: " << resp.rows_dropped()
             << "\nscores clipped into [lo, hi]: " << resp.scores_clipped() << "\n"
             << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key())
-            << "decide with: fairvault decide --artifact-id " << resp.artifact().id()
-            << " --csv FILE --key-column COL --value-column SCORE\n";
+            << DecideHint(resp.artifact().id(),
+                          resp.artifact().statistical_parity().decision_log_ratio_bound(), "SCORE");
   if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
   return absl::OkStatus();
 }
@@ -136,8 +136,9 @@ absl::Status Decide(Context& ctx) {
       "\nrows already decided by this artifact (stored "
       "decision returned): ",
       result.rows_already_decided,
-      "\ndecision licence (charged once per "
-      "artifact, on its first Decide):\n",
+      "\ndecision licence (charged once per artifact, on its first Decide): ",
+      result.licence_charged ? "charged now\n"
+                             : "charged by an earlier decide; nothing charged now\n",
       FormatCharge(result.licence));
   const std::string out_path = flags.Get("out");
   if (out_path.empty()) {
@@ -162,7 +163,8 @@ std::vector<Command> DecideCommands() {
            {"alpha", "A", "KS tolerance in [0,1]; 0 asks for statistical parity (default 0)"},
            {"decision-floor", "F",
             "in [0,1): mix each transport row with uniform so that `decide` can use the artifact "
-            "(default 0: apply it yourself; the vault's decide refuses it)"},
+            "(default 0: the paper's post-processor; decide refuses it unless its bound is "
+            "finite)"},
            {"epsilon", "EPS", "privacy cost of this release (> 0)", true},
            {"solver", "auto|lp|quantile",
             "lp: the LP on GLPK (any alpha); quantile: monotone couplings (alpha = 0 only); "
@@ -185,7 +187,9 @@ std::vector<Command> DecideCommands() {
        "post-processed decisions from the vault for your rows (company)",
        "For an equalized-odds artifact the values are 0/1 predictions; for a statistical-parity\n"
        "one, scores. Keys are sent as `table upload` sends them (same --key-column and\n"
-       "--hmac-secret-file). Not charged; every call is written to the vault's access log.\n"
+       "--hmac-secret-file). The artifact's first decide charges its decision licence (epsilon\n"
+       "= its decision log-ratio bound) once; later calls cost nothing. Every call is written\n"
+       "to the vault's access log. Artifacts fitted with --decision-floor 0 are usually refused.\n"
        "Writes the input CSV plus the output column; prints the decision log-ratio bound.",
        {{"artifact-id", "ARTIFACT_ID", "an attribute-aware artifact of yours", true},
         {"csv", "FILE", "CSV with a header row", true},

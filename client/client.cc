@@ -330,6 +330,7 @@ absl::StatusOr<DecideResult> Client::DecideInChunks(const std::string& artifact_
         std::max(result.decision_log_ratio_bound, resp->decision_log_ratio_bound());
     result.access_log_seqs.push_back(resp->access_log_seq());
     result.licence = resp->charge();
+    result.licence_charged = result.licence_charged || resp->licence_charged();
     result.rows_already_decided += resp->rows_already_decided();
   }
   return result;

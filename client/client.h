@@ -57,6 +57,8 @@ struct DecideResult {
   std::vector<int64_t> access_log_seqs;
   // The artifact's decision licence (charged once, on its first Decide).
   v1::Charge licence;
+  // Whether one of these calls charged it (false: an earlier Decide had).
+  bool licence_charged = false;
   // Rows whose subject had already been decided by the artifact (stored decision returned).
   int64_t rows_already_decided = 0;
 };

@@ -169,7 +169,10 @@ TEST_F(EndToEndTest, BadRequestsGetClearStatusesAndAreNeverCharged) {
   // Wrong or missing keys, and the wrong role.
   auto nobody = server_->Connect("");
   EXPECT_THAT(nobody->NoisyCounts(good), StatusIs(absl::StatusCode::kUnauthenticated));
-  auto forged = server_->Connect(company_key_.substr(0, company_key_.size() - 1) + "0");
+  // The real key with its last character changed (keys are random: it may end in '0').
+  std::string forged_key = company_key_;
+  forged_key.back() = forged_key.back() == '0' ? '1' : '0';
+  auto forged = server_->Connect(forged_key);
   EXPECT_THAT(forged->GetBudget(), StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(regulator_->NoisyCounts(good), StatusIs(absl::StatusCode::kPermissionDenied));
   v1::GrantBudgetRequest grant;

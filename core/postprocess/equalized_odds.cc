@@ -210,18 +210,23 @@ absl::Status EoOptions::Validate() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const EoOptions& options) {
-  RETURN_IF_ERROR(options.Validate());
-  RETURN_IF_ERROR(ValidateCountsShape(counts));
-  const int k = counts.num_groups;
-  const int64_t num_pairs =
-      options.all_pairs ? static_cast<int64_t>(k) * (k - 1) / 2 : static_cast<int64_t>(k) - 1;
+absl::Status CheckEoProblemSize(int num_groups, const EoOptions& options) {
+  const int64_t k = num_groups;
+  const int64_t num_pairs = options.all_pairs ? k * (k - 1) / 2 : k - 1;
   if (4 * num_pairs > kMaxRows) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the equalized-odds LP for ", k, " groups", options.all_pairs ? " with all_pairs" : "",
         " would have ", 4 * num_pairs, " constraint rows (limit ", kMaxRows, "); use fewer groups",
         options.all_pairs ? " or compare against the reference group" : ""));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const EoOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  RETURN_IF_ERROR(ValidateCountsShape(counts));
+  const int k = counts.num_groups;
+  RETURN_IF_ERROR(CheckEoProblemSize(k, options));
   const double md = static_cast<double>(options.m);
   const Masses q = ComputeMasses(counts, options.m);
 

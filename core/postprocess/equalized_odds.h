@@ -60,6 +60,11 @@ struct EoSolution {
   std::vector<std::string> warnings;
 };
 
+// InvalidArgument when the LP for this many groups has more than 200,000 constraint rows
+// (4 per constrained pair: K−1 pairs, or K(K−1)/2 with all_pairs, so K ≤ 316 with all_pairs).
+// Public so callers can refuse before spending anything; SolveEqualizedOddsLp checks it too.
+absl::Status CheckEoProblemSize(int num_groups, const EoOptions& options);
+
 // Solves the §1 LP, with p[ŷ][a] in [decision_floor, 1 − decision_floor], on counts (noisy or
 // exact) divided by options.m. Noisy masses q_ay are clamped below at 1/m (a public floor)
 // before dividing; a warning names each group whose mass is below 4 ln(4K/β)/(m ε), where the

@@ -154,7 +154,8 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
   licence.dataset_id = dataset->id;
   licence.dataset_name = dataset->name;
   ASSIGN_OR_RETURN(auto paid, Replay<v1::DecideResponse>(caller, licence));
-  if (!paid) {
+  const bool licence_charged = !paid.has_value();
+  if (licence_charged) {
     ASSIGN_OR_RETURN(paid, ChargeAndRelease<v1::DecideResponse>(
                                caller, licence,
                                [](const Noises&, int64_t, v1::DecideResponse*)
@@ -165,6 +166,7 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
 
   v1::DecideResponse resp;
   *resp.mutable_charge() = paid->charge();
+  resp.set_licence_charged(licence_charged);
   resp.mutable_outputs()->Reserve(static_cast<int>(rows));
   std::vector<storage::DecisionRow> fresh;
   absl::flat_hash_map<absl::string_view, double> fresh_output;

@@ -275,6 +275,7 @@ TEST_F(VaultPostprocessTest, DecideChargesTheLicenceOncePinsDecisionsAndLogsEver
   EXPECT_NEAR(first->charge().cost().epsilon(), bound, 1e-6);
   EXPECT_GE(first->charge().cost().epsilon(), bound);
   EXPECT_EQ(first->charge().cost().mechanism(), "randomized_decisions");
+  EXPECT_TRUE(first->licence_charged());
   const v1::Budget after_first = BudgetOf(acme_);
   EXPECT_EQ(after_first.releases(), before.releases() + 1);
 
@@ -284,6 +285,7 @@ TEST_F(VaultPostprocessTest, DecideChargesTheLicenceOncePinsDecisionsAndLogsEver
   EXPECT_EQ(second->rows_already_decided(), 30);
   for (int i = 0; i < 30; ++i) EXPECT_EQ(second->outputs(i), first->outputs(i));
   EXPECT_EQ(second->charge().ledger_seq(), first->charge().ledger_seq());
+  EXPECT_FALSE(second->licence_charged());
   EXPECT_EQ(BudgetOf(acme_).releases(), after_first.releases());
   EXPECT_GT(second->access_log_seq(), first->access_log_seq());
 

@@ -184,6 +184,8 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
   options.all_pairs = req.all_pairs();
   options.decision_floor = req.decision_floor();
   RETURN_IF_ERROR(options.Validate());
+  // Refused before anything is charged: the group count comes from the public schema.
+  RETURN_IF_ERROR(core::postprocess::CheckEoProblemSize(joined.num_groups, options));
 
   return ChargeAndRelease<v1::FitEqualizedOddsResponse>(
       caller, release,

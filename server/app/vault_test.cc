@@ -633,6 +633,49 @@ TEST_F(VaultTest, FitEqualizedOddsRefusesBadInputsWithoutCharging) {
   EXPECT_EQ(ChargeRows(), 0);
 }
 
+TEST_F(VaultTest, FitEqualizedOddsRefusesAnOversizedLpBeforeCharging) {
+  // 20 × 20 = 400 joint groups from the public schema: all_pairs would need 4·400·399/2 =
+  // 319,200 LP rows.
+  v1::CreateDatasetRequest ds;
+  ds.set_name("wide");
+  for (const char* name : {"zone", "band"}) {
+    v1::Attribute* attribute = ds.add_attributes();
+    attribute->set_name(name);
+    for (int i = 0; i < 20; ++i) attribute->add_categories(absl::StrCat("c", i));
+  }
+  ASSERT_OK(vault_->CreateDataset(regulator_, ds));
+  std::vector<std::vector<std::string>> subjects;
+  for (size_t i = 0; i < subjects_.size(); ++i) {
+    subjects.push_back({subjects_[i].key, absl::StrCat("c", i % 20), absl::StrCat("c", i / 20)});
+  }
+  v1::ImportHeader header;
+  header.set_dataset("wide");
+  header.set_batch_id("w1");
+  header.add_attributes("zone");
+  header.add_attributes("band");
+  ASSERT_OK(vault_->ImportAttributes(regulator_, header, Feed(std::vector<v1::SubjectRows>{Rows(subjects)})));
+  v1::GrantBudgetRequest grant;
+  grant.set_company("acme");
+  grant.set_dataset("wide");
+  grant.set_epsilon(1e6);
+  ASSERT_OK(vault_->GrantBudget(regulator_, grant));
+  auto table = Upload(acme_, TableHeaderFor("wide"), {Chunk(rows_)});
+  ASSERT_OK(table);
+
+  v1::FitEqualizedOddsRequest req = FitRequest("w1");
+  req.set_table_handle(table->table_handle());
+  req.set_all_pairs(true);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitEqualizedOdds(acme_, req); },
+      absl::StatusCode::kInvalidArgument, "319200 constraint rows");
+  EXPECT_EQ(ChargeRows(), 0);
+  // Against the reference group the same groups fit (4·399 rows).
+  req.set_all_pairs(false);
+  req.set_idempotency_key("w2");
+  EXPECT_OK(vault_->FitEqualizedOdds(acme_, req));
+  EXPECT_EQ(ChargeRows(), 1);
+}
+
 // ---- ledger views ------------------------------------------------------------------------------
 
 TEST_F(VaultTest, CompanyLedgerShowsOnlyItsRowsAndTheLedgerVerifies) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,9 @@ namespace {
 using core::accounting::PrivacyCost;
 using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
+
+// The schema version Migrate() brings a database to (PRAGMA user_version).
+constexpr int64_t kSchemaVersion = 1;
 
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS accounts(
@@ -277,7 +281,40 @@ absl::Status SqliteStore::ApplySchema() {
   RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
   RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
   RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
-  return Exec(kSchema);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  RETURN_IF_ERROR(Exec(kSchema));
+  RETURN_IF_ERROR(Migrate());
+  return txn.Commit();
+}
+
+// `CREATE TABLE IF NOT EXISTS` never changes a table that exists, so columns added after a
+// table first shipped are added here. PRAGMA user_version records the schema version reached;
+// each step is idempotent, so a database whose version was never set is upgraded correctly.
+absl::Status SqliteStore::Migrate() {
+  Stmt version(db_, "PRAGMA user_version");
+  ASSIGN_OR_RETURN(bool has_row, version.Step());
+  const int64_t at = has_row ? version.Int(0) : 0;
+  if (at >= kSchemaVersion) return absl::OkStatus();
+  // Version 1: failed releases are stored for replay (commit c0054b7).
+  std::set<std::string> columns;
+  {
+    Stmt info(db_, "PRAGMA table_info(responses)");
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, info.Step());
+      if (!row) break;
+      columns.insert(info.Text(1));
+    }
+  }
+  if (!columns.count("error_code")) {
+    RETURN_IF_ERROR(
+        Exec("ALTER TABLE responses ADD COLUMN error_code INTEGER NOT NULL DEFAULT 0"));
+  }
+  if (!columns.count("error_message")) {
+    RETURN_IF_ERROR(
+        Exec("ALTER TABLE responses ADD COLUMN error_message TEXT NOT NULL DEFAULT ''"));
+  }
+  return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
 }
 
 // ---- accounts ------------------------------------------------------------------------------
@@ -387,7 +424,9 @@ absl::Status SqliteStore::DeleteDataset(int64_t dataset_id) {
   RETURN_IF_ERROR(txn.status());
   for (const char* sql :
        {"DELETE FROM subject_batches WHERE dataset_id=?",
-        "DELETE FROM company_tables WHERE dataset_id=?", "DELETE FROM artifacts WHERE dataset_id=?",
+        "DELETE FROM company_tables WHERE dataset_id=?",
+        "DELETE FROM decisions WHERE artifact_id IN (SELECT id FROM artifacts WHERE dataset_id=?)",
+        "DELETE FROM artifacts WHERE dataset_id=?",
         "DELETE FROM grants WHERE dataset_id=?", "DELETE FROM spend WHERE dataset_id=?",
         "DELETE FROM datasets WHERE id=?"}) {
     Stmt s(db_, sql);

@@ -49,6 +49,21 @@ std::string RawExec(const std::string& path, const std::string& sql) {
   return msg;
 }
 
+// The first column of the first row of a query, through a raw connection; -1 on failure.
+int64_t RawScalar(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  int64_t value = -1;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW) {
+    value = sqlite3_column_int64(stmt, 0);
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return value;
+}
+
 class SqliteStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -668,6 +683,65 @@ TEST_F(SqliteStoreTest, DeletedDatasetKeepsLedgerVerifiableAndIsNotReusedById) {
   EXPECT_EQ(SpentMicro(acme_, again), 500'000);
   const LedgerVerification v = Verify();
   EXPECT_TRUE(v.ok) << v.message;
+}
+
+TEST_F(SqliteStoreTest, DeletedDatasetTakesItsArtifactsDecisionsWithIt) {
+  Grant(acme_, census_, 1'000'000);
+  DatasetRecord other = MakeDataset("other");
+  Grant(acme_, other, 1'000'000);
+  bool called = false;
+  ASSERT_OK(store_->Charge(Request(acme_, census_, "k1", 100'000), ++now_,
+                           Body(&called, ArtifactRecord{"art_c", acme_.id, census_.id, 0, 1, "c"})));
+  ASSERT_OK(store_->Charge(Request(acme_, other, "k2", 100'000), ++now_,
+                           Body(&called, ArtifactRecord{"art_o", acme_.id, other.id, 0, 1, "o"})));
+  ASSERT_OK(store_->PutDecisions("art_c", {{"s1", 1, 0}, {"s2", 0, 1}}));
+  ASSERT_OK(store_->PutDecisions("art_o", {{"s1", 1, 1}}));
+
+  ASSERT_OK(store_->DeleteDataset(census_.id));
+
+  const std::string s1 = "s1", s2 = "s2";
+  const std::vector<const std::string*> keys = {&s1, &s2};
+  auto gone = store_->GetDecisions("art_c", keys);
+  ASSERT_OK(gone);
+  EXPECT_TRUE(gone->empty());
+  auto kept = store_->GetDecisions("art_o", keys);
+  ASSERT_OK(kept);
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_EQ(kept->at("s1").output, 1);
+  // The decisions table holds nothing else.
+  EXPECT_EQ(RawScalar(path_, "SELECT COUNT(*) FROM decisions"), 1);
+}
+
+TEST_F(SqliteStoreTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
+  Grant(acme_, census_, 1'000'000);
+  ASSERT_OK(Charge(Request(acme_, census_, "k1", 100'000)));
+  const std::string payload = store_->GetStoredResponse(acme_.id, "k1")->payload;
+  store_.reset();
+  // The responses table as the first release shipped it, holding the stored response.
+  ASSERT_EQ(RawExec(path_,
+                    "CREATE TABLE old_responses("
+                    "  account_id INTEGER NOT NULL, idempotency_key TEXT NOT NULL,"
+                    "  request_kind TEXT NOT NULL, params_digest TEXT NOT NULL,"
+                    "  ledger_seq INTEGER NOT NULL, payload BLOB NOT NULL,"
+                    "  PRIMARY KEY(account_id, idempotency_key));"
+                    "INSERT INTO old_responses SELECT account_id, idempotency_key, request_kind,"
+                    "  params_digest, ledger_seq, payload FROM responses;"
+                    "DROP TABLE responses; ALTER TABLE old_responses RENAME TO responses;"
+                    "PRAGMA user_version=0"),
+            "");
+
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  // The old response still replays, and new charges (which store failures) work.
+  auto replay = Charge(Request(acme_, census_, "k1", 100'000));
+  ASSERT_OK(replay);
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->response_payload, payload);
+  ASSERT_OK(Charge(Request(acme_, census_, "k2", 100'000)));
+  EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
+  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 1);
+  // Opening again is a no-op.
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
 }
 
 TEST_F(SqliteStoreTest, SubjectBatchesAccumulateInOrder) {
