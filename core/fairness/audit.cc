@@ -108,6 +108,88 @@ Interval BasicInterval(double estimate, std::vector<double>* draws, double confi
   return interval;
 }
 
+// A simultaneous ("max-t") bootstrap band over a family of statistics θ_p: θ̂_p ± c·s_p, with
+// s_p the bootstrap standard deviation of θ*_p and c the `confidence` quantile over draws of
+// max_p |θ*_p − θ̂_p| / s_p. All θ_p lie in their bands at once with the stated confidence
+// (asymptotically), so a function of the family, such as a max over pairs of groups, lies
+// between its smallest and largest value over the bands. Statistics with s_p = 0 do not vary
+// under the bootstrap and get a zero-width band. Two passes over the same draws: Moments() for
+// every draw, then Deviation() for every draw in the same order.
+class SimultaneousBand {
+ public:
+  explicit SimultaneousBand(std::vector<double> estimates)
+      : estimates_(std::move(estimates)),
+        mean_(estimates_.size(), 0.0),
+        m2_(estimates_.size(), 0.0) {}
+
+  // Pass 1: accumulates the draw's mean and variance (Welford).
+  void Moments(absl::Span<const double> draw) {
+    ++draws_;
+    for (size_t p = 0; p < draw.size(); ++p) {
+      const double delta = draw[p] - mean_[p];
+      mean_[p] += delta / static_cast<double>(draws_);
+      m2_[p] += delta * (draw[p] - mean_[p]);
+    }
+  }
+  // Pass 2: the draw's largest standardised deviation from the estimates.
+  void Deviation(absl::Span<const double> draw) {
+    if (sd_.empty()) {
+      sd_.resize(m2_.size());
+      for (size_t p = 0; p < m2_.size(); ++p) {
+        sd_[p] = draws_ > 1 ? std::sqrt(m2_[p] / static_cast<double>(draws_ - 1)) : 0.0;
+      }
+    }
+    double t = 0;
+    for (size_t p = 0; p < draw.size(); ++p) {
+      if (sd_[p] > 0) t = std::max(t, std::abs(draw[p] - estimates_[p]) / sd_[p]);
+    }
+    max_deviation_.push_back(t);
+  }
+  // After both passes: the critical value c.
+  void Finish(double confidence) {
+    critical_ = max_deviation_.empty() ? 0.0 : Quantile(&max_deviation_, confidence);
+  }
+  double estimate(size_t p) const { return estimates_[p]; }
+  double lo(size_t p, double floor) const {
+    return std::max(floor, estimates_[p] - critical_ * sd_[p]);
+  }
+  double hi(size_t p, double ceiling) const {
+    return std::min(ceiling, estimates_[p] + critical_ * sd_[p]);
+  }
+
+ private:
+  std::vector<double> estimates_, mean_, m2_, sd_, max_deviation_;
+  int64_t draws_ = 0;
+  double critical_ = 0;
+};
+
+// The interval of max_{a,b} |θ_a − θ_b| = max_a θ_a − min_a θ_a over statistics
+// `members` of a band whose values lie in [0, 1]: the range's smallest and largest value over
+// the band. It contains the estimate, and is [0, 0] only when no member varies in the
+// bootstrap.
+Interval RangeInterval(const SimultaneousBand& band, absl::Span<const size_t> members) {
+  double max_est = 0, min_est = 1, max_lo = 0, min_hi = 1, max_hi = 0, min_lo = 1;
+  for (size_t p : members) {
+    max_est = std::max(max_est, band.estimate(p));
+    min_est = std::min(min_est, band.estimate(p));
+    max_lo = std::max(max_lo, band.lo(p, 0));
+    min_hi = std::min(min_hi, band.hi(p, 1));
+    max_hi = std::max(max_hi, band.hi(p, 1));
+    min_lo = std::min(min_lo, band.lo(p, 0));
+  }
+  Interval interval;
+  if (members.size() < 2) return interval;
+  interval.estimate = max_est - min_est;
+  interval.lo = std::clamp(max_lo - min_hi, 0.0, interval.estimate);
+  interval.hi = std::clamp(max_hi - min_lo, interval.estimate, 1.0);
+  return interval;
+}
+
+// The interval of max(X, Y) given intervals of X and Y that hold simultaneously.
+Interval MaxOf(const Interval& x, const Interval& y) {
+  return Interval{std::max(x.estimate, y.estimate), std::max(x.lo, y.lo), std::max(x.hi, y.hi)};
+}
+
 // ---- Classifier -------------------------------------------------------------------------------
 
 // Cells of one group, clamped at 0: cell[yhat * 2 + y].
@@ -248,8 +330,40 @@ absl::StatusOr<ClassifierAudit> AuditClassifier(absl::Span<const int64_t> noisy_
     ClassifierStatistics(sample_rates, &statistics);
     for (size_t s = 0; s < statistics.size(); ++s) samples[s][b] = statistics[s];
   }
-  std::vector<Interval> intervals(estimate.size());
-  for (size_t s = 0; s < estimate.size(); ++s) {
+  // The violations: simultaneous bands over the selection rates, and over the TPRs and FPRs
+  // together (both enter the equalized-odds violation), before BasicInterval reorders samples.
+  std::vector<size_t> selection, tpr, fpr, rates_of_eo;
+  for (int a = 0; a < num_groups; ++a) {
+    selection.push_back(4 * a);
+    tpr.push_back(4 * a + 1);
+    fpr.push_back(4 * a + 2);
+  }
+  rates_of_eo = tpr;
+  rates_of_eo.insert(rates_of_eo.end(), fpr.begin(), fpr.end());
+  auto band_over = [&](const std::vector<size_t>& members) {
+    std::vector<double> estimates(estimate.size(), 0.0);
+    for (size_t p : members) estimates[p] = estimate[p];
+    SimultaneousBand band(std::move(estimates));
+    std::vector<double> draw(estimate.size(), 0.0);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int b = 0; b < draws; ++b) {
+        for (size_t p : members) draw[p] = samples[p][b];
+        if (pass == 0) {
+          band.Moments(draw);
+        } else {
+          band.Deviation(draw);
+        }
+      }
+    }
+    band.Finish(options.confidence);
+    return band;
+  };
+  const Interval dp_violation = RangeInterval(band_over(selection), selection);
+  const SimultaneousBand eo_band = band_over(rates_of_eo);
+  const Interval eo_violation = MaxOf(RangeInterval(eo_band, tpr), RangeInterval(eo_band, fpr));
+
+  std::vector<Interval> intervals(4 * num_groups);
+  for (size_t s = 0; s < intervals.size(); ++s) {
     intervals[s] = BasicInterval(estimate[s], &samples[s], options.confidence, 0, 1);
   }
 
@@ -263,8 +377,8 @@ absl::StatusOr<ClassifierAudit> AuditClassifier(absl::Span<const int64_t> noisy_
     g.error = intervals[4 * a + 3];
     g.noisy_rows = static_cast<double>(totals[a]);
   }
-  audit.demographic_parity_violation = intervals[4 * num_groups];
-  audit.equalized_odds_violation = intervals[4 * num_groups + 1];
+  audit.demographic_parity_violation = dp_violation;
+  audit.equalized_odds_violation = eo_violation;
   return audit;
 }
 
@@ -342,33 +456,71 @@ absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_co
   // fixes N_a, and the mean uses only the group's total, so drawing the sum independently of the
   // histogram loses nothing), rounded to the grid, plus fresh sum noise. O(B · K · k) time, O(B ·
   // K) memory.
+  //
+  // The KS interval comes from a simultaneous band over every group's CDF at every inner bin
+  // edge, which takes two passes over the same draws: the draws come from a generator seeded
+  // once from `gen` and replayed for the second pass. O(B · K · k) time per pass, O(K · k + B · K)
+  // memory.
   const int draws = options.bootstrap_draws;
+  const size_t edges = static_cast<size_t>(k - 1);  // the CDF at the last edge is always 1
+  auto cdfs_of = [&](std::vector<double>* out) {
+    out->assign(static_cast<size_t>(num_groups) * edges, 0.0);
+    for (int a = 0; a < num_groups; ++a) {
+      double cdf = 0;
+      for (size_t t = 0; t < edges; ++t) (*out)[a * edges + t] = cdf += pmfs[a][t];
+    }
+  };
+  std::vector<double> cdf;
+  cdfs_of(&cdf);
+  SimultaneousBand ks_band(cdf);
   std::vector<std::vector<double>> mean_samples(num_groups, std::vector<double>(draws));
-  std::vector<double> ks_samples(draws);
   std::vector<int64_t> resampled(k);
   constexpr double kMaxSteps = 4611686018427387904.0;  // 2^62: keeps llround defined
-  for (int b = 0; b < draws; ++b) {
-    for (int a = 0; a < num_groups; ++a) {
-      population[a].Sample(rows[a], absl::MakeSpan(resampled), gen);
-      double sample_rows = 0;
-      for (int j = 0; j < k; ++j) {
-        raw[j] = static_cast<double>(resampled[j] + count_noise(gen));
-        sample_rows += std::max(raw[j], 0.0);
+  const uint64_t seed = absl::Uniform<uint64_t>(gen);
+  for (int pass = 0; pass < 2; ++pass) {
+    std::mt19937_64 sim(seed);
+    for (int b = 0; b < draws; ++b) {
+      for (int a = 0; a < num_groups; ++a) {
+        population[a].Sample(rows[a], absl::MakeSpan(resampled), sim);
+        double sample_rows = 0;
+        for (int j = 0; j < k; ++j) {
+          raw[j] = static_cast<double>(resampled[j] + count_noise(sim));
+          sample_rows += std::max(raw[j], 0.0);
+        }
+        pmfs[a] = GroupPmf(raw);
+        const double exact_sum = std::clamp(sum_mean[a] + sum_sd[a] * absl::Gaussian<double>(sim),
+                                            -kMaxSteps, kMaxSteps);
+        const int64_t noisy_sum = std::llround(exact_sum) + sum_noise(sim);
+        if (pass == 0) {
+          mean_samples[a][b] =
+              GroupMean(static_cast<double>(noisy_sum), sample_rows, lo, hi, sum_granularity);
+        }
       }
-      pmfs[a] = GroupPmf(raw);
-      const double exact_sum =
-          std::clamp(sum_mean[a] + sum_sd[a] * absl::Gaussian<double>(gen), -kMaxSteps, kMaxSteps);
-      const int64_t noisy_sum = std::llround(exact_sum) + sum_noise(gen);
-      mean_samples[a][b] =
-          GroupMean(static_cast<double>(noisy_sum), sample_rows, lo, hi, sum_granularity);
+      cdfs_of(&cdf);
+      if (pass == 0) {
+        ks_band.Moments(cdf);
+      } else {
+        ks_band.Deviation(cdf);
+      }
     }
-    ks_samples[b] = MaxPairwiseKs(pmfs, k);
   }
+  ks_band.Finish(options.confidence);
   for (int a = 0; a < num_groups; ++a) {
     audit.groups[a].mean =
         BasicInterval(audit.groups[a].mean.estimate, &mean_samples[a], options.confidence, lo, hi);
   }
-  audit.max_ks = BasicInterval(ks_estimate, &ks_samples, options.confidence, 0, 1);
+  // KS = max over edges t of the range over groups of CDF_a(t).
+  audit.max_ks = Interval{ks_estimate, 0, 0};
+  if (num_groups >= 2) {
+    std::vector<size_t> at_edge(num_groups);
+    for (size_t t = 0; t < edges; ++t) {
+      for (int a = 0; a < num_groups; ++a) at_edge[a] = a * edges + t;
+      audit.max_ks = MaxOf(audit.max_ks, RangeInterval(ks_band, at_edge));
+    }
+  }
+  audit.max_ks.estimate = ks_estimate;
+  audit.max_ks.lo = std::min(audit.max_ks.lo, ks_estimate);
+  audit.max_ks.hi = std::max(audit.max_ks.hi, ks_estimate);
   return audit;
 }
 

@@ -15,10 +15,13 @@
 
 namespace fairvault::core::fairness {
 
-// A point estimate with a two-sided confidence interval: the basic (pivot) bootstrap interval
-// [2θ̂ − q_{1−α/2}, 2θ̂ − q_{α/2}] of the parametric bootstrap, clipped to the statistic's range.
-// For statistics biased upward by noise (the max-over-pairs violations and KS) the interval is
-// bias-corrected and can lie below the estimate, e.g. [0, 0] when the estimate is 0.
+// A point estimate with a two-sided confidence interval from the parametric bootstrap, clipped
+// to the statistic's range. Per-group statistics (rates, means) get the basic (pivot) interval
+// [2θ̂ − q_{1−α/2}, 2θ̂ − q_{α/2}]. The max-over-pairs statistics (the violations and KS) are not
+// smooth where groups tie, and the noise biases them upward, so a pivot interval for them can
+// miss badly (e.g. [0, 0] at an estimate of 0). They get the range of the statistic over a
+// simultaneous (max-t) bootstrap band on the per-group quantities they are made of (rates, or
+// CDFs at each bin edge): conservative, and it always contains the estimate.
 struct Interval {
   double estimate = 0;
   double lo = 0;

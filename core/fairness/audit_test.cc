@@ -223,12 +223,20 @@ TEST(AuditCoverageTest, TprAndMeanIntervalsCoverAtNominalRate) {
     return interval.lo <= truth && truth <= interval.hi;
   };
   int tpr_covered = 0, mean_covered = 0, tpr_blind_covered = 0, mean_blind_covered = 0;
+  int eo_covered = 0, dp_covered = 0, ks_covered = 0;
+  double eo_width = 0, ks_width = 0;
+  // True violations of the model: TPR and FPR gaps 0.1, selection rates 0.40 and 0.25; the
+  // binned KS of U² against U on 10 bins is max_j (sqrt(j/10) − j/10), at j = 3.
+  const double true_eo = 0.1, true_dp = 0.15, true_ks = std::sqrt(0.3) - 0.3;
   for (int t = 0; t < trials; ++t) {
     std::vector<int64_t> counts = SampleClassifierCounts(model, gen);
     for (int64_t& c : counts) c = count_noise->AddNoise(c, gen);
     auto classifier = AuditClassifier(counts, 2, DrawFrom(*count_noise), options, gen);
     ASSERT_OK(classifier);
     tpr_covered += covers(classifier->groups[0].tpr, 0.7);
+    eo_covered += covers(classifier->equalized_odds_violation, true_eo);
+    eo_width += Width(classifier->equalized_odds_violation) / trials;
+    dp_covered += covers(classifier->demographic_parity_violation, true_dp);
     auto blind = AuditClassifier(counts, 2, NoNoise, options, gen);
     ASSERT_OK(blind);
     tpr_blind_covered += covers(blind->groups[0].tpr, 0.7);
@@ -243,6 +251,8 @@ TEST(AuditCoverageTest, TprAndMeanIntervalsCoverAtNominalRate) {
                                     DrawFrom(*count_noise), DrawFrom(*sum_noise), options, gen);
     ASSERT_OK(regressor);
     mean_covered += covers(regressor->groups[0].mean, true_mean0);
+    ks_covered += covers(regressor->max_ks, true_ks);
+    ks_width += Width(regressor->max_ks) / trials;
     auto regressor_blind = AuditRegressor(data.counts, data.sum_steps, 2, lo, hi, bins,
                                           *granularity, NoNoise, NoNoise, options, gen);
     ASSERT_OK(regressor_blind);
@@ -259,6 +269,43 @@ TEST(AuditCoverageTest, TprAndMeanIntervalsCoverAtNominalRate) {
   std::printf("coverage at 90%%: TPR %.3f (noise-blind %.3f), mean %.3f (noise-blind %.3f)\n",
               tpr_coverage, static_cast<double>(tpr_blind_covered) / trials, mean_coverage,
               static_cast<double>(mean_blind_covered) / trials);
+  // The max-over-pairs intervals come from simultaneous bands, so they are conservative: they
+  // must cover at least at the nominal rate (same binomial bound as above, one-sided).
+  std::printf(
+      "coverage at 90%%: EO violation %.3f (mean width %.3f), DP violation %.3f, max KS %.3f "
+      "(mean width %.3f)\n",
+      static_cast<double>(eo_covered) / trials, eo_width, static_cast<double>(dp_covered) / trials,
+      static_cast<double>(ks_covered) / trials, ks_width);
+  EXPECT_GE(eo_covered, 240);
+  EXPECT_GE(dp_covered, 240);
+  EXPECT_GE(ks_covered, 240);
+}
+
+// With two identical groups the true violations are 0. Intervals that account for sampling
+// and noise must reach down to 0 in at least the nominal share of trials (Binomial(200, ≥ 0.9)
+// falls below 165 with probability < 1e-6), and must not collapse to [0, 0] when the estimate
+// happens to be 0.
+TEST(AuditCoverageTest, ViolationIntervalsReachZeroForIdenticalGroups) {
+  const AuditOptions options{0.9, 300};
+  const std::vector<ClassifierModel> model = {{500, 0.4, 0.7, 0.2}, {500, 0.4, 0.7, 0.2}};
+  auto noise = Laplace(2 / 0.5);
+  std::mt19937_64 gen(20240602);
+  int eo_reaches_zero = 0, dp_reaches_zero = 0;
+  for (int t = 0; t < 200; ++t) {
+    std::vector<int64_t> counts = SampleClassifierCounts(model, gen);
+    for (int64_t& c : counts) c = noise->AddNoise(c, gen);
+    auto audit = AuditClassifier(counts, 2, DrawFrom(*noise), options, gen);
+    ASSERT_OK(audit);
+    for (const Interval* v : {&audit->equalized_odds_violation, &audit->demographic_parity_violation}) {
+      EXPECT_LE(v->lo, v->estimate);
+      EXPECT_GE(v->hi, v->estimate);
+      EXPECT_GT(v->hi, 0.02);  // sampling sd of a TPR gap here is ≈ 0.04
+    }
+    eo_reaches_zero += audit->equalized_odds_violation.lo == 0;
+    dp_reaches_zero += audit->demographic_parity_violation.lo == 0;
+  }
+  EXPECT_GE(eo_reaches_zero, 165);
+  EXPECT_GE(dp_reaches_zero, 165);
 }
 
 // Expected counts of the model (no sampling), so only the audit's own draws vary.
@@ -368,10 +415,13 @@ TEST(AuditRegressorTest, KsIsZeroForIdenticalAndOneForDisjointGroups) {
                                   AuditOptions{0.9, 100}, gen);
   ASSERT_OK(identical);
   EXPECT_EQ(identical->max_ks.estimate, 0);
-  // The basic interval is bias-corrected: every bootstrap KS is >= 0 = the estimate, so the
-  // interval collapses to [0, 0] (documented in audit.h).
+  // 70 rows per group leave room for a sizeable KS distance between the true distributions:
+  // the interval starts at 0 and does not collapse onto the estimate (a pivot interval would
+  // be [0, 0] here). Two samples of 70 from one distribution differ by KS ≈ 0.2 at the 90th
+  // percentile, so the upper end must be well above 0.1 and, with 6 bins, below 0.5.
   EXPECT_EQ(identical->max_ks.lo, 0);
-  EXPECT_EQ(identical->max_ks.hi, 0);
+  EXPECT_GT(identical->max_ks.hi, 0.1);
+  EXPECT_LT(identical->max_ks.hi, 0.5);
   EXPECT_EQ(identical->groups[0].histogram, identical->groups[1].histogram);
   EXPECT_EQ(identical->groups[0].mean.estimate, identical->groups[1].mean.estimate);
   // Group 0 below bin 3, group 1 from bin 3 on.
