@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -281,6 +282,9 @@ absl::Status SqliteStore::ApplySchema() {
   RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
   RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
   RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
+  // 64 MiB of page cache instead of SQLite's 2 MiB default: Decide's stored decisions are
+  // looked up by the hundred thousand per call.
+  RETURN_IF_ERROR(Exec("PRAGMA cache_size=-65536"));
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
   RETURN_IF_ERROR(Exec(kSchema));
@@ -843,13 +847,24 @@ absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> SqliteStore::GetDe
     const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) {
   absl::MutexLock lock(&mu_);
   absl::flat_hash_map<std::string, DecisionRow> out;
-  Stmt s(db_, "SELECT input, output FROM decisions WHERE artifact_id=? AND subject_key=?");
-  for (const std::string* key : subject_keys) {
-    s.Bind(1, artifact_id).Bind(2, *key);
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (row) out.emplace(*key, DecisionRow{*key, s.Double(0), s.Double(1)});
-    s.Reset();
-  }
+  // Looked up in key order: neighbouring lookups then touch the same B-tree pages.
+  std::vector<const std::string*> sorted(subject_keys.begin(), subject_keys.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const std::string* a, const std::string* b) { return *a < *b; });
+  // One read transaction for all lookups: otherwise each one takes and drops SQLite's locks.
+  RETURN_IF_ERROR(Exec("BEGIN"));
+  absl::Status status = [&]() -> absl::Status {
+    Stmt s(db_, "SELECT input, output FROM decisions WHERE artifact_id=? AND subject_key=?");
+    for (const std::string* key : sorted) {
+      s.Bind(1, artifact_id).Bind(2, *key);
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (row) out.emplace(*key, DecisionRow{*key, s.Double(0), s.Double(1)});
+      s.Reset();
+    }
+    return absl::OkStatus();
+  }();
+  RETURN_IF_ERROR(Exec(status.ok() ? "COMMIT" : "ROLLBACK"));
+  RETURN_IF_ERROR(status);
   return out;
 }
 
@@ -858,9 +873,15 @@ absl::Status SqliteStore::PutDecisions(const std::string& artifact_id,
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
+  // Inserted in key order: appends to neighbouring B-tree pages instead of random ones.
+  std::vector<const DecisionRow*> sorted(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) sorted[i] = &rows[i];
+  std::sort(sorted.begin(), sorted.end(), [](const DecisionRow* a, const DecisionRow* b) {
+    return a->subject_key < b->subject_key;
+  });
   Stmt s(db_, "INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES(?,?,?,?)");
-  for (const DecisionRow& r : rows) {
-    s.Bind(1, artifact_id).Bind(2, r.subject_key).Bind(3, r.input).Bind(4, r.output);
+  for (const DecisionRow* r : sorted) {
+    s.Bind(1, artifact_id).Bind(2, r->subject_key).Bind(3, r->input).Bind(4, r->output);
     RETURN_IF_ERROR(s.Run());
     s.Reset();
   }
