@@ -65,6 +65,56 @@ absl::StatusOr<std::optional<Range>> IntervalCells(const CsvTable& table, absl::
   return std::optional<Range>(range);
 }
 
+// Point labels that do not overlap: each goes to the first free spot of four around its
+// point (right or left, above or below; left first near the right edge, clear of the legend),
+// and is left out when all four are taken. The point's mark keeps its tooltip and the table
+// under the chart lists every point, so nothing is lost. Text extents are estimated from the
+// 11px label font.
+class PointLabels {
+ public:
+  explicit PointLabels(const Rect& area) : area_(area) {}
+
+  void Place(std::string& svg, double px, double py, const std::string& text) {
+    const double width = kCharWidth * static_cast<double>(CodePoints(text));
+    const bool prefer_left = px > area_.left + 0.85 * area_.width;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const bool left = prefer_left != (attempt >= 2);
+      const double baseline = (attempt % 2 == 0) ? py - 7 : py + 7 + kHeight;
+      const Box box{left ? px - 7 - width : px + 7, baseline - kHeight,
+                    left ? px - 7 : px + 7 + width, baseline + 2};
+      if (box.x0 < area_.left || box.x1 > area_.right() + 20 || box.y0 < area_.top - 20 ||
+          box.y1 > area_.bottom()) {
+        continue;
+      }
+      bool free = true;
+      for (const Box& other : placed_) free = free && !box.Overlaps(other);
+      if (!free) continue;
+      placed_.push_back(box);
+      absl::StrAppendFormat(&svg,
+                            "<text class=\"pt-label\" x=\"%.2f\" y=\"%.2f\" "
+                            "text-anchor=\"%s\">%s</text>",
+                            left ? px - 7 : px + 7, baseline, left ? "end" : "start",
+                            HtmlEscape(text));
+      return;
+    }
+  }
+
+ private:
+  static constexpr double kCharWidth = 6.5;  // average advance of the 11px label font
+  static constexpr double kHeight = 11;
+  struct Box {
+    double x0, y0, x1, y1;
+    bool Overlaps(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
+  };
+  static size_t CodePoints(const std::string& text) {
+    size_t n = 0;
+    for (unsigned char c : text) n += (c & 0xC0) != 0x80;
+    return n;
+  }
+  Rect area_;
+  std::vector<Box> placed_;
+};
+
 std::string EpsilonLabel(double epsilon) {
   return std::isinf(epsilon) ? "\u03b5=\u221e" : absl::StrCat("\u03b5=", FormatNumber(epsilon));
 }
@@ -168,6 +218,7 @@ absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
   AppendYAxis(svg, y, area, sweep.y_label);
   svg += "<g id=\"plot\">";
   std::vector<std::pair<std::string, std::string>> legend;
+  PointLabels labels(area);
   std::string body =
       "<table><caption>Points</caption><tr><th>series</th><th>\u03b5</th><th>error</th>"
       "<th>violation</th></tr>";
@@ -205,13 +256,7 @@ absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
       AppendMark(svg, px, py, colour,
                  absl::StrCat(name, " ", EpsilonLabel(p.epsilon), ": error ", error_text,
                               ", violation ", violation_text));
-      // Labels of points near the right edge go to their left, clear of the legend.
-      const bool left = px > area.left + 0.85 * area.width;
-      absl::StrAppendFormat(&svg,
-                            "<text class=\"pt-label\" x=\"%.2f\" y=\"%.2f\" "
-                            "text-anchor=\"%s\">%s</text>",
-                            left ? px - 7 : px + 7, py - 7, left ? "end" : "start",
-                            HtmlEscape(EpsilonLabel(p.epsilon)));
+      labels.Place(svg, px, py, EpsilonLabel(p.epsilon));
       absl::StrAppend(&body, "<tr><td>", HtmlEscape(name), "</td><td>",
                       std::isinf(p.epsilon) ? "\u221e" : FormatNumber(p.epsilon), "</td><td>",
                       HtmlEscape(error_text), "</td><td>", HtmlEscape(violation_text),

@@ -3,8 +3,10 @@
 #include "client/report_html.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -88,6 +90,52 @@ TEST(RenderSweepTest, OneMarkPerPointAndOneLegendEntryPerSeries) {
   EXPECT_EQ(Count(Plot(*html), "<polyline"), 2);
   EXPECT_THAT(*html, HasSubstr(">ε=∞</text>"));
   EXPECT_THAT(*html, HasSubstr(">ε=0.1</text>"));
+}
+
+// A crowded sweep: 12 points on top of each other. The labels that are drawn must not overlap
+// (boxes estimated as the renderer does: 6.5px per character, 11px high), at least one per
+// free spot is drawn, and every point keeps its mark and its table row.
+TEST(RenderSweepTest, LabelsOfCrowdedPointsDoNotOverlap) {
+  Sweep sweep;
+  for (int i = 0; i < 12; ++i) {
+    sweep.points.push_back(Point("s", 0.1 * (i + 1), 0.1 + 1e-4 * i, 0.2 + 1e-4 * i));
+  }
+  sweep.points.push_back(Point("s", 100, 0.3, 0.05));  // far away: always labelled
+  absl::StatusOr<std::string> html = RenderSweepHtml(sweep);
+  ASSERT_OK(html);
+  const std::string plot = Plot(*html);
+  EXPECT_EQ(Count(plot, "class=\"mark\""), 13);
+  EXPECT_EQ(Count(*html, "<tr><td>s</td>"), 13);
+  struct Box {
+    double x0, y0, x1, y1;
+  };
+  std::vector<Box> boxes;
+  const std::string open = "<text class=\"pt-label\" x=\"";
+  for (size_t at = plot.find(open); at != std::string::npos; at = plot.find(open, at + 1)) {
+    double x = 0, y = 0;
+    char anchor[8] = {0};
+    ASSERT_EQ(std::sscanf(plot.c_str() + at + open.size(), "%lf\" y=\"%lf\" text-anchor=\"%7[a-z]",
+                          &x, &y, anchor),
+              3);
+    const size_t text_begin = plot.find('>', at) + 1;
+    const std::string text = plot.substr(text_begin, plot.find('<', text_begin) - text_begin);
+    size_t code_points = 0;
+    for (unsigned char c : text) code_points += (c & 0xC0) != 0x80;
+    const double width = 6.5 * static_cast<double>(code_points);
+    const bool end = std::string(anchor) == "end";
+    boxes.push_back({end ? x - width : x, y - 11, end ? x : x + width, y + 2});
+  }
+  EXPECT_GE(boxes.size(), 4u);  // the four spots around the pile, at least
+  EXPECT_LT(boxes.size(), 13u);  // not all: they cannot all fit
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    for (size_t j = i + 1; j < boxes.size(); ++j) {
+      const Box& a = boxes[i];
+      const Box& b = boxes[j];
+      EXPECT_FALSE(a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1)
+          << "labels " << i << " and " << j << " overlap";
+    }
+  }
+  EXPECT_THAT(plot, HasSubstr(">ε=100</text>"));
 }
 
 TEST(RenderSweepTest, HasAxisTitlesTicksAndTheLayoutScript) {
