@@ -139,7 +139,7 @@ std::vector<Command> ReportCommands() {
        "CSV columns: epsilon, error, violation (epsilon may be inf); optional series (one\n"
        "colour and legend entry each) and error_lo, error_hi, violation_lo, violation_hi\n"
        "(confidence intervals; empty cells for none). Plots violation against error, each\n"
-       "point labelled with its epsilon.",
+       "point labelled with its epsilon where labels do not overlap (the table lists every point).",
        {{"csv", "FILE", "sweep points", true},
         {"out", "FILE.html", "where to write the page", true},
         {"title", "TEXT", "page title"},

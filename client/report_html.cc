@@ -270,10 +270,12 @@ absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
   return HtmlPage(
       sweep.title,
       {{"points", absl::StrCat(sweep.points.size())}, {"series", absl::StrCat(series.size())}}, svg,
-      absl::StrCat(sweep.y_label, " against ", sweep.x_label,
-                   "; each point is labelled with its privacy budget \u03b5, points of "
-                   "a series are joined in order of \u03b5, whiskers are confidence "
-                   "intervals where given."),
+      absl::StrCat(
+          sweep.y_label, " against ", sweep.x_label,
+          "; each point is labelled with its privacy budget \u03b5 where labels do not overlap "
+          "(hover a point, or see the table), points of "
+          "a series are joined in order of \u03b5, whiskers are confidence "
+          "intervals where given."),
       body);
 }
 

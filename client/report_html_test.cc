@@ -125,7 +125,7 @@ TEST(RenderSweepTest, LabelsOfCrowdedPointsDoNotOverlap) {
     const bool end = std::string(anchor) == "end";
     boxes.push_back({end ? x - width : x, y - 11, end ? x : x + width, y + 2});
   }
-  EXPECT_GE(boxes.size(), 4u);  // the four spots around the pile, at least
+  EXPECT_GE(boxes.size(), 4u);   // the four spots around the pile, at least
   EXPECT_LT(boxes.size(), 13u);  // not all: they cannot all fit
   for (size_t i = 0; i < boxes.size(); ++i) {
     for (size_t j = i + 1; j < boxes.size(); ++j) {

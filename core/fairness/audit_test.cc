@@ -296,7 +296,8 @@ TEST(AuditCoverageTest, ViolationIntervalsReachZeroForIdenticalGroups) {
     for (int64_t& c : counts) c = noise->AddNoise(c, gen);
     auto audit = AuditClassifier(counts, 2, DrawFrom(*noise), options, gen);
     ASSERT_OK(audit);
-    for (const Interval* v : {&audit->equalized_odds_violation, &audit->demographic_parity_violation}) {
+    for (const Interval* v :
+         {&audit->equalized_odds_violation, &audit->demographic_parity_violation}) {
       EXPECT_LE(v->lo, v->estimate);
       EXPECT_GE(v->hi, v->estimate);
       EXPECT_GT(v->hi, 0.02);  // sampling sd of a TPR gap here is ≈ 0.04

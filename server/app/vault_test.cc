@@ -653,7 +653,8 @@ TEST_F(VaultTest, FitEqualizedOddsRefusesAnOversizedLpBeforeCharging) {
   header.set_batch_id("w1");
   header.add_attributes("zone");
   header.add_attributes("band");
-  ASSERT_OK(vault_->ImportAttributes(regulator_, header, Feed(std::vector<v1::SubjectRows>{Rows(subjects)})));
+  ASSERT_OK(vault_->ImportAttributes(regulator_, header,
+                                     Feed(std::vector<v1::SubjectRows>{Rows(subjects)})));
   v1::GrantBudgetRequest grant;
   grant.set_company("acme");
   grant.set_dataset("wide");

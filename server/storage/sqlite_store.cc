@@ -311,8 +311,7 @@ absl::Status SqliteStore::Migrate() {
     }
   }
   if (!columns.count("error_code")) {
-    RETURN_IF_ERROR(
-        Exec("ALTER TABLE responses ADD COLUMN error_code INTEGER NOT NULL DEFAULT 0"));
+    RETURN_IF_ERROR(Exec("ALTER TABLE responses ADD COLUMN error_code INTEGER NOT NULL DEFAULT 0"));
   }
   if (!columns.count("error_message")) {
     RETURN_IF_ERROR(
@@ -430,9 +429,8 @@ absl::Status SqliteStore::DeleteDataset(int64_t dataset_id) {
        {"DELETE FROM subject_batches WHERE dataset_id=?",
         "DELETE FROM company_tables WHERE dataset_id=?",
         "DELETE FROM decisions WHERE artifact_id IN (SELECT id FROM artifacts WHERE dataset_id=?)",
-        "DELETE FROM artifacts WHERE dataset_id=?",
-        "DELETE FROM grants WHERE dataset_id=?", "DELETE FROM spend WHERE dataset_id=?",
-        "DELETE FROM datasets WHERE id=?"}) {
+        "DELETE FROM artifacts WHERE dataset_id=?", "DELETE FROM grants WHERE dataset_id=?",
+        "DELETE FROM spend WHERE dataset_id=?", "DELETE FROM datasets WHERE id=?"}) {
     Stmt s(db_, sql);
     s.Bind(1, dataset_id);
     RETURN_IF_ERROR(s.Run());

@@ -690,8 +690,9 @@ TEST_F(SqliteStoreTest, DeletedDatasetTakesItsArtifactsDecisionsWithIt) {
   DatasetRecord other = MakeDataset("other");
   Grant(acme_, other, 1'000'000);
   bool called = false;
-  ASSERT_OK(store_->Charge(Request(acme_, census_, "k1", 100'000), ++now_,
-                           Body(&called, ArtifactRecord{"art_c", acme_.id, census_.id, 0, 1, "c"})));
+  ASSERT_OK(
+      store_->Charge(Request(acme_, census_, "k1", 100'000), ++now_,
+                     Body(&called, ArtifactRecord{"art_c", acme_.id, census_.id, 0, 1, "c"})));
   ASSERT_OK(store_->Charge(Request(acme_, other, "k2", 100'000), ++now_,
                            Body(&called, ArtifactRecord{"art_o", acme_.id, other.id, 0, 1, "o"})));
   ASSERT_OK(store_->PutDecisions("art_c", {{"s1", 1, 0}, {"s2", 0, 1}}));
