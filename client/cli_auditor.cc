@@ -81,10 +81,11 @@ absl::Status AuditorAccessLog(Context& ctx) {
     std::cout << "(no access-log rows)\n";
     return absl::OkStatus();
   }
-  TextTable table({"SEQ", "TIME", "ACCOUNT", "DATASET", "ARTIFACT", "ROWS"});
+  TextTable table({"SEQ", "TIME", "ACCOUNT", "DATASET", "ARTIFACT", "ROWS", "NEW"});
   for (const v1::AccessLogEntry& e : resp.entries()) {
     table.AddRow({absl::StrCat(e.seq()), FormatUnixMicros(e.time_unix_micros()), e.account(),
-                  e.dataset(), e.artifact_id(), absl::StrCat(e.rows())});
+                  e.dataset(), e.artifact_id(), absl::StrCat(e.rows()),
+                  e.new_decisions() < 0 ? "?" : absl::StrCat(e.new_decisions())});
   }
   std::cout << table.Render();
   return absl::OkStatus();

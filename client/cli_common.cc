@@ -98,19 +98,25 @@ std::string ReplayHint(const std::string& key) {
 }
 
 std::string DecideHint(const std::string& artifact_id, double decision_log_ratio_bound,
-                       const std::string& value_name) {
+                       const std::string& value_name, bool applicable_locally) {
   if (!std::isfinite(decision_log_ratio_bound)) {
-    return "decide: not usable with this artifact (its decision log-ratio bound is inf: some "
-           "output would reveal a group); apply it yourself, or refit with --decision-floor > 0\n";
+    return absl::StrCat(
+        "decide: not usable with this artifact (its decision log-ratio bound is inf: some output "
+        "would reveal a group); ",
+        applicable_locally ? "apply it where the groups are known (fairvault apply-eo), or " : "",
+        "refit with --decision-floor > 0 to use decide\n");
   }
   return absl::StrCat("decide with: fairvault decide --artifact-id ", artifact_id,
-                      " --csv FILE --key-column COL --value-column ", value_name, "\n");
+                      " --csv FILE --key-column COL --value-column ", value_name,
+                      "\n  (the first decide with this artifact charges its decision licence, "
+                      "epsilon = ",
+                      decision_log_ratio_bound, "; later ones charge nothing)\n");
 }
 
 std::vector<FlagSpec> ScoreGridFlags() {
   return {{"lo", "LO", "lower end of the public score range (finite)", true},
           {"hi", "HI", "upper end of the public score range (finite, > LO)", true},
-          {"bins", "K", "number of equal-width bins on [LO, HI] (>= 1)", true}};
+          {"bins", "K", "number of equal-width bins on [LO, HI] (1 to 1000)", true}};
 }
 
 absl::StatusOr<ScoreGrid> ReadScoreGrid(const ParsedFlags& flags) {

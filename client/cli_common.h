@@ -84,9 +84,10 @@ std::string IdempotencyKey(const ParsedFlags& flags);
 // first call, so the CLI cannot say which one it got).
 std::string ReplayHint(const std::string& key);
 // How to use a fitted attribute-aware artifact with `fairvault decide`, or why it cannot be
-// (a non-finite decision log-ratio bound); `value_name` names the value column.
+// (a non-finite decision log-ratio bound) and what else can be done with it; `value_name`
+// names the value column; `applicable_locally`: `fairvault apply-eo` can apply it.
 std::string DecideHint(const std::string& artifact_id, double decision_log_ratio_bound,
-                       const std::string& value_name);
+                       const std::string& value_name, bool applicable_locally);
 
 // The public score grid of the regression commands (`audit regressor`, `postprocess
 // regression`): --lo and --hi (finite, lo < hi) and --bins (>= 1; the vault enforces its

@@ -160,7 +160,8 @@ absl::Status PostprocessEo(Context& ctx) {
             << "rows dropped as unmatched: " << resp.rows_dropped() << "\n"
             << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key())
             << DecideHint(resp.artifact().id(),
-                          resp.artifact().equalized_odds().decision_log_ratio_bound(), "PRED");
+                          resp.artifact().equalized_odds().decision_log_ratio_bound(), "PRED",
+                          /*applicable_locally=*/true);
   if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
   return absl::OkStatus();
 }

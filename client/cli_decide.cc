@@ -61,7 +61,8 @@ absl::Status PostprocessRegression(Context& ctx) {
             << "\nscores clipped into [lo, hi]: " << resp.scores_clipped() << "\n"
             << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key())
             << DecideHint(resp.artifact().id(),
-                          resp.artifact().statistical_parity().decision_log_ratio_bound(), "SCORE");
+                          resp.artifact().statistical_parity().decision_log_ratio_bound(), "SCORE",
+                          /*applicable_locally=*/false);
   if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
   return absl::OkStatus();
 }

@@ -134,9 +134,8 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, absl::string_view sour
     if (blank) continue;
     if (!have_header) {
       for (size_t i = 0; i < fields.size(); ++i) {
-        if (fields[i].empty()) {
-          return parser.Error(line, absl::StrCat("header column ", i + 1, " has no name"));
-        }
+        // An unnamed column (a pandas index, say) is called @<1-based position>.
+        if (fields[i].empty()) fields[i] = absl::StrCat("@", i + 1);
         for (size_t j = 0; j < i; ++j) {
           if (fields[j] == fields[i]) {
             return parser.Error(line, absl::StrCat("header names column '", fields[i], "' twice"));

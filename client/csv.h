@@ -25,7 +25,8 @@ struct CsvTable {
   absl::StatusOr<std::vector<std::string>> Column(absl::string_view name) const;
 };
 
-// Parses CSV text: the first non-blank record is the header; comma separator; whitespace
+// Parses CSV text: the first non-blank record is the header (an empty name is replaced by
+// "@<1-based column position>", as for a pandas index column); comma separator; whitespace
 // around each field is trimmed (so "a, b" reads as "a","b", as in the UCI Adult files);
 // a field may be double-quoted, with "" standing for one quote and commas and newlines
 // allowed inside (whitespace inside quotes is kept). Blank lines are skipped. Every record

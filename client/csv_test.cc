@@ -75,10 +75,19 @@ TEST(ParseCsvTest, TextAfterClosingQuoteIsAnError) {
 TEST(ParseCsvTest, RejectsEmptyInputAndBadHeaders) {
   EXPECT_THAT(ParseCsv("\n\n", "f.csv"),
               StatusIs(absl::StatusCode::kInvalidArgument, "f.csv: empty file"));
-  EXPECT_THAT(ParseCsv("a,,c\n", "f.csv"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "f.csv:1: header column 2"));
   EXPECT_THAT(ParseCsv("a,b,a\n", "f.csv"),
               StatusIs(absl::StatusCode::kInvalidArgument, "column 'a' twice"));
+}
+
+TEST(ParseCsvTest, UnnamedHeaderColumnsAreNamedByPosition) {
+  absl::StatusOr<CsvTable> t = ParseCsv(",race,score\n0,White,3.1\n1,Black,2.5\n", "f.csv");
+  ASSERT_OK(t);
+  EXPECT_THAT(t->header, ElementsAre("@1", "race", "score"));
+  absl::StatusOr<std::vector<std::string>> index = t->Column("@1");
+  ASSERT_OK(index);
+  EXPECT_THAT(*index, ElementsAre("0", "1"));
+  EXPECT_THAT(ParseCsv(",@1\n", "f.csv"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "column '@1' twice"));
 }
 
 TEST(CsvTableTest, ColumnLookupListsTheHeaderWhenMissing) {

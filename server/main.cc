@@ -185,6 +185,11 @@ int Serve(std::map<std::string, std::string>& flags) {
 int main(int argc, char** argv) {
   using namespace fairvault::server;
   if (argc < 2) return Usage("");
+  const std::string first = argv[1];
+  if (first == "--help" || first == "-h" || first == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
   std::map<std::string, std::string> flags;
   std::string error;
   if (!ParseFlags(argc, argv, &flags, &error)) return Usage(error);

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "absl/random/distributions.h"
@@ -16,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/fairness/histogram_repair.h"
 #include "core/fairness/metrics.h"
+#include "core/random/chacha20_stream.h"
 #include "core/util/status_macros.h"
 #include "core/util/validate.h"
 
@@ -267,8 +267,8 @@ double MaxPairwiseKs(const std::vector<std::vector<double>>& pmfs, int k) {
   return std::clamp(ks, 0.0, 1.0);
 }
 
-double GroupMean(double sum_steps, double clamped_rows, double lo, double hi, double granularity) {
-  return std::clamp(lo + sum_steps * granularity / std::max(clamped_rows, 1.0), lo, hi);
+double GroupMean(double sum_steps, double rows, double lo, double hi, double granularity) {
+  return std::clamp(lo + sum_steps * granularity / std::max(rows, 1.0), lo, hi);
 }
 
 }  // namespace
@@ -425,10 +425,13 @@ absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_co
   std::vector<double> sum_mean(num_groups), sum_sd(num_groups);
   std::vector<double> raw(k);
   for (int a = 0; a < num_groups; ++a) {
+    // N_a sums the raw noisy cells: the noise has mean 0, so the sum is unbiased. Clamping each
+    // cell first would add E[max(noise, 0)] per empty bin, and with many bins bias the mean.
     for (int j = 0; j < k; ++j) {
       raw[j] = static_cast<double>(noisy_counts[a * k + j]);
-      rows[a] += std::max<int64_t>(noisy_counts[a * k + j], 0);
+      rows[a] += noisy_counts[a * k + j];
     }
+    rows[a] = std::max<int64_t>(rows[a], 0);
     RegressorGroupAudit& g = audit.groups[a];
     g.noisy_rows = static_cast<double>(rows[a]);
     g.histogram = pmfs[a] = GroupPmf(raw);
@@ -450,7 +453,7 @@ absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_co
   std::vector<MultinomialSampler> population;
   for (int a = 0; a < num_groups; ++a) population.emplace_back(pmfs[a]);
 
-  // Parametric bootstrap as for the classifier, with the repaired pmfs and the clamped totals N_a
+  // Parametric bootstrap as for the classifier, with the repaired pmfs and the totals N_a
   // as the population (so the bootstrap world's KS and means are exactly the estimates); the sum is
   // redrawn as a normal with the variance of N_a scores (by the CLT; a multinomial over the bins
   // fixes N_a, and the mean uses only the group's total, so drawing the sum independently of the
@@ -458,9 +461,9 @@ absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_co
   // K) memory.
   //
   // The KS interval comes from a simultaneous band over every group's CDF at every inner bin
-  // edge, which takes two passes over the same draws: the draws come from a generator seeded
-  // once from `gen` and replayed for the second pass. O(B · K · k) time per pass, O(K · k + B · K)
-  // memory.
+  // edge, which takes two passes over the same draws: the draws come from a ChaCha20 stream
+  // keyed once from `gen` and replayed for the second pass. O(B · K · k) time per pass, O(K · k + B
+  // · K) memory.
   const int draws = options.bootstrap_draws;
   const size_t edges = static_cast<size_t>(k - 1);  // the CDF at the last edge is always 1
   auto cdfs_of = [&](std::vector<double>* out) {
@@ -476,17 +479,18 @@ absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_co
   std::vector<std::vector<double>> mean_samples(num_groups, std::vector<double>(draws));
   std::vector<int64_t> resampled(k);
   constexpr double kMaxSteps = 4611686018427387904.0;  // 2^62: keeps llround defined
-  const uint64_t seed = absl::Uniform<uint64_t>(gen);
+  const ChaCha20Stream::Key key = ChaCha20Stream::NewKey(gen);
   for (int pass = 0; pass < 2; ++pass) {
-    std::mt19937_64 sim(seed);
+    ChaCha20Stream sim(key);  // the same secure stream in both passes
     for (int b = 0; b < draws; ++b) {
       for (int a = 0; a < num_groups; ++a) {
         population[a].Sample(rows[a], absl::MakeSpan(resampled), sim);
         double sample_rows = 0;
         for (int j = 0; j < k; ++j) {
           raw[j] = static_cast<double>(resampled[j] + count_noise(sim));
-          sample_rows += std::max(raw[j], 0.0);
+          sample_rows += raw[j];
         }
+        sample_rows = std::max(sample_rows, 0.0);
         pmfs[a] = GroupPmf(raw);
         const double exact_sum = std::clamp(sum_mean[a] + sum_sd[a] * absl::Gaussian<double>(sim),
                                             -kMaxSteps, kMaxSteps);

@@ -33,7 +33,7 @@ struct Interval {
 using NoiseDraw = std::function<int64_t(absl::BitGenRef)>;
 
 struct AuditOptions {
-  double confidence = 0.95;  // in (0, 1)
+  double confidence = 0.95;    // in (0, 1)
   int bootstrap_draws = 1000;  // in [100, 100000]
   absl::Status Validate() const;
 };
@@ -64,7 +64,7 @@ absl::StatusOr<ClassifierAudit> AuditClassifier(absl::Span<const int64_t> noisy_
 struct RegressorGroupAudit {
   Interval mean;
   std::vector<double> histogram;  // repaired pmf over the k bins
-  double noisy_rows = 0;
+  double noisy_rows = 0;          // Σ of the group's raw noisy bins (unbiased), floored at 0
 };
 
 struct RegressorAudit {
@@ -82,8 +82,7 @@ struct RegressorAudit {
 absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_counts,
                                               absl::Span<const int64_t> noisy_sum_steps,
                                               int num_groups, double lo, double hi, int k,
-                                              double sum_granularity,
-                                              const NoiseDraw& count_noise,
+                                              double sum_granularity, const NoiseDraw& count_noise,
                                               const NoiseDraw& sum_noise,
                                               const AuditOptions& options, absl::BitGenRef gen);
 

@@ -439,6 +439,37 @@ TEST(AuditRegressorTest, KsIsZeroForIdenticalAndOneForDisjointGroups) {
   EXPECT_EQ(single->max_ks.estimate, 0);
 }
 
+// One group of 1000 scores, all 0.8, on 100 bins at ε = 1 (count noise scale 4, sums at ε/2):
+// 99 bins are empty, so a row count that clamped each noisy bin at 0 first would be ≈ 1000 +
+// 99·E[max(noise, 0)] ≈ 1200 and put the mean near 0.67. With the raw sum the estimate is
+// unbiased: its sd is ≈ 0.8·sqrt(100·2·4²)/1000 ≈ 0.045, so the mean of 200 trials is within
+// 0.015 of 0.8 (about 5 standard errors) and the 90% interval covers 0.8 in at least 160 of
+// 200 trials (Binomial(200, 0.9) falls below 160 with probability < 1e-4).
+TEST(AuditRegressorTest, MeanIsUnbiasedWhenMostBinsAreEmpty) {
+  const double lo = 0, hi = 1, epsilon = 1;
+  const int bins = 100, trials = 200;
+  auto count_noise = Laplace(2 / (epsilon / 2));
+  auto granularity = dp::PowerOfTwoGranularity(hi - lo, 20);
+  ASSERT_OK(granularity);
+  auto sum_noise = Laplace(2 * (hi - lo) / (epsilon / 2) / *granularity);
+  std::mt19937_64 gen(77);
+  double mean_of_estimates = 0;
+  int covered = 0;
+  for (int t = 0; t < trials; ++t) {
+    RegressorData data = Tabulate({std::vector<double>(1000, 0.8)}, lo, hi, bins, *granularity);
+    for (int64_t& c : data.counts) c = count_noise->AddNoise(c, gen);
+    for (int64_t& s : data.sum_steps) s = sum_noise->AddNoise(s, gen);
+    auto audit =
+        AuditRegressor(data.counts, data.sum_steps, 1, lo, hi, bins, *granularity,
+                       DrawFrom(*count_noise), DrawFrom(*sum_noise), AuditOptions{0.9, 200}, gen);
+    ASSERT_OK(audit);
+    mean_of_estimates += audit->groups[0].mean.estimate / trials;
+    covered += audit->groups[0].mean.lo <= 0.8 && 0.8 <= audit->groups[0].mean.hi;
+  }
+  EXPECT_NEAR(mean_of_estimates, 0.8, 0.015);
+  EXPECT_GE(covered, 160);
+}
+
 TEST(AuditRegressorTest, RepairsNegativeNoisyBinsAndClampsMean) {
   // Noisy bins with a negative cell: the histogram is still a pmf; a sum beyond hi clamps.
   std::mt19937_64 gen(9);
@@ -451,7 +482,7 @@ TEST(AuditRegressorTest, RepairsNegativeNoisyBinsAndClampsMean) {
     total += p;
   }
   EXPECT_NEAR(total, 1, 1e-12);
-  EXPECT_EQ(audit->groups[0].noisy_rows, 24);
+  EXPECT_EQ(audit->groups[0].noisy_rows, 20);  // raw sum: the negative bin counts
   EXPECT_EQ(audit->groups[0].mean.estimate, 4);
 }
 

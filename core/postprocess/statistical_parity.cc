@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/numeric/int128.h"
 #include "absl/random/distributions.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -68,6 +69,11 @@ absl::Status ScoreGrid::Validate() const {
   if (!std::isfinite(hi - lo)) {
     return absl::InvalidArgumentError(absl::StrCat("hi - lo must be finite (got lo=", lo,
                                                    ", hi=", hi, "); use a narrower range"));
+  }
+  if (hi - lo < kMinRelativeWidth * std::max(std::abs(lo), std::abs(hi))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hi - lo must be at least ", kMinRelativeWidth, " of max(|lo|, |hi|) (got lo=", lo,
+        ", hi=", hi, "); such a range cannot be split into distinct bins: widen it"));
   }
   if (k < 1 || k > kMaxBins) {
     return absl::InvalidArgumentError(
@@ -145,9 +151,10 @@ absl::Status SpOptions::Validate() const {
                      static_cast<int>(solver), ")"));
   }
   if (solver == SpSolver::kQuantile && alpha != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("the quantile solver needs alpha = 0 (got ",
-                                                   alpha,
-                                                   "); use kLinearProgram or kAuto for alpha > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("solver: the quantile solver needs alpha = 0 (got alpha=", alpha,
+                     "); for alpha > 0 use the linear program (SP_SOLVER_LINEAR_PROGRAM, CLI "
+                     "--solver lp) or auto"));
   }
   return absl::OkStatus();
 }
@@ -242,26 +249,64 @@ absl::StatusOr<SpSolution> SolveStatisticalParity(absl::Span<const double> masse
   return solution;
 }
 
-// A real-valued draw suffices here: the transport is already differentially private, and the
-// draw only randomises between bins the released transport names, so a floating-point artefact
-// can reveal nothing beyond it (unlike noise that protects a value, Mironov 2012). The target is
-// the first bin whose cumulative weight exceeds u·(row total), with u uniform on [0, 1) at
-// absl's full double resolution; bins of zero probability are never returned, even if rounding
-// leaves u·total at or past the last cumulative sum.
+namespace {
+
+// Uniform on [0, n), exactly: rejection from the smallest power of two >= n. n >= 1.
+absl::uint128 UniformBelow(absl::uint128 n, absl::BitGenRef gen) {
+  absl::uint128 mask = n - 1;
+  for (int shift = 1; shift < 128; shift *= 2) mask |= mask >> shift;
+  for (;;) {
+    const uint64_t high = absl::Uniform<uint64_t>(gen);  // sequenced: high word first
+    const uint64_t low = absl::Uniform<uint64_t>(gen);
+    const absl::uint128 x = absl::MakeUint128(high, low) & mask;
+    if (x < n) return x;
+  }
+}
+
+}  // namespace
+
+// In Decide this draw is the mechanism whose log-ratio bound L protects the subject's group, so
+// it follows the row's probabilities exactly: every positive weight m·2^(e-53) becomes the
+// integer m·2^(e - e_min) (exact while the weights span at most 2^63 in ratio, which
+// decision_floor >= kMinDecisionFloor guarantees), and the bin is chosen by an exactly uniform
+// integer below their sum. Rows spanning a wider ratio (only with decision_floor 0, whose
+// artifacts Decide refuses) fall back to a double-precision draw, accurate to about 2^-52 of
+// the row total. Bins of zero probability are never returned.
 double SampleFairScore(const SpSolution& solution, const ScoreGrid& grid, int a, int bin,
                        absl::BitGenRef gen) {
   const int k = grid.k;
   bin = std::clamp(bin, 0, k - 1);
   const double* row = solution.transport[a].data() + static_cast<size_t>(bin) * k;
-  double total = 0;
   int last_positive = -1;
+  int min_exp = std::numeric_limits<int>::max(), max_exp = std::numeric_limits<int>::min();
+  double total = 0;
   for (int l = 0; l < k; ++l) {
-    if (row[l] > 0) {
-      total += row[l];
-      last_positive = l;
-    }
+    if (!(row[l] > 0)) continue;
+    int e = 0;
+    std::frexp(row[l], &e);
+    min_exp = std::min(min_exp, e);
+    max_exp = std::max(max_exp, e);
+    total += row[l];
+    last_positive = l;
   }
   if (last_positive < 0) return grid.Center(bin);
+  if (max_exp - min_exp <= 63) {  // 53 + 63 + log2(kMaxBins) < 128 bits
+    std::vector<absl::uint128> weight(last_positive + 1, 0);
+    absl::uint128 sum = 0;
+    for (int l = 0; l <= last_positive; ++l) {
+      if (!(row[l] > 0)) continue;
+      int e = 0;
+      const double fraction = std::frexp(row[l], &e);
+      weight[l] = absl::uint128(static_cast<uint64_t>(std::ldexp(fraction, 53))) << (e - min_exp);
+      sum += weight[l];
+    }
+    absl::uint128 u = UniformBelow(sum, gen);
+    for (int l = 0; l < last_positive; ++l) {
+      if (u < weight[l]) return grid.Center(l);
+      u -= weight[l];
+    }
+    return grid.Center(last_positive);
+  }
   const double u = absl::Uniform<double>(gen, 0.0, 1.0) * total;
   double cumulative = 0;
   for (int l = 0; l < last_positive; ++l) {

@@ -21,7 +21,11 @@ struct ScoreGrid {
   double hi = 1;
   int k = 10;
   static constexpr int kMaxBins = 1000;
-  // InvalidArgument unless lo, hi finite, lo < hi, 1 <= k <= kMaxBins.
+  // The narrowest range, relative to its magnitude, whose bins (and the regressor audit's
+  // 2^20-step sum grid) stay distinct in double precision.
+  static constexpr double kMinRelativeWidth = 1e-9;
+  // InvalidArgument unless lo, hi finite, lo < hi, hi - lo >= kMinRelativeWidth *
+  // max(|lo|, |hi|), 1 <= k <= kMaxBins.
   absl::Status Validate() const;
   // Precondition: Validate() is OK. (s-lo)/w within a few ulps of an integer counts as that
   // integer, so a score written as a bin edge (0.29 on [0, 1], k = 100) opens that bin; NaN -> 0.
@@ -78,7 +82,13 @@ absl::Status CheckProblemSize(int num_groups, const ScoreGrid& grid, const SpOpt
 absl::StatusOr<SpSolution> SolveStatisticalParity(absl::Span<const double> masses, int num_groups,
                                                   const ScoreGrid& grid, const SpOptions& options);
 
-// Step 7: the fair output for a score in bin `bin` of group `a`: v_L with L ~ g_a[bin][.].
+// The smallest positive decision floor: it keeps every entry of a floored transport row within
+// 2^63 of the largest in ratio (>= floor/k, k <= kMaxBins), so SampleFairScore draws exactly.
+inline constexpr double kMinDecisionFloor = 1e-6;
+
+// Step 7: the fair output for a score in bin `bin` of group `a`: v_L with L ~ g_a[bin][.], drawn
+// exactly from the row's double weights when they span at most 2^63 in ratio (see
+// kMinDecisionFloor), else to within about 2^-52 of the row total.
 // Reads only solution.transport. Preconditions: 0 <= a < transport.size(), each row of
 // transport[a] has k entries >= 0; bin is clamped to [0, k). A row without positive entries
 // returns v_bin.

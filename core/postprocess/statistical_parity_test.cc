@@ -420,6 +420,13 @@ TEST(ScoreGridTest, ValidateNamesTheFieldAndTheFix) {
               StatusIs(absl::StatusCode::kInvalidArgument, "hi must be finite"));
   EXPECT_THAT((ScoreGrid{-1e308, 1e308, 10}.Validate()),
               StatusIs(absl::StatusCode::kInvalidArgument, "hi - lo must be finite"));
+  // A range too narrow for its magnitude: [1, 1 + 1 ulp] would put every score in one bin.
+  EXPECT_THAT((ScoreGrid{1, std::nextafter(1.0, 2.0), 10}.Validate()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "cannot be split into distinct bins"));
+  EXPECT_THAT((ScoreGrid{1e6, 1e6 + 1e-4, 10}.Validate()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "at least 1e-09 of max(|lo|, |hi|)"));
+  EXPECT_OK((ScoreGrid{1e6, 1e6 + 1e-2, 10}.Validate()));
+  EXPECT_OK((ScoreGrid{0, 1e-300, 10}.Validate()));  // narrow but its magnitude is as small
 }
 
 TEST(ScoreGridTest, BinsAndCentres) {
@@ -565,6 +572,40 @@ TEST(SampleFairScoreTest, FrequenciesMatchTheTransportRow) {
       EXPECT_NEAR(static_cast<double>(hits[l]) / n, row[l], 5 * se) << "bin " << l;
     }
   }
+}
+
+// A URBG that returns scripted 64-bit words, to test the sampler's arithmetic at its edges.
+class ScriptedWords {
+ public:
+  using result_type = uint64_t;
+  explicit ScriptedWords(std::vector<uint64_t> words) : words_(std::move(words)) {}
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return ~uint64_t{0}; }
+  result_type operator()() { return words_.at(next_++); }
+
+ private:
+  std::vector<uint64_t> words_;
+  size_t next_ = 0;
+};
+
+// Row (2^-60, 1): integer weights 2^52 and 2^112, so bin 0 owns exactly the draws below 2^52 of
+// [0, 2^112 + 2^52). A double-precision draw cannot tell 2^-60 from 0 relative to the row
+// total; the exact sampler puts the boundary where the weights say.
+TEST(SampleFairScoreTest, TinyProbabilitiesAreDrawnExactly) {
+  const ScoreGrid grid{0, 2, 2};
+  SpSolution s;
+  s.transport = {{std::ldexp(1.0, -60), 1.0, 0, 1}};
+  auto draw = [&](uint64_t high, uint64_t low) {
+    ScriptedWords words({high, low});
+    return SampleFairScore(s, grid, 0, 0, words);
+  };
+  EXPECT_EQ(draw(0, 0), 0.5);
+  EXPECT_EQ(draw(0, (uint64_t{1} << 52) - 1), 0.5);  // the last draw of bin 0
+  EXPECT_EQ(draw(0, uint64_t{1} << 52), 1.5);        // the first draw of bin 1
+  // Draws at or above the total (2^112 + 2^52, below the mask 2^113 - 1) are rejected and
+  // redrawn: the first pair is rejected, the second lands in bin 0.
+  ScriptedWords rejected({~uint64_t{0}, ~uint64_t{0}, 0, 5});
+  EXPECT_EQ(SampleFairScore(s, grid, 0, 0, rejected), 0.5);
 }
 
 TEST(SampleFairScoreTest, DeterministicRowsAndOutOfRangeBins) {

@@ -129,6 +129,13 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
   }
   if (req.score_column().empty()) return absl::InvalidArgumentError("score_column must be set");
   RETURN_IF_ERROR(core::ValidateInHalfOpenRange(req.decision_floor(), 0, 1, "decision_floor"));
+  if (req.decision_floor() > 0 && req.decision_floor() < pp::kMinDecisionFloor) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("decision_floor must be 0 or at least ", pp::kMinDecisionFloor, " (got ",
+                     req.decision_floor(),
+                     "); below that Decide could not draw its outputs exactly, and the "
+                     "decision bound would exceed 13 anyway"));
+  }
   PreparedRelease release;
   release.request_kind = "FitStatisticalParityPostProcessor";
   release.idempotency_key = req.idempotency_key();

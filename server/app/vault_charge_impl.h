@@ -145,7 +145,8 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
     if (budget->grant.delta <= 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("noise: discrete Gaussian needs a grant with delta > 0; the grant on '",
-                       release.dataset_name, "' has delta 0 — use NOISE_KIND_DISCRETE_LAPLACE"));
+                       release.dataset_name,
+                       "' has delta 0 — use NOISE_KIND_DISCRETE_LAPLACE (CLI: --noise laplace)"));
     }
     charge.delta = budget->grant.delta;
     ASSIGN_OR_RETURN(double sigma, charge_internal::accounting::CalibrateGaussianSigma(
@@ -156,9 +157,18 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
   } else {
     // Pure epsilon: parts with shares summing to 1 compose to epsilon (basic composition).
     for (const auto& part : release.parts) {
-      ASSIGN_OR_RETURN(auto noise, core::dp::MakeDiscreteLaplaceNoise(
-                                       part.sensitivity / (charge.epsilon * part.share)));
-      noises.push_back(std::move(noise));
+      auto noise =
+          core::dp::MakeDiscreteLaplaceNoise(part.sensitivity / (charge.epsilon * part.share));
+      if (!noise.ok()) {
+        // Only a scale beyond the exact sampler's range fails here: name the field to change.
+        return absl::InvalidArgumentError(absl::StrCat(
+            "epsilon ", charge.epsilon, " is too small for this release: its noise scale ",
+            part.sensitivity / (charge.epsilon * part.share),
+            " exceeds the sampler's limit 2^40; use epsilon >= ",
+            part.sensitivity / (part.share * 0x1p40) * (1 + 1e-6), " (", noise.status().message(),
+            ")"));
+      }
+      noises.push_back(*std::move(noise));
     }
     charge.cost = charge_internal::accounting::LaplaceCost(epsilon_micro);
   }

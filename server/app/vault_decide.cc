@@ -190,7 +190,6 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     fresh.push_back(storage::DecisionRow{key, input[i], output});
     fresh_output.emplace(key, output);
   }
-  RETURN_IF_ERROR(store_->PutDecisions(artifact.id(), fresh));
   resp.set_decision_log_ratio_bound(bound);
   resp.set_rows_already_decided(already);
   storage::AccessLogRow log;
@@ -199,7 +198,9 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
   log.dataset = dataset->name;
   log.artifact_id = artifact.id();
   log.rows = rows;
-  ASSIGN_OR_RETURN(const int64_t seq, store_->AppendAccessLog(log));
+  log.new_decisions = static_cast<int64_t>(fresh.size());
+  // The new decisions and the call's log row commit together, before any output is returned.
+  ASSIGN_OR_RETURN(const int64_t seq, store_->RecordDecisions(artifact.id(), fresh, log));
   resp.set_access_log_seq(seq);
   return resp;
 }

@@ -147,6 +147,10 @@ TEST_F(VaultPostprocessTest, StatisticalParityRefusesBadInputsWithoutCharging) {
   ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_epsilon(0); }), kInvalid, "epsilon");
   ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_score_column("nope"); }), kInvalid,
                              "nope");
+  ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_decision_floor(1e-9); }), kInvalid,
+                             "decision_floor must be 0 or at least 1e-06");
+  ExpectRefusedWithoutCharge(acme_, with([](R& r) { r.set_decision_floor(1); }), kInvalid,
+                             "decision_floor");
 }
 
 // ---- audits --------------------------------------------------------------------------------
@@ -239,6 +243,14 @@ TEST_F(VaultPostprocessTest, AuditsRefuseBadInputsWithoutCharging) {
   ExpectRefusedWithoutCharge(
       acme_, [&] { return vault_->AuditRegressor(acme_, r); }, absl::StatusCode::kInvalidArgument,
       "lo");
+  // An epsilon so small that the sum's noise scale leaves the exact sampler's range: the
+  // refusal names epsilon and the smallest usable value.
+  r.set_lo(0);
+  r.set_hi(1);
+  r.set_epsilon(2e-6);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->AuditRegressor(acme_, r); }, absl::StatusCode::kInvalidArgument,
+      "epsilon 2e-06 is too small for this release");
 }
 
 // ---- Decide --------------------------------------------------------------------------------
@@ -302,6 +314,9 @@ TEST_F(VaultPostprocessTest, DecideChargesTheLicenceOncePinsDecisionsAndLogsEver
   EXPECT_EQ(log->entries(0).account(), "acme");
   EXPECT_EQ(log->entries(0).artifact_id(), artifact.id());
   EXPECT_EQ(log->entries(0).rows(), 30);
+  EXPECT_EQ(log->entries(0).new_decisions(), 30);
+  EXPECT_EQ(log->entries(1).rows(), 30);
+  EXPECT_EQ(log->entries(1).new_decisions(), 0);  // all returned from storage
   EXPECT_EQ(log->entries(0).dataset(), "census");
   EXPECT_THAT(vault_->ListAccessLog(acme_, log_req), StatusIs(absl::StatusCode::kPermissionDenied));
 }

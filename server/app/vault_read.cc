@@ -127,6 +127,7 @@ absl::StatusOr<v1::ListAccessLogResponse> Vault::ListAccessLog(
     e->set_dataset(r.dataset);
     e->set_artifact_id(r.artifact_id);
     e->set_rows(r.rows);
+    e->set_new_decisions(r.new_decisions);
   }
   return resp;
 }

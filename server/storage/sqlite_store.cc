@@ -21,7 +21,7 @@ using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate() brings a database to (PRAGMA user_version).
-constexpr int64_t kSchemaVersion = 1;
+constexpr int64_t kSchemaVersion = 2;
 
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS accounts(
@@ -63,7 +63,8 @@ CREATE TABLE IF NOT EXISTS responses(
   PRIMARY KEY(account_id, idempotency_key));
 CREATE TABLE IF NOT EXISTS access_log(
   seq INTEGER PRIMARY KEY AUTOINCREMENT, time_micros INTEGER NOT NULL, account TEXT NOT NULL,
-  dataset TEXT NOT NULL, artifact_id TEXT NOT NULL, rows INTEGER NOT NULL);
+  dataset TEXT NOT NULL, artifact_id TEXT NOT NULL, rows INTEGER NOT NULL,
+  new_decisions INTEGER NOT NULL DEFAULT -1);
 CREATE TRIGGER IF NOT EXISTS access_log_no_update BEFORE UPDATE ON access_log
   BEGIN SELECT RAISE(ABORT, 'the access log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS access_log_no_delete BEFORE DELETE ON access_log
@@ -300,22 +301,30 @@ absl::Status SqliteStore::Migrate() {
   ASSIGN_OR_RETURN(bool has_row, version.Step());
   const int64_t at = has_row ? version.Int(0) : 0;
   if (at >= kSchemaVersion) return absl::OkStatus();
-  // Version 1: failed releases are stored for replay (commit c0054b7).
-  std::set<std::string> columns;
-  {
-    Stmt info(db_, "PRAGMA table_info(responses)");
+  auto columns_of = [&](const char* table) -> absl::StatusOr<std::set<std::string>> {
+    std::set<std::string> columns;
+    Stmt info(db_, absl::StrCat("PRAGMA table_info(", table, ")").c_str());
     while (true) {
       ASSIGN_OR_RETURN(bool row, info.Step());
       if (!row) break;
       columns.insert(info.Text(1));
     }
-  }
+    return columns;
+  };
+  // Version 1: failed releases are stored for replay (commit c0054b7).
+  ASSIGN_OR_RETURN(std::set<std::string> columns, columns_of("responses"));
   if (!columns.count("error_code")) {
     RETURN_IF_ERROR(Exec("ALTER TABLE responses ADD COLUMN error_code INTEGER NOT NULL DEFAULT 0"));
   }
   if (!columns.count("error_message")) {
     RETURN_IF_ERROR(
         Exec("ALTER TABLE responses ADD COLUMN error_message TEXT NOT NULL DEFAULT ''"));
+  }
+  // Version 2: the access log counts each call's new decisions (-1 on rows from before).
+  ASSIGN_OR_RETURN(columns, columns_of("access_log"));
+  if (!columns.count("new_decisions")) {
+    RETURN_IF_ERROR(
+        Exec("ALTER TABLE access_log ADD COLUMN new_decisions INTEGER NOT NULL DEFAULT -1"));
   }
   return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
 }
@@ -809,21 +818,11 @@ absl::StatusOr<ArtifactRecord> SqliteStore::GetArtifact(const std::string& id) {
 
 // ---- access log and secrets -----------------------------------------------------------------
 
-absl::StatusOr<int64_t> SqliteStore::AppendAccessLog(const AccessLogRow& row) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(db_,
-         "INSERT INTO access_log(time_micros, account, dataset, artifact_id, rows) "
-         "VALUES(?,?,?,?,?)");
-  s.Bind(1, row.time_micros).Bind(2, row.account).Bind(3, row.dataset).Bind(4, row.artifact_id);
-  s.Bind(5, row.rows);
-  RETURN_IF_ERROR(s.Run());
-  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
-}
-
 absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const LedgerFilter& filter) {
   absl::MutexLock lock(&mu_);
   Stmt s(db_,
-         "SELECT seq, time_micros, account, dataset, artifact_id, rows FROM access_log "
+         "SELECT seq, time_micros, account, dataset, artifact_id, rows, new_decisions "
+         "FROM access_log "
          "WHERE seq > ?1 AND (?2 IS NULL OR account = ?2) ORDER BY seq LIMIT ?3");
   s.Bind(1, filter.after_seq);
   if (filter.account) {
@@ -836,7 +835,8 @@ absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const Ledge
   while (true) {
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
-    out.push_back(AccessLogRow{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Text(4), s.Int(5)});
+    out.push_back(
+        AccessLogRow{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Text(4), s.Int(5), s.Int(6)});
   }
   return out;
 }
@@ -866,8 +866,9 @@ absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> SqliteStore::GetDe
   return out;
 }
 
-absl::Status SqliteStore::PutDecisions(const std::string& artifact_id,
-                                       const std::vector<DecisionRow>& rows) {
+absl::StatusOr<int64_t> SqliteStore::RecordDecisions(const std::string& artifact_id,
+                                                     const std::vector<DecisionRow>& rows,
+                                                     const AccessLogRow& log) {
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
@@ -883,7 +884,15 @@ absl::Status SqliteStore::PutDecisions(const std::string& artifact_id,
     RETURN_IF_ERROR(s.Run());
     s.Reset();
   }
-  return txn.Commit();
+  Stmt entry(db_,
+             "INSERT INTO access_log(time_micros, account, dataset, artifact_id, rows, "
+             "new_decisions) VALUES(?,?,?,?,?,?)");
+  entry.Bind(1, log.time_micros).Bind(2, log.account).Bind(3, log.dataset);
+  entry.Bind(4, log.artifact_id).Bind(5, log.rows).Bind(6, log.new_decisions);
+  RETURN_IF_ERROR(entry.Run());
+  const int64_t seq = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  RETURN_IF_ERROR(txn.Commit());
+  return seq;
 }
 
 // ---- ledger --------------------------------------------------------------------------------

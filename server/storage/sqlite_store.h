@@ -59,12 +59,12 @@ class SqliteStore final : public Store {
                                        const ChargeBody& body) override;
   absl::StatusOr<ArtifactRecord> GetArtifact(const std::string& id) override;
 
-  absl::StatusOr<int64_t> AppendAccessLog(const AccessLogRow& row) override;
   absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) override;
   absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> GetDecisions(
       const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) override;
-  absl::Status PutDecisions(const std::string& artifact_id,
-                            const std::vector<DecisionRow>& rows) override;
+  absl::StatusOr<int64_t> RecordDecisions(const std::string& artifact_id,
+                                          const std::vector<DecisionRow>& rows,
+                                          const AccessLogRow& log) override;
 
   absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) override;
   absl::StatusOr<LedgerVerification> VerifyLedger() override;

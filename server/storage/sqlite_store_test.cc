@@ -695,8 +695,10 @@ TEST_F(SqliteStoreTest, DeletedDatasetTakesItsArtifactsDecisionsWithIt) {
                      Body(&called, ArtifactRecord{"art_c", acme_.id, census_.id, 0, 1, "c"})));
   ASSERT_OK(store_->Charge(Request(acme_, other, "k2", 100'000), ++now_,
                            Body(&called, ArtifactRecord{"art_o", acme_.id, other.id, 0, 1, "o"})));
-  ASSERT_OK(store_->PutDecisions("art_c", {{"s1", 1, 0}, {"s2", 0, 1}}));
-  ASSERT_OK(store_->PutDecisions("art_o", {{"s1", 1, 1}}));
+  ASSERT_OK(store_->RecordDecisions("art_c", {{"s1", 1, 0}, {"s2", 0, 1}},
+                                    AccessLogRow{0, now_, "acme", "census", "art_c", 2, 2}));
+  ASSERT_OK(store_->RecordDecisions("art_o", {{"s1", 1, 1}},
+                                    AccessLogRow{0, now_, "acme", "other", "art_o", 1, 1}));
 
   ASSERT_OK(store_->DeleteDataset(census_.id));
 
@@ -711,6 +713,25 @@ TEST_F(SqliteStoreTest, DeletedDatasetTakesItsArtifactsDecisionsWithIt) {
   EXPECT_EQ(kept->at("s1").output, 1);
   // The decisions table holds nothing else.
   EXPECT_EQ(RawScalar(path_, "SELECT COUNT(*) FROM decisions"), 1);
+}
+
+// Decisions and their access-log row are one transaction: a decision the store refuses (here
+// a subject already decided, against the primary key) leaves no log row, and a logged call's
+// decisions are all there.
+TEST_F(SqliteStoreTest, DecisionsAndTheirAccessLogRowCommitTogether) {
+  auto seq = store_->RecordDecisions("art", {{"s1", 1, 0}, {"s2", 0, 1}},
+                                     AccessLogRow{0, 5, "acme", "census", "art", 3, 2});
+  ASSERT_OK(seq);
+  EXPECT_THAT(store_->RecordDecisions("art", {{"s3", 1, 1}, {"s1", 1, 1}},
+                                      AccessLogRow{0, 6, "acme", "census", "art", 2, 2}),
+              ::testing::Not(IsOk()));
+  auto log = store_->ListAccessLog(LedgerFilter{});
+  ASSERT_OK(log);
+  ASSERT_EQ(log->size(), 1u);
+  EXPECT_EQ((*log)[0].seq, *seq);
+  EXPECT_EQ((*log)[0].rows, 3);
+  EXPECT_EQ((*log)[0].new_decisions, 2);
+  EXPECT_EQ(RawScalar(path_, "SELECT COUNT(*) FROM decisions"), 2);  // s3 rolled back
 }
 
 TEST_F(SqliteStoreTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
@@ -739,10 +760,34 @@ TEST_F(SqliteStoreTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
   EXPECT_EQ(replay->response_payload, payload);
   ASSERT_OK(Charge(Request(acme_, census_, "k2", 100'000)));
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
-  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 1);
+  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 2);
   // Opening again is a no-op.
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
+}
+
+TEST_F(SqliteStoreTest, AccessLogFromVersion1IsMigratedOnOpen) {
+  store_.reset();
+  // The access log as schema version 1 had it, with one logged call.
+  ASSERT_EQ(RawExec(path_,
+                    "DROP TABLE access_log;"
+                    "CREATE TABLE access_log(seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+                    "  time_micros INTEGER NOT NULL, account TEXT NOT NULL, dataset TEXT NOT NULL,"
+                    "  artifact_id TEXT NOT NULL, rows INTEGER NOT NULL);"
+                    "INSERT INTO access_log(time_micros, account, dataset, artifact_id, rows)"
+                    "  VALUES(7, 'acme', 'census', 'art', 40);"
+                    "PRAGMA user_version=1"),
+            "");
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  ASSERT_OK(store_->RecordDecisions("art", {{"s1", 1, 0}},
+                                    AccessLogRow{0, 8, "acme", "census", "art", 1, 1}));
+  auto log = store_->ListAccessLog(LedgerFilter{});
+  ASSERT_OK(log);
+  ASSERT_EQ(log->size(), 2u);
+  EXPECT_EQ((*log)[0].rows, 40);
+  EXPECT_EQ((*log)[0].new_decisions, -1);  // not recorded then
+  EXPECT_EQ((*log)[1].new_decisions, 1);
+  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 2);
 }
 
 TEST_F(SqliteStoreTest, SubjectBatchesAccumulateInOrder) {

@@ -106,7 +106,8 @@ struct AccessLogRow {
   std::string account;
   std::string dataset;
   std::string artifact_id;
-  int64_t rows = 0;
+  int64_t rows = 0;           // rows in the call
+  int64_t new_decisions = 0;  // of which newly decided; -1: logged before this was recorded
 };
 
 struct LedgerFilter {
@@ -229,18 +230,19 @@ class Store {
 
   virtual absl::StatusOr<ArtifactRecord> GetArtifact(const std::string& id) = 0;
 
-  // Access log of decisions (append-only). Appends and returns the row's seq.
-  virtual absl::StatusOr<int64_t> AppendAccessLog(const AccessLogRow& row) = 0;
-  // Rows with seq > filter.after_seq (account filter optional), oldest first.
+  // Access log of decisions (append-only). Rows with seq > filter.after_seq (account filter
+  // optional), oldest first.
   virtual absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) = 0;
 
   // The decisions an artifact already made for these subjects (one per subject), keyed by
   // subject key; subjects without one are absent.
   virtual absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> GetDecisions(
       const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) = 0;
-  // Records new decisions.
-  virtual absl::Status PutDecisions(const std::string& artifact_id,
-                                    const std::vector<DecisionRow>& rows) = 0;
+  // Records an artifact's new decisions and appends the call's access-log row, in one
+  // transaction; returns the row's seq. Neither is stored without the other.
+  virtual absl::StatusOr<int64_t> RecordDecisions(const std::string& artifact_id,
+                                                  const std::vector<DecisionRow>& rows,
+                                                  const AccessLogRow& log) = 0;
 
   // Ledger.
   virtual absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) = 0;
