@@ -222,7 +222,7 @@ std::string RoleName(v1::Role role) {
 absl::StatusOr<std::vector<std::string>> SubjectKeys(const CsvTable& table,
                                                      absl::string_view source,
                                                      absl::string_view key_column,
-                                                     absl::string_view secret) {
+                                                     absl::string_view secret, bool allow_repeats) {
   std::vector<std::string> keys;
   keys.reserve(table.rows.size());
   if (key_column == "@row") {
@@ -248,6 +248,7 @@ absl::StatusOr<std::vector<std::string>> SubjectKeys(const CsvTable& table,
           absl::StrCat(source, ":", line, ": subject key is ", keys[i].size(),
                        " bytes; keys are 1..128 bytes (pseudonymise with --hmac-secret-file)"));
     }
+    if (allow_repeats) continue;
     auto [it, inserted] = seen.emplace(keys[i], i);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrCat(

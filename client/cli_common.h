@@ -147,12 +147,13 @@ std::string FormatArtifact(const v1::Artifact& artifact);
 
 // Subject keys for the rows of `table`: the column `key_column`, or "row-<i>" (0-based data
 // row index) when key_column is "@row"; HMAC-pseudonymised when `secret` is non-empty.
-// InvalidArgument naming file and line for an empty or over-long (> 128 bytes) key or a
-// repeated key.
+// InvalidArgument naming file and line for an empty or over-long (> 128 bytes) key, or a
+// repeated key unless `allow_repeats` (decide rows may ask about a subject twice).
 absl::StatusOr<std::vector<std::string>> SubjectKeys(const CsvTable& table,
                                                      absl::string_view source,
                                                      absl::string_view key_column,
-                                                     absl::string_view secret);
+                                                     absl::string_view secret,
+                                                     bool allow_repeats = false);
 // The secret from --hmac-secret-file, or empty when the flag is absent.
 absl::StatusOr<std::string> OptionalSecret(const ParsedFlags& flags);
 // A finite number from a CSV cell; InvalidArgument "<source>:<line>: column 'c': ...".

@@ -69,6 +69,14 @@ absl::Status TableUpload(Context& ctx) {
   std::cerr << "uploaded " << resp.row_count() << " rows (" << resp.rows_in_vault()
             << " of them subjects in the vault) to dataset '" << header.dataset()
             << "'; handle expires " << FormatUnixSeconds(resp.expires_unix()) << "\n";
+  if (resp.rows_in_vault() == 0) {
+    std::cerr << "warning: no row's subject key is in the vault, so every release on this table "
+                 "will be refused; "
+              << (secret.empty() ? "if the regulator imported pseudonyms, pass the same "
+                                   "--hmac-secret-file"
+                                 : "check --key-column and that the secret is the regulator's")
+              << "\n";
+  }
   return absl::OkStatus();
 }
 

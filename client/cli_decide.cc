@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -101,7 +102,8 @@ absl::Status Decide(Context& ctx) {
   }
   // The same keys `table upload` sends for these rows (column or @row, HMAC pseudonyms).
   ASSIGN_OR_RETURN(const std::vector<std::string> keys,
-                   SubjectKeys(table, path, flags.Get("key-column"), secret));
+                   SubjectKeys(table, path, flags.Get("key-column"), secret,
+                               /*allow_repeats=*/true));
   absl::StatusOr<size_t> value_index = table.ColumnIndex(flags.Get("value-column"));
   if (!value_index.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", value_index.status().message()));
@@ -115,9 +117,16 @@ absl::Status Decide(Context& ctx) {
 
   const std::string artifact_id = flags.Get("artifact-id");
   ASSIGN_OR_RETURN(Client * client, ctx.client());
-  ASSIGN_OR_RETURN(
-      const DecideResult result,
-      client->DecideInChunks(artifact_id, keys, values, static_cast<size_t>(chunk_rows)));
+  absl::StatusOr<DecideResult> decided =
+      client->DecideInChunks(artifact_id, keys, values, static_cast<size_t>(chunk_rows));
+  if (!decided.ok() && secret.empty() &&
+      absl::StrContains(decided.status().message(), "is not in dataset")) {
+    return absl::Status(decided.status().code(),
+                        absl::StrCat(decided.status().message(),
+                                     " (if the regulator imported pseudonyms, pass the same "
+                                     "--hmac-secret-file)"));
+  }
+  ASSIGN_OR_RETURN(const DecideResult result, std::move(decided));
   table.header.push_back(output_column);
   for (size_t r = 0; r < table.rows.size(); ++r) {
     table.rows[r].push_back(ExactNumber(result.outputs[r]));
