@@ -26,7 +26,11 @@ class IntegerNoise {
   virtual double Scale() const = 0;
 };
 
-// Discrete Laplace with scale `scale` (rounded up to a rational).
+// The largest discrete Laplace scale the exact sampler represents (numerator <= 2^40 over
+// denominator 1).
+inline constexpr double kMaxDiscreteLaplaceScale = 0x1p40;
+// Discrete Laplace with scale `scale` (rounded up to a rational). InvalidArgument above
+// kMaxDiscreteLaplaceScale.
 absl::StatusOr<std::unique_ptr<IntegerNoise>> MakeDiscreteLaplaceNoise(double scale);
 // Discrete Gaussian with std `sigma` (sigma^2 rounded up to a rational).
 absl::StatusOr<std::unique_ptr<IntegerNoise>> MakeDiscreteGaussianNoise(double sigma);

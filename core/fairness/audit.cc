@@ -488,9 +488,8 @@ absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_co
         double sample_rows = 0;
         for (int j = 0; j < k; ++j) {
           raw[j] = static_cast<double>(resampled[j] + count_noise(sim));
-          sample_rows += raw[j];
+          sample_rows += raw[j];  // GroupMean floors it at one row
         }
-        sample_rows = std::max(sample_rows, 0.0);
         pmfs[a] = GroupPmf(raw);
         const double exact_sum = std::clamp(sum_mean[a] + sum_sd[a] * absl::Gaussian<double>(sim),
                                             -kMaxSteps, kMaxSteps);

@@ -263,6 +263,15 @@ absl::uint128 UniformBelow(absl::uint128 n, absl::BitGenRef gen) {
   }
 }
 
+// x = m·2^(e−53) (m a 53-bit integer) as the exact integer m·2^(e − min_exp); 0 unless x > 0.
+// Precondition: e − min_exp <= 63 for positive x.
+absl::uint128 IntegerWeight(double x, int min_exp) {
+  if (!(x > 0)) return 0;
+  int e = 0;
+  const double fraction = std::frexp(x, &e);
+  return absl::uint128(static_cast<uint64_t>(std::ldexp(fraction, 53))) << (e - min_exp);
+}
+
 }  // namespace
 
 // In Decide this draw is the mechanism whose log-ratio bound L protects the subject's group, so
@@ -291,19 +300,15 @@ double SampleFairScore(const SpSolution& solution, const ScoreGrid& grid, int a,
   }
   if (last_positive < 0) return grid.Center(bin);
   if (max_exp - min_exp <= 63) {  // 53 + 63 + log2(kMaxBins) < 128 bits
-    std::vector<absl::uint128> weight(last_positive + 1, 0);
+    // Recomputed, not stored: no allocation per draw on Decide's path.
+    auto weight = [&](int l) { return IntegerWeight(row[l], min_exp); };
     absl::uint128 sum = 0;
-    for (int l = 0; l <= last_positive; ++l) {
-      if (!(row[l] > 0)) continue;
-      int e = 0;
-      const double fraction = std::frexp(row[l], &e);
-      weight[l] = absl::uint128(static_cast<uint64_t>(std::ldexp(fraction, 53))) << (e - min_exp);
-      sum += weight[l];
-    }
+    for (int l = 0; l <= last_positive; ++l) sum += weight(l);
     absl::uint128 u = UniformBelow(sum, gen);
     for (int l = 0; l < last_positive; ++l) {
-      if (u < weight[l]) return grid.Center(l);
-      u -= weight[l];
+      const absl::uint128 w = weight(l);
+      if (u < w) return grid.Center(l);
+      u -= w;
     }
     return grid.Center(last_positive);
   }

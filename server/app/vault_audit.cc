@@ -121,12 +121,7 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
     default:
       options.solver = pp::SpSolver::kAuto;
   }
-  RETURN_IF_ERROR(options.Validate());
-  if (options.solver == pp::SpSolver::kQuantile && options.alpha != 0) {
-    return absl::InvalidArgumentError(
-        "solver: SP_SOLVER_QUANTILE needs alpha = 0; use SP_SOLVER_LINEAR_PROGRAM or "
-        "SP_SOLVER_AUTO for alpha > 0");
-  }
+  RETURN_IF_ERROR(options.Validate());  // also: the quantile solver needs alpha = 0
   if (req.score_column().empty()) return absl::InvalidArgumentError("score_column must be set");
   RETURN_IF_ERROR(core::ValidateInHalfOpenRange(req.decision_floor(), 0, 1, "decision_floor"));
   if (req.decision_floor() > 0 && req.decision_floor() < pp::kMinDecisionFloor) {

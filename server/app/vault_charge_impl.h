@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/accounting/accountant.h"
+#include "core/dp/integer_noise.h"
 #include "core/util/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -157,18 +158,15 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
   } else {
     // Pure epsilon: parts with shares summing to 1 compose to epsilon (basic composition).
     for (const auto& part : release.parts) {
-      auto noise =
-          core::dp::MakeDiscreteLaplaceNoise(part.sensitivity / (charge.epsilon * part.share));
-      if (!noise.ok()) {
-        // Only a scale beyond the exact sampler's range fails here: name the field to change.
+      const double scale = part.sensitivity / (charge.epsilon * part.share);
+      if (scale > core::dp::kMaxDiscreteLaplaceScale) {  // name the field to change
         return absl::InvalidArgumentError(absl::StrCat(
-            "epsilon ", charge.epsilon, " is too small for this release: its noise scale ",
-            part.sensitivity / (charge.epsilon * part.share),
+            "epsilon ", charge.epsilon, " is too small for this release: its noise scale ", scale,
             " exceeds the sampler's limit 2^40; use epsilon >= ",
-            part.sensitivity / (part.share * 0x1p40) * (1 + 1e-6), " (", noise.status().message(),
-            ")"));
+            part.sensitivity / (part.share * core::dp::kMaxDiscreteLaplaceScale) * (1 + 1e-6)));
       }
-      noises.push_back(*std::move(noise));
+      ASSIGN_OR_RETURN(auto noise, core::dp::MakeDiscreteLaplaceNoise(scale));
+      noises.push_back(std::move(noise));
     }
     charge.cost = charge_internal::accounting::LaplaceCost(epsilon_micro);
   }
