@@ -13,6 +13,7 @@
 #include "absl/random/distributions.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/fairness/count_interval.h"
 #include "core/fairness/histogram_repair.h"
 #include "core/fairness/metrics.h"
 #include "core/random/chacha20_stream.h"
@@ -27,6 +28,8 @@ namespace {
 constexpr int64_t kMaxAbsRelease = int64_t{1} << 52;
 constexpr int kMinDraws = 100;
 constexpr int kMaxDraws = 100000;
+// A group is small when its noisy size is below this many noise standard deviations.
+constexpr double kSmallGroupNoiseSds = 10;
 
 absl::Status ValidateRelease(absl::Span<const int64_t> values, absl::string_view field) {
   for (size_t i = 0; i < values.size(); ++i) {
@@ -282,10 +285,21 @@ absl::Status AuditOptions::Validate() const {
   return absl::OkStatus();
 }
 
+double SmallGroupThreshold(double laplace_scale, int64_t cells) {
+  if (!(laplace_scale > 0) || cells < 1) return 0;
+  // Variance of one discrete Laplace draw of scale t: 2q / (1 − q)² with q = e^{−1/t}.
+  const double q = std::exp(-1 / laplace_scale);
+  const double one_minus_q = -std::expm1(-1 / laplace_scale);
+  const double variance = 2 * q / (one_minus_q * one_minus_q);
+  return kSmallGroupNoiseSds * std::sqrt(static_cast<double>(cells) * variance);
+}
+
 absl::StatusOr<ClassifierAudit> AuditClassifier(absl::Span<const int64_t> noisy_counts,
-                                                int num_groups, const NoiseDraw& noise,
+                                                int num_groups, double laplace_scale,
+                                                const NoiseDraw& noise,
                                                 const AuditOptions& options, absl::BitGenRef gen) {
   RETURN_IF_ERROR(options.Validate());
+  RETURN_IF_ERROR(ValidateIsFiniteAndNonNegative(laplace_scale, "laplace_scale"));
   if (num_groups < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_groups must be >= 1 (got ", num_groups, ")"));
@@ -362,20 +376,34 @@ absl::StatusOr<ClassifierAudit> AuditClassifier(absl::Span<const int64_t> noisy_
   const SimultaneousBand eo_band = band_over(rates_of_eo);
   const Interval eo_violation = MaxOf(RangeInterval(eo_band, tpr), RangeInterval(eo_band, fpr));
 
-  std::vector<Interval> intervals(4 * num_groups);
-  for (size_t s = 0; s < intervals.size(); ++s) {
-    intervals[s] = BasicInterval(estimate[s], &samples[s], options.confidence, 0, 1);
-  }
-
+  // Per-group rates: exact noise-aware intervals from the raw released cells (count_interval.h).
+  // The noise and the sampling are independent, so levels sqrt(c) each give coverage >= c.
+  const bool noisy = laplace_scale > 0;
+  const double noise_level = noisy ? std::sqrt(options.confidence) : 1;
+  const double sampling_alpha = noisy ? 1 - noise_level : 1 - options.confidence;
+  const int64_t radius_one = NoisePairRadius({laplace_scale, 1}, noise_level);
+  const int64_t radius_two = NoisePairRadius({laplace_scale, 2}, noise_level);
+  const double small_below = SmallGroupThreshold(laplace_scale, 4);
+  auto interval_of = [&](double estimate, int64_t x, int64_t y, int64_t radius) {
+    const RateBounds bounds = RateInterval(x, y, radius, sampling_alpha);
+    return Interval{estimate, std::min(bounds.lo, estimate), std::max(bounds.hi, estimate)};
+  };
   ClassifierAudit audit;
   audit.groups.resize(num_groups);
   for (int a = 0; a < num_groups; ++a) {
+    // Raw cells (any sign): n00 n01 n10 n11 as cell[yhat * 2 + y].
+    std::array<int64_t, 4> raw;
+    for (int yhat = 0; yhat < 2; ++yhat) {
+      for (int y = 0; y < 2; ++y) raw[yhat * 2 + y] = noisy_counts[(yhat * num_groups + a) * 2 + y];
+    }
     ClassifierGroupAudit& g = audit.groups[a];
-    g.selection_rate = intervals[4 * a];
-    g.tpr = intervals[4 * a + 1];
-    g.fpr = intervals[4 * a + 2];
-    g.error = intervals[4 * a + 3];
-    g.noisy_rows = static_cast<double>(totals[a]);
+    g.selection_rate =
+        interval_of(estimate[4 * a], raw[2] + raw[3], raw[0] + raw[1], radius_two);
+    g.tpr = interval_of(estimate[4 * a + 1], raw[3], raw[1], radius_one);
+    g.fpr = interval_of(estimate[4 * a + 2], raw[2], raw[0], radius_one);
+    g.error = interval_of(estimate[4 * a + 3], raw[2] + raw[1], raw[0] + raw[3], radius_two);
+    g.noisy_rows = static_cast<double>(raw[0] + raw[1] + raw[2] + raw[3]);
+    g.small_group = g.noisy_rows < small_below;
   }
   audit.demographic_parity_violation = dp_violation;
   audit.equalized_odds_violation = eo_violation;
@@ -509,8 +537,14 @@ absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_co
   }
   ks_band.Finish(options.confidence);
   for (int a = 0; a < num_groups; ++a) {
-    audit.groups[a].mean =
-        BasicInterval(audit.groups[a].mean.estimate, &mean_samples[a], options.confidence, lo, hi);
+    Interval& mean = audit.groups[a].mean;
+    mean = BasicInterval(mean.estimate, &mean_samples[a], options.confidence, lo, hi);
+    // The pivot interval collapses to a point when every draw is clamped at one end of the
+    // range (a group whose noisy size is near 0): the release then says nothing about the mean.
+    if (!(mean.hi > mean.lo)) {
+      mean.lo = lo;
+      mean.hi = hi;
+    }
   }
   // KS = max over edges t of the range over groups of CDF_a(t).
   audit.max_ks = Interval{ks_estimate, 0, 0};

@@ -15,13 +15,18 @@
 
 namespace fairvault::core::fairness {
 
-// A point estimate with a two-sided confidence interval from the parametric bootstrap, clipped
-// to the statistic's range. Per-group statistics (rates, means) get the basic (pivot) interval
-// [2θ̂ − q_{1−α/2}, 2θ̂ − q_{α/2}]. The max-over-pairs statistics (the violations and KS) are not
-// smooth where groups tie, and the noise biases them upward, so a pivot interval for them can
-// miss badly (e.g. [0, 0] at an estimate of 0). They get the range of the statistic over a
-// simultaneous (max-t) bootstrap band on the per-group quantities they are made of (rates, or
-// CDFs at each bin edge): conservative, and it always contains the estimate.
+// A point estimate with a two-sided confidence interval, clipped to the statistic's range.
+// Per-group classifier rates get an exact noise-aware interval (count_interval.h): the union of
+// Clopper–Pearson intervals over every true count pair the released pair is consistent with at
+// the public noise scale; it covers both the group's rate on the audited rows and its
+// population rate with at least the nominal probability, at every group size. Regressor means
+// get the basic (pivot) bootstrap interval [2θ̂ − q_{1−α/2}, 2θ̂ − q_{α/2}], or the whole
+// range [lo, hi] where that would collapse to a point (every draw clamped at one end). The max-over-pairs statistics (the
+// violations and KS) are not smooth where groups tie, and the noise biases them upward, so a
+// pivot interval for them can miss badly (e.g. [0, 0] at an estimate of 0). They get the range
+// of the statistic over a simultaneous (max-t) bootstrap band on the per-group quantities they
+// are made of (rates, or CDFs at each bin edge): conservative, and it always contains the
+// estimate.
 struct Interval {
   double estimate = 0;
   double lo = 0;
@@ -43,7 +48,8 @@ struct ClassifierGroupAudit {
   Interval tpr;             // P(ŷ=1 | y=1, a)
   Interval fpr;             // P(ŷ=1 | y=0, a)
   Interval error;           // P(ŷ≠y | a)
-  double noisy_rows = 0;    // Σ of the group's clamped noisy cells
+  double noisy_rows = 0;    // Σ of the group's four raw noisy cells (unbiased; may be < 0)
+  bool small_group = false;  // noisy_rows < SmallGroupThreshold(scale, 4)
 };
 
 struct ClassifierAudit {
@@ -52,13 +58,23 @@ struct ClassifierAudit {
   Interval equalized_odds_violation;      // max pair max(|ΔTPR|, |ΔFPR|)
 };
 
+// The public size below which a group is flagged small: 10 standard deviations of the noise
+// on its noisy size, the sum of `cells` discrete Laplace draws of scale `laplace_scale` (0: no
+// noise, threshold 0). Below it the noise is a sizable share of the group's counts, so its
+// intervals are wide. Depends on the noise scale only (ε and sensitivity), never on the data.
+double SmallGroupThreshold(double laplace_scale, int64_t cells);
+
 // From noisy counts n[ŷ][a][y] flattened as ((ŷ*K)+a)*2+y (the EoCounts layout) released
-// with `noise` on each cell. Cells are clamped at 0 and every rate's denominator is floored at 1,
-// so a group with an empty (noisy) denominator gets rate 0 and still takes part in the
-// violations (unlike metrics.h, which skips it). InvalidArgument for bad options, sizes, counts
-// beyond ±2^52 or an empty `noise`. Thread-safe if `gen` and `noise` are.
+// with discrete Laplace noise of scale `laplace_scale` on each cell (0 if none), whose draws
+// `noise` returns. Estimates: cells are clamped at 0 and every rate's denominator is floored at
+// 1, so a group with an empty (noisy) denominator gets rate 0 and still takes part in the
+// violations (unlike metrics.h, which skips it). Per-group intervals: RateInterval at noise
+// level sqrt(confidence) and sampling level sqrt(confidence) (all of it to sampling without
+// noise), hulled with the estimate. InvalidArgument for bad options, sizes, counts beyond ±2^52,
+// a negative or non-finite scale or an empty `noise`. Thread-safe if `gen` and `noise` are.
 absl::StatusOr<ClassifierAudit> AuditClassifier(absl::Span<const int64_t> noisy_counts,
-                                                int num_groups, const NoiseDraw& noise,
+                                                int num_groups, double laplace_scale,
+                                                const NoiseDraw& noise,
                                                 const AuditOptions& options, absl::BitGenRef gen);
 
 struct RegressorGroupAudit {
