@@ -25,18 +25,21 @@ struct LpRow {
   double bound;
 };
 
-// Minimises objective·x over x ∈ [lower, upper]^n subject to `rows`. Returns x (clamped to the
-// box, which only removes rounding-level excursions of the simplex's basic solution).
+// Minimises objective·x over x_j ∈ [lower_j, upper_j] subject to `rows` (lower_j == upper_j fixes
+// x_j). Returns x (clamped to the box, which only removes rounding-level excursions of the
+// simplex's basic solution).
 absl::StatusOr<std::vector<double>> SolveBoxLp(const std::vector<double>& objective,
-                                               const std::vector<LpRow>& rows, double lower,
-                                               double upper) {
+                                               const std::vector<LpRow>& rows,
+                                               const std::vector<double>& lower,
+                                               const std::vector<double>& upper) {
   glpk::ScopedGlpk scoped_glpk;  // before the problem: it must outlive it
   glpk::ProbPtr lp(glp_create_prob());
   glp_set_obj_dir(lp.get(), GLP_MIN);
   const int n = static_cast<int>(objective.size());
   glp_add_cols(lp.get(), n);
   for (int j = 1; j <= n; ++j) {
-    glp_set_col_bnds(lp.get(), j, GLP_DB, lower, upper);
+    const double lo = lower[j - 1], hi = upper[j - 1];
+    glp_set_col_bnds(lp.get(), j, lo == hi ? GLP_FX : GLP_DB, lo, hi);
     glp_set_obj_coef(lp.get(), j, objective[j - 1]);
   }
   if (!rows.empty()) {
@@ -62,11 +65,12 @@ absl::StatusOr<std::vector<double>> SolveBoxLp(const std::vector<double>& object
   }
 
   RETURN_IF_ERROR(glpk::RunSimplex(lp.get(), glpk::QuietSimplexParams(), "the equalized-odds LP"));
-  // The LP is always feasible (p = ½ everywhere, inside any box we build) and bounded (a box),
-  // so any failure above is the solver's, not bad input.
+  // The LP is always feasible (p = ½ on every constrained group, inside any box we build; fixed
+  // columns belong to groups no row mentions) and bounded (a box), so any failure above is the
+  // solver's, not bad input.
   std::vector<double> x(n);
   for (int j = 1; j <= n; ++j) {
-    x[j - 1] = std::clamp(glp_get_col_prim(lp.get(), j), lower, upper);
+    x[j - 1] = std::clamp(glp_get_col_prim(lp.get(), j), lower[j - 1], upper[j - 1]);
   }
   return x;
 }
@@ -128,6 +132,10 @@ Masses ComputeMasses(const EoCounts& counts, int64_t m) {
 // GLPK refuses (by abort()) problems past 100 million rows, and the simplex would be far too slow
 // long before that; all_pairs grows as 2K(K−1) rows. This bound admits K ≈ 300 with all_pairs.
 constexpr int64_t kMaxRows = 200'000;
+
+// A constraint row counts as active (binding), and a probability as equal to its bound, within
+// this distance: well above GLPK's primal feasibility tolerance (1e-7 relative) on our O(1) rows.
+constexpr double kActiveTolerance = 1e-6;
 
 // GLPK column (1-based) of p[ŷ][a].
 int Column(int yhat, int a, int k) { return yhat * k + a + 1; }
@@ -207,7 +215,18 @@ absl::Status EoOptions::Validate() const {
         absl::StrCat("decision_floor must be finite and in [0, 0.5) (got ", decision_floor,
                      "); it keeps every mixing probability in [floor, 1 - floor], 0 for no floor"));
   }
+  if (min_group_count.has_value() &&
+      !(*min_group_count >= 0 && std::isfinite(*min_group_count))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "min_group_count must be finite and >= 0 (got ", *min_group_count,
+        "); groups with fewer noisy subjects per label keep their predictions, 0 excludes none"));
+  }
   return absl::OkStatus();
+}
+
+double DefaultMinGroupCount(int num_groups, double beta, double epsilon) {
+  if (!std::isfinite(epsilon)) return 0;
+  return 8.0 * std::log(4.0 * num_groups / beta) / epsilon;
 }
 
 absl::Status CheckEoProblemSize(int num_groups, const EoOptions& options) {
@@ -227,8 +246,18 @@ absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const Eo
   RETURN_IF_ERROR(ValidateCountsShape(counts));
   const int k = counts.num_groups;
   RETURN_IF_ERROR(CheckEoProblemSize(k, options));
+  if (!options.group_labels.empty() && static_cast<int>(options.group_labels.size()) != k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group_labels must be empty or name all ", k, " groups (got ",
+                     options.group_labels.size(), ")"));
+  }
+  auto name = [&](int a) {
+    return options.group_labels.empty() ? absl::StrCat("group ", a)
+                                        : absl::StrCat("group '", options.group_labels[a], "'");
+  };
   const double md = static_cast<double>(options.m);
   const Masses q = ComputeMasses(counts, options.m);
+  const double floor = options.decision_floor;
 
   // Noise slack 4 ln(4K/β) / (q·m·ε) of Jagielski et al. Thm 3.1 for the smaller mass q of the
   // pair; 0 without noise.
@@ -238,18 +267,60 @@ absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const Eo
     return private_counts ? 4.0 * log_term / (mass * md * options.epsilon) : 0.0;
   };
 
-  // Pairs (a, b) to constrain: each a != 0 against the reference 0, or every a < b.
-  std::vector<std::pair<int, int>> pairs;
-  for (int a = 1; a < k; ++a) {
-    if (options.all_pairs) {
-      for (int b = 0; b < a; ++b) pairs.emplace_back(a, b);
+  EoSolution solution;
+  solution.groups.resize(k);
+  solution.min_group_count = options.min_group_count.has_value()
+                                 ? *options.min_group_count
+                                 : DefaultMinGroupCount(k, options.beta, options.epsilon);
+
+  // Which groups the noise can resolve, from the released counts only (post-processing): the
+  // smaller of the group's two label counts, cells clamped at 0 and the sum floored at 1 (the
+  // masses' public floor 1/m), against the public threshold.
+  std::vector<int> resolvable;
+  std::vector<int64_t> group_total(k, 0);
+  for (int a = 0; a < k; ++a) {
+    int64_t label_count[2];
+    for (int y = 0; y < 2; ++y) {
+      label_count[y] = std::max<int64_t>(
+          std::max<int64_t>(counts.at(0, a, y), 0) + std::max<int64_t>(counts.at(1, a, y), 0), 1);
+    }
+    group_total[a] = label_count[0] + label_count[1];
+    const int y = label_count[0] <= label_count[1] ? 0 : 1;
+    if (static_cast<double>(label_count[y]) < solution.min_group_count) {
+      EoGroupResult& r = solution.groups[a];
+      r.excluded = true;
+      r.excluded_reason = absl::StrCat("its noisy count with label ", y, " is ", label_count[y],
+                                       ", below min_group_count = ", solution.min_group_count);
     } else {
-      pairs.emplace_back(a, 0);
+      resolvable.push_back(a);
     }
   }
 
-  EoSolution solution;
-  solution.groups.resize(k);
+  // The reference: group 0 if it is resolvable, otherwise the resolvable group with the largest
+  // noisy count (a rule on released values only; lowest index on ties).
+  if (!options.all_pairs && !resolvable.empty()) {
+    solution.reference_group = resolvable[0];
+    for (int a : resolvable) {
+      if (group_total[a] > group_total[solution.reference_group]) solution.reference_group = a;
+    }
+    if (!solution.groups[0].excluded) solution.reference_group = 0;
+  }
+
+  // Pairs (a, b) to constrain, among resolvable groups only: each against the reference, or every
+  // pair. With fewer than two resolvable groups there is nothing to equalize.
+  std::vector<std::pair<int, int>> pairs;
+  const bool constrained = resolvable.size() >= 2;
+  if (constrained) {
+    for (size_t i = 0; i < resolvable.size(); ++i) {
+      const int a = resolvable[i];
+      if (options.all_pairs) {
+        for (size_t j = 0; j < i; ++j) pairs.emplace_back(a, resolvable[j]);
+      } else if (a != solution.reference_group) {
+        pairs.emplace_back(a, solution.reference_group);
+      }
+    }
+  }
+
   std::vector<LpRow> rows;
   rows.reserve(4 * pairs.size());
   for (const auto& [a, b] : pairs) {
@@ -259,10 +330,10 @@ absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const Eo
     // finite and moderate when ε is tiny.
     AddAbsRows(q.fp, a, b, k, std::min(options.gamma + fpr_slack, 1.0), &rows);
     AddAbsRows(q.tp, a, b, k, std::min(options.gamma + tpr_slack, 1.0), &rows);
-    // Reported slack per group: the pair's slack in reference mode (group 0 keeps 0); with
+    // Reported slack per group: the pair's slack in reference mode (the reference keeps 0); with
     // all_pairs, the largest slack over the pairs the group takes part in.
     for (int g : {a, b}) {
-      if (!options.all_pairs && g == 0) continue;
+      if (!options.all_pairs && g == solution.reference_group) continue;
       EoGroupResult& r = solution.groups[g];
       r.fpr_slack = std::max(r.fpr_slack, fpr_slack);
       r.tpr_slack = std::max(r.tpr_slack, tpr_slack);
@@ -270,14 +341,20 @@ absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const Eo
   }
 
   // Error = Σ q[ŷ][a][0]·p[ŷ][a] + q[ŷ][a][1]·(1 − p[ŷ][a]); the constant part is added back below.
-  std::vector<double> objective(2 * k);
-  for (int yhat = 0; yhat < 2; ++yhat) {
-    for (int a = 0; a < k; ++a) {
-      objective[Column(yhat, a, k) - 1] = q.Cell(yhat, a, 0) - q.Cell(yhat, a, 1);
+  // A group outside every constraint keeps its predictions: p[0][a] = floor, p[1][a] = 1 − floor
+  // (the identity when the floor is 0). That is every group when nothing is constrained: the LP
+  // alone would otherwise re-map an unconstrained group from its noisy cells, for accuracy.
+  std::vector<double> objective(2 * k), lower(2 * k, floor), upper(2 * k, 1.0 - floor);
+  for (int a = 0; a < k; ++a) {
+    for (int yhat = 0; yhat < 2; ++yhat) {
+      const int j = Column(yhat, a, k) - 1;
+      objective[j] = q.Cell(yhat, a, 0) - q.Cell(yhat, a, 1);
+      if (solution.groups[a].excluded || !constrained) {
+        lower[j] = upper[j] = yhat == 0 ? floor : 1.0 - floor;
+      }
     }
   }
-  ASSIGN_OR_RETURN(std::vector<double> p, SolveBoxLp(objective, rows, options.decision_floor,
-                                                     1.0 - options.decision_floor));
+  ASSIGN_OR_RETURN(std::vector<double> p, SolveBoxLp(objective, rows, lower, upper));
 
   double constant = 0;
   for (int yhat = 0; yhat < 2; ++yhat) {
@@ -288,6 +365,7 @@ absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const Eo
     }
   }
   solution.noisy_error = solution.objective + constant;
+  bool identity = true;
   for (int a = 0; a < k; ++a) {
     EoGroupResult& r = solution.groups[a];
     r.p0 = p[Column(0, a, k) - 1];
@@ -296,30 +374,84 @@ absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const Eo
     r.noisy_tpr = q.tp[a];
     r.derived_fpr = q.fp[a] * r.p1 + (1.0 - q.fp[a]) * r.p0;
     r.derived_tpr = q.tp[a] * r.p1 + (1.0 - q.tp[a]) * r.p0;
+    identity = identity && std::abs(r.p0 - floor) <= kActiveTolerance &&
+               std::abs(r.p1 - (1.0 - floor)) <= kActiveTolerance;
   }
 
-  if (private_counts && k >= 2) {
-    // Below this mass the slack exceeds 1: the constraint cannot bind (the paper assumes
-    // min q_ay > 4 ln(4K/β)/(mε)).
+  // --- Warnings, naming groups by label. ---
+  const std::string kept =
+      floor > 0 ? absl::StrCat("keeps each prediction with probability ", 1.0 - floor,
+                               " (1 - decision_floor)")
+                : std::string("keeps its predictions (p0 = 0, p1 = 1)");
+  int num_excluded = 0;
+  for (int a = 0; a < k; ++a) {
+    const EoGroupResult& r = solution.groups[a];
+    if (!r.excluded) continue;
+    ++num_excluded;
+    solution.warnings.push_back(absl::StrCat(
+        name(a), " is excluded from the equalized-odds constraints and ", kept, ": ",
+        r.excluded_reason,
+        ", too few for the privacy noise to resolve its rates (lower min_group_count to constrain "
+        "it anyway; more subjects or a larger epsilon would resolve it)"));
+  }
+  if (!options.all_pairs && solution.reference_group > 0) {
+    solution.warnings.push_back(absl::StrCat(
+        "group 0 (", options.group_labels.empty() ? "index 0" : options.group_labels[0],
+        ") is excluded, so the reference is ", name(solution.reference_group),
+        ", the resolvable group with the largest noisy count"));
+  }
+  if (k >= 2 && !constrained) {
+    solution.warnings.push_back(absl::StrCat(
+        resolvable.empty() ? "no group is" : "only one group is",
+        " resolvable at this epsilon, so there is nothing to equalize: no constraint is imposed "
+        "and every group ",
+        kept));
+  }
+  if (private_counts) {
+    // A resolvable group with a mass this small (only possible with a lowered min_group_count)
+    // has a slack above 1: its constraints cannot bind and the LP maps it from noisy cells alone.
     const double threshold = 4.0 * log_term / (md * options.epsilon);
-    for (int a = 0; a < k; ++a) {
+    for (int a : resolvable) {
+      if (!constrained) break;
       const int y = q.Group(a, 0) <= q.Group(a, 1) ? 0 : 1;
       const double mass = q.Group(a, y);
       if (mass < threshold) {
         solution.warnings.push_back(absl::StrCat(
-            "group ", a, ": its noisy mass with label ", y, " is ", mass,
+            name(a), ": its noisy mass with label ", y, " is ", mass,
             ", below 4 ln(4K/beta)/(m epsilon) = ", threshold,
             ", so the privacy slack on its equalized-odds constraints exceeds 1 and they are too "
-            "loose to bind; the group is effectively unconstrained (more subjects or a larger "
-            "epsilon would help)"));
+            "loose to bind; the LP sets its mapping from its noisy counts alone and may change "
+            "its predictions arbitrarily (the default min_group_count would keep them)"));
       }
     }
-    if (options.gamma == 0) {
+  }
+  if (constrained) {
+    // Does any constraint hold with equality at the solution?
+    bool binding = false;
+    for (const LpRow& row : rows) {
+      double lhs = 0;
+      for (const auto& [col, value] : row.entries) lhs += value * p[col - 1];
+      if (std::abs(lhs) >= std::abs(row.bound) - kActiveTolerance) binding = true;
+    }
+    if (!binding && identity) {
+      solution.warnings.push_back(absl::StrCat(
+          "the equalized-odds constraints are not binding at this slack (gamma plus the noise "
+          "allowance); the artifact is the identity (no change to predictions",
+          floor > 0 ? " beyond the decision floor" : "", ")"));
+    } else if (!binding) {
       solution.warnings.push_back(
-          "gamma = 0 asks for exact equalized odds, which no differentially private algorithm "
-          "can guarantee (Cummings et al. 2019, Thm. 1): the rates are equalized on the noisy "
-          "counts only, and on the true data they may differ by up to about twice the reported "
-          "fpr_slack / tpr_slack (Jagielski et al. 2019, Thm. 3.1)");
+          "the equalized-odds constraints are not binding at this slack (gamma plus the noise "
+          "allowance): the fit only lowered each group's noisy error and did not move any "
+          "group's rates toward the others");
+    }
+    if (private_counts && options.gamma == 0) {
+      solution.warnings.push_back(absl::StrCat(
+          "gamma = 0 does not give exact equalized odds: no differentially private algorithm can "
+          "guarantee that (Cummings et al. 2019, Thm. 1). The constraints let each compared "
+          "pair's rates differ on the noisy counts by the noise allowance (fpr_slack / tpr_slack, "
+          "per group), and on the true data by up to about twice it, with probability at least "
+          "1 - beta (Jagielski et al. 2019, Thm. 3.1)",
+          num_excluded > 0 ? "; excluded groups are not constrained at all" : ""));
     }
   }
   return solution;

@@ -5,6 +5,7 @@
 #define FAIRVAULT_CORE_POSTPROCESS_EQUALIZED_ODDS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,30 @@ struct EoOptions {
   // (ŷ, a) cell gets a deterministic decision. Finite, in [0, 0.5). The LP stays feasible:
   // p = ½ everywhere equalizes all rates. A floor > 0 can only raise the objective.
   double decision_floor = 0;
+  // Public threshold, in subjects, below which the noise cannot resolve a group. A group whose
+  // smaller noisy count min_y (n[0][a][y] + n[1][a][y]) (cells clamped at 0, the sum floored at
+  // 1) is below it is *excluded*: it keeps its predictions (p0 = decision_floor,
+  // p1 = 1 − decision_floor; the identity when the floor is 0), takes no part in any constraint,
+  // and the reference group, if it was group 0, becomes the resolvable group with the largest
+  // noisy count. The decision reads only the released counts, so it is post-processing.
+  // Unset: DefaultMinGroupCount(K, beta, epsilon). 0: no group is excluded (the paper's LP).
+  // Otherwise finite and >= 0.
+  std::optional<double> min_group_count;
+  // Names of the groups for warnings (index a → label, e.g. "Female|Black"); empty: "group a".
+  // Either empty or of size num_groups.
+  std::vector<std::string> group_labels;
   absl::Status Validate() const;
 };
+
+// 8 ln(4K/β)/ε, a function of public parameters only (0 when epsilon = +inf: exact counts
+// resolve every group). Half of it, 4 ln(4K/β)/ε, is the count below which the noise allowance
+// 4 ln(4K/β)/(q_ay·m·ε) of Jagielski et al. Thm 3.1 exceeds 1, so a group's constraints could
+// not bind and the LP would map it from the noise alone. The other half covers the noise on the
+// count itself: each of the 4K released cells is off by more than (2/ε) ln(4K/β) with
+// probability at most about β/(4K), so with probability about 1 − β every group that passes has
+// a true count per label above 4 ln(4K/β)/ε, the assumption (min q̂_ay > 4 ln(4K/β)/(mε)) under
+// which Thm 3.1 bounds its true gap.
+double DefaultMinGroupCount(int num_groups, double beta, double epsilon);
 
 struct EoGroupResult {
   double p0 = 0;                            // P(Ỹ=1 | Ŷ=0, A=a)
@@ -51,12 +74,22 @@ struct EoGroupResult {
   // On the true data Jagielski et al. Thm 3.1 bounds the gap by gamma plus about twice this:
   // 8 ln(4K/β)/(min q̂·m·ε − 4 ln(4K/β)) with the exact masses q̂, w.p. ≥ 1 − β.
   double fpr_slack = 0, tpr_slack = 0;
+  // True when the group's noisy counts are below min_group_count: mapped by the identity (up to
+  // the decision floor) and left out of every constraint; `excluded_reason` says why, with the
+  // numbers.
+  bool excluded = false;
+  std::string excluded_reason;
 };
 
 struct EoSolution {
   std::vector<EoGroupResult> groups;
   double objective = 0;    // Σ (q[ŷ][a][0] − q[ŷ][a][1]) p[ŷ][a]
   double noisy_error = 0;  // objective + Σ_{ŷ,a} q[ŷ][a][1], the derived predictor's error
+  // The reference every other resolvable group is compared with: 0 unless group 0 is excluded,
+  // then the resolvable group with the largest noisy count (lowest index on ties). −1 with
+  // all_pairs, or when no group is resolvable.
+  int reference_group = -1;
+  double min_group_count = 0;  // the threshold applied (options' value or the default)
   std::vector<std::string> warnings;
 };
 
@@ -67,8 +100,11 @@ absl::Status CheckEoProblemSize(int num_groups, const EoOptions& options);
 
 // Solves the §1 LP, with p[ŷ][a] in [decision_floor, 1 − decision_floor], on counts (noisy or
 // exact) divided by options.m. Noisy masses q_ay are clamped below at 1/m (a public floor)
-// before dividing; a warning names each group whose mass is below 4 ln(4K/β)/(m ε), where the
-// slack is too large for the constraint to bind.
+// before dividing. Groups below options.min_group_count are excluded (see EoOptions) and named
+// in a warning; with fewer than two resolvable groups nothing is constrained and every group
+// keeps its predictions. Warnings also name each resolvable group whose mass is below
+// 4 ln(4K/β)/(m ε) (possible only with a lowered min_group_count), say when no constraint binds
+// at the solution, and what gamma = 0 means under noise.
 // With epsilon = +inf the slack is 0 (the non-private Hardt et al. LP).
 // Internal if GLPK fails. Thread-safe: concurrent calls are independent (GLPK 5.0 keeps its
 // environment per thread; a GLPK built without thread-local storage is serialised by a mutex).
