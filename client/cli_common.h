@@ -44,6 +44,7 @@ std::vector<Command> LocalCommands();      // cli_local.cc: apply-eo, metrics
 std::vector<Command> TrainCommands();      // cli_train.cc: train-logreg
 std::vector<Command> AuditCommands();      // cli_audit.cc: audit classifier|regressor
 std::vector<Command> DecideCommands();     // cli_decide.cc: postprocess regression, decide
+std::vector<Command> EoScoresCommands();   // cli_eo_scores.cc: postprocess eo-scores
 std::vector<Command> ReportCommands();     // cli_report.cc: report audit|sweep (local)
 
 // What a command runs with: its parsed flags and, for remote commands, a client created on

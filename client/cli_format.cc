@@ -111,6 +111,36 @@ std::string FormatStatisticalParity(const v1::StatisticalParityPostProcessor& sp
   return out;
 }
 
+std::string FormatEqualizedOddsScores(const v1::EqualizedOddsScoresPostProcessor& eo) {
+  std::string out = absl::StrCat(
+      "equalized-odds post-processor on scores over [", absl::StrJoin(eo.attributes(), ", "),
+      "]: m=", eo.m(), " epsilon=", Num(eo.epsilon()), " gamma=", Num(eo.gamma()), " reference=",
+      eo.reference_group() < 0 ? std::string("all pairs")
+                               : absl::StrCat("group ", eo.reference_group()),
+      eo.monotone() ? " (randomized thresholds)" : " (not monotone)", "\nscore grid: [",
+      Num(eo.lo()), ", ", Num(eo.hi()), "] in ", eo.bins(), " bins; scores clipped: ",
+      eo.scores_clipped(), "\nnoisy error of the derived predictor: ", Num(eo.noisy_error()),
+      "\n");
+  auto f = [](double v) { return absl::StrFormat("%.4f", v); };
+  TextTable table({"GROUP", "NOISY_N[Y0]", "NOISY_N[Y1]", "DERIVED_FPR", "DERIVED_TPR",
+                   "P(1|BIN) lowest..highest"});
+  for (const v1::EqualizedOddsScoresGroup& g : eo.groups()) {
+    int64_t n0 = 0, n1 = 0;
+    for (int64_t c : g.noisy_counts_label0()) n0 += c;
+    for (int64_t c : g.noisy_counts_label1()) n1 += c;
+    std::vector<std::string> p;
+    for (double v : g.p_positive()) p.push_back(absl::StrFormat("%.2f", v));
+    table.AddRow({g.group(), absl::StrCat(n0), absl::StrCat(n1), f(g.derived_fpr()),
+                  f(g.derived_tpr()), absl::StrJoin(p, " ")});
+  }
+  out += table.Render();
+  for (const std::string& w : eo.warnings()) absl::StrAppend(&out, "warning: ", w, "\n");
+  absl::StrAppend(&out, "decision floor: ", Num(eo.decision_floor()),
+                  "; decision log-ratio bound (what one Decide reveals): ",
+                  Num(eo.decision_log_ratio_bound()), "\n");
+  return out;
+}
+
 }  // namespace
 
 std::string FormatArtifact(const v1::Artifact& artifact) {
@@ -120,6 +150,9 @@ std::string FormatArtifact(const v1::Artifact& artifact) {
                                  "  ledger seq: ", artifact.ledger_seq(), "\n");
   if (artifact.has_statistical_parity()) {
     return out + FormatStatisticalParity(artifact.statistical_parity());
+  }
+  if (artifact.has_equalized_odds_scores()) {
+    return out + FormatEqualizedOddsScores(artifact.equalized_odds_scores());
   }
   if (!artifact.has_equalized_odds()) return out + "(artifact has no known body)\n";
   const v1::EqualizedOddsPostProcessor& eo = artifact.equalized_odds();

@@ -15,17 +15,28 @@
 namespace fairvault::client::cli {
 namespace {
 
-// Accepts what `postprocess eo --out`, `artifact get --out` or `--json` wrote: an Artifact,
-// a Fit/GetArtifact response, or a bare EqualizedOddsPostProcessor.
-absl::StatusOr<v1::EqualizedOddsPostProcessor> LoadEqualizedOdds(const std::string& path) {
+// Accepts what `postprocess eo --out`, `postprocess eo-scores --out`, `artifact get --out` or
+// `--json` wrote: an Artifact, a Fit/GetArtifact response, or a bare EqualizedOddsPostProcessor;
+// returns the applier of either kind (binary predictions, or scores).
+absl::StatusOr<EqualizedOddsApplier> LoadEqualizedOdds(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string json, ReadFileToString(path));
   v1::Artifact artifact;
-  if (FromJson(json, path, artifact).ok() && artifact.has_equalized_odds()) {
-    return artifact.equalized_odds();
+  if (FromJson(json, path, artifact).ok()) {
+    if (artifact.has_equalized_odds()) {
+      return EqualizedOddsApplier::Create(artifact.equalized_odds());
+    }
+    if (artifact.has_equalized_odds_scores()) {
+      return EqualizedOddsApplier::Create(artifact.equalized_odds_scores());
+    }
   }
   v1::FitEqualizedOddsResponse response;  // a superset of GetArtifactResponse
   if (FromJson(json, path, response).ok() && response.artifact().has_equalized_odds()) {
-    return response.artifact().equalized_odds();
+    return EqualizedOddsApplier::Create(response.artifact().equalized_odds());
+  }
+  v1::FitEqualizedOddsScoresResponse scores_response;
+  if (FromJson(json, path, scores_response).ok() &&
+      scores_response.artifact().has_equalized_odds_scores()) {
+    return EqualizedOddsApplier::Create(scores_response.artifact().equalized_odds_scores());
   }
   v1::EqualizedOddsPostProcessor processor;
   absl::Status status = FromJson(json, path, processor);
@@ -33,20 +44,27 @@ absl::StatusOr<v1::EqualizedOddsPostProcessor> LoadEqualizedOdds(const std::stri
     return absl::InvalidArgumentError(
         absl::StrCat(path,
                      ": not an equalized-odds artifact (expected the JSON written by "
-                     "`fairvault postprocess eo --out` or `fairvault artifact get --out`)"));
+                     "`fairvault postprocess eo --out`, `postprocess eo-scores --out` or "
+                     "`fairvault artifact get --out`)"));
   }
-  return processor;
+  return EqualizedOddsApplier::Create(processor);
 }
 
 absl::Status ApplyEo(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   const std::string path = flags.Get("csv");
-  ASSIGN_OR_RETURN(const v1::EqualizedOddsPostProcessor processor,
-                   LoadEqualizedOdds(flags.Get("artifact")));
-  ASSIGN_OR_RETURN(const EqualizedOddsApplier applier, EqualizedOddsApplier::Create(processor));
+  ASSIGN_OR_RETURN(const EqualizedOddsApplier applier, LoadEqualizedOdds(flags.Get("artifact")));
+  // A binary artifact decides --prediction-column, one fitted on scores --score-column.
+  const bool scores = applier.takes_scores();
+  const char* input_flag = scores ? "score-column" : "prediction-column";
+  if (!flags.Has(input_flag) || flags.Has(scores ? "prediction-column" : "score-column")) {
+    return UsageError(absl::StrCat("this artifact was fitted on ",
+                                   scores ? "scores" : "binary predictions", ": pass --",
+                                   input_flag, " (and not --",
+                                   scores ? "prediction-column" : "score-column", ")"));
+  }
   ASSIGN_OR_RETURN(CsvTable table, ReadCsvFile(path));
-  ASSIGN_OR_RETURN(const size_t prediction_index,
-                   table.ColumnIndex(flags.Get("prediction-column")));
+  ASSIGN_OR_RETURN(const size_t prediction_index, table.ColumnIndex(flags.Get(input_flag)));
   ASSIGN_OR_RETURN(const std::vector<std::string> groups,
                    GroupLabels(table, flags.GetList("group-column")));
   const std::string output_column = flags.Get("output-column", "fair_prediction");
@@ -61,8 +79,15 @@ absl::Status ApplyEo(Context& ctx) {
   };
   std::map<std::string, Tally> tallies;
   for (size_t r = 0; r < table.rows.size(); ++r) {
-    ASSIGN_OR_RETURN(const int prediction, ParseBinaryCell(table, path, r, prediction_index));
-    absl::StatusOr<int> decision = applier.Decide(prediction, groups[r], gen);
+    int prediction = 0;  // binary artifacts only
+    absl::StatusOr<int> decision;
+    if (scores) {
+      ASSIGN_OR_RETURN(const double score, ParseCell(table, path, r, prediction_index));
+      decision = applier.DecideScore(score, groups[r], gen);
+    } else {
+      ASSIGN_OR_RETURN(prediction, ParseBinaryCell(table, path, r, prediction_index));
+      decision = applier.Decide(prediction, groups[r], gen);
+    }
     if (!decision.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ":", table.row_lines[r], ": ", decision.status().message()));
@@ -78,7 +103,8 @@ absl::Status ApplyEo(Context& ctx) {
 
   TextTable summary({"GROUP", "ROWS", "POSITIVE_BEFORE", "POSITIVE_AFTER"});
   for (const auto& [group, t] : tallies) {
-    summary.AddRow({group, absl::StrCat(t.rows), absl::StrCat(t.before), absl::StrCat(t.after)});
+    summary.AddRow({group, absl::StrCat(t.rows), scores ? "-" : absl::StrCat(t.before),
+                    absl::StrCat(t.after)});
   }
   const std::string out_path = flags.Get("out");
   if (out_path.empty()) {
@@ -150,11 +176,15 @@ std::vector<Command> LocalCommands() {
       {"apply-eo",
        "apply an equalized-odds artifact to your rows, locally",
        "Each row's decision is a fresh coin from the OS CSPRNG with the artifact's probability\n"
-       "for (prediction, group). Writes the input CSV plus the decision column.",
-       {{"artifact", "FILE.json", "artifact JSON from `postprocess eo --out` or `artifact get`",
+       "for (prediction, group), or (score bin, group) for an artifact fitted on scores\n"
+       "(`postprocess eo-scores`). Writes the input CSV plus the decision column.",
+       {{"artifact", "FILE.json",
+         "artifact JSON from `postprocess eo --out`, `postprocess eo-scores --out` or "
+         "`artifact get`",
          true},
         {"csv", "FILE", "CSV with a header row", true},
-        {"prediction-column", "COL", "0/1 predictions of your model", true},
+        {"prediction-column", "COL", "0/1 predictions of your model (binary artifacts)"},
+        {"score-column", "COL", "your model's scores (artifacts fitted on scores)"},
         {"group-column", "COL[,COL...]",
          "group label column(s); several are joined with '|' as in the artifact (Female|White)",
          true, true},

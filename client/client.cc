@@ -272,6 +272,12 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Client::FitStatisticalParityPos
   return CallUnary(company_.get(), &v1::CompanyService::Stub::FitStatisticalParityPostProcessor,
                    NewContext().get(), req);
 }
+absl::StatusOr<v1::FitEqualizedOddsScoresResponse> Client::FitEqualizedOddsScoresPostProcessor(
+    const v1::FitEqualizedOddsScoresRequest& req) {
+  return CallUnary(company_.get(),
+                   &v1::CompanyService::Stub::FitEqualizedOddsScoresPostProcessor,
+                   NewContext().get(), req);
+}
 
 absl::StatusOr<v1::AuditClassifierResponse> Client::AuditClassifier(
     const v1::AuditClassifierRequest& req) {

@@ -104,6 +104,8 @@ class Client {
       const v1::FitEqualizedOddsRequest& req);
   absl::StatusOr<v1::FitStatisticalParityResponse> FitStatisticalParityPostProcessor(
       const v1::FitStatisticalParityRequest& req);
+  absl::StatusOr<v1::FitEqualizedOddsScoresResponse> FitEqualizedOddsScoresPostProcessor(
+      const v1::FitEqualizedOddsScoresRequest& req);
   // One spending call each: a whole fairness report as one composed release.
   absl::StatusOr<v1::AuditClassifierResponse> AuditClassifier(
       const v1::AuditClassifierRequest& req);

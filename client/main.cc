@@ -21,6 +21,7 @@ std::vector<Section> AllSections() {
   std::vector<Command> company = CompanyCommands();
   for (Command& c : AuditCommands()) company.push_back(std::move(c));
   for (Command& c : DecideCommands()) company.push_back(std::move(c));
+  for (Command& c : EoScoresCommands()) company.push_back(std::move(c));
   std::vector<Command> local = LocalCommands();
   for (Command& c : TrainCommands()) local.push_back(std::move(c));
   for (Command& c : ReportCommands()) local.push_back(std::move(c));

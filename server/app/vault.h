@@ -112,6 +112,9 @@ class Vault {
       const Caller& caller, const v1::FitEqualizedOddsRequest& req);
   absl::StatusOr<v1::FitStatisticalParityResponse> FitStatisticalParity(
       const Caller& caller, const v1::FitStatisticalParityRequest& req);
+  // Equalized odds from scores (issue 8 §6; vault_eo_scores.cc).
+  absl::StatusOr<v1::FitEqualizedOddsScoresResponse> FitEqualizedOddsScores(
+      const Caller& caller, const v1::FitEqualizedOddsScoresRequest& req);
   absl::StatusOr<v1::AuditClassifierResponse> AuditClassifier(
       const Caller& caller, const v1::AuditClassifierRequest& req);
   absl::StatusOr<v1::AuditRegressorResponse> AuditRegressor(const Caller& caller,

@@ -59,6 +59,9 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
         "exactly; fit the post-processor with decision_floor > 0 to use Decide"));
   }
   const bool is_eo = artifact.has_equalized_odds();
+  // Equalized odds from scores: the input is a score (binned as for statistical parity), the
+  // output a 0/1 decision.
+  const bool is_eo_scores = artifact.has_equalized_odds_scores();
   auto dataset = store_->GetDataset(artifact.dataset());
   if (absl::IsNotFound(dataset.status())) {
     return absl::FailedPreconditionError(
@@ -67,13 +70,16 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
   RETURN_IF_ERROR(dataset.status());
   ASSIGN_OR_RETURN(auto all_attributes, DatasetAttributes(*dataset));
   const auto& artifact_attributes =
-      is_eo ? artifact.equalized_odds().attributes() : artifact.statistical_parity().attributes();
+      is_eo          ? artifact.equalized_odds().attributes()
+      : is_eo_scores ? artifact.equalized_odds_scores().attributes()
+                     : artifact.statistical_parity().attributes();
   ASSIGN_OR_RETURN(GroupSpec spec,
                    ResolveGroups(all_attributes, dataset->name, artifact_attributes));
 
   // The artifact's per-group rule, in the dataset's group order.
   std::vector<std::string> labels;
   std::vector<double> p0, p1;  // equalized odds
+  std::vector<std::vector<double>> p_bin;  // equalized odds from scores: [group][bin]
   pp::SpSolution transport;    // statistical parity: only the transport is read
   pp::ScoreGrid grid;
   if (is_eo) {
@@ -81,6 +87,14 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
       labels.push_back(g.group());
       p0.push_back(g.p_flip_to_1_given_0());
       p1.push_back(g.p_keep_1_given_1());
+    }
+  } else if (is_eo_scores) {
+    const auto& eos = artifact.equalized_odds_scores();
+    grid = pp::ScoreGrid{eos.lo(), eos.hi(), eos.bins()};
+    RETURN_IF_ERROR(grid.Validate());
+    for (const auto& g : eos.groups()) {
+      labels.push_back(g.group());
+      p_bin.emplace_back(g.p_positive().begin(), g.p_positive().end());
     }
   } else {
     const auto& sp = artifact.statistical_parity();
@@ -185,7 +199,9 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     // A fresh draw from the secure generator.
     const double output =
         is_eo ? (absl::Bernoulli(gen_, input[i] == 1 ? p1[group[i]] : p0[group[i]]) ? 1 : 0)
-              : pp::SampleFairScore(transport, grid, group[i], static_cast<int>(input[i]), gen_);
+        : is_eo_scores
+            ? (absl::Bernoulli(gen_, p_bin[group[i]][static_cast<int>(input[i])]) ? 1 : 0)
+            : pp::SampleFairScore(transport, grid, group[i], static_cast<int>(input[i]), gen_);
     resp.add_outputs(output);
     fresh.push_back(storage::DecisionRow{key, input[i], output});
     fresh_output.emplace(key, output);

@@ -104,6 +104,21 @@ absl::StatusOr<double> DecisionLogRatioBound(const v1::Artifact& artifact) {
     }
     return bound;
   }
+  if (artifact.has_equalized_odds_scores()) {
+    // Per score bin, the outcome distribution (1 − p, p) of each group.
+    const auto& eo = artifact.equalized_odds_scores();
+    for (int j = 0; j < eo.bins(); ++j) {
+      std::vector<std::vector<double>> given_bin;
+      for (const auto& g : eo.groups()) {
+        if (g.p_positive_size() != eo.bins()) {
+          return absl::DataLossError("p_positive of wrong size");
+        }
+        given_bin.push_back({1 - g.p_positive(j), g.p_positive(j)});
+      }
+      bound = std::max(bound, LogRatioBound(given_bin));
+    }
+    return bound;
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("artifact '", artifact.id(), "' is not an attribute-aware post-processor"));
 }

@@ -156,6 +156,12 @@ grpc::Status CompanyServiceImpl::FitStatisticalParityPostProcessor(
   return Handle(*vault_, ctx, resp,
                 [&](const Caller& c) { return vault_->FitStatisticalParity(c, *req); });
 }
+grpc::Status CompanyServiceImpl::FitEqualizedOddsScoresPostProcessor(
+    grpc::ServerContext* ctx, const v1::FitEqualizedOddsScoresRequest* req,
+    v1::FitEqualizedOddsScoresResponse* resp) {
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) { return vault_->FitEqualizedOddsScores(c, *req); });
+}
 grpc::Status CompanyServiceImpl::AuditClassifier(grpc::ServerContext* ctx,
                                                  const v1::AuditClassifierRequest* req,
                                                  v1::AuditClassifierResponse* resp) {

@@ -53,6 +53,9 @@ class CompanyServiceImpl final : public v1::CompanyService::Service {
   grpc::Status FitStatisticalParityPostProcessor(grpc::ServerContext* ctx,
                                                  const v1::FitStatisticalParityRequest* req,
                                                  v1::FitStatisticalParityResponse* resp) override;
+  grpc::Status FitEqualizedOddsScoresPostProcessor(
+      grpc::ServerContext* ctx, const v1::FitEqualizedOddsScoresRequest* req,
+      v1::FitEqualizedOddsScoresResponse* resp) override;
   grpc::Status AuditClassifier(grpc::ServerContext* ctx, const v1::AuditClassifierRequest* req,
                                v1::AuditClassifierResponse* resp) override;
   grpc::Status AuditRegressor(grpc::ServerContext* ctx, const v1::AuditRegressorRequest* req,
