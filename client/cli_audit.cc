@@ -33,19 +33,29 @@ absl::StatusOr<double> Confidence(const ParsedFlags& flags) {
   return confidence;
 }
 
+// The footnote under a table with a SMALL column, when a group is flagged.
+std::string SmallGroupNote(bool any_small, double threshold) {
+  if (!any_small) return "";
+  return absl::StrCat("SMALL: noisy size below ", Num(threshold),
+                      " (10 noise standard deviations at this epsilon); the noise is a sizable "
+                      "share of the group's counts, so its intervals are wide\n");
+}
+
 std::string FormatClassifierReport(const v1::ClassifierAuditReport& r) {
   std::string out = absl::StrCat("classifier audit over [", absl::StrJoin(r.attributes(), ", "),
                                  "]: m=", r.m(), " epsilon=", Num(r.epsilon()), ", ",
                                  ConfidencePercent(r.confidence()), " confidence intervals\n");
-  TextTable table({"GROUP", "SELECTION_RATE", "TPR", "FPR", "ERROR", "NOISY_N"});
+  TextTable table({"GROUP", "SELECTION_RATE", "TPR", "FPR", "ERROR", "NOISY_N", "SMALL"});
+  bool any_small = false;
   for (const v1::ClassifierGroupReport& g : r.groups()) {
     const int64_t noisy_n = g.noisy_pred0_label0() + g.noisy_pred0_label1() +
                             g.noisy_pred1_label0() + g.noisy_pred1_label1();
+    any_small |= g.small_group();
     table.AddRow({g.group(), Rate(g.selection_rate()), Rate(g.tpr()), Rate(g.fpr()),
-                  Rate(g.error()), absl::StrCat(noisy_n)});
+                  Rate(g.error()), absl::StrCat(noisy_n), g.small_group() ? "SMALL" : "-"});
   }
   absl::StrAppend(
-      &out, table.Render(),
+      &out, table.Render(), SmallGroupNote(any_small, r.small_group_threshold()),
       "demographic-parity violation (max |dSelection|): ", Rate(r.demographic_parity_violation()),
       "\nequalized-odds violation (max |dTPR|, |dFPR|): ", Rate(r.equalized_odds_violation()),
       "\n");
@@ -58,13 +68,17 @@ std::string FormatRegressorReport(const v1::RegressorAuditReport& r) {
                    " epsilon=", Num(r.epsilon()), ", ", ConfidencePercent(r.confidence()),
                    " confidence intervals\nscore grid: [", Num(r.lo()), ", ", Num(r.hi()), "] in ",
                    r.bins(), " bins; scores clipped: ", r.scores_clipped(), "\n");
-  TextTable means({"GROUP", "MEAN", "NOISY_N"});
+  TextTable means({"GROUP", "MEAN", "NOISY_N", "SMALL"});
+  bool any_small = false;
   for (const v1::RegressorGroupReport& g : r.groups()) {
     int64_t noisy_n = 0;
     for (int64_t c : g.noisy_counts()) noisy_n += c;
-    means.AddRow({g.group(), Value(g.mean()), absl::StrCat(noisy_n)});
+    any_small |= g.small_group();
+    means.AddRow(
+        {g.group(), Value(g.mean()), absl::StrCat(noisy_n), g.small_group() ? "SMALL" : "-"});
   }
-  absl::StrAppend(&out, means.Render(), "max pairwise KS distance: ", Rate(r.max_ks()), "\n");
+  absl::StrAppend(&out, means.Render(), SmallGroupNote(any_small, r.small_group_threshold()),
+                  "max pairwise KS distance: ", Rate(r.max_ks()), "\n");
   // Histograms: one row per bin, one column per group (share of the group).
   std::vector<std::string> header = {"BIN"};
   for (const v1::RegressorGroupReport& g : r.groups()) header.push_back(g.group());
@@ -157,7 +171,9 @@ std::vector<Command> AuditCommands() {
        "(company)",
        "One spending call: per-group selection rate, TPR, FPR and error, and the demographic-\n"
        "parity and equalized-odds violations, each with a confidence interval covering both\n"
-       "the DP noise and sampling error. Prediction and label columns: numeric 0/1.",
+       "the DP noise and sampling error (per-group rates: exact, at least the nominal level at\n"
+       "every group size). Groups whose noisy size is within the noise are marked SMALL.\n"
+       "Prediction and label columns: numeric 0/1.",
        {table,
         {"prediction-column", "COL", "numeric 0/1 column with your model's predictions", true},
         {"label-column", "COL", "numeric 0/1 column with the true labels", true},

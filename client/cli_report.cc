@@ -18,9 +18,14 @@ report::ClassifierAudit ToReport(const v1::ClassifierAuditReport& r, const std::
   audit.dataset = dataset;
   audit.attributes.assign(r.attributes().begin(), r.attributes().end());
   for (const v1::ClassifierGroupReport& g : r.groups()) {
+    // The noisy size from the released cells, so audits from older servers show it too.
+    const int64_t noisy_rows = g.noisy_pred0_label0() + g.noisy_pred0_label1() +
+                               g.noisy_pred1_label0() + g.noisy_pred1_label1();
     audit.groups.push_back({g.group(), ToEstimate(g.selection_rate()), ToEstimate(g.tpr()),
-                            ToEstimate(g.fpr()), ToEstimate(g.error())});
+                            ToEstimate(g.fpr()), ToEstimate(g.error()), noisy_rows,
+                            g.small_group()});
   }
+  audit.small_group_threshold = r.small_group_threshold();
   audit.demographic_parity_violation = ToEstimate(r.demographic_parity_violation());
   audit.equalized_odds_violation = ToEstimate(r.equalized_odds_violation());
   audit.confidence = r.confidence();
@@ -34,9 +39,13 @@ report::RegressorAudit ToReport(const v1::RegressorAuditReport& r, const std::st
   audit.dataset = dataset;
   audit.attributes.assign(r.attributes().begin(), r.attributes().end());
   for (const v1::RegressorGroupReport& g : r.groups()) {
-    audit.groups.push_back(
-        {g.group(), ToEstimate(g.mean()), {g.histogram().begin(), g.histogram().end()}});
+    int64_t noisy_rows = 0;
+    for (int64_t c : g.noisy_counts()) noisy_rows += c;
+    audit.groups.push_back({g.group(), ToEstimate(g.mean()),
+                            {g.histogram().begin(), g.histogram().end()}, noisy_rows,
+                            g.small_group()});
   }
+  audit.small_group_threshold = r.small_group_threshold();
   audit.max_ks = ToEstimate(r.max_ks());
   audit.confidence = r.confidence();
   audit.epsilon = r.epsilon();

@@ -47,6 +47,29 @@ void AppendRowLabel(std::string& svg, double x, double y, absl::string_view text
                         x, y + 4, HtmlEscape(text));
 }
 
+// A group's name in the charts and legends, marked when the group is small.
+std::string GroupLabel(const std::string& name, bool small_group) {
+  return small_group ? absl::StrCat(name, " (small)") : name;
+}
+
+// The table cells for a group's noisy size and its small-group flag.
+std::string SizeCells(int64_t noisy_rows, bool small_group) {
+  return absl::StrCat("<td>", noisy_rows, "</td><td>",
+                      small_group ? "<strong class=\"small-group\">small</strong>" : "–",
+                      "</td>");
+}
+
+// The note under a table when some group is small.
+std::string SmallGroupNote(bool any_small, double threshold) {
+  if (!any_small) return "";
+  return absl::StrCat(
+      "<p class=\"small-group-note\"><strong>small</strong>: the group's noisy size is below ",
+      HtmlEscape(FormatNumber(threshold)),
+      " (10 standard deviations of the noise at this ε, a public threshold; the flag is "
+      "computed from the noisy counts only). The noise is a sizable share of its counts, so its "
+      "intervals are wide.</p>");
+}
+
 std::vector<std::pair<std::string, std::string>> GroupMeta(absl::string_view dataset,
                                                            const std::vector<std::string>& attrs,
                                                            double epsilon, double confidence) {
@@ -119,7 +142,10 @@ absl::StatusOr<std::string> RenderClassifierAuditHtml(const ClassifierAudit& aud
   }
   svg += plot + "</g>";
   std::vector<std::pair<std::string, std::string>> legend;
-  for (size_t g = 0; g < groups; ++g) legend.push_back({audit.groups[g].name, SeriesColour(g)});
+  for (size_t g = 0; g < groups; ++g) {
+    legend.push_back(
+        {GroupLabel(audit.groups[g].name, audit.groups[g].small_group), SeriesColour(g)});
+  }
   legend.push_back({"max over group pairs", kViolationColour});
   AppendLegend(svg, area.right() + 24, area.top + 4, legend);
   svg += "</svg>";
@@ -128,16 +154,18 @@ absl::StatusOr<std::string> RenderClassifierAuditHtml(const ClassifierAudit& aud
       absl::StrCat("<table><caption>Per-group estimates (", Percent(audit.confidence),
                    " confidence intervals)</caption><tr><th>group</th>");
   for (const Metric& m : metrics) absl::StrAppend(&body, "<th>", m.label, "</th>");
-  body += "</tr>";
+  body += "<th>noisy size</th><th>small group</th></tr>";
+  bool any_small = false;
   for (const ClassifierGroup& g : audit.groups) {
+    any_small |= g.small_group;
     absl::StrAppend(&body, "<tr><td>", HtmlEscape(g.name), "</td>");
     for (const Metric& m : metrics) {
       absl::StrAppend(&body, "<td>", HtmlEscape(IntervalText(g.*(m.field))), "</td>");
     }
-    body += "</tr>";
+    absl::StrAppend(&body, SizeCells(g.noisy_rows, g.small_group), "</tr>");
   }
-  absl::StrAppend(&body,
-                  "</table><table><caption>Fairness violations</caption>"
+  absl::StrAppend(&body, "</table>", SmallGroupNote(any_small, audit.small_group_threshold),
+                  "<table><caption>Fairness violations</caption>"
                   "<tr><th>measure</th><th>estimate</th></tr>"
                   "<tr><td>demographic parity: max |selection<sub>a</sub> \u2212 "
                   "selection<sub>b</sub>|</td><td>",
@@ -152,7 +180,8 @@ absl::StatusOr<std::string> RenderClassifierAuditHtml(const ClassifierAudit& aud
       "Per-group selection rate, true- and false-positive rates and error of the classifier, "
       "and the demographic-parity (DP) and equalized-odds (EO) violations, from one "
       "differentially private release; whiskers are confidence intervals covering the DP "
-      "noise and sampling error.",
+      "noise and sampling error (per-group rates: exact, at least the stated level at every "
+      "group size). Groups marked (small) have a noisy size within the noise.",
       body);
 }
 
@@ -216,24 +245,31 @@ absl::StatusOr<std::string> RenderRegressorAuditHtml(const RegressorAudit& audit
                             d, colour, HtmlEscape(group.name));
     }
     const double row_y = means.top + 6 + (static_cast<double>(g) + 0.5) * kRow;
-    AppendRowLabel(svg, means.left - 10, row_y, group.name);
+    AppendRowLabel(svg, means.left - 10, row_y, GroupLabel(group.name, group.small_group));
     AppendRowEstimate(plot, x, row_y, group.mean, colour, absl::StrCat(group.name, " mean"));
   }
   svg += plot + "</g>";
   std::vector<std::pair<std::string, std::string>> legend;
-  for (size_t g = 0; g < groups; ++g) legend.push_back({audit.groups[g].name, SeriesColour(g)});
+  for (size_t g = 0; g < groups; ++g) {
+    legend.push_back(
+        {GroupLabel(audit.groups[g].name, audit.groups[g].small_group), SeriesColour(g)});
+  }
   AppendLegend(svg, hist.right() + 24, hist.top + 4, legend);
   svg += "</svg>";
 
   std::string body = absl::StrCat("<table><caption>Per-group means (", Percent(audit.confidence),
                                   " confidence intervals)</caption><tr><th>group</th>"
-                                  "<th>mean</th></tr>");
+                                  "<th>mean</th><th>noisy size</th><th>small group</th></tr>");
+  bool any_small = false;
   for (const RegressorGroup& g : audit.groups) {
+    any_small |= g.small_group;
     absl::StrAppend(&body, "<tr><td>", HtmlEscape(g.name), "</td><td>",
-                    HtmlEscape(IntervalText(g.mean)), "</td></tr>");
+                    HtmlEscape(IntervalText(g.mean)), "</td>",
+                    SizeCells(g.noisy_rows, g.small_group), "</tr>");
   }
   absl::StrAppend(&body, "<tr><td>max pairwise KS distance</td><td>",
-                  HtmlEscape(IntervalText(audit.max_ks)), "</td></tr></table>");
+                  HtmlEscape(IntervalText(audit.max_ks)), "</td><td></td><td></td></tr></table>",
+                  SmallGroupNote(any_small, audit.small_group_threshold));
   if (audit.bins <= 50) {
     body += "<table><caption>Histograms (share of each group per bin)</caption><tr><th>bin</th>";
     for (const RegressorGroup& g : audit.groups) {

@@ -32,6 +32,8 @@ struct Estimate {
 struct ClassifierGroup {
   std::string name;
   Estimate selection_rate, tpr, fpr, error;
+  int64_t noisy_rows = 0;    // the group's noisy size (sum of its released counts)
+  bool small_group = false;  // noisy size below the audit's small_group_threshold
 };
 
 // A classifier audit (the fields of fairvault.v1.ClassifierAuditReport).
@@ -44,12 +46,15 @@ struct ClassifierAudit {
   double confidence = 0.95;
   double epsilon = 0;
   int64_t m = 0;
+  double small_group_threshold = 0;  // 0: not reported (an audit from an older server)
 };
 
 struct RegressorGroup {
   std::string name;
   Estimate mean;
   std::vector<double> histogram;  // pmf over the bins
+  int64_t noisy_rows = 0;         // the group's noisy size (sum of its released counts)
+  bool small_group = false;       // noisy size below the audit's small_group_threshold
 };
 
 // A regressor audit (the fields of fairvault.v1.RegressorAuditReport).
@@ -64,6 +69,7 @@ struct RegressorAudit {
   double lo = 0, hi = 1;
   int bins = 0;
   int64_t scores_clipped = 0;
+  double small_group_threshold = 0;  // 0: not reported
 };
 
 struct Range {

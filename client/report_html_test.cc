@@ -206,6 +206,25 @@ TEST(RenderClassifierAuditTest, SkipsNonFiniteEstimatesAndEscapesGroupNames) {
   EXPECT_THAT(*html, HasSubstr("n/a [0.35, 0.45]"));
 }
 
+TEST(RenderClassifierAuditTest, ShowsNoisySizesAndFlagsSmallGroups) {
+  ClassifierAudit audit = TwoGroupAudit();
+  audit.groups[0].noisy_rows = 7;
+  audit.groups[0].small_group = true;
+  audit.groups[1].noisy_rows = 993;
+  audit.small_group_threshold = 56.1;
+  absl::StatusOr<std::string> html = RenderClassifierAuditHtml(audit);
+  ASSERT_OK(html);
+  EXPECT_THAT(*html, HasSubstr("<th>noisy size</th><th>small group</th>"));
+  EXPECT_THAT(*html, HasSubstr("<td>7</td><td><strong class=\"small-group\">small</strong>"));
+  EXPECT_THAT(*html, HasSubstr("<td>993</td><td>\u2013</td>"));
+  EXPECT_THAT(*html, HasSubstr("Female (small)"));  // the legend
+  EXPECT_THAT(*html, HasSubstr("noisy size is below 56.1"));
+  audit.groups[0].small_group = false;
+  html = RenderClassifierAuditHtml(audit);
+  ASSERT_OK(html);
+  EXPECT_THAT(*html, Not(HasSubstr("small-group-note")));
+}
+
 TEST(RenderClassifierAuditTest, RejectsAnAuditWithoutGroups) {
   EXPECT_THAT(RenderClassifierAuditHtml(ClassifierAudit()),
               StatusIs(absl::StatusCode::kInvalidArgument, "no groups"));

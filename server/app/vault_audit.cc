@@ -57,6 +57,17 @@ fairness::NoiseDraw DrawOf(const core::dp::IntegerNoise& noise) {
   return [&noise](absl::BitGenRef gen) { return noise.AddNoise(0, gen); };
 }
 
+// The discrete Laplace scale of an audit's count noise (0 for none), which the exact rate
+// intervals need; the audits are pure-ε releases, so any other mechanism is our bug.
+absl::StatusOr<double> LaplaceScaleOf(const core::dp::IntegerNoise& noise) {
+  if (noise.Name() == "none") return 0.0;
+  if (noise.Name() != "discrete_laplace") {
+    return absl::InternalError(
+        absl::StrCat("audit intervals need discrete Laplace noise (got ", noise.Name(), ")"));
+  }
+  return noise.Scale();
+}
+
 void CopyInterval(const fairness::Interval& from, v1::Interval* to) {
   to->set_estimate(from.estimate);
   to->set_lo(from.lo);
@@ -263,9 +274,10 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
       [&](const Noises& noises, int64_t, v1::AuditClassifierResponse* resp)
           -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
         const std::vector<int64_t> noisy = AddNoise(counts.n, *noises[0], gen_);
+        ASSIGN_OR_RETURN(const double scale, LaplaceScaleOf(*noises[0]));
         ASSIGN_OR_RETURN(auto audit,
-                         fairness::AuditClassifier(noisy, joined.num_groups, DrawOf(*noises[0]),
-                                                   audit_options, gen_));
+                         fairness::AuditClassifier(noisy, joined.num_groups, scale,
+                                                   DrawOf(*noises[0]), audit_options, gen_));
         v1::ClassifierAuditReport* report = resp->mutable_report();
         for (const auto& a : joined.attributes) report->add_attributes(a);
         const int K = joined.num_groups;
@@ -280,7 +292,10 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
           g->set_noisy_pred0_label1(noisy[(0 * K + a) * 2 + 1]);
           g->set_noisy_pred1_label0(noisy[(1 * K + a) * 2 + 0]);
           g->set_noisy_pred1_label1(noisy[(1 * K + a) * 2 + 1]);
+          g->set_noisy_rows(static_cast<int64_t>(audit.groups[a].noisy_rows));
+          g->set_small_group(audit.groups[a].small_group);
         }
+        report->set_small_group_threshold(fairness::SmallGroupThreshold(scale, 4));
         CopyInterval(audit.demographic_parity_violation,
                      report->mutable_demographic_parity_violation());
         CopyInterval(audit.equalized_odds_violation, report->mutable_equalized_odds_violation());
@@ -345,6 +360,9 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
                                          noisy_counts, noisy_sums, joined.num_groups, grid.lo,
                                          grid.hi, grid.k, granularity, DrawOf(*noises[0]),
                                          DrawOf(*noises[1]), audit_options, gen_));
+        // Public: the histogram noise's scale and the bin count, never the data.
+        ASSIGN_OR_RETURN(const double count_scale, LaplaceScaleOf(*noises[0]));
+        const double small_below = fairness::SmallGroupThreshold(count_scale, grid.k);
         v1::RegressorAuditReport* report = resp->mutable_report();
         for (const auto& a : joined.attributes) report->add_attributes(a);
         for (int a = 0; a < joined.num_groups; ++a) {
@@ -353,8 +371,15 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
           CopyInterval(audit.groups[a].mean, g->mutable_mean());
           *g->mutable_histogram() = {audit.groups[a].histogram.begin(),
                                      audit.groups[a].histogram.end()};
-          for (int j = 0; j < grid.k; ++j) g->add_noisy_counts(noisy_counts[a * grid.k + j]);
+          int64_t noisy_rows = 0;
+          for (int j = 0; j < grid.k; ++j) {
+            g->add_noisy_counts(noisy_counts[a * grid.k + j]);
+            noisy_rows += noisy_counts[a * grid.k + j];
+          }
+          g->set_noisy_rows(noisy_rows);
+          g->set_small_group(static_cast<double>(noisy_rows) < small_below);
         }
+        report->set_small_group_threshold(small_below);
         CopyInterval(audit.max_ks, report->mutable_max_ks());
         report->set_confidence(audit_options.confidence);
         report->set_n(static_cast<int64_t>(joined.table_rows.size()));
