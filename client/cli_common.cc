@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "client/pseudonymise.h"
 #include "core/random/secure_bitgen.h"
+#include "core/util/truncate.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace fairvault::client::cli {
@@ -219,35 +220,58 @@ std::string RoleName(v1::Role role) {
   }
 }
 
+absl::StatusOr<KeyColumn> KeyColumn::Resolve(const std::vector<std::string>& header,
+                                             absl::string_view source, absl::string_view key_column,
+                                             absl::string_view secret) {
+  KeyColumn keys;
+  keys.source_ = std::string(source);
+  keys.name_ = std::string(key_column);
+  keys.secret_ = std::string(secret);
+  keys.by_row_ = key_column == "@row";
+  if (!keys.by_row_) {
+    absl::StatusOr<size_t> index = ColumnIndexIn(header, key_column);
+    if (!index.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": ", index.status().message(), "; or use --key-column @row"));
+    }
+    keys.index_ = *index;
+  }
+  return keys;
+}
+
+absl::StatusOr<std::string> KeyColumn::Next(const std::vector<std::string>& fields, int64_t line,
+                                            bool pseudonymise) {
+  const int64_t row = row_++;
+  std::string key = by_row_ ? absl::StrCat("row-", row) : fields[index_];
+  if (key.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, ":", line, ": empty subject key in column '", name_, "'"));
+  }
+  if (!secret_.empty()) {
+    return pseudonymise ? Pseudonymise(secret_, key) : key;
+  }
+  if (key.size() > 128) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, ":", line, ": subject key is ", key.size(),
+                     " bytes; keys are 1..128 bytes (pseudonymise with --hmac-secret-file)"));
+  }
+  return key;
+}
+
 absl::StatusOr<std::vector<std::string>> SubjectKeys(const CsvTable& table,
                                                      absl::string_view source,
                                                      absl::string_view key_column,
                                                      absl::string_view secret, bool allow_repeats) {
+  absl::StatusOr<KeyColumn> column = KeyColumn::Resolve(table.header, source, key_column, secret);
+  if (!column.ok()) return column.status();
   std::vector<std::string> keys;
   keys.reserve(table.rows.size());
-  if (key_column == "@row") {
-    for (size_t i = 0; i < table.rows.size(); ++i) keys.push_back(absl::StrCat("row-", i));
-  } else {
-    absl::StatusOr<std::vector<std::string>> column = table.Column(key_column);
-    if (!column.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ": ", column.status().message(), "; or use --key-column @row"));
-    }
-    keys = *std::move(column);
-  }
   absl::flat_hash_map<std::string, size_t> seen;
-  for (size_t i = 0; i < keys.size(); ++i) {
+  for (size_t i = 0; i < table.rows.size(); ++i) {
     const int64_t line = table.row_lines[i];
-    if (keys[i].empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ":", line, ": empty subject key in column '", key_column, "'"));
-    }
-    if (!secret.empty()) keys[i] = Pseudonymise(secret, keys[i]);
-    if (keys[i].size() > 128) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ":", line, ": subject key is ", keys[i].size(),
-                       " bytes; keys are 1..128 bytes (pseudonymise with --hmac-secret-file)"));
-    }
+    absl::StatusOr<std::string> key = column->Next(table.rows[i], line);
+    if (!key.ok()) return key.status();
+    keys.push_back(*std::move(key));
     if (allow_repeats) continue;
     auto [it, inserted] = seen.emplace(keys[i], i);
     if (!inserted) {
@@ -263,16 +287,20 @@ absl::StatusOr<std::string> OptionalSecret(const ParsedFlags& flags) {
   return ReadSecretFile(flags.Get("hmac-secret-file"));
 }
 
-absl::StatusOr<double> ParseCell(const CsvTable& table, absl::string_view source, size_t row,
-                                 size_t column) {
-  const std::string& text = table.rows[row][column];
+absl::StatusOr<double> ParseNumber(absl::string_view text, absl::string_view source, int64_t line,
+                                   absl::string_view column) {
   double value = 0;
   if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ":", table.row_lines[row], ": column '",
-                                                   table.header[column],
-                                                   "' must be a finite number (got '", text, "')"));
+    return absl::InvalidArgumentError(absl::StrCat(source, ":", line, ": column '", column,
+                                                   "' must be a finite number (got '",
+                                                   core::Truncated(text), "')"));
   }
   return value;
+}
+
+absl::StatusOr<double> ParseCell(const CsvTable& table, absl::string_view source, size_t row,
+                                 size_t column) {
+  return ParseNumber(table.rows[row][column], source, table.row_lines[row], table.header[column]);
 }
 
 absl::StatusOr<int> ParseBinaryCell(const CsvTable& table, absl::string_view source, size_t row,

@@ -146,9 +146,72 @@ std::string FormatArtifact(const v1::Artifact& artifact);
 
 // ---- Inputs ----
 
-// Subject keys for the rows of `table`: the column `key_column`, or "row-<i>" (0-based data
-// row index) when key_column is "@row"; HMAC-pseudonymised when `secret` is non-empty.
-// InvalidArgument naming file and line for an empty or over-long (> 128 bytes) key, or a
+// Subject keys read row by row: the column `key_column`, or "row-<i>" (0-based data row index)
+// when key_column is "@row"; HMAC-pseudonymised when `secret` is non-empty.
+class KeyColumn {
+ public:
+  // InvalidArgument naming `source` when the column is not in `header`.
+  static absl::StatusOr<KeyColumn> Resolve(const std::vector<std::string>& header,
+                                           absl::string_view source, absl::string_view key_column,
+                                           absl::string_view secret);
+  // The key of the next data row (rows in file order). InvalidArgument naming file and line for
+  // an empty or over-long (> 128 bytes) key. With `pseudonymise` false the HMAC is skipped
+  // (a validation pass: the result is then not the key sent).
+  absl::StatusOr<std::string> Next(const std::vector<std::string>& fields, int64_t line,
+                                   bool pseudonymise = true);
+
+ private:
+  KeyColumn() = default;
+  std::string source_, name_, secret_;
+  size_t index_ = 0;
+  bool by_row_ = false;
+  int64_t row_ = 0;
+};
+
+// A CSV file as upload chunks of at most `chunk_rows` rows, in bounded memory: each call reads
+// the next rows and hands each to `add_row(fields, line, chunk)`, which may refuse it.
+template <typename Chunk>
+ChunkProducer<Chunk> CsvChunks(
+    std::shared_ptr<CsvReader> reader, size_t chunk_rows,
+    std::function<absl::Status(const std::vector<std::string>&, int64_t, Chunk*)> add_row) {
+  auto fields = std::make_shared<std::vector<std::string>>();
+  return [=](Chunk* chunk) -> absl::StatusOr<bool> {
+    size_t rows = 0;
+    int64_t line = 0;
+    while (rows < chunk_rows) {
+      absl::StatusOr<bool> more = reader->Next(fields.get(), &line);
+      if (!more.ok()) return more.status();
+      if (!*more) break;
+      absl::Status added = add_row(*fields, line, chunk);
+      if (!added.ok()) return added;
+      ++rows;
+    }
+    return rows > 0;
+  };
+}
+
+// Runs a producer to its end without sending anything (the validation pass of a streamed
+// upload) and returns the number of rows; the first refused row's error otherwise.
+template <typename Chunk>
+absl::StatusOr<int64_t> DrainRows(const ChunkProducer<Chunk>& next) {
+  int64_t rows = 0;
+  Chunk chunk;
+  while (true) {
+    chunk.Clear();
+    absl::StatusOr<bool> more = next(&chunk);
+    if (!more.ok()) return more.status();
+    if (!*more) return rows;
+    rows += chunk.subject_keys_size();
+  }
+}
+
+// A finite number from one CSV field; InvalidArgument "<source>:<line>: column 'c': ...".
+absl::StatusOr<double> ParseNumber(absl::string_view text, absl::string_view source, int64_t line,
+                                   absl::string_view column);
+
+// Subject keys for the rows of `table` (KeyColumn for each row): the column `key_column`, or
+// "row-<i>" (0-based data row index) when key_column is "@row"; HMAC-pseudonymised when `secret` is
+// non-empty. InvalidArgument naming file and line for an empty or over-long (> 128 bytes) key, or a
 // repeated key unless `allow_repeats` (decide rows may ask about a subject twice).
 absl::StatusOr<std::vector<std::string>> SubjectKeys(const CsvTable& table,
                                                      absl::string_view source,

@@ -23,40 +23,64 @@ absl::Status TableUpload(Context& ctx) {
     return UsageError("name the columns to upload with --numeric and/or --categorical");
   }
   ASSIGN_OR_RETURN(const std::string secret, OptionalSecret(flags));
-  ASSIGN_OR_RETURN(const CsvTable table, ReadCsvFile(path));
-  ASSIGN_OR_RETURN(const std::vector<std::string> keys,
-                   SubjectKeys(table, path, flags.Get("key-column"), secret));
 
   v1::TableHeader header;
   header.set_dataset(flags.Get("dataset"));
   header.set_ttl_seconds(ttl);
   header.set_label(flags.Get("label"));
-  std::vector<v1::ColumnValues> columns;
-  auto add_column = [&](const std::string& name, bool is_numeric) -> absl::Status {
-    absl::StatusOr<size_t> index = table.ColumnIndex(name);
-    if (!index.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": ", index.status().message()));
-    }
+  for (const std::string& name : numeric) {
     v1::ColumnSpec* spec = header.add_columns();
     spec->set_name(name);
-    spec->set_type(is_numeric ? v1::COLUMN_TYPE_NUMERIC : v1::COLUMN_TYPE_CATEGORICAL);
-    v1::ColumnValues& values = columns.emplace_back();
-    for (size_t r = 0; r < table.rows.size(); ++r) {
-      if (is_numeric) {
-        ASSIGN_OR_RETURN(const double v, ParseCell(table, path, r, *index));
-        values.add_numeric(v);
-      } else {
-        values.add_categorical(table.rows[r][*index]);
+    spec->set_type(v1::COLUMN_TYPE_NUMERIC);
+  }
+  for (const std::string& name : categorical) {
+    v1::ColumnSpec* spec = header.add_columns();
+    spec->set_name(name);
+    spec->set_type(v1::COLUMN_TYPE_CATEGORICAL);
+  }
+  // The file is read twice in bounded memory: once to check every row, so that a bad field
+  // is reported before anything is sent, then again to send it.
+  auto rows = [&](bool send) -> absl::StatusOr<ChunkProducer<v1::TableChunk>> {
+    ASSIGN_OR_RETURN(std::shared_ptr<CsvReader> reader, CsvReader::Open(path));
+    std::vector<size_t> columns;
+    for (const v1::ColumnSpec& spec : header.columns()) {
+      absl::StatusOr<size_t> index = reader->ColumnIndex(spec.name());
+      if (!index.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": ", index.status().message()));
       }
+      columns.push_back(*index);
     }
-    return absl::OkStatus();
+    ASSIGN_OR_RETURN(KeyColumn keys,
+                     KeyColumn::Resolve(reader->header(), path, flags.Get("key-column"), secret));
+    return CsvChunks<v1::TableChunk>(
+        reader, static_cast<size_t>(chunk_rows),
+        [=](const std::vector<std::string>& fields, int64_t line,
+            v1::TableChunk* chunk) mutable -> absl::Status {
+          if (chunk->columns_size() == 0) {
+            for (size_t c = 0; c < columns.size(); ++c) chunk->add_columns();
+          }
+          ASSIGN_OR_RETURN(*chunk->add_subject_keys(), keys.Next(fields, line, send));
+          for (size_t c = 0; c < columns.size(); ++c) {
+            v1::ColumnValues* values = chunk->mutable_columns(static_cast<int>(c));
+            const std::string& field = fields[columns[c]];
+            if (header.columns(static_cast<int>(c)).type() == v1::COLUMN_TYPE_NUMERIC) {
+              ASSIGN_OR_RETURN(
+                  const double v,
+                  ParseNumber(field, path, line, header.columns(static_cast<int>(c)).name()));
+              values->add_numeric(v);
+            } else {
+              values->add_categorical(field);
+            }
+          }
+          return absl::OkStatus();
+        });
   };
-  for (const std::string& name : numeric) RETURN_IF_ERROR(add_column(name, true));
-  for (const std::string& name : categorical) RETURN_IF_ERROR(add_column(name, false));
+  ASSIGN_OR_RETURN(const ChunkProducer<v1::TableChunk> check, rows(false));
+  RETURN_IF_ERROR(DrainRows(check).status());
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
-  ASSIGN_OR_RETURN(v1::UploadTableResponse resp,
-                   client->UploadTable(header, keys, columns, static_cast<size_t>(chunk_rows)));
+  ASSIGN_OR_RETURN(const ChunkProducer<v1::TableChunk> send, rows(true));
+  ASSIGN_OR_RETURN(v1::UploadTableResponse resp, client->UploadTableStream(header, send));
   if (flags.Has("handle-out")) {
     RETURN_IF_ERROR(WriteStringToFile(flags.Get("handle-out"), resp.table_handle() + "\n"));
   }
@@ -151,6 +175,10 @@ absl::Status PostprocessEo(Context& ctx) {
   req.set_all_pairs(flags.GetBool("all-pairs"));
   ASSIGN_OR_RETURN(const double floor, flags.GetDouble("decision-floor", 0));
   req.set_decision_floor(floor);
+  if (flags.Has("min-group-count")) {
+    ASSIGN_OR_RETURN(const double min_count, flags.GetDouble("min-group-count", 0));
+    req.set_min_group_count(min_count);
+  }
   req.set_unmatched(Unmatched(flags));
   const std::string out_path = flags.Get("out");
 
@@ -297,10 +325,13 @@ std::vector<Command> CompanyCommands() {
         {"epsilon", "EPS", "privacy cost of this release (> 0)", true},
         {"gamma", "G", "fairness tolerance on |FPR_a-FPR_b| and |TPR_a-TPR_b| (>= 0)", true},
         {"beta", "B", "failure probability of the slack bound, in (0,1) (default 0.05)"},
-        {"all-pairs", "", "constrain every pair of groups, not each against the first"},
+        {"all-pairs", "", "constrain every pair of groups, not each against the reference"},
         {"decision-floor", "F",
          "in [0,0.5): keep every mixing probability in [F, 1-F] so that `decide` can use the "
          "artifact (default 0: the paper's LP; decide refuses it unless its bound is finite)"},
+        {"min-group-count", "N",
+         "groups with fewer noisy subjects than N with either label keep their predictions and "
+         "are left out of the constraints (default 8 ln(4K/beta)/epsilon; 0 excludes none)"},
         DropUnmatchedFlag(),
         IdempotencyFlag(),
         {"out", "FILE", "write the artifact as JSON (input of apply-eo)"}},

@@ -106,50 +106,66 @@ absl::Status Import(Context& ctx) {
   ASSIGN_OR_RETURN(const int64_t chunk_rows, flags.GetInt("chunk-rows", 20000));
   if (chunk_rows <= 0) return UsageError("--chunk-rows must be > 0");
   ASSIGN_OR_RETURN(const std::string secret, OptionalSecret(flags));
-  ASSIGN_OR_RETURN(const std::string content, ReadFileToString(path));
-  ASSIGN_OR_RETURN(const CsvTable table, ParseCsv(content, path));
-
-  // --attributes sex,race or sex=gender_column: vault attribute name, then CSV column.
-  v1::ImportHeader header;
-  header.set_dataset(flags.Get("dataset"));
-  std::vector<size_t> columns;
   std::vector<std::string> specs = flags.GetList("attributes");
   if (specs.empty()) return UsageError("--attributes must name at least one attribute");
+
+  // The file is read twice in bounded memory: once to check every row, so that a bad field
+  // is reported before anything is sent, then again to send it.
+  auto rows = [&](bool send) -> absl::StatusOr<ChunkProducer<v1::SubjectRows>> {
+    ASSIGN_OR_RETURN(std::shared_ptr<CsvReader> reader, CsvReader::Open(path));
+    // --attributes sex,race or sex=gender_column: vault attribute name, then CSV column.
+    std::vector<size_t> columns;
+    for (const std::string& spec : specs) {
+      std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits('=', 1));
+      absl::StatusOr<size_t> index = reader->ColumnIndex(parts.size() == 2 ? parts[1] : parts[0]);
+      if (!index.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": ", index.status().message()));
+      }
+      columns.push_back(*index);
+    }
+    ASSIGN_OR_RETURN(KeyColumn keys,
+                     KeyColumn::Resolve(reader->header(), path, key_column, secret));
+    return CsvChunks<v1::SubjectRows>(reader, static_cast<size_t>(chunk_rows),
+                                      [=](const std::vector<std::string>& fields, int64_t line,
+                                          v1::SubjectRows* chunk) mutable -> absl::Status {
+                                        ASSIGN_OR_RETURN(*chunk->add_subject_keys(),
+                                                         keys.Next(fields, line, send));
+                                        for (size_t c : columns) chunk->add_categories(fields[c]);
+                                        return absl::OkStatus();
+                                      });
+  };
+  ASSIGN_OR_RETURN(const ChunkProducer<v1::SubjectRows> check, rows(false));
+  ASSIGN_OR_RETURN(const int64_t row_count, DrainRows(check));
+
+  v1::ImportHeader header;
+  header.set_dataset(flags.Get("dataset"));
   for (const std::string& spec : specs) {
-    std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits('=', 1));
-    const std::string& column_name = parts.size() == 2 ? parts[1] : parts[0];
-    header.add_attributes(parts[0]);
-    absl::StatusOr<size_t> index = table.ColumnIndex(column_name);
-    if (!index.ok())
-      return absl::InvalidArgumentError(absl::StrCat(path, ": ", index.status().message()));
-    columns.push_back(*index);
-  }
-  ASSIGN_OR_RETURN(const std::vector<std::string> keys,
-                   SubjectKeys(table, path, key_column, secret));
-  std::vector<std::string> categories;
-  categories.reserve(keys.size() * columns.size());
-  for (const auto& row : table.rows) {
-    for (size_t c : columns) categories.push_back(row[c]);
+    header.add_attributes(
+        std::vector<std::string>(absl::StrSplit(spec, absl::MaxSplits('=', 1)))[0]);
   }
   // Default batch id: the file's content and how it is read, so a re-run is a no-op and a
   // changed file or mapping is a new batch. The secret enters only through an HMAC of a
   // constant, so the id reveals nothing about it.
   std::string batch_id = flags.Get("batch-id");
   if (batch_id.empty()) {
-    batch_id = Sha256Hex(absl::StrCat(
-        content, std::string(1, '\0'), key_column, std::string(1, '\0'), absl::StrJoin(specs, ","),
-        std::string(1, '\0'), secret.empty() ? "" : Pseudonymise(secret, "fairvault-batch-id")));
+    ASSIGN_OR_RETURN(
+        batch_id,
+        Sha256HexOfFile(
+            path, absl::StrCat(std::string(1, '\0'), key_column, std::string(1, '\0'),
+                               absl::StrJoin(specs, ","), std::string(1, '\0'),
+                               secret.empty() ? "" : Pseudonymise(secret, "fairvault-batch-id"))));
   }
   header.set_batch_id(batch_id);
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
-  ASSIGN_OR_RETURN(
-      v1::ImportAttributesResponse resp,
-      client->ImportAttributes(header, keys, categories, static_cast<size_t>(chunk_rows)));
+  ASSIGN_OR_RETURN(const ChunkProducer<v1::SubjectRows> send, rows(true));
+  ASSIGN_OR_RETURN(v1::ImportAttributesResponse resp, client->ImportAttributesStream(header, send));
   if (ctx.json()) {
     PrintJson(resp);
   } else {
-    std::cout << "batch id: " << batch_id << "\nrows imported: " << resp.rows_imported()
+    std::cout << "batch id: " << batch_id
+              << "\nrows imported: " << (resp.replayed() ? 0 : resp.rows_imported()) << " of "
+              << row_count
               << (resp.replayed() ? " (batch already imported with identical content)" : "")
               << "\nsubjects in dataset '" << header.dataset() << "': " << resp.subject_count()
               << "\n";

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,21 +24,69 @@ absl::StatusOr<Resp> CallUnary(Stub* stub,
   return response;
 }
 
-// Closes the stream and returns the server's answer (`response`, filled in by Finish).
-// The caller stops writing at the first failed Write: the server has ended the call and
-// Finish says why.
-template <typename Req, typename Resp>
-absl::StatusOr<Resp> FinishStream(grpc::ClientWriter<Req>& writer, bool all_written,
-                                  Resp& response) {
-  if (all_written) writer.WritesDone();
+// Streams `header`, the chunks of `next` and a StreamEnd over `writer`, then returns the
+// server's answer (`response`, filled in by Finish). A producer error cancels the call, so the
+// server stores nothing; a failed Write means the server ended the call, and Finish says why.
+template <typename Request, typename Response, typename Header, typename Chunk>
+absl::StatusOr<Response> StreamChunks(grpc::ClientContext& context,
+                                      grpc::ClientWriter<Request>& writer, Response& response,
+                                      const Header& header, Header* (Request::*mutable_header)(),
+                                      Chunk* (Request::*mutable_chunk)(),
+                                      const ChunkProducer<Chunk>& next, int64_t* rows_sent) {
+  Request message;
+  *(message.*mutable_header)() = header;
+  bool ok = writer.Write(message);
+  int64_t chunks = 0;
+  *rows_sent = 0;
+  while (ok) {
+    message.Clear();
+    Chunk* chunk = (message.*mutable_chunk)();
+    absl::StatusOr<bool> more = next(chunk);
+    if (!more.ok()) {
+      context.TryCancel();
+      writer.Finish();
+      return more.status();
+    }
+    if (!*more) break;
+    ++chunks;
+    *rows_sent += chunk->subject_keys_size();
+    ok = writer.Write(message);
+  }
+  if (ok) {
+    message.Clear();
+    message.mutable_end()->set_chunks(chunks);
+    message.mutable_end()->set_rows(*rows_sent);
+    ok = writer.Write(message);
+  }
+  if (ok) writer.WritesDone();
   grpc::Status status = writer.Finish();
   if (!status.ok()) return FromGrpcStatus(status);
-  if (!all_written) {
+  if (!ok) {
     return absl::UnavailableError(
-        "the server closed the upload stream before all rows were "
-        "sent; retry the upload");
+        "the server closed the upload stream before all rows were sent; nothing was stored, "
+        "retry the upload");
   }
   return response;
+}
+
+// Fills chunks of at most `chunk_rows` rows from in-memory rows [0, total): `fill(begin, end,
+// chunk)` copies one range.
+template <typename Chunk, typename Fill>
+ChunkProducer<Chunk> RangeProducer(size_t total, size_t chunk_rows, Fill fill) {
+  auto begin = std::make_shared<size_t>(0);
+  return [=](Chunk* chunk) -> absl::StatusOr<bool> {
+    if (*begin >= total) return false;
+    const size_t end = std::min(total, *begin + chunk_rows);
+    fill(*begin, end, chunk);
+    *begin = end;
+    return true;
+  };
+}
+
+absl::Status RowCountMismatch(int64_t stored, int64_t sent) {
+  return absl::DataLossError(absl::StrCat("the server reports ", stored,
+                                          " rows stored but the client sent ", sent,
+                                          "; do not use the result, report this"));
 }
 
 }  // namespace
@@ -152,26 +201,34 @@ absl::StatusOr<v1::ImportAttributesResponse> Client::ImportAttributes(
         "expected ", keys.size(), " keys x ", width, " attributes = ", keys.size() * width,
         " category labels, got ", categories_row_major.size()));
   }
+  return ImportAttributesStream(
+      header, RangeProducer<v1::SubjectRows>(
+                  keys.size(), chunk_rows, [&](size_t begin, size_t end, v1::SubjectRows* rows) {
+                    rows->mutable_subject_keys()->Reserve(static_cast<int>(end - begin));
+                    rows->mutable_categories()->Reserve(static_cast<int>((end - begin) * width));
+                    for (size_t i = begin; i < end; ++i) {
+                      rows->add_subject_keys(keys[i]);
+                      for (size_t a = 0; a < width; ++a) {
+                        rows->add_categories(categories_row_major[i * width + a]);
+                      }
+                    }
+                  }));
+}
+
+absl::StatusOr<v1::ImportAttributesResponse> Client::ImportAttributesStream(
+    const v1::ImportHeader& header, const ChunkProducer<v1::SubjectRows>& next) {
   std::unique_ptr<grpc::ClientContext> context = NewContext();
   v1::ImportAttributesResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::ImportAttributesRequest>> writer =
       regulator_->ImportAttributes(context.get(), &response);
-  v1::ImportAttributesRequest message;
-  *message.mutable_header() = header;
-  bool ok = writer->Write(message);
-  for (size_t begin = 0; ok && begin < keys.size(); begin += chunk_rows) {
-    const size_t end = std::min(keys.size(), begin + chunk_rows);
-    message.Clear();
-    v1::SubjectRows* rows = message.mutable_rows();
-    rows->mutable_subject_keys()->Reserve(static_cast<int>(end - begin));
-    rows->mutable_categories()->Reserve(static_cast<int>((end - begin) * width));
-    for (size_t i = begin; i < end; ++i) {
-      rows->add_subject_keys(keys[i]);
-      for (size_t a = 0; a < width; ++a) rows->add_categories(categories_row_major[i * width + a]);
-    }
-    ok = writer->Write(message);
+  int64_t sent = 0;
+  absl::StatusOr<v1::ImportAttributesResponse> result = StreamChunks(
+      *context, *writer, response, header, &v1::ImportAttributesRequest::mutable_header,
+      &v1::ImportAttributesRequest::mutable_rows, next, &sent);
+  if (result.ok() && !result->replayed() && result->rows_imported() != sent) {
+    return RowCountMismatch(result->rows_imported(), sent);
   }
-  return FinishStream(*writer, ok, response);
+  return result;
 }
 
 absl::StatusOr<v1::CreateAccountResponse> Client::CreateAccount(
@@ -227,34 +284,42 @@ absl::StatusOr<v1::UploadTableResponse> Client::UploadTable(
           ", plus ", other, " of the other kind)"));
     }
   }
+  return UploadTableStream(
+      header, RangeProducer<v1::TableChunk>(
+                  keys.size(), chunk_rows, [&](size_t begin, size_t end, v1::TableChunk* chunk) {
+                    const int n = static_cast<int>(end - begin);
+                    chunk->mutable_subject_keys()->Reserve(n);
+                    for (size_t i = begin; i < end; ++i) chunk->add_subject_keys(keys[i]);
+                    for (size_t c = 0; c < columns.size(); ++c) {
+                      const v1::ColumnValues& column = columns[c];
+                      v1::ColumnValues* slice = chunk->add_columns();
+                      if (header.columns(static_cast<int>(c)).type() == v1::COLUMN_TYPE_NUMERIC) {
+                        slice->mutable_numeric()->Add(column.numeric().begin() + begin,
+                                                      column.numeric().begin() + end);
+                      } else {
+                        slice->mutable_categorical()->Reserve(n);
+                        for (size_t i = begin; i < end; ++i) {
+                          slice->add_categorical(column.categorical(i));
+                        }
+                      }
+                    }
+                  }));
+}
+
+absl::StatusOr<v1::UploadTableResponse> Client::UploadTableStream(
+    const v1::TableHeader& header, const ChunkProducer<v1::TableChunk>& next) {
   std::unique_ptr<grpc::ClientContext> context = NewContext();
   v1::UploadTableResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::UploadTableRequest>> writer =
       company_->UploadTable(context.get(), &response);
-  v1::UploadTableRequest message;
-  *message.mutable_header() = header;
-  bool ok = writer->Write(message);
-  for (size_t begin = 0; ok && begin < keys.size(); begin += chunk_rows) {
-    const size_t end = std::min(keys.size(), begin + chunk_rows);
-    const int n = static_cast<int>(end - begin);
-    message.Clear();
-    v1::TableChunk* chunk = message.mutable_chunk();
-    chunk->mutable_subject_keys()->Reserve(n);
-    for (size_t i = begin; i < end; ++i) chunk->add_subject_keys(keys[i]);
-    for (size_t c = 0; c < columns.size(); ++c) {
-      const v1::ColumnValues& column = columns[c];
-      v1::ColumnValues* slice = chunk->add_columns();
-      if (header.columns(static_cast<int>(c)).type() == v1::COLUMN_TYPE_NUMERIC) {
-        slice->mutable_numeric()->Add(column.numeric().begin() + begin,
-                                      column.numeric().begin() + end);
-      } else {
-        slice->mutable_categorical()->Reserve(n);
-        for (size_t i = begin; i < end; ++i) slice->add_categorical(column.categorical(i));
-      }
-    }
-    ok = writer->Write(message);
+  int64_t sent = 0;
+  absl::StatusOr<v1::UploadTableResponse> result =
+      StreamChunks(*context, *writer, response, header, &v1::UploadTableRequest::mutable_header,
+                   &v1::UploadTableRequest::mutable_chunk, next, &sent);
+  if (result.ok() && result->row_count() != sent) {
+    return RowCountMismatch(result->row_count(), sent);
   }
-  return FinishStream(*writer, ok, response);
+  return result;
 }
 
 absl::StatusOr<v1::NoisyCountsResponse> Client::NoisyCounts(const v1::NoisyCountsRequest& req) {
@@ -274,8 +339,7 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Client::FitStatisticalParityPos
 }
 absl::StatusOr<v1::FitEqualizedOddsScoresResponse> Client::FitEqualizedOddsScoresPostProcessor(
     const v1::FitEqualizedOddsScoresRequest& req) {
-  return CallUnary(company_.get(),
-                   &v1::CompanyService::Stub::FitEqualizedOddsScoresPostProcessor,
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::FitEqualizedOddsScoresPostProcessor,
                    NewContext().get(), req);
 }
 

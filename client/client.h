@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,11 @@ struct DecideResult {
   int64_t rows_already_decided = 0;
 };
 
+// The next chunk of a streamed upload: fills `chunk` and returns true, returns false after the
+// last chunk, or an error. An error cancels the call, so the server stores nothing.
+template <typename Chunk>
+using ChunkProducer = std::function<absl::StatusOr<bool>(Chunk*)>;
+
 // A connection to the vault. Thread-safe: calls may run concurrently from many threads.
 class Client {
  public:
@@ -84,6 +90,12 @@ class Client {
   absl::StatusOr<v1::ImportAttributesResponse> ImportAttributes(
       const v1::ImportHeader& header, const std::vector<std::string>& keys,
       const std::vector<std::string>& categories_row_major, size_t chunk_rows = 20000);
+  // Streams the header, the chunks `next` produces (any size; the rows of a chunk), then the
+  // StreamEnd with the counts sent. All or nothing on the server: an error from `next`, a
+  // cancelled call or a passed deadline stores nothing, and the same call can be repeated.
+  // DataLoss if the server reports storing a different number of rows than were sent.
+  absl::StatusOr<v1::ImportAttributesResponse> ImportAttributesStream(
+      const v1::ImportHeader& header, const ChunkProducer<v1::SubjectRows>& next);
   absl::StatusOr<v1::CreateAccountResponse> CreateAccount(const v1::CreateAccountRequest& req);
   absl::StatusOr<v1::ListAccountsResponse> ListAccounts(const v1::ListAccountsRequest& req = {});
   absl::StatusOr<v1::GrantBudgetResponse> GrantBudget(const v1::GrantBudgetRequest& req);
@@ -99,6 +111,9 @@ class Client {
                                                       const std::vector<std::string>& keys,
                                                       const std::vector<v1::ColumnValues>& columns,
                                                       size_t chunk_rows = 20000);
+  // Streams a table chunk by chunk, as ImportAttributesStream.
+  absl::StatusOr<v1::UploadTableResponse> UploadTableStream(
+      const v1::TableHeader& header, const ChunkProducer<v1::TableChunk>& next);
   absl::StatusOr<v1::NoisyCountsResponse> NoisyCounts(const v1::NoisyCountsRequest& req);
   absl::StatusOr<v1::FitEqualizedOddsResponse> FitEqualizedOddsPostProcessor(
       const v1::FitEqualizedOddsRequest& req);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -32,8 +33,12 @@ class FakeRegulator final : public v1::RegulatorService::Service {
     std::lock_guard<std::mutex> lock(mu);
     authorization = Authorization(context);
     v1::ImportAttributesRequest message;
-    while (reader->Read(&message)) messages.push_back(message);
-    response->set_rows_imported(42);
+    int64_t rows = 0;
+    while (reader->Read(&message)) {
+      rows += message.rows().subject_keys_size();
+      messages.push_back(message);
+    }
+    response->set_rows_imported(rows_reported >= 0 ? rows_reported : rows);
     return grpc::Status::OK;
   }
   grpc::Status GrantBudget(grpc::ServerContext* context, const v1::GrantBudgetRequest* request,
@@ -43,6 +48,7 @@ class FakeRegulator final : public v1::RegulatorService::Service {
   std::mutex mu;
   std::string authorization;
   std::vector<v1::ImportAttributesRequest> messages;
+  int64_t rows_reported = -1;  // >= 0: report this row count instead of the true one
 };
 
 class FakeCompany final : public v1::CompanyService::Service {
@@ -56,8 +62,13 @@ class FakeCompany final : public v1::CompanyService::Service {
     if (reject_upload) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "column 'x' is not allowed");
     }
-    while (reader->Read(&message)) messages.push_back(message);
+    int64_t rows = 0;
+    while (reader->Read(&message)) {
+      rows += message.chunk().subject_keys_size();
+      messages.push_back(message);
+    }
     response->set_table_handle("tbl_1");
+    response->set_row_count(rows);
     return grpc::Status::OK;
   }
   grpc::Status NoisyCounts(grpc::ServerContext* context, const v1::NoisyCountsRequest* request,
@@ -125,9 +136,9 @@ TEST_F(ClientTest, ImportSendsHeaderThenChunksWithBearerKey) {
   absl::StatusOr<v1::ImportAttributesResponse> response =
       client_->ImportAttributes(header, keys, categories, /*chunk_rows=*/2);
   ASSERT_OK(response);
-  EXPECT_EQ(response->rows_imported(), 42);
+  EXPECT_EQ(response->rows_imported(), 5);
   EXPECT_EQ(regulator_.authorization, "Bearer fv_test_key");
-  ASSERT_EQ(regulator_.messages.size(), 4u);
+  ASSERT_EQ(regulator_.messages.size(), 5u);
   EXPECT_TRUE(regulator_.messages[0].has_header());
   EXPECT_EQ(regulator_.messages[0].header().dataset(), "adult");
   EXPECT_THAT(regulator_.messages[1].rows().subject_keys(), ElementsAre("k0", "k1"));
@@ -136,6 +147,35 @@ TEST_F(ClientTest, ImportSendsHeaderThenChunksWithBearerKey) {
   EXPECT_THAT(regulator_.messages[2].rows().categories(), ElementsAre("F", "A", "M", "W"));
   EXPECT_THAT(regulator_.messages[3].rows().subject_keys(), ElementsAre("k4"));
   EXPECT_THAT(regulator_.messages[3].rows().categories(), ElementsAre("F", "B"));
+  // The stream ends with what was sent, so the server can tell a whole stream from a cut one.
+  ASSERT_TRUE(regulator_.messages[4].has_end());
+  EXPECT_EQ(regulator_.messages[4].end().chunks(), 3);
+  EXPECT_EQ(regulator_.messages[4].end().rows(), 5);
+}
+
+TEST_F(ClientTest, ImportFailsWhenTheServerReportsOtherRowCount) {
+  regulator_.rows_reported = 3;
+  v1::ImportHeader header;
+  header.set_batch_id("b1");
+  header.add_attributes("sex");
+  EXPECT_THAT(client_->ImportAttributes(header, {"k0", "k1", "k2", "k3"}, {"F", "M", "F", "M"}),
+              StatusIs(absl::StatusCode::kDataLoss, "reports 3 rows stored but the client sent 4"));
+}
+
+TEST_F(ClientTest, ProducerErrorCancelsTheStreamAndKeepsTheError) {
+  v1::ImportHeader header;
+  header.add_attributes("sex");
+  int calls = 0;
+  absl::StatusOr<v1::ImportAttributesResponse> response =
+      client_->ImportAttributesStream(header, [&](v1::SubjectRows* rows) -> absl::StatusOr<bool> {
+        if (++calls == 3) return absl::InvalidArgumentError("f.csv:7: not UTF-8");
+        rows->add_subject_keys(absl::StrCat("k", calls));
+        rows->add_categories("F");
+        return true;
+      });
+  EXPECT_THAT(response, StatusIs(absl::StatusCode::kInvalidArgument, "f.csv:7: not UTF-8"));
+  // No end message was sent: the server cannot mistake the cut stream for a whole one.
+  for (const auto& m : regulator_.messages) EXPECT_FALSE(m.has_end());
 }
 
 TEST_F(ClientTest, ImportRejectsSizeMismatchBeforeSending) {
@@ -164,7 +204,8 @@ TEST_F(ClientTest, UploadSlicesEveryColumnPerChunk) {
       client_->UploadTable(header, {"k0", "k1", "k2"}, columns, /*chunk_rows=*/2);
   ASSERT_OK(response);
   EXPECT_EQ(response->table_handle(), "tbl_1");
-  ASSERT_EQ(company_.messages.size(), 3u);
+  ASSERT_EQ(company_.messages.size(), 4u);
+  EXPECT_EQ(company_.messages[3].end().rows(), 3);
   EXPECT_EQ(company_.messages[0].header().columns_size(), 2);
   const v1::TableChunk& first = company_.messages[1].chunk();
   EXPECT_THAT(first.subject_keys(), ElementsAre("k0", "k1"));

@@ -2,25 +2,38 @@
 #include "client/csv.h"
 
 #include <fstream>
+#include <istream>
+#include <memory>
 #include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/util/status_macros.h"
 
 namespace fairvault::client {
 namespace {
 
 bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
-// Splits `text` into records of fields. Each record remembers the line it starts on.
+// Splits text into records of fields, reading either a whole string or a stream in blocks
+// (memory bounded by the block and the longest record). Each record remembers the line it
+// starts on.
 class CsvParser {
  public:
   CsvParser(absl::string_view text, absl::string_view source) : text_(text), source_(source) {
-    if (text_.substr(0, 3) == "\xEF\xBB\xBF") text_.remove_prefix(3);  // UTF-8 BOM
+    StripBom();
+  }
+  CsvParser(std::unique_ptr<std::istream> in, absl::string_view source)
+      : in_(std::move(in)), source_(source) {
+    Fill();
+    StripBom();
   }
 
-  bool AtEnd() const { return pos_ >= text_.size(); }
+  // Whether the input is exhausted; reads the next block when the current one is used up.
+  bool AtEnd() { return pos_ >= text_.size() && !Fill(); }
+  // A read error of the stream (not its end).
+  bool Failed() const { return in_ != nullptr && in_->bad(); }
 
   // Reads the next record into `fields` and its first line into `line`. Blank lines come
   // back as one empty unquoted field with `blank` set.
@@ -62,11 +75,13 @@ class CsvParser {
                                            "of line)"));
         }
       } else {
-        const size_t start = pos_;
-        while (!AtEnd() && text_[pos_] != ',' && text_[pos_] != '\n') ++pos_;
-        absl::string_view raw = text_.substr(start, pos_ - start);
-        while (!raw.empty() && IsBlank(raw.back())) raw.remove_suffix(1);
-        field.assign(raw.data(), raw.size());
+        // The field may straddle two blocks: take what this block has, then read on.
+        do {
+          const size_t start = pos_;
+          while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != '\n') ++pos_;
+          field.append(text_.data() + start, pos_ - start);
+        } while (pos_ >= text_.size() && Fill());
+        while (!field.empty() && IsBlank(field.back())) field.pop_back();
       }
       fields.push_back(std::move(field));
       if (AtEnd()) break;
@@ -88,13 +103,70 @@ class CsvParser {
   absl::Status Error(int64_t line, absl::string_view what) const {
     return absl::InvalidArgumentError(absl::StrCat(source_, ":", line, ": ", what));
   }
+  absl::string_view source() const { return source_; }
 
  private:
+  static constexpr size_t kBlockBytes = 1 << 20;
+
+  void StripBom() {
+    if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos_ += 3;  // UTF-8 byte order mark
+  }
+  // Drops the consumed part of the buffer and appends the next block; false at the end.
+  bool Fill() {
+    if (in_ == nullptr || !in_->good()) return false;
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+    const size_t kept = buffer_.size();
+    buffer_.resize(kept + kBlockBytes);
+    in_->read(buffer_.data() + kept, static_cast<std::streamsize>(kBlockBytes));
+    buffer_.resize(kept + static_cast<size_t>(in_->gcount()));
+    text_ = buffer_;
+    return buffer_.size() > kept;
+  }
+
+  std::unique_ptr<std::istream> in_;
+  std::string buffer_;
   absl::string_view text_;
   absl::string_view source_;
   size_t pos_ = 0;
   int64_t line_ = 1;
 };
+
+// Where `text` stops being UTF-8 (RFC 3629: no overlongs, surrogates or code points past
+// U+10FFFF), or npos.
+size_t InvalidUtf8At(absl::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + len > n || s[i + 1] < lo || s[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+    }
+    i += len;
+  }
+  return absl::string_view::npos;
+}
 
 bool NeedsQuotes(absl::string_view field) {
   if (field.empty()) return false;
@@ -104,12 +176,17 @@ bool NeedsQuotes(absl::string_view field) {
 
 }  // namespace
 
-absl::StatusOr<size_t> CsvTable::ColumnIndex(absl::string_view name) const {
+absl::StatusOr<size_t> ColumnIndexIn(const std::vector<std::string>& header,
+                                     absl::string_view name) {
   for (size_t i = 0; i < header.size(); ++i) {
     if (header[i] == name) return i;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("no column named '", name, "' (columns: ", absl::StrJoin(header, ", "), ")"));
+}
+
+absl::StatusOr<size_t> CsvTable::ColumnIndex(absl::string_view name) const {
+  return ColumnIndexIn(header, name);
 }
 
 absl::StatusOr<std::vector<std::string>> CsvTable::Column(absl::string_view name) const {
@@ -121,44 +198,113 @@ absl::StatusOr<std::vector<std::string>> CsvTable::Column(absl::string_view name
   return values;
 }
 
-absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, absl::string_view source) {
-  CsvParser parser(text, source);
+struct CsvReader::Parser : CsvParser {
+  using CsvParser::CsvParser;
+};
+
+CsvReader::CsvReader(std::unique_ptr<Parser> parser, std::string source)
+    : source_(std::move(source)), parser_(std::move(parser)) {}
+CsvReader::~CsvReader() = default;
+
+absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& path) {
+  auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
+  if (!*in) return absl::NotFoundError(absl::StrCat("cannot open '", path, "' for reading"));
+  std::unique_ptr<CsvReader> reader(new CsvReader(nullptr, path));
+  reader->parser_ = std::make_unique<Parser>(std::move(in), reader->source_);
+  RETURN_IF_ERROR(reader->ReadHeader());
+  return reader;
+}
+
+absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::FromString(absl::string_view text,
+                                                                 absl::string_view source) {
+  std::unique_ptr<CsvReader> reader(new CsvReader(nullptr, std::string(source)));
+  reader->parser_ = std::make_unique<Parser>(text, reader->source_);
+  RETURN_IF_ERROR(reader->ReadHeader());
+  return reader;
+}
+
+absl::StatusOr<size_t> CsvReader::ColumnIndex(absl::string_view name) const {
+  return ColumnIndexIn(header_, name);
+}
+
+absl::Status CsvReader::CheckUtf8(const std::vector<std::string>& fields, int64_t line) const {
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const size_t bad = InvalidUtf8At(fields[i]);
+    if (bad == absl::string_view::npos) continue;
+    const std::string column = i < header_.size() ? absl::StrCat("column '", header_[i], "'")
+                                                  : absl::StrCat("field ", i + 1);
+    return parser_->Error(
+        line, absl::StrCat(column, " is not valid UTF-8 (byte 0x",
+                           absl::Hex(static_cast<unsigned char>(fields[i][bad]), absl::kZeroPad2),
+                           " at offset ", bad, "); save the file as UTF-8"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CsvReader::ReadHeader() {
+  int64_t line = 0;
+  bool blank = true;
+  while (blank) {
+    if (parser_->AtEnd()) {
+      if (parser_->Failed()) return ReadError();
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_, ": empty file (expected a header row naming the columns)"));
+    }
+    RETURN_IF_ERROR(parser_->Next(header_, line, blank));
+  }
+  RETURN_IF_ERROR(CheckUtf8(header_, line));
+  for (size_t i = 0; i < header_.size(); ++i) {
+    // An unnamed column (a pandas index, say) is called @<1-based position>.
+    if (header_[i].empty()) header_[i] = absl::StrCat("@", i + 1);
+    for (size_t j = 0; j < i; ++j) {
+      if (header_[j] == header_[i]) {
+        return parser_->Error(line, absl::StrCat("header names column '", header_[i], "' twice"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CsvReader::ReadError() const {
+  return absl::DataLossError(absl::StrCat("error while reading '", source_, "'"));
+}
+
+absl::StatusOr<bool> CsvReader::Next(std::vector<std::string>* fields, int64_t* line) {
+  bool blank = true;
+  while (blank) {
+    if (parser_->AtEnd()) {
+      if (parser_->Failed()) return ReadError();
+      return false;
+    }
+    RETURN_IF_ERROR(parser_->Next(*fields, *line, blank));
+  }
+  if (fields->size() != header_.size()) {
+    return parser_->Error(*line, absl::StrCat("expected ", header_.size(),
+                                              " fields as in the header, got ", fields->size()));
+  }
+  RETURN_IF_ERROR(CheckUtf8(*fields, *line));
+  return true;
+}
+
+namespace {
+absl::StatusOr<CsvTable> ReadAll(CsvReader& reader) {
   CsvTable table;
+  table.header = reader.header();
   std::vector<std::string> fields;
   int64_t line = 0;
-  bool blank = false;
-  bool have_header = false;
-  while (!parser.AtEnd()) {
-    absl::Status status = parser.Next(fields, line, blank);
-    if (!status.ok()) return status;
-    if (blank) continue;
-    if (!have_header) {
-      for (size_t i = 0; i < fields.size(); ++i) {
-        // An unnamed column (a pandas index, say) is called @<1-based position>.
-        if (fields[i].empty()) fields[i] = absl::StrCat("@", i + 1);
-        for (size_t j = 0; j < i; ++j) {
-          if (fields[j] == fields[i]) {
-            return parser.Error(line, absl::StrCat("header names column '", fields[i], "' twice"));
-          }
-        }
-      }
-      table.header = fields;
-      have_header = true;
-      continue;
-    }
-    if (fields.size() != table.header.size()) {
-      return parser.Error(line, absl::StrCat("expected ", table.header.size(),
-                                             " fields as in the header, got ", fields.size()));
-    }
-    table.rows.push_back(fields);
+  while (true) {
+    ASSIGN_OR_RETURN(const bool more, reader.Next(&fields, &line));
+    if (!more) break;
+    table.rows.push_back(std::move(fields));
     table.row_lines.push_back(line);
   }
-  if (!have_header) {
-    return absl::InvalidArgumentError(absl::StrCat(source,
-                                                   ": empty file (expected a header "
-                                                   "row naming the columns)"));
-  }
   return table;
+}
+}  // namespace
+
+absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, absl::string_view source) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> reader, CsvReader::FromString(text, source));
+  return ReadAll(*reader);
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
@@ -182,9 +328,8 @@ absl::Status WriteStringToFile(const std::string& path, absl::string_view conten
 }
 
 absl::StatusOr<CsvTable> ReadCsvFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) return text.status();
-  return ParseCsv(*text, path);
+  ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> reader, CsvReader::Open(path));
+  return ReadAll(*reader);
 }
 
 std::string CsvEscape(absl::string_view field) {

@@ -3,6 +3,7 @@
 #define FAIRVAULT_CLIENT_CSV_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,10 @@
 #include "absl/strings/string_view.h"
 
 namespace fairvault::client {
+
+// Index of the column `name` in `header`; InvalidArgument listing the header when absent.
+absl::StatusOr<size_t> ColumnIndexIn(const std::vector<std::string>& header,
+                                     absl::string_view name);
 
 // A parsed CSV file: one header row, then data rows of the same width.
 struct CsvTable {
@@ -25,12 +30,45 @@ struct CsvTable {
   absl::StatusOr<std::vector<std::string>> Column(absl::string_view name) const;
 };
 
+// Reads a CSV record by record in bounded memory (a 1 MiB block and the longest record): the
+// header when opened, then one data row per Next. The dialect and errors are ParseCsv's, and
+// every field must be valid UTF-8 (the error names the line and the column). Not thread-safe.
+class CsvReader {
+ public:
+  // NotFound if the file cannot be opened; the header's errors as ParseCsv.
+  static absl::StatusOr<std::unique_ptr<CsvReader>> Open(const std::string& path);
+  // Over `text`, which must outlive the reader; `source` names it in errors.
+  static absl::StatusOr<std::unique_ptr<CsvReader>> FromString(absl::string_view text,
+                                                               absl::string_view source);
+  ~CsvReader();
+
+  const std::vector<std::string>& header() const { return header_; }
+  const std::string& source() const { return source_; }
+  // Index of the header column `name`; InvalidArgument listing the header when absent.
+  absl::StatusOr<size_t> ColumnIndex(absl::string_view name) const;
+  // Reads the next data row (as wide as the header) and the line it starts on; false at the
+  // end of the input; DataLoss on a read error.
+  absl::StatusOr<bool> Next(std::vector<std::string>* fields, int64_t* line);
+
+ private:
+  struct Parser;
+  CsvReader(std::unique_ptr<Parser> parser, std::string source);
+  absl::Status ReadHeader();
+  absl::Status CheckUtf8(const std::vector<std::string>& fields, int64_t line) const;
+  absl::Status ReadError() const;
+
+  std::string source_;
+  std::unique_ptr<Parser> parser_;
+  std::vector<std::string> header_;
+};
+
 // Parses CSV text: the first non-blank record is the header (an empty name is replaced by
 // "@<1-based column position>", as for a pandas index column); comma separator; whitespace
 // around each field is trimmed (so "a, b" reads as "a","b", as in the UCI Adult files);
 // a field may be double-quoted, with "" standing for one quote and commas and newlines
 // allowed inside (whitespace inside quotes is kept). Blank lines are skipped. Every record
-// must have as many fields as the header. Errors are InvalidArgument and start with
+// must have as many fields as the header, and every field must be valid UTF-8. Errors are
+// InvalidArgument and start with
 // "<source>:<line>: ", `source` naming the input (e.g. the file path).
 absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, absl::string_view source = "csv");
 

@@ -126,5 +126,47 @@ TEST(ReadCsvFileTest, MissingFileIsNotFound) {
               StatusIs(absl::StatusCode::kNotFound, "/nonexistent/fairvault.csv"));
 }
 
+TEST(ParseCsvTest, RefusesAFieldThatIsNotUtf8NamingLineAndColumn) {
+  EXPECT_THAT(ParseCsv("id,name\n1,ok\n2,Jos\xE9\n", "people.csv"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "people.csv:3: column 'name' is not valid UTF-8 (byte 0xe9 at offset 3)"));
+  // Overlong encodings and surrogates are not UTF-8 either; multi-byte letters are.
+  EXPECT_THAT(ParseCsv("a\n\xC0\xAF\n"), StatusIs(absl::StatusCode::kInvalidArgument, "UTF-8"));
+  EXPECT_THAT(ParseCsv("a\n\xED\xA0\x80\n"), StatusIs(absl::StatusCode::kInvalidArgument, "UTF-8"));
+  absl::StatusOr<CsvTable> t = ParseCsv("name\nJos\xC3\xA9\n\xE2\x82\xAC\n\xF0\x9F\x98\x80\n");
+  ASSERT_OK(t);
+  EXPECT_EQ(t->rows[0][0], "Jos\xC3\xA9");
+}
+
+TEST(CsvReaderTest, StreamsAFileLargerThanItsBlockAsParseCsvReadsIt) {
+  // Fields and quoted newlines straddle the 1 MiB block boundaries.
+  std::string text = "key,\"note\",value\n";
+  for (int i = 0; i < 60000; ++i) {
+    text += std::to_string(i) + ",\"line " + std::to_string(i) + "\nsecond, part\"," +
+            std::string(i % 23, 'v') + "\n";
+  }
+  const std::string path = ::testing::TempDir() + "/csv_reader_test.csv";
+  ASSERT_OK(WriteStringToFile(path, text));
+  absl::StatusOr<CsvTable> whole = ParseCsv(text, path);
+  ASSERT_OK(whole);
+  ASSERT_GT(text.size(), 2u << 20);
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::Open(path);
+  ASSERT_OK(reader);
+  EXPECT_EQ((*reader)->header(), whole->header);
+  std::vector<std::string> fields;
+  int64_t line = 0;
+  size_t row = 0;
+  while (true) {
+    absl::StatusOr<bool> more = (*reader)->Next(&fields, &line);
+    ASSERT_OK(more);
+    if (!*more) break;
+    ASSERT_LT(row, whole->rows.size());
+    ASSERT_EQ(fields, whole->rows[row]) << "row " << row;
+    ASSERT_EQ(line, whole->row_lines[row]);
+    ++row;
+  }
+  EXPECT_EQ(row, 60000u);
+}
+
 }  // namespace
 }  // namespace fairvault::client

@@ -6,6 +6,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -46,6 +49,30 @@ std::string Sha256Hex(absl::string_view data) {
     std::fprintf(stderr, "fatal: OpenSSL SHA-256 failed\n");
     std::abort();
   }
+  return ToHex(digest, digest_size);
+}
+
+absl::StatusOr<std::string> Sha256HexOfFile(const std::string& path, absl::string_view suffix) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open '", path, "' for reading"));
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  auto check = [](int ok) {
+    if (ok != 1) {
+      std::fprintf(stderr, "fatal: OpenSSL SHA-256 failed\n");
+      std::abort();
+    }
+  };
+  check(ctx != nullptr && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr));
+  std::vector<char> block(1 << 20);
+  while (in) {
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    check(EVP_DigestUpdate(ctx.get(), block.data(), static_cast<size_t>(in.gcount())));
+  }
+  if (in.bad()) return absl::DataLossError(absl::StrCat("error while reading '", path, "'"));
+  check(EVP_DigestUpdate(ctx.get(), suffix.data(), suffix.size()));
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int digest_size = 0;
+  check(EVP_DigestFinal_ex(ctx.get(), digest, &digest_size));
   return ToHex(digest, digest_size);
 }
 

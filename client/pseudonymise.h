@@ -20,6 +20,10 @@ std::string Pseudonymise(absl::string_view secret, absl::string_view raw_id);
 // Lower-case hex SHA-256 of `data`: 64 characters. Thread-safe.
 std::string Sha256Hex(absl::string_view data);
 
+// Lower-case hex SHA-256 of the bytes of the file at `path` followed by `suffix`, read in blocks
+// (Sha256Hex(content + suffix) without holding the file). NotFound if it cannot be opened.
+absl::StatusOr<std::string> Sha256HexOfFile(const std::string& path, absl::string_view suffix);
+
 // Reads an HMAC secret from a file: the file's bytes with trailing "\n" / "\r\n" removed.
 // NotFound if the file cannot be read; InvalidArgument if fewer than kMinSecretBytes remain.
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path);

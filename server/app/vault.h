@@ -22,6 +22,7 @@
 #include "core/postprocess/statistical_parity.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
+#include "server/app/chunk_source.h"
 #include "server/app/clock.h"
 #include "server/app/subject_index.h"
 #include "server/storage/records.pb.h"
@@ -89,10 +90,11 @@ class Vault {
   absl::StatusOr<v1::ListDatasetsResponse> ListDatasets(const Caller& caller);
   absl::StatusOr<v1::DeleteDatasetResponse> DeleteDataset(const Caller& caller,
                                                           const v1::DeleteDatasetRequest& req);
-  // `next` fills the next chunk of rows and returns false at the end of the stream.
+  // Reads the whole stream, validates it, and stores it only if it ended cleanly and the caller
+  // is still live: a broken stream stores nothing.
   absl::StatusOr<v1::ImportAttributesResponse> ImportAttributes(
       const Caller& caller, const v1::ImportHeader& header,
-      const std::function<bool(v1::SubjectRows*)>& next);
+      const ChunkSource<v1::SubjectRows>& stream);
   absl::StatusOr<v1::CreateAccountResponse> CreateAccount(const Caller& caller,
                                                           const v1::CreateAccountRequest& req);
   absl::StatusOr<v1::ListAccountsResponse> ListAccounts(const Caller& caller);
@@ -103,9 +105,10 @@ class Vault {
   absl::StatusOr<v1::VerifyLedgerResponse> VerifyLedger(const Caller& caller);
 
   // --- company -------------------------------------------------------------------------------
-  absl::StatusOr<v1::UploadTableResponse> UploadTable(
-      const Caller& caller, const v1::TableHeader& header,
-      const std::function<bool(v1::TableChunk*)>& next);
+  // All or nothing, as ImportAttributes.
+  absl::StatusOr<v1::UploadTableResponse> UploadTable(const Caller& caller,
+                                                      const v1::TableHeader& header,
+                                                      const ChunkSource<v1::TableChunk>& stream);
   absl::StatusOr<v1::NoisyCountsResponse> NoisyCounts(const Caller& caller,
                                                       const v1::NoisyCountsRequest& req);
   absl::StatusOr<v1::FitEqualizedOddsResponse> FitEqualizedOdds(

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "core/accounting/accountant.h"
 #include "core/util/status_macros.h"
+#include "core/util/truncate.h"
 #include "core/util/validate.h"
 #include "server/app/vault.h"
 #include "server/app/vault_internal.h"
@@ -217,7 +218,7 @@ absl::StatusOr<std::shared_ptr<Vault::IndexSlot>> Vault::LoadIndex(
 
 absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
     const Caller& caller, const v1::ImportHeader& header,
-    const std::function<bool(v1::SubjectRows*)>& next) {
+    const ChunkSource<v1::SubjectRows>& stream) {
   RETURN_IF_ERROR(RequireRole(caller, {Role::kRegulator}));
   RETURN_IF_ERROR(internal::ValidateToken(header.batch_id(), "header.batch_id"));
   ASSIGN_OR_RETURN(auto dataset, store_->GetDataset(header.dataset()));
@@ -253,7 +254,9 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
   absl::flat_hash_map<std::string, int64_t> row_of_key;
   v1::SubjectRows chunk;
   int64_t row = 0;
-  while (next(&chunk)) {
+  while (true) {
+    ASSIGN_OR_RETURN(const bool more, stream.next(&chunk));
+    if (!more) break;
     const int64_t n = chunk.subject_keys_size();
     if (chunk.categories_size() != n * num_attrs) {
       return absl::InvalidArgumentError(absl::StrCat("rows chunk has ", n, " subject_keys but ",
@@ -317,6 +320,8 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
                        "' (imported by an earlier batch); remove it from this batch"));
     }
   }
+  // A caller who gave up must not find half a batch, nor a whole one it was told failed.
+  RETURN_IF_ERROR(stream.live());
   RETURN_IF_ERROR(store_->PutSubjectBatch(dataset.id, header.batch_id(), digest, row, payload));
   slot->index->Append(batch.keys(), batch.codes());
   resp.set_rows_imported(row);
@@ -333,12 +338,13 @@ absl::StatusOr<v1::GrantBudgetResponse> Vault::GrantBudget(const Caller& caller,
   RETURN_IF_ERROR(internal::ValidateDelta(req.delta()));
   auto company = store_->GetAccountByName(req.company());
   if (absl::IsNotFound(company.status())) {
-    return absl::NotFoundError(absl::StrCat("unknown company '", req.company(), "'"));
+    return absl::NotFoundError(
+        absl::StrCat("unknown company '", core::Truncated(req.company()), "'"));
   }
   RETURN_IF_ERROR(company.status());
   if (company->role != Role::kCompany) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("company: account '", req.company(), "' is not a company account"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "company: account '", core::Truncated(req.company()), "' is not a company account"));
   }
   ASSIGN_OR_RETURN(auto dataset, store_->GetDataset(req.dataset()));
   storage::GrantRecord grant{company->id, dataset.id, micro, req.delta()};

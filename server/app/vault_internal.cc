@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/util/truncate.h"
 #include "core/util/validate.h"
 
 namespace fairvault::server::internal {
@@ -40,7 +41,7 @@ absl::Status ValidateToken(const std::string& value, const char* field) {
   if (!ok) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, " must be 1-128 printable ASCII characters without spaces (got '",
-                     value.substr(0, 80), "')"));
+                     core::Truncated(value), "')"));
   }
   return absl::OkStatus();
 }
@@ -151,11 +152,16 @@ v1::Budget MakeBudget(const std::string& dataset, const std::string& company, in
 
 absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::string& name,
                                 const char* field) {
+  if (name.empty() || name.size() > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": column names are 1-64 bytes (got one of ", name.size(), ": '",
+                     core::Truncated(name), "')"));
+  }
   for (int c = 0; c < table.specs_size(); ++c) {
     if (table.specs(c).name() == name) return c;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      field, ": unknown column '", name, "'; the table has: ",
+      field, ": unknown column '", core::Truncated(name), "'; the table has: ",
       absl::StrJoin(table.specs(), ", ",
                     [](std::string* o, const v1::ColumnSpec& s) { o->append(s.name()); })));
 }

@@ -53,8 +53,19 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
   release.idempotency_key = req.idempotency_key();
   release.request = &req;
   release.epsilon = req.epsilon();
-  release.noise = req.noise() == v1::NOISE_KIND_DISCRETE_GAUSSIAN ? v1::NOISE_KIND_DISCRETE_GAUSSIAN
-                                                                  : v1::NOISE_KIND_DISCRETE_LAPLACE;
+  switch (req.noise()) {
+    case v1::NOISE_KIND_UNSPECIFIED:
+    case v1::NOISE_KIND_DISCRETE_LAPLACE:
+      release.noise = v1::NOISE_KIND_DISCRETE_LAPLACE;
+      break;
+    case v1::NOISE_KIND_DISCRETE_GAUSSIAN:
+      release.noise = v1::NOISE_KIND_DISCRETE_GAUSSIAN;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "noise: unknown value ", static_cast<int>(req.noise()),
+          "; use NOISE_KIND_DISCRETE_LAPLACE (1) or NOISE_KIND_DISCRETE_GAUSSIAN (2)"));
+  }
   // Moving one subject between groups changes two cells by one.
   release.parts = {
       {"counts", release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN ? std::sqrt(2.0) : 2.0}};

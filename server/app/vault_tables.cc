@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/util/status_macros.h"
+#include "core/util/truncate.h"
 #include "server/app/vault.h"
 #include "server/app/vault_internal.h"
 #include "server/util/crypto.h"
@@ -18,11 +19,12 @@ namespace {
 constexpr int64_t kDefaultTtlSeconds = 86'400;
 constexpr int64_t kMaxTtlSeconds = 7 * 86'400;
 constexpr int kMaxColumns = 256;
+constexpr size_t kMaxNameBytes = 64;
 }  // namespace
 
 absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
     const Caller& caller, const v1::TableHeader& header,
-    const std::function<bool(v1::TableChunk*)>& next) {
+    const ChunkSource<v1::TableChunk>& stream) {
   RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
   ASSIGN_OR_RETURN(auto dataset, store_->GetDataset(header.dataset()));
   if (!store_->GetBudget(caller.account_id, dataset.id).ok()) {
@@ -63,7 +65,9 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
   absl::flat_hash_map<absl::string_view, int64_t> row_of_key;
   v1::TableChunk chunk;
   int64_t row = 0;
-  while (next(&chunk)) {
+  while (true) {
+    ASSIGN_OR_RETURN(const bool more, stream.next(&chunk));
+    if (!more) break;
     const int n = chunk.subject_keys_size();
     if (chunk.columns_size() != header.columns_size()) {
       return absl::InvalidArgumentError(absl::StrCat("chunk has ", chunk.columns_size(),
@@ -134,6 +138,7 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
   record.expires_micros = now + ttl * 1'000'000;
   record.payload = table.SerializeAsString();
   RETURN_IF_ERROR(store_->PurgeExpiredTables(now).status());
+  RETURN_IF_ERROR(stream.live());
   RETURN_IF_ERROR(store_->PutTable(record));
   {
     absl::MutexLock lock(&table_cache_mu_);
@@ -202,12 +207,17 @@ absl::StatusOr<GroupSpec> ResolveGroups(
     for (int k = 0; k < static_cast<int>(all.size()); ++k) spec.attribute_index.push_back(k);
   } else {
     for (const std::string& name : names) {
+      if (name.empty() || name.size() > kMaxNameBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "attributes: names are 1-", kMaxNameBytes, " bytes (got one of ", name.size(), ": '",
+            core::Truncated(name), "'); the dataset's attributes are listed by ListDatasets"));
+      }
       auto it = std::find_if(all.begin(), all.end(),
                              [&](const v1::Attribute& a) { return a.name() == name; });
       if (it == all.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "attributes: '", name, "' is not an attribute of dataset '", dataset_name,
-            "' (it has: ",
+            "attributes: '", core::Truncated(name), "' is not an attribute of dataset '",
+            dataset_name, "' (it has: ",
             absl::StrJoin(all, ", ",
                           [](std::string* o, const v1::Attribute& a) { o->append(a.name()); }),
             ")"));
@@ -243,6 +253,11 @@ absl::StatusOr<GroupSpec> ResolveGroups(
 absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
                                        const google::protobuf::RepeatedPtrField<std::string>& attrs,
                                        v1::UnmatchedKeys unmatched) {
+  if (unmatched != v1::UNMATCHED_KEYS_REJECT && unmatched != v1::UNMATCHED_KEYS_DROP) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unmatched: unknown value ", static_cast<int>(unmatched),
+                     "; use UNMATCHED_KEYS_REJECT (0) or UNMATCHED_KEYS_DROP (1)"));
+  }
   JoinedRows out;
   ASSIGN_OR_RETURN(static_cast<GroupSpec&>(out),
                    ResolveGroups(table.dataset_attributes, table.dataset.name, attrs));

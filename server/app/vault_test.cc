@@ -192,6 +192,49 @@ TEST_F(VaultTest, ImportRejectsBadHeaderAndShapes) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// A stream that hands out `chunks`, then fails with `error` instead of ending.
+template <typename Chunk>
+ChunkSource<Chunk> BreakAfter(std::vector<Chunk> chunks, absl::Status error) {
+  ChunkSource<Chunk> source = Feed(std::move(chunks));
+  auto inner = source.next;
+  source.next = [inner, error](Chunk* out) -> absl::StatusOr<bool> {
+    absl::StatusOr<bool> more = inner(out);
+    if (!more.ok() || *more) return more;
+    return error;
+  };
+  return source;
+}
+
+TEST_F(VaultTest, ImportStoresNothingWhenTheStreamBreaksAndTheRetryCompletes) {
+  v1::ImportHeader header;
+  header.set_dataset("census");
+  header.set_batch_id("b3");
+  header.add_attributes("sex");
+  header.add_attributes("race");
+  const v1::SubjectRows first = Rows({{"n1", "F", "A"}, {"n2", "M", "B"}});
+  const v1::SubjectRows second = Rows({{"n3", "F", "C"}});
+  EXPECT_THAT(vault_->ImportAttributes(
+                  regulator_, header,
+                  BreakAfter<v1::SubjectRows>(
+                      {first}, absl::InvalidArgumentError("chunk 2 could not be parsed"))),
+              StatusIs(absl::StatusCode::kInvalidArgument, "chunk 2"));
+  // A caller who gave up after the last chunk: nothing is stored either.
+  ChunkSource<v1::SubjectRows> gone = Feed(std::vector<v1::SubjectRows>{first, second});
+  gone.live = [] { return absl::CancelledError("the client cancelled"); };
+  EXPECT_THAT(vault_->ImportAttributes(regulator_, header, gone),
+              StatusIs(absl::StatusCode::kCancelled));
+  auto datasets = vault_->ListDatasets(regulator_);
+  ASSERT_OK(datasets);
+  EXPECT_EQ(datasets->datasets(0).subject_count(), 30);
+
+  auto retry = vault_->ImportAttributes(regulator_, header,
+                                        Feed(std::vector<v1::SubjectRows>{first, second}));
+  ASSERT_OK(retry);
+  EXPECT_FALSE(retry->replayed());
+  EXPECT_EQ(retry->rows_imported(), 3);
+  EXPECT_EQ(retry->subject_count(), 33);
+}
+
 // ---- upload ------------------------------------------------------------------------------------
 
 TEST_F(VaultTest, UploadRejectsRepeatedSubjectKeyNamingTheRow) {
@@ -215,6 +258,25 @@ TEST_F(VaultTest, UploadRejectsNonFiniteNumbersNamingTheRow) {
   rows[0].pred = std::numeric_limits<double>::infinity();
   EXPECT_THAT(Upload(acme_, TableHeaderFor("census"), {Chunk(rows)}),
               StatusIs(absl::StatusCode::kInvalidArgument, "'pred' row 1"));
+}
+
+TEST_F(VaultTest, UploadStoresNothingWhenTheStreamBreaksOrTheCallerIsGone) {
+  const v1::TableChunk first = Chunk({rows_.begin(), rows_.begin() + 10});
+  const v1::TableChunk second = Chunk({rows_.begin() + 10, rows_.end()});
+  EXPECT_THAT(Upload(acme_, TableHeaderFor("census"), {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(vault_->UploadTable(acme_, TableHeaderFor("census"),
+                                  BreakAfter<v1::TableChunk>(
+                                      {first}, absl::DeadlineExceededError("deadline passed"))),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  ChunkSource<v1::TableChunk> gone = Feed(std::vector<v1::TableChunk>{first, second});
+  gone.live = [] { return absl::CancelledError("the client cancelled"); };
+  EXPECT_THAT(vault_->UploadTable(acme_, TableHeaderFor("census"), gone),
+              StatusIs(absl::StatusCode::kCancelled));
+  // Only the fixture's table was ever stored.
+  auto purged = store_->PurgeExpiredTables(std::numeric_limits<int64_t>::max());
+  ASSERT_OK(purged);
+  EXPECT_EQ(*purged, 1);
 }
 
 TEST_F(VaultTest, UploadWithoutGrantIsPermissionDenied) {
@@ -400,6 +462,29 @@ TEST_F(VaultTest, NoisyCountsRefusesBadInputsWithoutCharging) {
   }
   EXPECT_EQ(ChargeRows(), 0);
   EXPECT_EQ(BudgetOf(acme_).epsilon_spent(), 0);
+}
+
+TEST_F(VaultTest, HugeNamesAndUnknownEnumValuesAreRefusedWithShortMessages) {
+  const std::string huge(20000, 'x');
+  v1::NoisyCountsRequest req = CountsRequest("long-column");
+  req.add_columns(huge);
+  absl::StatusOr<v1::NoisyCountsResponse> refused = vault_->NoisyCounts(acme_, req);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument, "columns: column names are"));
+  EXPECT_LT(refused.status().message().size(), 300u);
+  req = CountsRequest("long-attribute");
+  req.add_attributes(huge);
+  refused = vault_->NoisyCounts(acme_, req);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument, "attributes: names are"));
+  EXPECT_LT(refused.status().message().size(), 300u);
+  req = CountsRequest("bad-unmatched");
+  req.set_unmatched(static_cast<v1::UnmatchedKeys>(99));
+  EXPECT_THAT(vault_->NoisyCounts(acme_, req),
+              StatusIs(absl::StatusCode::kInvalidArgument, "unmatched: unknown value 99"));
+  req = CountsRequest("bad-noise");
+  req.set_noise(static_cast<v1::NoiseKind>(7));
+  EXPECT_THAT(vault_->NoisyCounts(acme_, req),
+              StatusIs(absl::StatusCode::kInvalidArgument, "noise: unknown value 7"));
+  EXPECT_EQ(ChargeRows(), 0);
 }
 
 TEST_F(VaultTest, NoisyCountsOnExpiredTableIsFailedPrecondition) {

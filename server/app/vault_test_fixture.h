@@ -36,13 +36,15 @@ constexpr double kHugeEpsilon = 1e5;
 
 // A stream callback that hands out `chunks` one by one.
 template <typename Chunk>
-std::function<bool(Chunk*)> Feed(std::vector<Chunk> chunks) {
+ChunkSource<Chunk> Feed(std::vector<Chunk> chunks) {
   auto next = std::make_shared<size_t>(0);
-  return [chunks = std::move(chunks), next](Chunk* out) {
+  ChunkSource<Chunk> source;
+  source.next = [chunks = std::move(chunks), next](Chunk* out) -> absl::StatusOr<bool> {
     if (*next >= chunks.size()) return false;
     *out = chunks[(*next)++];
     return true;
   };
+  return source;
 }
 
 inline v1::SubjectRows Rows(const std::vector<std::vector<std::string>>& rows) {

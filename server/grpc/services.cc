@@ -1,7 +1,12 @@
 // Thin handlers: each authenticates, calls one use-case and maps the status.
 #include "server/grpc/services.h"
 
+#include <chrono>
+#include <string>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/util/status_macros.h"
 #include "server/grpc/status.h"
 
 namespace fairvault::server {
@@ -18,17 +23,103 @@ grpc::Status Handle(Vault& vault, grpc::ServerContext* ctx, Response* resp, UseC
   return grpc::Status::OK;
 }
 
-// Reads the header of a client stream, then hands the rest to the use-case chunk by chunk.
-template <typename Request, typename Header, typename Chunk>
-absl::Status ReadHeader(grpc::ServerReader<Request>* reader, Header* header,
-                        const Header& (Request::*get)() const, bool (Request::*has)() const) {
-  Request first;
-  if (!reader->Read(&first) || !(first.*has)()) {
-    return absl::InvalidArgumentError("the stream must start with a header message");
+// Why a live call's stream stopped early, as the status the call ends with.
+absl::Status StoppedEarly(const grpc::ServerContext& ctx, absl::string_view what) {
+  if (ctx.deadline() <= std::chrono::system_clock::now()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the call's deadline passed while ", what, "; nothing was stored"));
   }
-  *header = (first.*get)();
+  if (ctx.IsCancelled()) {
+    return absl::CancelledError(
+        absl::StrCat("the client cancelled the call while ", what, "; nothing was stored"));
+  }
   return absl::OkStatus();
 }
+
+// A client stream of `Request`s (header, data chunks, StreamEnd) as a ChunkSource. The sync
+// API's Read() returns false both at the end of the stream and for a message it cannot parse,
+// so the explicit StreamEnd is what tells a finished stream from a broken one.
+template <typename Request, typename Chunk>
+class GrpcChunkStream {
+ public:
+  using HasChunk = bool (Request::*)() const;
+  using MutableChunk = Chunk* (Request::*)();
+  GrpcChunkStream(grpc::ServerContext* ctx, grpc::ServerReader<Request>* reader, HasChunk has,
+                  MutableChunk mutable_chunk)
+      : ctx_(ctx), reader_(reader), has_(has), mutable_chunk_(mutable_chunk) {}
+
+  // Reads the first message, which must be the header.
+  template <typename Header>
+  absl::Status ReadHeader(Header* header, bool (Request::*has)() const,
+                          Header* (Request::*mutable_header)()) {
+    Request first;
+    if (!reader_->Read(&first)) {
+      RETURN_IF_ERROR(StoppedEarly(*ctx_, "reading the stream's header"));
+      return absl::InvalidArgumentError(
+          "the stream must start with a header message (none arrived, or it could not be "
+          "parsed: every string must be valid UTF-8)");
+    }
+    if (!(first.*has)()) {
+      return absl::InvalidArgumentError("the stream must start with a header message");
+    }
+    header->Swap((first.*mutable_header)());
+    return absl::OkStatus();
+  }
+
+  ChunkSource<Chunk> Source() {
+    ChunkSource<Chunk> source;
+    source.next = [this](Chunk* chunk) { return Next(chunk); };
+    source.live = [this] { return StoppedEarly(*ctx_, "the server was storing the stream"); };
+    return source;
+  }
+
+ private:
+  absl::StatusOr<bool> Next(Chunk* chunk) {
+    if (ended_) return false;
+    Request message;
+    if (!reader_->Read(&message)) {
+      const std::string where = absl::StrCat("after chunk ", chunks_, " (", rows_, " rows)");
+      RETURN_IF_ERROR(StoppedEarly(*ctx_, absl::StrCat("reading the stream ", where)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the stream stopped ", where, " without its end message: chunk ", chunks_ + 1,
+          " (rows from ", rows_ + 1,
+          ") could not be parsed (every string must be valid UTF-8) or the client stopped "
+          "sending; nothing was stored, send the whole stream again"));
+    }
+    if (message.has_end()) {
+      const v1::StreamEnd& end = message.end();
+      if (end.chunks() != chunks_ || end.rows() != rows_) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("end: the client sent ", end.chunks(), " chunks with ", end.rows(),
+                         " rows but the server received ", chunks_, " chunks with ", rows_,
+                         " rows; nothing was stored, send the whole stream again"));
+      }
+      Request extra;
+      if (reader_->Read(&extra)) {
+        return absl::InvalidArgumentError(
+            "a message followed the stream's end message; nothing was stored");
+      }
+      ended_ = true;
+      return false;
+    }
+    if (!(message.*has_)()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "message ", chunks_ + 2, " of the stream is a second header; send the header once"));
+    }
+    chunk->Swap((message.*mutable_chunk_)());
+    ++chunks_;
+    rows_ += chunk->subject_keys_size();
+    return true;
+  }
+
+  grpc::ServerContext* ctx_;
+  grpc::ServerReader<Request>* reader_;
+  HasChunk has_;
+  MutableChunk mutable_chunk_;
+  int64_t chunks_ = 0;
+  int64_t rows_ = 0;
+  bool ended_ = false;
+};
 
 }  // namespace
 
@@ -71,21 +162,12 @@ grpc::Status RegulatorServiceImpl::ImportAttributes(
     v1::ImportAttributesResponse* resp) {
   return Handle(
       *vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::ImportAttributesResponse> {
+        using Request = v1::ImportAttributesRequest;
+        GrpcChunkStream<Request, v1::SubjectRows> stream(ctx, reader, &Request::has_rows,
+                                                         &Request::mutable_rows);
         v1::ImportHeader header;
-        absl::Status s = ReadHeader<v1::ImportAttributesRequest, v1::ImportHeader, v1::SubjectRows>(
-            reader, &header, &v1::ImportAttributesRequest::header,
-            &v1::ImportAttributesRequest::has_header);
-        if (!s.ok()) return s;
-        v1::ImportAttributesRequest msg;
-        return vault_->ImportAttributes(c, header, [&](v1::SubjectRows* rows) {
-          while (reader->Read(&msg)) {
-            if (msg.has_rows()) {
-              rows->Swap(msg.mutable_rows());
-              return true;
-            }
-          }
-          return false;
-        });
+        RETURN_IF_ERROR(stream.ReadHeader(&header, &Request::has_header, &Request::mutable_header));
+        return vault_->ImportAttributes(c, header, stream.Source());
       });
 }
 grpc::Status RegulatorServiceImpl::CreateAccount(grpc::ServerContext* ctx,
@@ -123,20 +205,12 @@ grpc::Status CompanyServiceImpl::UploadTable(grpc::ServerContext* ctx,
                                              v1::UploadTableResponse* resp) {
   return Handle(
       *vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::UploadTableResponse> {
+        using Request = v1::UploadTableRequest;
+        GrpcChunkStream<Request, v1::TableChunk> stream(ctx, reader, &Request::has_chunk,
+                                                        &Request::mutable_chunk);
         v1::TableHeader header;
-        absl::Status s = ReadHeader<v1::UploadTableRequest, v1::TableHeader, v1::TableChunk>(
-            reader, &header, &v1::UploadTableRequest::header, &v1::UploadTableRequest::has_header);
-        if (!s.ok()) return s;
-        v1::UploadTableRequest msg;
-        return vault_->UploadTable(c, header, [&](v1::TableChunk* chunk) {
-          while (reader->Read(&msg)) {
-            if (msg.has_chunk()) {
-              chunk->Swap(msg.mutable_chunk());
-              return true;
-            }
-          }
-          return false;
-        });
+        RETURN_IF_ERROR(stream.ReadHeader(&header, &Request::has_header, &Request::mutable_header));
+        return vault_->UploadTable(c, header, stream.Source());
       });
 }
 grpc::Status CompanyServiceImpl::NoisyCounts(grpc::ServerContext* ctx,

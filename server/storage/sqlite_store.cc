@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
+#include "core/util/truncate.h"
 #include "server/storage/ledger_chain.h"
 
 namespace fairvault::server::storage {
@@ -401,9 +402,9 @@ absl::StatusOr<DatasetRecord> SqliteStore::DatasetLocked(const char* where, int6
     s.Bind(1, name);
   }
   RETURN_IF_ERROR(NotFoundIfNoRow(
-      s.Step(),
-      name.empty() ? absl::StrCat("no dataset with id ", id)
-                   : absl::StrCat("unknown dataset '", name, "'; list datasets to see the names")));
+      s.Step(), name.empty() ? absl::StrCat("no dataset with id ", id)
+                             : absl::StrCat("unknown dataset '", core::Truncated(name),
+                                            "'; list datasets to see the names")));
   return ReadDataset(s);
 }
 

@@ -1,0 +1,30 @@
+// Echoing a caller's value back in an error message, at a bounded length: a 20,000-character
+// name must not turn the error into an oversized gRPC trailer (which the client would see as
+// RESOURCE_EXHAUSTED, the budget code).
+#ifndef FAIRVAULT_CORE_UTIL_TRUNCATE_H_
+#define FAIRVAULT_CORE_UTIL_TRUNCATE_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace fairvault::core {
+
+// Longest user value echoed in an error message, in bytes.
+inline constexpr size_t kMaxEchoBytes = 64;
+
+// `value` itself if at most `max_bytes` long; otherwise its first bytes (not cutting a UTF-8
+// sequence) followed by "...(N bytes)".
+inline std::string Truncated(absl::string_view value, size_t max_bytes = kMaxEchoBytes) {
+  if (value.size() <= max_bytes) return std::string(value);
+  size_t cut = max_bytes;
+  // Back up over UTF-8 continuation bytes so that the prefix stays well-formed.
+  while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(value.substr(0, cut), "...(", value.size(), " bytes)");
+}
+
+}  // namespace fairvault::core
+
+#endif  // FAIRVAULT_CORE_UTIL_TRUNCATE_H_
