@@ -129,8 +129,13 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
     case v1::SP_SOLVER_QUANTILE:
       options.solver = pp::SpSolver::kQuantile;
       break;
-    default:
+    case v1::SP_SOLVER_AUTO:
       options.solver = pp::SpSolver::kAuto;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "solver: unknown value ", static_cast<int>(req.solver()),
+          "; use SP_SOLVER_AUTO (0), SP_SOLVER_LINEAR_PROGRAM (1) or SP_SOLVER_QUANTILE (2)"));
   }
   RETURN_IF_ERROR(options.Validate());  // also: the quantile solver needs alpha = 0
   if (req.score_column().empty()) return absl::InvalidArgumentError("score_column must be set");
