@@ -1,16 +1,21 @@
 // Reproduction of Xian, Li, Kamath, Zhao (2024) "Differentially private post-processing for fair
 // regression", Sec. 4 / ALGORITHMS.md §2, against a real vault.
 //
-// Protocol (the paper's, with its public code's evaluation): the scores are the true targets
-// (s = y); each seed draws a random 70/30 split; the post-processor is fitted on the train rows
-// with k bins on the public range and alpha = 0; the test MSE is mean (f(s, a) - y)^2 over the
+// Protocol (the paper's Sec. 4 "Setup" and its public code, github.com/rxian/fair-regression,
+// law.ipynb and communities.ipynb): the scores are the true targets (s = y: the paper "access[es]
+// the ground-truth responses and directly appl[ies] Algorithm 1"; its notebooks build the
+// feature matrix only to pass it to train_test_split and fit no regressor); the splits are
+// sklearn's train_test_split(test_size=0.3, random_state=seed) for seeds 33..82, reproduced
+// exactly (numpy's legacy RandomState permutation); the post-processor is fitted on the train
+// rows with k bins on the public range (Law k = 36 on [1, 4], Communities k = 12 on [0, 1]) and
+// alpha = 0, for eps in {inf, 10, 5, 1, 0.5, 0.1}; the test MSE is mean (f(s, a) - y)^2 over the
 // test rows and the violation is the max over pairs of groups of the two-sample KS distance
 // between the groups' test outputs. Mean and (population) standard deviation over the seeds.
 //
 // The program plays both sides. As the regulator it starts the real fairvault-server on a temp
 // SQLite file, creates one dataset per benchmark and imports each row's group under the key
 // "<dataset>-<row>", and grants the company a budget. As the company it uploads the train rows
-// (key, score) as a table and calls FitStatisticalParityPostProcessor for eps in {1, 0.5, 0.1};
+// (key, score) as a table and calls FitStatisticalParityPostProcessor for each finite eps;
 // the regulator, who holds the test rows' groups, applies the released artifact to them and
 // evaluates (the paper's f(s, a) on test data, with a floor-0 artifact as in the paper).
 //
@@ -18,7 +23,8 @@
 // call the core library directly on the same split: exact histogram, the same solver, and the
 // same sampler with a seeded generator.
 //
-// Usage: xian_reproduction [--datasets DIR] [--seeds N] [--quick] [--only law|communities]
+// Usage: xian_reproduction [--datasets DIR] [--seeds N] [--first-seed S] [--quick]
+//                          [--only law|communities] [--law-file bar_pass|law_data]
 //                          [--out per_seed.csv] [--sweep sweep.csv] [--drop-out-of-range]
 #include <algorithm>
 #include <chrono>
@@ -57,25 +63,41 @@ namespace pp = ::fairvault::core::postprocess;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kTestFraction = 0.3;
+// The authors' notebooks use random_state = 33, ..., 82 (seeds = range(33, 83)).
+constexpr int kFirstPaperSeed = 33;
 constexpr char kCompany[] = "xian-lab";
 constexpr char kScoreColumn[] = "score";
 
-// The reference numbers of ALGORITHMS.md §2 (test MSE / max pairwise KS, alpha = 0, mean over
-// 50 random 70/30 splits).
-struct PaperRow {
+// The privacy levels of the authors' notebooks (cell "Results and baselines for alpha = 0":
+// epsilons = [np.inf, 10, 5, 1, 0.5, 0.1]); all but inf go through the vault.
+const std::vector<double>& Epsilons() {
+  static const auto* eps = new std::vector<double>{kInf, 10.0, 5.0, 1.0, 0.5, 0.1};
+  return *eps;
+}
+
+// A reference result (mean ± population std over the 50 seeds) printed by the authors' code for
+// exactly this setting. The paper itself prints no numbers for these runs: its Fig. 2 draws
+// them as MSE-vs-KS curves (the alpha = 0 end of each curve); the numbers are the output the
+// notebooks of github.com/rxian/fair-regression (commit 1b51ad7) store, cell "Results and
+// baselines for alpha = 0", rows "binning + fair" (eps = inf), "binning + private and fair
+// (eps=E)", "no postprocessing" and "binning". ALGORITHMS.md §2 quotes the same values.
+struct RefRow {
+  std::string method;  // "fair", "none", "binning"
   double epsilon;
-  double mse;
-  double ks;
+  double mse, mse_std, ks, ks_std;
 };
 
 // One benchmark: the rows the vault holds (key, group) and the company's scores (= targets).
 struct Benchmark {
   std::string name;       // dataset name in the vault, and the series name in the sweep
   std::string title;      // for the printed table
+  std::string file;       // the data file, relative to the datasets folder
   std::string attribute;  // the protected attribute's name in the vault
   std::vector<std::string> categories;
   pp::ScoreGrid grid;
-  std::vector<PaperRow> paper;
+  // Empty when the setting differs from the authors' (another file): nothing to compare with.
+  std::vector<RefRow> refs;
+  std::string ref_source;
   std::vector<std::string> keys;
   std::vector<double> y;
   std::vector<int> group;
@@ -85,8 +107,12 @@ struct Benchmark {
 struct Flags {
   std::string datasets = std::string(FAIRVAULT_SOURCE_DIR) + "/../shared/datasets";
   int seeds = 50;
+  int first_seed = kFirstPaperSeed;
   bool quick = false;
   std::string only;
+  // "bar_pass": law/bar_pass_prediction.csv, the file of the authors' code (default);
+  // "law_data": law/law_data.csv, Kusner et al.'s extract (no reference numbers).
+  std::string law_file = "bar_pass";
   std::string out = "xian_per_seed.csv";
   std::string sweep = "xian_sweep.csv";
   // Sensitivity check: drop the rows whose target lies outside the public range.
@@ -103,32 +129,86 @@ absl::StatusOr<double> ParseDouble(const std::string& text, const std::string& w
   return v;
 }
 
-// Both files (pandas exports) start with an unnamed row-index column, which the CSV reader
-// refuses: it is named "row" here.
+// A pandas export may start with an unnamed row-index column, which the CSV reader refuses: it
+// is named "row" here.
 absl::StatusOr<client::CsvTable> ReadIndexedCsv(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, client::ReadFileToString(path));
   if (!text.empty() && text[0] == ',') text.insert(0, "row");
   return client::ParseCsv(text, path);
 }
 
-// Law School (Kusner et al.'s law_data.csv): target UGPA on [1, 4], k = 36; race in 4 groups:
-// asian; black; hispanic = Hispanic + Mexican + Puertorican; white. Amerindian and Other are
-// dropped (the paper's 4 groups; its source file has only these 4 race codes).
-absl::StatusOr<Benchmark> LoadLaw(const std::string& dir) {
-  const std::string path = dir + "/law/law_data.csv";
+// Law School in the file the authors' code reads (law/bar_pass_prediction.csv, 22,407 rows):
+// target ugpa on [1, 4], k = 36; group race1, keeping the rows in its four named groups asian,
+// black, hisp, white (21,983 rows; race1 "other" and empty are dropped), exactly as law.ipynb
+// does. The notebook's features (lsat, gender, race dummies, ...) only feed train_test_split,
+// whose split depends on the row count alone, so they are not read.
+absl::StatusOr<Benchmark> LoadLawBarPass(const std::string& dir) {
+  Benchmark b;
+  b.file = "law/bar_pass_prediction.csv";
+  const std::string path = dir + "/" + b.file;
+  ASSIGN_OR_RETURN(client::CsvTable csv, ReadIndexedCsv(path));
+  ASSIGN_OR_RETURN(size_t race_col, csv.ColumnIndex("race1"));
+  ASSIGN_OR_RETURN(size_t ugpa_col, csv.ColumnIndex("ugpa"));
+  // Group codes as np.unique orders the names in the notebook.
+  const std::map<std::string, int> kGroup = {{"asian", 0}, {"black", 1}, {"hisp", 2}, {"white", 3}};
+  b.name = "law";
+  b.title = absl::StrCat("Law School (", b.file, "): target ugpa, group race1");
+  b.attribute = "race";
+  b.categories = {"asian", "black", "hisp", "white"};
+  b.grid = pp::ScoreGrid{1.0, 4.0, 36};
+  b.refs = {{"fair", kInf, 0.010439, 0.000494, 0.085150, 0.023165},
+            {"fair", 10.0, 0.010451, 0.000481, 0.085540, 0.023160},
+            {"fair", 5.0, 0.010466, 0.000470, 0.086038, 0.023252},
+            {"fair", 1.0, 0.010634, 0.000645, 0.091368, 0.024884},
+            {"fair", 0.5, 0.010909, 0.001103, 0.104694, 0.032631},
+            {"fair", 0.1, 0.013972, 0.005009, 0.280689, 0.090332},
+            {"none", kInf, 0.0, 0.0, 0.349900, 0.018699},
+            {"binning", kInf, 0.000610, 0.000005, 0.349900, 0.018699}};
+  b.ref_source = "law.ipynb";
+  std::map<std::string, int> dropped;
+  for (size_t r = 0; r < csv.rows.size(); ++r) {
+    const std::string& race = csv.rows[r][race_col];
+    auto it = kGroup.find(race);
+    if (it == kGroup.end()) {
+      ++dropped[race.empty() ? "(empty)" : race];
+      continue;
+    }
+    ASSIGN_OR_RETURN(double ugpa,
+                     ParseDouble(csv.rows[r][ugpa_col], absl::StrCat(path, " row ", r + 1)));
+    b.keys.push_back(absl::StrCat("law-", r));
+    b.y.push_back(ugpa);
+    b.group.push_back(it->second);
+  }
+  std::vector<std::string> parts;
+  int64_t total_dropped = 0;
+  for (const auto& [race, count] : dropped) {
+    parts.push_back(absl::StrCat(race, " ", count));
+    total_dropped += count;
+  }
+  b.notes.push_back(absl::StrCat("rows: ", csv.rows.size(), " in the file; dropped ", total_dropped,
+                                 " whose race1 is not one of the four named groups (",
+                                 absl::StrJoin(parts, ", "), "), as law.ipynb does"));
+  return b;
+}
+
+// Law School in Kusner et al.'s extract (law/law_data.csv), kept for comparison with the
+// earlier runs: target UGPA on [1, 4], k = 36; race in 4 groups: asian; black; hispanic =
+// Hispanic + Mexican + Puertorican; white. Amerindian and Other are dropped. Not the authors'
+// file (21,399 rows, other group sizes), so no reference numbers are printed.
+absl::StatusOr<Benchmark> LoadLawKusner(const std::string& dir) {
+  Benchmark b;
+  b.file = "law/law_data.csv";
+  const std::string path = dir + "/" + b.file;
   ASSIGN_OR_RETURN(client::CsvTable csv, ReadIndexedCsv(path));
   ASSIGN_OR_RETURN(size_t race_col, csv.ColumnIndex("race"));
   ASSIGN_OR_RETURN(size_t ugpa_col, csv.ColumnIndex("UGPA"));
   const std::map<std::string, int> kGroup = {{"Asian", 0},   {"Black", 1},       {"Hispanic", 2},
                                              {"Mexican", 2}, {"Puertorican", 2}, {"White", 3}};
-  Benchmark b;
   b.name = "law";
-  b.title = "Law School (law/law_data.csv): target UGPA, group race";
+  b.title = absl::StrCat("Law School (", b.file, ", Kusner et al.'s extract): target UGPA, group race");
   b.attribute = "race";
   b.categories = {"asian", "black", "hispanic", "white"};
   b.grid = pp::ScoreGrid{1.0, 4.0, 36};
-  b.paper = {
-      {kInf, 0.01044, 0.085}, {1.0, 0.01063, 0.091}, {0.5, 0.01091, 0.105}, {0.1, 0.01397, 0.281}};
   std::map<std::string, int> dropped;
   for (size_t r = 0; r < csv.rows.size(); ++r) {
     const std::string& race = csv.rows[r][race_col];
@@ -153,54 +233,43 @@ absl::StatusOr<Benchmark> LoadLaw(const std::string& dir) {
   b.notes.push_back(absl::StrCat("rows: ", csv.rows.size(), " in the file; dropped ", total_dropped,
                                  " (", absl::StrJoin(parts, ", "),
                                  "); hispanic = Hispanic + Mexican + Puertorican"));
+  b.notes.push_back(
+      "not the file of the authors' code (law/bar_pass_prediction.csv): no reference numbers");
   return b;
 }
 
-// The UCI file communities.data (no header, 128 columns, '?' for missing values) with the
-// continuous target, as the paper's code reads it: racepctblack is column 7, ViolentCrimesPerPop
-// the last. Its rows are in the same order as the cleaned communities.csv.
-constexpr int kUciColumns = 128;
-constexpr int kUciRacePctBlack = 7;
-
-absl::StatusOr<client::CsvTable> ReadUciCommunities(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, client::ReadFileToString(path));
-  std::vector<std::string> header;
-  for (int c = 0; c < kUciColumns; ++c) header.push_back(absl::StrCat("c", c));
-  header[0] = "row";  // not a row index in this file: replaced below
-  header[kUciRacePctBlack] = "racepctblack";
-  header[kUciColumns - 1] = "ViolentCrimesPerPop";
-  ASSIGN_OR_RETURN(client::CsvTable csv,
-                   client::ParseCsv(absl::StrCat(absl::StrJoin(header, ","), "\n", text), path));
-  for (size_t r = 0; r < csv.rows.size(); ++r) csv.rows[r][0] = absl::StrCat(r);
-  return csv;
-}
-
-// Communities and Crime: target ViolentCrimesPerPop on [0, 1], k = 12; group
-// racepctblack > 0.06. Reads the UCI communities.data when it is in the folder (the continuous
-// target the paper uses), else the shared, GerryFair-cleaned communities.csv.
+// Communities and Crime from the UCI file as published (communities/communities_uci.csv: a
+// header added, '?' for missing values, ViolentCrimesPerPop continuous on [0, 1]), as
+// communities.ipynb reads communities.data: all 1,994 rows (the notebook drops the columns
+// with missing values, never rows), target ViolentCrimesPerPop on [0, 1], k = 12, group
+// racepctblack > 0.06. As for Law, the features only feed train_test_split.
 absl::StatusOr<Benchmark> LoadCommunities(const std::string& dir) {
-  const std::string uci = dir + "/communities/communities.data";
-  const bool have_uci = client::ReadFileToString(uci).ok();
-  const std::string path = have_uci ? uci : dir + "/communities/communities.csv";
-  ASSIGN_OR_RETURN(client::CsvTable csv,
-                   have_uci ? ReadUciCommunities(path) : ReadIndexedCsv(path));
+  Benchmark b;
+  b.file = "communities/communities_uci.csv";
+  const std::string path = dir + "/" + b.file;
+  ASSIGN_OR_RETURN(client::CsvTable csv, ReadIndexedCsv(path));
   ASSIGN_OR_RETURN(size_t black_col, csv.ColumnIndex("racepctblack"));
   ASSIGN_OR_RETURN(size_t target_col, csv.ColumnIndex("ViolentCrimesPerPop"));
-  Benchmark b;
   b.name = "communities";
-  b.title = absl::StrCat("Communities & Crime (communities/",
-                         have_uci ? "communities.data" : "communities.csv",
+  b.title = absl::StrCat("Communities & Crime (", b.file,
                          "): target ViolentCrimesPerPop, group racepctblack > 0.06");
   b.attribute = "black_share";
   b.categories = {"le_6pct", "gt_6pct"};
   b.grid = pp::ScoreGrid{0.0, 1.0, 12};
-  b.paper = {
-      {kInf, 0.0185, 0.064}, {1.0, 0.0181, 0.068}, {0.5, 0.0177, 0.076}, {0.1, 0.0155, 0.163}};
+  b.refs = {{"fair", kInf, 0.018486, 0.001028, 0.064075, 0.024100},
+            {"fair", 10.0, 0.018441, 0.001079, 0.064352, 0.024214},
+            {"fair", 5.0, 0.018396, 0.001102, 0.064654, 0.025137},
+            {"fair", 1.0, 0.018106, 0.001894, 0.068496, 0.026381},
+            {"fair", 0.5, 0.017691, 0.003149, 0.075991, 0.031572},
+            {"fair", 0.1, 0.015489, 0.008970, 0.162784, 0.094371},
+            {"none", kInf, 0.0, 0.0, 0.457663, 0.033567},
+            {"binning", kInf, 0.000562, 0.000016, 0.449961, 0.035186}};
+  b.ref_source = "communities.ipynb";
   for (size_t r = 0; r < csv.rows.size(); ++r) {
     const std::string where = absl::StrCat(path, " row ", r + 1);
     ASSIGN_OR_RETURN(double black, ParseDouble(csv.rows[r][black_col], where));
     ASSIGN_OR_RETURN(double target, ParseDouble(csv.rows[r][target_col], where));
-    b.keys.push_back(absl::StrCat("communities-", csv.rows[r][0]));
+    b.keys.push_back(absl::StrCat("communities-", r));
     b.y.push_back(target);
     b.group.push_back(black > 0.06 ? 1 : 0);
   }
@@ -255,6 +324,17 @@ void DescribeData(Benchmark& b, bool drop_out_of_range) {
         " distinct values in this file: ", absl::StrJoin(values, ", "),
         ". The paper post-processes the continuous target; results are not comparable."));
   }
+  // The vault snaps (s - lo) k / (hi - lo) to a bin edge within a few ulps; the authors' code
+  // takes floor((s - lo) / w) with w = (hi - lo) / k. Count the rows the two bin differently.
+  const double w = (b.grid.hi - b.grid.lo) / b.grid.k;
+  int64_t differ = 0;
+  for (double v : b.y) {
+    const double x = std::floor((v - b.grid.lo) / w);
+    const int paper_bin = static_cast<int>(std::clamp(x, 0.0, static_cast<double>(b.grid.k - 1)));
+    differ += paper_bin != b.grid.Bin(v);
+  }
+  b.notes.push_back(absl::StrCat("rows binned differently by the vault and by the authors' ",
+                                 "floor((s - lo) / w): ", differ));
 }
 
 // ---- Evaluation ---------------------------------------------------------------------------
@@ -263,14 +343,33 @@ struct Split {
   std::vector<size_t> train, test;
 };
 
-// A seeded random 70/30 split: Fisher-Yates on the row indices with std::mt19937_64 (the draw
-// modulo i+1 has a bias below 2^-40 here), then the first ceil(0.3 n) rows are the test set
-// (sklearn's train_test_split rounds the test size up the same way).
-Split RandomSplit(size_t n, uint64_t seed) {
-  std::mt19937_64 gen(seed);
+// numpy's legacy RandomState(seed).permutation(n), bit for bit: MT19937 seeded with
+// init_genrand(seed) (std::mt19937 is the same generator), then for i = n-1, ..., 1 swap i with
+// j = random_interval(i), which draws 32-bit words masked to the smallest all-ones mask >= i
+// until one is <= i (numpy's distributions.c). Checked against numpy 1.24 for n = 1994 and
+// 21983, seeds 33, 57, 82.
+std::vector<size_t> NumpyLegacyPermutation(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
-  for (size_t i = n; i > 1; --i) std::swap(order[i - 1], order[gen() % i]);
+  for (size_t i = n; i-- > 1;) {
+    uint64_t mask = i;
+    for (int shift = 1; shift <= 32; shift *= 2) mask |= mask >> shift;
+    uint64_t j;
+    do {
+      j = static_cast<uint64_t>(gen()) & mask;
+    } while (j > i);
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+// sklearn's train_test_split(..., test_size=0.3, random_state=seed) as the authors' notebooks
+// call it (no stratification, so ShuffleSplit): the permutation above, its first
+// ceil(0.3 n) entries are the test rows and the rest the train rows. The same rows as the
+// authors' runs for the same seed.
+Split PaperSplit(size_t n, uint32_t seed) {
+  const std::vector<size_t> order = NumpyLegacyPermutation(n, seed);
   const size_t n_test = static_cast<size_t>(std::ceil(kTestFraction * static_cast<double>(n)));
   Split s;
   s.test.assign(order.begin(), order.begin() + n_test);
@@ -558,20 +657,21 @@ std::vector<SeedResult> Baselines(const Benchmark& b, const Split& split) {
 struct BenchmarkRun {
   const Benchmark* benchmark;
   size_t n_train = 0, n_test = 0;
+  std::vector<int> seeds;  // the random_state of each split, in order
   // (method, epsilon) -> per-seed results, in seed order.
   std::map<std::pair<std::string, double>, std::vector<SeedResult>> results;
   double seconds = 0;
 };
 
-absl::StatusOr<BenchmarkRun> Run(Vault& v, const Benchmark& b, int seeds) {
+absl::StatusOr<BenchmarkRun> Run(Vault& v, const Benchmark& b, int first_seed, int seeds) {
   BenchmarkRun run;
   run.benchmark = &b;
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<double> private_eps = {1.0, 0.5, 0.1};
-  for (int seed = 0; seed < seeds; ++seed) {
-    const Split split = RandomSplit(b.y.size(), static_cast<uint64_t>(seed));
+  for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
+    const Split split = PaperSplit(b.y.size(), static_cast<uint32_t>(seed));
     run.n_train = split.train.size();
     run.n_test = split.test.size();
+    run.seeds.push_back(seed);
     for (SeedResult& r : Baselines(b, split)) run.results[{r.method, r.epsilon}].push_back(r);
     ASSIGN_OR_RETURN(SeedResult exact, FitAndDecideExact(b, split, seed, pp::SpSolver::kAuto));
     run.results[{"fair", kInf}].push_back(exact);
@@ -584,7 +684,8 @@ absl::StatusOr<BenchmarkRun> Run(Vault& v, const Benchmark& b, int seeds) {
     }
     run.results[{"fair_lp", kInf}].push_back(lp);
     ASSIGN_OR_RETURN(std::string table, UploadTrain(v, b, split, seed));
-    for (double eps : private_eps) {
+    for (double eps : Epsilons()) {
+      if (std::isinf(eps)) continue;
       ASSIGN_OR_RETURN(SeedResult r, FitInVaultAndApply(v, b, split, table, seed, eps));
       if (r.clipped != exact.clipped) {
         return absl::InternalError(absl::StrCat("the vault clipped ", r.clipped,
@@ -598,65 +699,90 @@ absl::StatusOr<BenchmarkRun> Run(Vault& v, const Benchmark& b, int seeds) {
   return run;
 }
 
-std::string FormatTable(const BenchmarkRun& run, int seeds) {
+const RefRow* FindRef(const Benchmark& b, const std::string& method, double eps) {
+  for (const RefRow& r : b.refs) {
+    if (r.method == method && r.epsilon == eps) return &r;
+  }
+  return nullptr;
+}
+
+std::string FormatTable(const BenchmarkRun& run) {
   const Benchmark& b = *run.benchmark;
+  const bool with_refs = !b.refs.empty();
   std::string out = absl::StrCat("== ", b.title, " ==\n");
   for (const auto& note : b.notes) absl::StrAppend(&out, "  ", note, "\n");
   const double width = (b.grid.hi - b.grid.lo) / b.grid.k;
   absl::StrAppendFormat(&out,
-                        "  k = %d bins on [%g, %g] (w = %.6g, w^2/12 = %.6g), alpha = 0, %d seeds, "
-                        "random 70/30 splits: %d train / %d test rows\n",
-                        b.grid.k, b.grid.lo, b.grid.hi, width, width * width / 12, seeds,
-                        run.n_train, run.n_test);
+                        "  k = %d bins on [%g, %g] (w = %.6g, w^2/12 = %.6g), alpha = 0, scores = "
+                        "true targets (s = y)\n",
+                        b.grid.k, b.grid.lo, b.grid.hi, width, width * width / 12);
+  absl::StrAppendFormat(&out,
+                        "  %d seeds: sklearn train_test_split(test_size=0.3, random_state=%d..%d) "
+                        "reproduced exactly: %d train / %d test rows\n",
+                        run.seeds.size(), run.seeds.front(), run.seeds.back(), run.n_train,
+                        run.n_test);
   absl::StrAppend(
       &out,
       "  mean ± std over seeds (std: population, seed-to-seed spread); eps = inf "
-      "via the core library, the others fitted through the vault and applied by the regulator\n\n");
-  absl::StrAppendFormat(&out, "  %-8s | %-21s | %-17s | %-9s | %-8s\n", "eps", "test MSE",
-                        "max pairwise KS", "paper MSE", "paper KS");
-  absl::StrAppend(&out, "  ", std::string(8, '-'), "-+-", std::string(21, '-'), "-+-",
-                  std::string(17, '-'), "-+-", std::string(9, '-'), "-+-", std::string(8, '-'),
-                  "\n");
-  for (const PaperRow& paper : b.paper) {
-    auto it = run.results.find({"fair", paper.epsilon});
-    if (it == run.results.end()) continue;
+      "via the core library, the others fitted through the vault and applied by the regulator\n");
+  if (with_refs) {
+    absl::StrAppend(&out, "  authors' = the output stored in ", b.ref_source,
+                    " of github.com/rxian/fair-regression (commit 1b51ad7), cell \"Results and "
+                    "baselines for alpha = 0\": same file, rows, splits (random_state 33..82), k, "
+                    "alpha and eps; the paper shows these runs only as the alpha = 0 ends of the "
+                    "curves of its Fig. 2\n");
+  }
+  absl::StrAppend(&out, "\n");
+  auto header = [&](const char* first) {
+    absl::StrAppendFormat(&out, "  %-8s | %-19s | %-15s", first, "test MSE", "max pairwise KS");
+    if (with_refs) absl::StrAppendFormat(&out, " | %-19s | %-13s", "authors' MSE", "authors' KS");
+    absl::StrAppend(&out, "\n  ", std::string(8, '-'), "-+-", std::string(19, '-'), "-+-",
+                    std::string(15, '-'));
+    if (with_refs) {
+      absl::StrAppend(&out, "-+-", std::string(19, '-'), "-+-", std::string(13, '-'));
+    }
+    absl::StrAppend(&out, "\n");
+  };
+  auto row = [&](const std::string& label, const std::string& method, double eps) {
+    auto it = run.results.find({method, eps});
+    if (it == run.results.end()) return;
     std::vector<double> mse, ks;
     for (const auto& r : it->second) {
       mse.push_back(r.mse);
       ks.push_back(r.ks);
     }
     const MeanStd m = Summarize(mse), k = Summarize(ks);
-    absl::StrAppendFormat(&out, "  %-8s | %.5f ± %.5f     | %.3f ± %.3f     | %-9.5f | %.3f\n",
-                          EpsilonText(paper.epsilon), m.mean, m.std, k.mean, k.std, paper.mse,
-                          paper.ks);
-  }
+    absl::StrAppendFormat(&out, "  %-8s | %.5f ± %.5f   | %.3f ± %.3f  ", label, m.mean, m.std,
+                          k.mean, k.std);
+    if (const RefRow* ref = with_refs ? FindRef(b, method, eps) : nullptr; ref != nullptr) {
+      absl::StrAppendFormat(&out, " | %.5f ± %.5f   | %.3f ± %.3f", ref->mse, ref->mse_std,
+                            ref->ks, ref->ks_std);
+    } else if (with_refs) {
+      absl::StrAppend(&out, " | ", std::string(19, ' '), " |");
+    }
+    absl::StrAppend(&out, "\n");
+  };
+  header("eps");
+  for (double eps : Epsilons()) row(EpsilonText(eps), "fair", eps);
   absl::StrAppend(&out,
                   "\n  checks on the same test rows: eps = inf with the GLPK LP instead of the "
                   "quantile solver (same objective to 1e-6, same sampler seed); no "
-                  "post-processing; bin centres only:\n");
-  for (const char* method : {"fair_lp", "none", "binning"}) {
-    auto it = run.results.find({method, kInf});
-    std::vector<double> mse, ks;
-    for (const auto& r : it->second) {
-      mse.push_back(r.mse);
-      ks.push_back(r.ks);
-    }
-    const MeanStd m = Summarize(mse), k = Summarize(ks);
-    absl::StrAppendFormat(&out, "  %-8s | %.5f ± %.5f     | %.3f ± %.3f     |\n",
-                          std::string(method) == "fair_lp" ? "inf, LP" : method, m.mean, m.std,
-                          k.mean, k.std);
-  }
+                  "post-processing; bin centres only (the authors' \"binning\": alpha = 1):\n");
+  header("check");
+  row("inf, LP", "fair_lp", kInf);
+  row("none", "none", kInf);
+  row("binning", "binning", kInf);
   // Where the time goes, per call (fit and decide include the RPC for the vault rows).
   absl::StrAppend(&out, "\n  mean time per seed:");
-  for (const PaperRow& paper : b.paper) {
-    auto it = run.results.find({"fair", paper.epsilon});
+  for (double eps : Epsilons()) {
+    auto it = run.results.find({"fair", eps});
     if (it == run.results.end()) continue;
     double fit = 0, decide = 0;
     for (const auto& r : it->second) {
       fit += r.fit_ms;
       decide += r.decide_ms;
     }
-    absl::StrAppendFormat(&out, " eps=%s fit %.1f ms + decide %.1f ms;", EpsilonText(paper.epsilon),
+    absl::StrAppendFormat(&out, " eps=%s fit %.1f ms + decide %.1f ms;", EpsilonText(eps),
                           fit / it->second.size(), decide / it->second.size());
   }
   absl::StrAppendFormat(&out, "\n  wall time for this dataset: %.1f s\n", run.seconds);
@@ -668,9 +794,9 @@ absl::Status WriteCsvs(const std::vector<BenchmarkRun>& runs, const Flags& flags
     std::vector<std::vector<std::string>> rows;
     for (const BenchmarkRun& run : runs) {
       for (const auto& [config, results] : run.results) {
-        for (size_t seed = 0; seed < results.size(); ++seed) {
-          const SeedResult& r = results[seed];
-          rows.push_back({run.benchmark->name, absl::StrCat(seed), r.method, EpsilonText(r.epsilon),
+        for (size_t i = 0; i < results.size(); ++i) {
+          const SeedResult& r = results[i];
+          rows.push_back({run.benchmark->name, absl::StrCat(run.seeds[i]), r.method, EpsilonText(r.epsilon),
                           r.path, absl::StrFormat("%.9g", r.mse), absl::StrFormat("%.9g", r.ks),
                           absl::StrFormat("%.9g", r.objective), absl::StrCat(r.clipped),
                           absl::StrFormat("%.3f", r.fit_ms), absl::StrFormat("%.3f", r.decide_ms)});
@@ -694,8 +820,8 @@ absl::Status WriteCsvs(const std::vector<BenchmarkRun>& runs, const Flags& flags
                                       absl::StrFormat("%.9g", m.mean + half)};
     };
     for (const BenchmarkRun& run : runs) {
-      for (const PaperRow& paper : run.benchmark->paper) {
-        auto it = run.results.find({"fair", paper.epsilon});
+      for (double eps : Epsilons()) {
+        auto it = run.results.find({"fair", eps});
         if (it == run.results.end()) continue;
         std::vector<double> mse, ks;
         for (const auto& r : it->second) {
@@ -703,7 +829,7 @@ absl::Status WriteCsvs(const std::vector<BenchmarkRun>& runs, const Flags& flags
           ks.push_back(r.ks);
         }
         const auto mse_ci = interval(mse), ks_ci = interval(ks);
-        rows.push_back({EpsilonText(paper.epsilon), absl::StrFormat("%.9g", Summarize(mse).mean),
+        rows.push_back({EpsilonText(eps), absl::StrFormat("%.9g", Summarize(mse).mean),
                         absl::StrFormat("%.9g", Summarize(ks).mean), run.benchmark->name, mse_ci[0],
                         mse_ci[1], ks_ci[0], ks_ci[1]});
       }
@@ -746,6 +872,18 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
             absl::StrCat("--seeds must be an integer in [1, 10000] (got '", text, "')"));
       }
       seeds_set = true;
+    } else if (arg == "--first-seed") {
+      ASSIGN_OR_RETURN(std::string text, next());
+      if (!absl::SimpleAtoi(text, &flags.first_seed) || flags.first_seed < 0 ||
+          flags.first_seed > 1000000) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--first-seed must be an integer in [0, 1000000] (got '", text, "')"));
+      }
+    } else if (arg == "--law-file") {
+      ASSIGN_OR_RETURN(flags.law_file, next());
+      if (flags.law_file != "bar_pass" && flags.law_file != "law_data") {
+        return absl::InvalidArgumentError("--law-file must be 'bar_pass' or 'law_data'");
+      }
     } else if (arg == "--only") {
       ASSIGN_OR_RETURN(flags.only, next());
       if (flags.only != "law" && flags.only != "communities") {
@@ -757,15 +895,18 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       ASSIGN_OR_RETURN(flags.sweep, next());
     } else if (arg == "--help" || arg == "-h") {
       return absl::CancelledError(
-          "usage: xian_reproduction [--datasets DIR] [--seeds N] [--quick] "
-          "[--only law|communities] [--out per_seed.csv] [--sweep sweep.csv] "
-          "[--drop-out-of-range]\n"
-          "  --datasets  folder with law/ and communities/ (default: <repo>/../shared/datasets)\n"
-          "  --seeds     random 70/30 splits (default 50; 3 with --quick)\n"
-          "  --out       per-seed results CSV ('' to skip; default xian_per_seed.csv)\n"
-          "  --sweep     sweep CSV for `fairvault report sweep` (default xian_sweep.csv)\n"
+          "usage: xian_reproduction [--datasets DIR] [--seeds N] [--first-seed S] [--quick]\n"
+          "         [--only law|communities] [--law-file bar_pass|law_data]\n"
+          "         [--out per_seed.csv] [--sweep sweep.csv] [--drop-out-of-range]\n"
+          "  --datasets    folder with law/ and communities/ (default: <repo>/../shared/datasets)\n"
+          "  --seeds       splits (default 50; 3 with --quick), random_state S, S+1, ...\n"
+          "  --first-seed  S (default 33: the authors' seeds are 33..82)\n"
+          "  --law-file    bar_pass: law/bar_pass_prediction.csv, the authors' file (default);\n"
+          "                law_data: law/law_data.csv, Kusner et al.'s extract (no reference)\n"
+          "  --out         per-seed results CSV ('' to skip; default xian_per_seed.csv)\n"
+          "  --sweep       sweep CSV for `fairvault report sweep` (default xian_sweep.csv)\n"
           "  --drop-out-of-range  drop rows whose target is outside the public range (a\n"
-          "              sensitivity check; by default every row is kept, as in the paper)");
+          "                sensitivity check; by default every row is kept, as in the paper)");
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", arg, "' (see --help)"));
     }
@@ -787,7 +928,8 @@ int Main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<Benchmark> benchmarks;
   for (auto [name, load] :
-       {std::make_pair("law", &LoadLaw), std::make_pair("communities", &LoadCommunities)}) {
+       {std::make_pair("law", flags->law_file == "law_data" ? &LoadLawKusner : &LoadLawBarPass),
+        std::make_pair("communities", &LoadCommunities)}) {
     if (!flags->only.empty() && flags->only != name) continue;
     auto b = load(flags->datasets);
     if (!b.ok()) {
@@ -805,10 +947,13 @@ int Main(int argc, char** argv) {
                  vault.status().ToString().c_str());
     return 1;
   }
-  // Every fit of the run: seeds x (1 + 0.5 + 0.1), with room to spare.
-  const double grant = std::ceil(flags->seeds * 1.6) + 1;
-  std::printf("Xian et al. (2024) reproduction: %d seeds, eps in {inf, 1, 0.5, 0.1}, alpha = 0\n\n",
-              flags->seeds);
+  // Every fit of the run: seeds x (10 + 5 + 1 + 0.5 + 0.1), with room to spare.
+  double per_seed = 0;
+  for (double eps : Epsilons()) per_seed += std::isinf(eps) ? 0 : eps;
+  const double grant = std::ceil(flags->seeds * per_seed) + 1;
+  std::printf(
+      "Xian et al. (2024) reproduction: %d seeds, eps in {inf, 10, 5, 1, 0.5, 0.1}, alpha = 0\n\n",
+      flags->seeds);
   std::vector<BenchmarkRun> runs;
   for (const Benchmark& b : benchmarks) {
     if (auto s = LoadIntoVault(*vault, b, grant); !s.ok()) {
@@ -816,13 +961,13 @@ int Main(int argc, char** argv) {
                    s.ToString().c_str());
       return 1;
     }
-    auto run = Run(*vault, b, flags->seeds);
+    auto run = Run(*vault, b, flags->first_seed, flags->seeds);
     if (!run.ok()) {
       std::fprintf(stderr, "xian_reproduction: %s: %s\n", b.name.c_str(),
                    run.status().ToString().c_str());
       return 1;
     }
-    std::string table = FormatTable(*run, flags->seeds);
+    std::string table = FormatTable(*run);
     v1::GetBudgetRequest budget_req;
     budget_req.set_dataset(b.name);
     auto budget = vault->company->GetBudget(budget_req);
