@@ -475,6 +475,35 @@ TEST(AuditRegressorTest, MeanIsUnbiasedWhenMostBinsAreEmpty) {
   EXPECT_GE(covered, 160);
 }
 
+// Issue 8: tiny groups. Released with real noise (ε = 0.5), a group of 2 rows has noisy
+// totals near 0 and most bootstrap means clamp at an end of the range; the interval must
+// still never be a single point (it falls back to [lo, hi] where the pivot would collapse).
+TEST(AuditRegressorTest, MeanIntervalOfATinyGroupNeverCollapses) {
+  const double epsilon = 0.5, lo = 0, hi = 1;
+  const int bins = 4;
+  auto granularity = dp::PowerOfTwoGranularity(hi - lo, 20);
+  ASSERT_OK(granularity);
+  auto count_noise = Laplace(2 / (epsilon / 2));
+  auto sum_noise = Laplace(2 * (hi - lo) / (epsilon / 2) / *granularity);
+  std::mt19937_64 gen(808);
+  int zero_width = 0;
+  for (int t = 0; t < 200; ++t) {
+    RegressorData data = Tabulate({{0.9, 0.95}, {0.2, 0.4, 0.6}}, lo, hi, bins, *granularity);
+    for (int64_t& c : data.counts) c = count_noise->AddNoise(c, gen);
+    for (int64_t& s : data.sum_steps) s = sum_noise->AddNoise(s, gen);
+    auto audit = AuditRegressor(data.counts, data.sum_steps, 2, lo, hi, bins, *granularity,
+                                DrawFrom(*count_noise), DrawFrom(*sum_noise),
+                                AuditOptions{0.9, 100}, gen);
+    ASSERT_OK(audit);
+    for (const RegressorGroupAudit& g : audit->groups) {
+      zero_width += !(g.mean.hi > g.mean.lo);
+      EXPECT_LE(g.mean.lo, g.mean.estimate);
+      EXPECT_GE(g.mean.hi, g.mean.estimate);
+    }
+  }
+  EXPECT_EQ(zero_width, 0);
+}
+
 TEST(AuditRegressorTest, RepairsNegativeNoisyBinsAndClampsMean) {
   // Noisy bins with a negative cell: the histogram is still a pmf; a sum beyond hi clamps.
   std::mt19937_64 gen(9);
