@@ -396,9 +396,8 @@ absl::StatusOr<EoSolution> SolveEqualizedOddsLp(const EoCounts& counts, const Eo
   }
   if (!options.all_pairs && solution.reference_group > 0) {
     solution.warnings.push_back(absl::StrCat(
-        "group 0 (", options.group_labels.empty() ? "index 0" : options.group_labels[0],
-        ") is excluded, so the reference is ", name(solution.reference_group),
-        ", the resolvable group with the largest noisy count"));
+        name(0), ", the default reference (the first group), is excluded, so the reference is ",
+        name(solution.reference_group), ", the resolvable group with the largest noisy count"));
   }
   if (k >= 2 && !constrained) {
     solution.warnings.push_back(absl::StrCat(

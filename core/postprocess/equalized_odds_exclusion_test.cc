@@ -140,7 +140,7 @@ TEST(EoExclusionTest, ReferenceMovesToTheLargestResolvableGroup) {
   EXPECT_EQ(s->reference_group, 2);  // 12,000 noisy subjects against 10,000
   EXPECT_EQ(s->groups[2].fpr_slack, 0.0);
   EXPECT_GT(s->groups[1].fpr_slack, 0.0);
-  EXPECT_THAT(s->warnings, Contains(AllOf(HasSubstr("group 0 (tiny)"),
+  EXPECT_THAT(s->warnings, Contains(AllOf(HasSubstr("group 'tiny', the default reference"),
                                           HasSubstr("the reference is group 'large'"))));
   // The two resolvable groups are equalized up to gamma + slack.
   EXPECT_LE(std::abs(s->groups[1].derived_fpr - s->groups[2].derived_fpr),
