@@ -156,12 +156,17 @@ std::string FormatArtifact(const v1::Artifact& artifact) {
   }
   if (!artifact.has_equalized_odds()) return out + "(artifact has no known body)\n";
   const v1::EqualizedOddsPostProcessor& eo = artifact.equalized_odds();
+  // -1: every pair is constrained, or (fewer than two resolvable groups) none is.
+  std::string reference = eo.excluded_groups_size() + 1 >= eo.groups_size() ? "none" : "all pairs";
+  if (eo.reference_group() >= 0 && eo.reference_group() < eo.groups_size()) {
+    reference = eo.groups(eo.reference_group()).group();
+  }
   absl::StrAppend(&out, "equalized-odds post-processor over [",
                   absl::StrJoin(eo.attributes(), ", "), "]: m=", eo.m(),
                   " epsilon=", Num(eo.epsilon()), " gamma=", Num(eo.gamma()),
                   " beta=", Num(eo.beta()), " reference=",
-                  eo.reference_group() < 0 ? std::string("all pairs")
-                                           : absl::StrCat("group ", eo.reference_group()),
+                  reference,
+                  " min_group_count=", Num(eo.min_group_count()),
                   "\nnoisy error of the derived predictor: ", Num(eo.noisy_error()), "\n");
   TextTable table({"GROUP", "P(1|PRED=0)", "P(1|PRED=1)", "NOISY_FPR", "NOISY_TPR", "DERIVED_FPR",
                    "DERIVED_TPR", "FPR_SLACK", "TPR_SLACK", "N[P0,Y0]", "N[P0,Y1]", "N[P1,Y0]",
@@ -175,6 +180,10 @@ std::string FormatArtifact(const v1::Artifact& artifact) {
                   absl::StrCat(g.noisy_pred1_label1())});
   }
   out += table.Render();
+  if (eo.excluded_groups_size() > 0) {
+    absl::StrAppend(&out, "excluded (predictions kept, not constrained): ",
+                    absl::StrJoin(eo.excluded_groups(), ", "), "\n");
+  }
   for (const std::string& w : eo.warnings()) absl::StrAppend(&out, "warning: ", w, "\n");
   absl::StrAppend(&out, "decision floor: ", Num(eo.decision_floor()),
                   "; decision log-ratio bound (what one Decide reveals): ",

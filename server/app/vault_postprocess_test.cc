@@ -1,8 +1,10 @@
 // Tests of the issue-3 use-cases on a real SQLite store: the statistical-parity
 // post-processor, the private audits, and the decision path with its access log. Bad inputs
 // are refused with the field named and nothing charged.
+#include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "server/app/vault_test_fixture.h"
@@ -251,6 +253,86 @@ TEST_F(VaultPostprocessTest, AuditsRefuseBadInputsWithoutCharging) {
   ExpectRefusedWithoutCharge(
       acme_, [&] { return vault_->AuditRegressor(acme_, r); }, absl::StatusCode::kInvalidArgument,
       "epsilon 2e-06 is too small for this release");
+}
+
+// ---- FitEqualizedOdds: groups the noise cannot resolve (issue 8 §3) ------------------------
+
+TEST_F(VaultPostprocessTest, EqualizedOddsExcludesGroupsBelowTheThresholdByLabel) {
+  // With the noise at zero the released counts are exact, so the groups below an explicit
+  // threshold of 3 subjects per label are known in advance.
+  std::map<std::string, std::array<int64_t, 2>> per_label;
+  std::map<std::string, std::string> group_of;
+  for (const Subject& s : subjects_) group_of[s.key] = s.sex + "|" + s.race;
+  for (const Row& r : rows_) ++per_label[group_of[r.key]][static_cast<int>(r.label)];
+  auto req = FitRequest("eo-threshold");
+  req.set_min_group_count(3);
+  auto resp = vault_->FitEqualizedOdds(acme_, req);
+  ASSERT_OK(resp);
+  const auto& eo = resp->artifact().equalized_odds();
+  EXPECT_EQ(eo.min_group_count(), 3);
+  std::vector<std::string> expected_excluded;
+  for (const auto& g : eo.groups()) {
+    SCOPED_TRACE(g.group());
+    const auto& n = per_label[g.group()];
+    const bool small = std::min(n[0], n[1]) < 3;
+    EXPECT_EQ(g.excluded(), small);
+    if (!small) continue;
+    expected_excluded.push_back(g.group());
+    EXPECT_EQ(g.p_flip_to_1_given_0(), 0);
+    EXPECT_EQ(g.p_keep_1_given_1(), 1);
+    EXPECT_THAT(g.excluded_reason(), HasSubstr("below min_group_count = 3"));
+    EXPECT_THAT(eo.warnings(),
+                ::testing::Contains(HasSubstr(absl::StrCat("group '", g.group(), "' is excluded"))));
+  }
+  ASSERT_FALSE(expected_excluded.empty()) << "the fixture should have a small group";
+  EXPECT_THAT(eo.excluded_groups(), ::testing::ElementsAreArray(expected_excluded));
+  for (const std::string& w : eo.warnings()) {
+    EXPECT_THAT(w, ::testing::Not(::testing::ContainsRegex("group [0-9]"))) << "by label";
+  }
+  if (eo.groups(0).excluded()) {
+    EXPECT_GT(eo.reference_group(), 0);
+    EXPECT_FALSE(eo.groups(eo.reference_group()).excluded());
+  } else {
+    EXPECT_EQ(eo.reference_group(), 0);
+  }
+
+  // At epsilon = 1 the default threshold 8 ln(4·6/0.05)/1 ≈ 49 excludes every group of this
+  // 30-subject table: nothing is constrained and the artifact keeps every prediction, up to the
+  // decision floor. Every group then has the same probabilities, so a decision reveals nothing
+  // about the group: Decide's bound is 0 (at most log((1 − F)/F) in general).
+  req = FitRequest("eo-default-threshold");
+  req.set_epsilon(1);
+  req.set_decision_floor(0.1);
+  resp = vault_->FitEqualizedOdds(acme_, req);
+  ASSERT_OK(resp);
+  const auto& all_out = resp->artifact().equalized_odds();
+  EXPECT_NEAR(all_out.min_group_count(), 8 * std::log(24 / 0.05), 1e-9);
+  EXPECT_EQ(all_out.excluded_groups_size(), all_out.groups_size());
+  EXPECT_EQ(all_out.reference_group(), -1);
+  for (const auto& g : all_out.groups()) {
+    EXPECT_DOUBLE_EQ(g.p_flip_to_1_given_0(), 0.1);
+    EXPECT_DOUBLE_EQ(g.p_keep_1_given_1(), 0.9);
+  }
+  EXPECT_EQ(all_out.decision_log_ratio_bound(), 0);
+  EXPECT_THAT(all_out.warnings(), ::testing::Contains(HasSubstr("no group is resolvable")));
+
+  // 0 switches the policy off.
+  req = FitRequest("eo-no-threshold");
+  req.set_min_group_count(0);
+  resp = vault_->FitEqualizedOdds(acme_, req);
+  ASSERT_OK(resp);
+  EXPECT_EQ(resp->artifact().equalized_odds().excluded_groups_size(), 0);
+}
+
+TEST_F(VaultPostprocessTest, EqualizedOddsRefusesABadThresholdWithoutCharging) {
+  for (double bad : {-1.0, std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()}) {
+    auto req = FitRequest("eo-bad-threshold");
+    req.set_min_group_count(bad);
+    ExpectRefusedWithoutCharge(
+        acme_, [&] { return vault_->FitEqualizedOdds(acme_, req); },
+        absl::StatusCode::kInvalidArgument, "min_group_count");
+  }
 }
 
 // ---- Decide --------------------------------------------------------------------------------

@@ -194,6 +194,8 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
   options.m = static_cast<int64_t>(joined.table_rows.size());
   options.all_pairs = req.all_pairs();
   options.decision_floor = req.decision_floor();
+  if (req.has_min_group_count()) options.min_group_count = req.min_group_count();
+  options.group_labels = joined.group_labels;
   RETURN_IF_ERROR(options.Validate());
   // Refused before anything is charged: the group count comes from the public schema.
   RETURN_IF_ERROR(core::postprocess::CheckEoProblemSize(joined.num_groups, options));
@@ -226,12 +228,16 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
           out->set_derived_tpr(g.derived_tpr);
           out->set_fpr_slack(g.fpr_slack);
           out->set_tpr_slack(g.tpr_slack);
+          out->set_excluded(g.excluded);
+          out->set_excluded_reason(g.excluded_reason);
+          if (g.excluded) eo->add_excluded_groups(joined.group_labels[a]);
         }
+        eo->set_min_group_count(solution.min_group_count);
         eo->set_m(options.m);
         eo->set_epsilon(options.epsilon);
         eo->set_gamma(options.gamma);
         eo->set_beta(options.beta);
-        eo->set_reference_group(options.all_pairs ? -1 : 0);
+        eo->set_reference_group(solution.reference_group);
         eo->set_objective(solution.objective);
         eo->set_noisy_error(solution.noisy_error);
         for (const auto& w : solution.warnings) eo->add_warnings(w);
