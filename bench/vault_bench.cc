@@ -2,6 +2,7 @@
 // joining a 1M-row table, NoisyCounts over it, and charged requests per second. One real
 // server process serves every benchmark; the database lives in $TMPDIR.
 #include <atomic>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -247,6 +248,83 @@ BENCHMARK(BM_Decide1MRows)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3)
     ->UseRealTime();
+
+// One release on an uploaded table of state.range(1) rows (its join with the vault is kept with
+// the table, so a release reads no key again): state.range(0) = 0 NoisyCounts over one column,
+// 1 equalized-odds fit, 2 statistical-parity fit (quantile solver). Growth from 10K to 1M rows
+// shows whether a release is linear in the rows.
+void BM_ReleaseByRows(benchmark::State& state) {
+  World& w = GetWorld();
+  const int kind = static_cast<int>(state.range(0));
+  const int rows = static_cast<int>(state.range(1));
+  static std::map<int, std::string> tables;  // rows -> handle, uploaded outside the timed loop
+  if (tables.count(rows) == 0) {
+    static const std::string dataset = NewPopulatedDataset(w);
+    auto resp = Upload(w, Prepare(w, dataset, rows));
+    if (!resp.ok()) std::abort();
+    tables[rows] = resp->table_handle();
+  }
+  const std::string& table = tables[rows];
+  static int i = 0;
+  for (auto _ : state) {
+    const std::string key = absl::StrCat("scale-", i++);
+    bool ok = false;
+    if (kind == 0) {
+      v1::NoisyCountsRequest req;
+      req.set_idempotency_key(key);
+      req.set_table_handle(table);
+      req.add_columns("region");
+      req.set_epsilon(0.01);
+      ok = w.company->NoisyCounts(req).ok();
+    } else if (kind == 1) {
+      v1::FitEqualizedOddsRequest req;
+      req.set_idempotency_key(key);
+      req.set_table_handle(table);
+      req.set_prediction_column("prediction");
+      req.set_label_column("label");
+      req.set_epsilon(0.01);
+      req.set_gamma(0.01);
+      ok = w.company->FitEqualizedOddsPostProcessor(req).ok();
+    } else {
+      v1::FitStatisticalParityRequest req;
+      req.set_idempotency_key(key);
+      req.set_table_handle(table);
+      req.set_score_column("score");
+      req.set_lo(0);
+      req.set_hi(1);
+      req.set_bins(100);
+      req.set_epsilon(0.01);
+      req.set_solver(v1::SP_SOLVER_QUANTILE);
+      ok = w.company->FitStatisticalParityPostProcessor(req).ok();
+    }
+    if (!ok) state.SkipWithError("release failed");
+  }
+  state.SetItemsProcessed(state.iterations() * rows);
+}
+BENCHMARK(BM_ReleaseByRows)
+    ->ArgsProduct({{0, 1, 2}, {10'000, 100'000, 1'000'000}})
+    ->ArgNames({"kind", "rows"})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5)
+    ->UseRealTime();
+
+// The in-memory floor of a release: one pass over 1M (group, bin) pairs into a histogram.
+void BM_HistogramFloor1MRows(benchmark::State& state) {
+  std::mt19937_64 gen(3);
+  std::vector<int32_t> group(kRows), bin(kRows);
+  for (int i = 0; i < kRows; ++i) {
+    group[i] = static_cast<int32_t>(gen() % 4);
+    bin[i] = static_cast<int32_t>(gen() % 100);
+  }
+  std::vector<int64_t> counts(400);
+  for (auto _ : state) {
+    std::fill(counts.begin(), counts.end(), 0);
+    for (int i = 0; i < kRows; ++i) ++counts[group[i] * 100 + bin[i]];
+    benchmark::DoNotOptimize(counts.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kRows);
+}
+BENCHMARK(BM_HistogramFloor1MRows)->Unit(benchmark::kMillisecond);
 
 // Small charged requests (a 1,000-row table, one fsync'd ledger transaction each).
 void BM_ChargedRequests(benchmark::State& state) {

@@ -3,6 +3,7 @@
 //   fairvault-server bootstrap --db vault.db --name regulator
 //   fairvault-server serve --db vault.db [--listen 127.0.0.1:50051]
 //       [--tls-cert cert.pem --tls-key key.pem]
+#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -182,8 +183,18 @@ int Serve(std::map<std::string, std::string>& flags) {
 }  // namespace
 }  // namespace fairvault::server
 
+// The server holds tables of millions of rows and builds and frees buffers of that size per
+// upload. glibc would hand each freed one back to the kernel and fault its pages in again on
+// the next upload (measured: about a tenth of an upload's time on 1M rows); keep them instead.
+static void KeepFreedMemory() {
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TOP_PAD, 256 << 20);
+}
+
 int main(int argc, char** argv) {
   using namespace fairvault::server;
+  KeepFreedMemory();
   if (argc < 2) return Usage("");
   const std::string first = argv[1];
   if (first == "--help" || first == "-h" || first == "help") {

@@ -144,12 +144,32 @@ class Vault {
     bool loaded ABSL_GUARDED_BY(mu) = false;
     std::unique_ptr<SubjectIndex> index ABSL_GUARDED_BY(mu);
   };
+  // The distinct values of a table column (numbers in their exact decimal form), sorted as
+  // strings, and each row's index into them.
+  struct ColumnDictionary {
+    std::vector<std::string> domain;
+    std::vector<int32_t> code;  // per table row
+  };
+  // A parsed company table kept in memory with what releases derive from it and reuse: its
+  // join with the dataset's subject index (the keys are looked up once, not per release) and
+  // the dictionaries of the columns releases cross.
+  struct CachedTable {
+    explicit CachedTable(std::shared_ptr<const storage::StoredTable> t) : table(std::move(t)) {}
+    const std::shared_ptr<const storage::StoredTable> table;
+    absl::Mutex mu;
+    // Subject row of each table row (-1: not a subject), valid while the dataset's index has
+    // `joined_subjects` subjects (imports only append, so a changed size means a stale join).
+    std::shared_ptr<const std::vector<int32_t>> subject_of_row ABSL_GUARDED_BY(mu);
+    int64_t joined_subjects ABSL_GUARDED_BY(mu) = -1;
+    std::map<int, std::shared_ptr<const ColumnDictionary>> dictionaries ABSL_GUARDED_BY(mu);
+  };
   // A company table resolved for a request: ownership and expiry checked, parsed.
   struct ResolvedTable {
     storage::TableRecord record;  // payload cleared
     storage::DatasetRecord dataset;
     std::vector<v1::Attribute> dataset_attributes;
     std::shared_ptr<const storage::StoredTable> table;
+    std::shared_ptr<CachedTable> cached;  // holds `table`
   };
   // What a spending use-case hands to the common charge path.
   struct PreparedRelease {
@@ -195,6 +215,11 @@ class Vault {
   absl::StatusOr<std::vector<v1::Attribute>> DatasetAttributes(
       const storage::DatasetRecord& dataset) const;
   absl::StatusOr<ResolvedTable> ResolveTable(const Caller& caller, const std::string& handle);
+  // Keeps a parsed table in the LRU table cache and returns its entry.
+  std::shared_ptr<CachedTable> CacheTable(const std::string& handle,
+                                          std::shared_ptr<const storage::StoredTable> table);
+  // The dictionary of column `column` of a resolved table (built on first use, then cached).
+  std::shared_ptr<const ColumnDictionary> Dictionary(const ResolvedTable& table, int column);
   // A company's score column joined with the vault and binned on a public grid (the SP
   // post-processor and the regressor audit). Sets the release's dataset.
   struct ScoredRows {
@@ -227,7 +252,7 @@ class Vault {
   absl::Mutex index_mu_;
   std::map<int64_t, std::shared_ptr<IndexSlot>> indexes_ ABSL_GUARDED_BY(index_mu_);
   absl::Mutex table_cache_mu_;
-  std::list<std::pair<std::string, std::shared_ptr<const storage::StoredTable>>> table_cache_
+  std::list<std::pair<std::string, std::shared_ptr<CachedTable>>> table_cache_
       ABSL_GUARDED_BY(table_cache_mu_);
 };
 

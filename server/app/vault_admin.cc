@@ -208,7 +208,9 @@ absl::StatusOr<std::shared_ptr<Vault::IndexSlot>> Vault::LoadIndex(
   RETURN_IF_ERROR(store_->ForEachSubjectBatch(dataset.id, [&](const std::string& payload) {
     storage::SubjectBatch batch;
     if (!batch.ParseFromString(payload)) return absl::DataLossError("corrupt subject batch");
-    index->Append(batch.keys(), batch.codes());
+    if (index->Append(batch.keys(), batch.codes()).has_value()) {
+      return absl::DataLossError("stored subject batches repeat a subject key");
+    }
     return absl::OkStatus();
   }));
   slot->index = std::move(index);
@@ -251,7 +253,6 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
 
   // Read and validate the whole batch before storing any of it.
   storage::SubjectBatch batch;
-  absl::flat_hash_map<std::string, int64_t> row_of_key;
   v1::SubjectRows chunk;
   int64_t row = 0;
   while (true) {
@@ -269,26 +270,22 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
         return absl::InvalidArgumentError(
             absl::StrCat("a batch may hold at most ", options_.max_rows, " rows; split it"));
       }
-      std::string& key = *chunk.mutable_subject_keys(i);
-      RETURN_IF_ERROR(
-          internal::ValidateToken(key, absl::StrCat("subject key at row ", row).c_str()));
-      auto [it, inserted] = row_of_key.emplace(key, row);
-      if (!inserted) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("subject key at row ", row, " repeats the key of row ", it->second));
+      const std::string& key = chunk.subject_keys(i);
+      if (!internal::IsToken(key)) {
+        return internal::ValidateToken(key, absl::StrCat("subject key at row ", row).c_str());
       }
       for (int k = 0; k < num_attrs; ++k) {
         const std::string& label = chunk.categories(i * num_attrs + column_of_attr[k]);
         auto code = code_of[k].find(label);
         if (code == code_of[k].end()) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "row ", row, ": '", label, "' is not a category of attribute '", attrs[k].name(),
-              "' (allowed: ", absl::StrJoin(attrs[k].categories(), ", "), ")"));
+              "row ", row, ": '", core::Truncated(label), "' is not a category of attribute '",
+              attrs[k].name(), "' (allowed: ", absl::StrJoin(attrs[k].categories(), ", "), ")"));
         }
         batch.add_codes(code->second);
       }
-      batch.add_keys(std::move(key));
     }
+    internal::MoveStrings(chunk.mutable_subject_keys(), batch.mutable_keys());
   }
   if (row == 0) return absl::InvalidArgumentError("the import stream has no rows");
 
@@ -313,17 +310,26 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
 
   ASSIGN_OR_RETURN(auto slot, LoadIndex(dataset));
   absl::MutexLock index_lock(&slot->mu);
-  for (int64_t i = 0; i < batch.keys_size(); ++i) {
-    if (slot->index->Find(batch.keys(i)) >= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("subject key at row ", i + 1, " is already in dataset '", dataset.name,
-                       "' (imported by an earlier batch); remove it from this batch"));
+  // One pass over the keys finds repeats within the batch and subjects imported before.
+  if (auto repeat = slot->index->Append(batch.keys(), batch.codes())) {
+    if (repeat->earlier_position >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("subject key at row ", repeat->position + 1,
+                                                     " repeats the key of row ",
+                                                     repeat->earlier_position + 1));
     }
+    return absl::InvalidArgumentError(
+        absl::StrCat("subject key at row ", repeat->position + 1, " is already in dataset '",
+                     dataset.name, "' (imported by an earlier batch); remove it from this batch"));
   }
   // A caller who gave up must not find half a batch, nor a whole one it was told failed.
-  RETURN_IF_ERROR(stream.live());
-  RETURN_IF_ERROR(store_->PutSubjectBatch(dataset.id, header.batch_id(), digest, row, payload));
-  slot->index->Append(batch.keys(), batch.codes());
+  absl::Status stored = stream.live();
+  if (stored.ok()) {
+    stored = store_->PutSubjectBatch(dataset.id, header.batch_id(), digest, row, payload);
+  }
+  if (!stored.ok()) {
+    slot->index->RemoveLast(batch.keys());
+    return stored;
+  }
   resp.set_rows_imported(row);
   resp.set_subject_count(slot->index->size());
   return resp;

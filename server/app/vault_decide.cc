@@ -69,18 +69,17 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
   }
   RETURN_IF_ERROR(dataset.status());
   ASSIGN_OR_RETURN(auto all_attributes, DatasetAttributes(*dataset));
-  const auto& artifact_attributes =
-      is_eo          ? artifact.equalized_odds().attributes()
-      : is_eo_scores ? artifact.equalized_odds_scores().attributes()
-                     : artifact.statistical_parity().attributes();
+  const auto& artifact_attributes = is_eo          ? artifact.equalized_odds().attributes()
+                                    : is_eo_scores ? artifact.equalized_odds_scores().attributes()
+                                                   : artifact.statistical_parity().attributes();
   ASSIGN_OR_RETURN(GroupSpec spec,
                    ResolveGroups(all_attributes, dataset->name, artifact_attributes));
 
   // The artifact's per-group rule, in the dataset's group order.
   std::vector<std::string> labels;
-  std::vector<double> p0, p1;  // equalized odds
+  std::vector<double> p0, p1;              // equalized odds
   std::vector<std::vector<double>> p_bin;  // equalized odds from scores: [group][bin]
-  pp::SpSolution transport;    // statistical parity: only the transport is read
+  pp::SpSolution transport;                // statistical parity: only the transport is read
   pp::ScoreGrid grid;
   if (is_eo) {
     for (const auto& g : artifact.equalized_odds().groups()) {

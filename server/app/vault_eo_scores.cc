@@ -29,8 +29,8 @@ absl::StatusOr<v1::FitEqualizedOddsScoresResponse> Vault::FitEqualizedOddsScores
         "lo and hi must be finite with lo < hi (got lo=", req.lo(), ", hi=", req.hi(), ")"));
   }
   if (req.bins() < 1 || req.bins() > pp::ScoreGrid::kMaxBins) {
-    return absl::InvalidArgumentError(absl::StrCat("bins must be in [1, ", pp::ScoreGrid::kMaxBins,
-                                                   "] (got ", req.bins(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bins must be in [1, ", pp::ScoreGrid::kMaxBins, "] (got ", req.bins(), ")"));
   }
   const pp::ScoreGrid grid{req.lo(), req.hi(), req.bins()};
   RETURN_IF_ERROR(grid.Validate());
@@ -72,9 +72,9 @@ absl::StatusOr<v1::FitEqualizedOddsScoresResponse> Vault::FitEqualizedOddsScores
     return absl::InvalidArgumentError("the table has no rows for subjects in the vault");
   }
   int64_t clipped = 0;
-  ASSIGN_OR_RETURN(std::vector<int64_t> counts,
-                   pp::EoScoreCounts(scored.scores, labels, joined.group, joined.num_groups, grid,
-                                     &clipped));
+  ASSIGN_OR_RETURN(
+      std::vector<int64_t> counts,
+      pp::EoScoreCounts(scored.scores, labels, joined.group, joined.num_groups, grid, &clipped));
   // Sizes are public (schema and grid): refused before the charge.
   RETURN_IF_ERROR(pp::CheckEoScoresProblemSize(joined.num_groups, grid, options));
 
@@ -85,8 +85,8 @@ absl::StatusOr<v1::FitEqualizedOddsScoresResponse> Vault::FitEqualizedOddsScores
           -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
         std::vector<int64_t> noisy;
         ASSIGN_OR_RETURN(auto solution,
-                         pp::FitEqualizedOddsFromScores(counts, joined.num_groups, grid, m,
-                                                        options, *noises[0], gen_, &noisy));
+                         pp::FitEqualizedOddsFromScores(counts, joined.num_groups, grid, m, options,
+                                                        *noises[0], gen_, &noisy));
         v1::Artifact* artifact = resp->mutable_artifact();
         const int64_t now = clock_->NowMicros();
         charge_internal::FillArtifactEnvelope(caller, scored.table.dataset.name, seq, now,

@@ -35,10 +35,23 @@ absl::Status ValidateName(const std::string& value, const char* field) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateToken(const std::string& value, const char* field) {
+void MoveStrings(google::protobuf::RepeatedPtrField<std::string>* from,
+                 google::protobuf::RepeatedPtrField<std::string>* to) {
+  const int n = from->size();
+  std::vector<std::string*> moved(n);
+  from->ExtractSubrange(0, n, moved.data());
+  to->Reserve(to->size() + n);
+  for (std::string* s : moved) to->AddAllocated(s);
+}
+
+bool IsToken(absl::string_view value) {
   bool ok = !value.empty() && value.size() <= 128;
-  for (char c : value) ok = ok && c > ' ' && c < 127;
-  if (!ok) {
+  for (char c : value) ok &= c > ' ' && c < 127;
+  return ok;
+}
+
+absl::Status ValidateToken(const std::string& value, const char* field) {
+  if (!IsToken(value)) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, " must be 1-128 printable ASCII characters without spaces (got '",
                      core::Truncated(value), "')"));

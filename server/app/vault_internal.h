@@ -21,7 +21,14 @@ absl::Status RequireRole(const Caller& caller, std::initializer_list<storage::Ro
 // InvalidArgument unless `value` matches [a-z0-9_-]{1,64}.
 absl::Status ValidateName(const std::string& value, const char* field);
 
-// InvalidArgument unless 1..128 printable ASCII characters.
+// Whether `value` is 1-128 printable ASCII characters without spaces (ValidateToken without
+// building a message: for per-row checks).
+bool IsToken(absl::string_view value);
+// Moves every string of `from` to the end of `to` without copying or allocating one (the
+// string objects change owner; `from` is left empty). Neither may be on an arena.
+void MoveStrings(google::protobuf::RepeatedPtrField<std::string>* from,
+                 google::protobuf::RepeatedPtrField<std::string>* to);
+// InvalidArgument unless IsToken(value), naming `field`.
 absl::Status ValidateToken(const std::string& value, const char* field);
 
 // InvalidArgument unless delta is in [0, 1).

@@ -281,8 +281,8 @@ TEST_F(VaultPostprocessTest, EqualizedOddsExcludesGroupsBelowTheThresholdByLabel
     EXPECT_EQ(g.p_flip_to_1_given_0(), 0);
     EXPECT_EQ(g.p_keep_1_given_1(), 1);
     EXPECT_THAT(g.excluded_reason(), HasSubstr("below min_group_count = 3"));
-    EXPECT_THAT(eo.warnings(),
-                ::testing::Contains(HasSubstr(absl::StrCat("group '", g.group(), "' is excluded"))));
+    EXPECT_THAT(eo.warnings(), ::testing::Contains(
+                                   HasSubstr(absl::StrCat("group '", g.group(), "' is excluded"))));
   }
   ASSERT_FALSE(expected_excluded.empty()) << "the fixture should have a small group";
   EXPECT_THAT(eo.excluded_groups(), ::testing::ElementsAreArray(expected_excluded));
@@ -325,8 +325,8 @@ TEST_F(VaultPostprocessTest, EqualizedOddsExcludesGroupsBelowTheThresholdByLabel
 }
 
 TEST_F(VaultPostprocessTest, EqualizedOddsRefusesABadThresholdWithoutCharging) {
-  for (double bad : {-1.0, std::numeric_limits<double>::infinity(),
-                     std::numeric_limits<double>::quiet_NaN()}) {
+  for (double bad :
+       {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
     auto req = FitRequest("eo-bad-threshold");
     req.set_min_group_count(bad);
     ExpectRefusedWithoutCharge(

@@ -28,15 +28,6 @@ namespace {
 
 constexpr int64_t kMaxCells = 100'000;
 
-// The shortest decimal that reads back as exactly `v`, so distinct numbers never share a cell.
-std::string ExactDecimal(double v) {
-  for (int digits = 6; digits < 17; ++digits) {
-    std::string text = absl::StrFormat("%.*g", digits, v);
-    if (std::strtod(text.c_str(), nullptr) == v) return text;
-  }
-  return absl::StrFormat("%.17g", v);
-}
-
 }  // namespace
 
 // ---- NoisyCounts -----------------------------------------------------------------------------
@@ -82,27 +73,23 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
   }
   ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
 
-  // Domains of the company's columns are the company's own (public) values.
+  // Domains of the company's columns are the company's own (public) values: those of the
+  // used rows, in string order, from the table's cached dictionary of each column.
   const int64_t n = static_cast<int64_t>(joined.table_rows.size());
   std::vector<std::vector<std::string>> domains;
   std::vector<std::vector<int>> value_codes;
   for (int c : columns) {
-    const bool numeric = table.table->specs(c).type() == v1::COLUMN_TYPE_NUMERIC;
-    std::vector<std::string> values(n);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t r = joined.table_rows[i];
-      values[i] = numeric ? ExactDecimal(table.table->columns(c).numeric(r))
-                          : table.table->columns(c).categorical(r);
-    }
-    std::map<std::string, int> code;
-    for (const auto& v : values) code.emplace(v, 0);
+    std::shared_ptr<const ColumnDictionary> dict = Dictionary(table, c);
+    std::vector<int> used(dict->domain.size(), -1);
+    for (int64_t i = 0; i < n; ++i) used[dict->code[joined.table_rows[i]]] = 0;
     std::vector<std::string> domain;
-    for (auto& [v, k] : code) {
-      k = static_cast<int>(domain.size());
-      domain.push_back(v);
+    for (size_t v = 0; v < used.size(); ++v) {
+      if (used[v] < 0) continue;
+      used[v] = static_cast<int>(domain.size());
+      domain.push_back(dict->domain[v]);
     }
     std::vector<int> codes(n);
-    for (int64_t i = 0; i < n; ++i) codes[i] = code[values[i]];
+    for (int64_t i = 0; i < n; ++i) codes[i] = used[dict->code[joined.table_rows[i]]];
     domains.push_back(std::move(domain));
     value_codes.push_back(std::move(codes));
   }

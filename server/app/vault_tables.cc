@@ -1,11 +1,15 @@
 // Company tables: upload, resolution (ownership, expiry) and the join with the vault.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/util/status_macros.h"
 #include "core/util/truncate.h"
+#include "server/app/repeat_finder.h"
 #include "server/app/vault.h"
 #include "server/app/vault_internal.h"
 #include "server/util/crypto.h"
@@ -17,6 +21,15 @@ using storage::Role;
 
 namespace {
 constexpr int64_t kDefaultTtlSeconds = 86'400;
+
+// The shortest decimal that reads back as exactly `v`, so distinct numbers never share a cell.
+std::string ExactDecimal(double v) {
+  for (int digits = 6; digits < 17; ++digits) {
+    std::string text = absl::StrFormat("%.*g", digits, v);
+    if (std::strtod(text.c_str(), nullptr) == v) return text;
+  }
+  return absl::StrFormat("%.17g", v);
+}
 constexpr int64_t kMaxTtlSeconds = 7 * 86'400;
 constexpr int kMaxColumns = 256;
 constexpr size_t kMaxNameBytes = 64;
@@ -62,7 +75,7 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
   }
 
   // Views into table.keys(): RepeatedPtrField never moves its strings as it grows.
-  absl::flat_hash_map<absl::string_view, int64_t> row_of_key;
+  RepeatFinder repeats;
   v1::TableChunk chunk;
   int64_t row = 0;
   while (true) {
@@ -94,38 +107,46 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
       if (numeric) {
         dst->mutable_numeric()->Add(values.numeric().begin(), values.numeric().end());
       } else {
-        for (std::string& v : *chunk.mutable_columns(c)->mutable_categorical()) {
-          *dst->add_categorical() = std::move(v);
-        }
+        internal::MoveStrings(chunk.mutable_columns(c)->mutable_categorical(),
+                              dst->mutable_categorical());
       }
     }
+    if (row + n > options_.max_rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a table may hold at most ", options_.max_rows, " rows"));
+    }
+    internal::MoveStrings(chunk.mutable_subject_keys(), table.mutable_keys());
+    repeats.Reserve(row + n);
     for (int i = 0; i < n; ++i) {
       ++row;
-      if (row > options_.max_rows) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("a table may hold at most ", options_.max_rows, " rows"));
+      const std::string* key = &table.keys(static_cast<int>(row - 1));
+      if (!internal::IsToken(*key)) {
+        return internal::ValidateToken(*key, absl::StrCat("subject key at row ", row).c_str());
       }
-      std::string* key = table.add_keys();
-      *key = std::move(*chunk.mutable_subject_keys(i));
-      RETURN_IF_ERROR(
-          internal::ValidateToken(*key, absl::StrCat("subject key at row ", row).c_str()));
-      auto [it, inserted] = row_of_key.emplace(*key, row);
-      if (!inserted) {
+      if (const int64_t earlier = repeats.Add(*key, row); earlier > 0) {
         // A repeated person would multiply their influence on every statistic.
         return absl::InvalidArgumentError(absl::StrCat("subject key at row ", row,
-                                                       " repeats the key of row ", it->second,
+                                                       " repeats the key of row ", earlier,
                                                        "; each subject may appear once per table"));
       }
     }
   }
   if (row == 0) return absl::InvalidArgumentError("the table has no rows");
 
-  // Presence in the vault is not protected (ALGORITHMS.md §7), so reporting it is free.
+  // Presence in the vault is not protected (ALGORITHMS.md §7), so reporting it is free. The
+  // join is kept with the table for its releases.
   ASSIGN_OR_RETURN(auto slot, LoadIndex(dataset));
   int64_t in_vault = 0;
+  auto subject_of_row = std::make_shared<std::vector<int32_t>>(table.keys_size());
+  int64_t joined_subjects = 0;
   {
     absl::ReaderMutexLock lock(&slot->mu);
-    for (const std::string& key : table.keys()) in_vault += slot->index->Find(key) >= 0;
+    for (int64_t i = 0; i < table.keys_size(); ++i) {
+      const int64_t subject = slot->index->Find(table.keys(i));
+      (*subject_of_row)[i] = static_cast<int32_t>(subject);
+      in_vault += subject >= 0;
+    }
+    joined_subjects = slot->index->size();
   }
 
   const int64_t now = clock_->NowMicros();
@@ -140,13 +161,12 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
   RETURN_IF_ERROR(store_->PurgeExpiredTables(now).status());
   RETURN_IF_ERROR(stream.live());
   RETURN_IF_ERROR(store_->PutTable(record));
+  std::shared_ptr<CachedTable> cached =
+      CacheTable(record.handle, std::make_shared<const storage::StoredTable>(std::move(table)));
   {
-    absl::MutexLock lock(&table_cache_mu_);
-    table_cache_.emplace_front(record.handle,
-                               std::make_shared<const storage::StoredTable>(std::move(table)));
-    while (static_cast<int>(table_cache_.size()) > options_.table_cache_size) {
-      table_cache_.pop_back();
-    }
+    absl::MutexLock lock(&cached->mu);
+    cached->subject_of_row = std::move(subject_of_row);
+    cached->joined_subjects = joined_subjects;
   }
   v1::UploadTableResponse resp;
   resp.set_table_handle(record.handle);
@@ -159,7 +179,8 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
 absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
                                                          const std::string& handle) {
   if (handle.empty()) return absl::InvalidArgumentError("table_handle must be set");
-  ASSIGN_OR_RETURN(storage::TableRecord record, store_->GetTable(handle));
+  // The payload is read only when the parsed table is not in the cache.
+  ASSIGN_OR_RETURN(storage::TableRecord record, store_->GetTableInfo(handle));
   if (record.account_id != caller.account_id) {
     return absl::PermissionDeniedError(
         absl::StrCat("table_handle '", handle, "' belongs to another company"));
@@ -176,27 +197,79 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
     absl::MutexLock lock(&table_cache_mu_);
     for (auto it = table_cache_.begin(); it != table_cache_.end(); ++it) {
       if (it->first == handle) {
-        resolved.table = it->second;
+        resolved.cached = it->second;
         table_cache_.splice(table_cache_.begin(), table_cache_, it);
         break;
       }
     }
   }
-  if (resolved.table == nullptr) {
+  if (resolved.cached == nullptr) {
+    ASSIGN_OR_RETURN(storage::TableRecord full, store_->GetTable(handle));
     auto parsed = std::make_shared<storage::StoredTable>();
-    if (!parsed->ParseFromString(record.payload)) {
+    if (!parsed->ParseFromString(full.payload)) {
       return absl::DataLossError(absl::StrCat("table '", handle, "' is corrupt"));
     }
-    resolved.table = parsed;
-    absl::MutexLock lock(&table_cache_mu_);
-    table_cache_.emplace_front(handle, parsed);
-    while (static_cast<int>(table_cache_.size()) > options_.table_cache_size) {
-      table_cache_.pop_back();
-    }
+    resolved.cached = CacheTable(handle, std::move(parsed));
   }
-  record.payload.clear();
+  resolved.table = resolved.cached->table;
   resolved.record = std::move(record);
   return resolved;
+}
+
+std::shared_ptr<Vault::CachedTable> Vault::CacheTable(
+    const std::string& handle, std::shared_ptr<const storage::StoredTable> table) {
+  auto cached = std::make_shared<CachedTable>(std::move(table));
+  absl::MutexLock lock(&table_cache_mu_);
+  table_cache_.emplace_front(handle, cached);
+  while (static_cast<int>(table_cache_.size()) > std::max(options_.table_cache_size, 1)) {
+    table_cache_.pop_back();
+  }
+  return cached;
+}
+
+std::shared_ptr<const Vault::ColumnDictionary> Vault::Dictionary(const ResolvedTable& table,
+                                                                 int column) {
+  CachedTable& cached = *table.cached;
+  absl::MutexLock lock(&cached.mu);
+  auto& slot = cached.dictionaries[column];
+  if (slot != nullptr) return slot;
+  const v1::ColumnValues& values = cached.table->columns(column);
+  const bool numeric = cached.table->specs(column).type() == v1::COLUMN_TYPE_NUMERIC;
+  const int64_t rows = cached.table->keys_size();
+  auto dict = std::make_shared<ColumnDictionary>();
+  dict->code.resize(rows);
+  // Distinct values first (a hash map over the column), then sorted as strings.
+  std::vector<int32_t> first_code(rows);
+  std::vector<std::string> distinct;
+  if (numeric) {
+    absl::flat_hash_map<double, int32_t> code_of;
+    for (int64_t r = 0; r < rows; ++r) {
+      auto [it, inserted] =
+          code_of.emplace(values.numeric(r), static_cast<int32_t>(distinct.size()));
+      if (inserted) distinct.push_back(ExactDecimal(values.numeric(r)));
+      first_code[r] = it->second;
+    }
+  } else {
+    absl::flat_hash_map<absl::string_view, int32_t> code_of;
+    for (int64_t r = 0; r < rows; ++r) {
+      auto [it, inserted] =
+          code_of.emplace(values.categorical(r), static_cast<int32_t>(distinct.size()));
+      if (inserted) distinct.push_back(values.categorical(r));
+      first_code[r] = it->second;
+    }
+  }
+  std::vector<int32_t> order(distinct.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return distinct[a] < distinct[b]; });
+  std::vector<int32_t> rank(distinct.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    rank[order[i]] = static_cast<int32_t>(i);
+    dict->domain.push_back(distinct[order[i]]);
+  }
+  for (int64_t r = 0; r < rows; ++r) dict->code[r] = rank[first_code[r]];
+  slot = dict;
+  return slot;
 }
 
 absl::StatusOr<GroupSpec> ResolveGroups(
@@ -265,10 +338,24 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
   absl::ReaderMutexLock lock(&slot->mu);
   const SubjectIndex& index = *slot->index;
   const auto& keys = table.table->keys();
+  std::shared_ptr<const std::vector<int32_t>> subject_of_row;
+  {
+    // The keys are looked up once per table (and again only after an import).
+    absl::MutexLock cache_lock(&table.cached->mu);
+    if (table.cached->joined_subjects != index.size()) {
+      auto fresh = std::make_shared<std::vector<int32_t>>(keys.size());
+      for (int64_t i = 0; i < keys.size(); ++i) {
+        (*fresh)[i] = static_cast<int32_t>(index.Find(keys[i]));
+      }
+      table.cached->subject_of_row = std::move(fresh);
+      table.cached->joined_subjects = index.size();
+    }
+    subject_of_row = table.cached->subject_of_row;
+  }
   out.table_rows.reserve(keys.size());
   out.group.reserve(keys.size());
   for (int64_t i = 0; i < keys.size(); ++i) {
-    const int64_t subject = index.Find(keys[i]);
+    const int32_t subject = (*subject_of_row)[i];
     if (subject < 0) {
       ++out.dropped;
       continue;

@@ -281,6 +281,7 @@ absl::Status SqliteStore::Exec(const char* sql) {
 
 absl::Status SqliteStore::ApplySchema() {
   sqlite3_busy_timeout(db_, 10000);
+  RETURN_IF_ERROR(Exec("PRAGMA page_size=65536"));
   RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
   RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
   RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
@@ -643,13 +644,22 @@ absl::Status SqliteStore::PutTable(const TableRecord& table) {
 }
 
 absl::StatusOr<TableRecord> SqliteStore::GetTable(const std::string& handle) {
+  return ReadTable(handle, /*with_payload=*/true);
+}
+
+absl::StatusOr<TableRecord> SqliteStore::GetTableInfo(const std::string& handle) {
+  return ReadTable(handle, /*with_payload=*/false);
+}
+
+absl::StatusOr<TableRecord> SqliteStore::ReadTable(const std::string& handle, bool with_payload) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_,
-         "SELECT handle, account_id, dataset_id, rows, expires_micros, payload "
-         "FROM company_tables WHERE handle=?");
+  Stmt s(db_, with_payload ? "SELECT handle, account_id, dataset_id, rows, expires_micros, payload "
+                             "FROM company_tables WHERE handle=?"
+                           : "SELECT handle, account_id, dataset_id, rows, expires_micros, '' "
+                             "FROM company_tables WHERE handle=?");
   s.Bind(1, handle);
   RETURN_IF_ERROR(NotFoundIfNoRow(
-      s.Step(), absl::StrCat("unknown table_handle '", handle,
+      s.Step(), absl::StrCat("unknown table_handle '", core::Truncated(handle),
                              "'; upload the table first (handles expire and are purged)")));
   return TableRecord{s.Text(0), s.Int(1), s.Int(2), s.Int(3), s.Int(4), s.Text(5)};
 }

@@ -51,6 +51,7 @@ class SqliteStore final : public Store {
 
   absl::Status PutTable(const TableRecord& table) override;
   absl::StatusOr<TableRecord> GetTable(const std::string& handle) override;
+  absl::StatusOr<TableRecord> GetTableInfo(const std::string& handle) override;
   absl::StatusOr<int64_t> PurgeExpiredTables(int64_t now_micros) override;
 
   absl::StatusOr<StoredResponse> GetStoredResponse(int64_t account_id,
@@ -71,6 +72,7 @@ class SqliteStore final : public Store {
 
  private:
   explicit SqliteStore(sqlite3* db) : db_(db) {}
+  absl::StatusOr<TableRecord> ReadTable(const std::string& handle, bool with_payload);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ApplySchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -208,6 +208,9 @@ class Store {
   // Company tables.
   virtual absl::Status PutTable(const TableRecord& table) = 0;
   virtual absl::StatusOr<TableRecord> GetTable(const std::string& handle) = 0;
+  // The same record without its payload (which can be hundreds of megabytes): for a table the
+  // caller already holds parsed.
+  virtual absl::StatusOr<TableRecord> GetTableInfo(const std::string& handle) = 0;
   // Removes tables whose expiry is before now; returns how many.
   virtual absl::StatusOr<int64_t> PurgeExpiredTables(int64_t now_micros) = 0;
 
