@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The CLI's streaming paths at a million rows, beside the client library's: `fairvault import`
+# and `fairvault table upload` of 1M-row CSV files against a real server, wall time and peak
+# memory (max RSS) of the CLI process, median of 3 runs each. The library path (the same rows
+# already in memory) is vault_bench's BM_Import1MSubjects and BM_UploadAndJoin1MRows.
+# Usage: bench/cli_upload.sh [rows]   (builds nothing: run ./deploy/build.sh first)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+rows="${1:-1000000}"
+cli="$root/build/client/fairvault"
+server="$root/build/server/fairvault-server"
+work="$(mktemp -d)"
+trap 'kill "${server_pid:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+# Keys as the CLI sends pseudonyms (64 hex characters); the same columns as vault_bench.
+/usr/bin/python3 - "$rows" "$work" <<'EOF'
+import random, sys
+rows, work = int(sys.argv[1]), sys.argv[2]
+rng = random.Random(1)
+keys = ["%016x%016x%016x%016x" % (rng.getrandbits(64), rng.getrandbits(64), rng.getrandbits(64), i)
+        for i in range(rows)]
+with open(f"{work}/subjects.csv", "w") as f:
+    f.write("key,sex,band\n")
+    for k in keys:
+        f.write(f"{k},{rng.choice('FM')},{rng.choice('uv')}\n")
+with open(f"{work}/table.csv", "w") as f:
+    f.write("key,region,prediction,label,score\n")
+    for i, k in enumerate(keys):
+        f.write(f"{k},{('north', 'south', 'east')[i % 3]},{i % 2},{(i // 2) % 2},"
+                f"{rng.gauss(0.5, 0.2):.17g}\n")
+EOF
+echo "table.csv: $(du -m "$work/table.csv" | cut -f1) MB, $rows rows"
+
+key="$("$server" bootstrap --db "$work/vault.db" --name regulator | tail -1)"
+port=$((20000 + RANDOM % 20000))
+"$server" serve --db "$work/vault.db" --listen "127.0.0.1:$port" 2>"$work/server.log" &
+server_pid=$!
+export FAIRVAULT_SERVER="127.0.0.1:$port"
+for _ in $(seq 50); do "$cli" --key "$key" dataset list >/dev/null 2>&1 && break; sleep 0.1; done
+company="$("$cli" --key "$key" account create --name acme --role company 2>/dev/null)"
+
+# Median of three numbers, one per line on stdin.
+median() { sort -n | sed -n 2p; }
+
+times=() rss=()
+for run in 1 2 3; do
+  "$cli" --key "$key" dataset create --name "pop$run" --attribute sex=F,M --attribute band=u,v \
+    >/dev/null
+  /usr/bin/time -f "%e %M" -o "$work/time" "$cli" --key "$key" import --dataset "pop$run" \
+    --csv "$work/subjects.csv" --key-column key --attributes sex,band >/dev/null
+  read -r t m <"$work/time"
+  times+=("$t") rss+=("$m")
+  "$cli" --key "$key" grant --company acme --dataset "pop$run" --epsilon 10 >/dev/null
+done
+printf 'fairvault import (%d rows):        median %5.2f s, max RSS %4d MiB\n' "$rows" \
+  "$(printf '%s\n' "${times[@]}" | median)" "$(($(printf '%s\n' "${rss[@]}" | median) / 1024))"
+
+times=() rss=()
+for run in 1 2 3; do
+  /usr/bin/time -f "%e %M" -o "$work/time" "$cli" --key "$company" table upload \
+    --dataset "pop$run" --csv "$work/table.csv" --key-column key \
+    --numeric prediction,label,score --categorical region >/dev/null 2>&1
+  read -r t m <"$work/time"
+  times+=("$t") rss+=("$m")
+done
+printf 'fairvault table upload (%d rows):  median %5.2f s, max RSS %4d MiB\n' "$rows" \
+  "$(printf '%s\n' "${times[@]}" | median)" "$(($(printf '%s\n' "${rss[@]}" | median) / 1024))"
