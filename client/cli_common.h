@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -234,6 +235,32 @@ absl::StatusOr<std::vector<std::string>> GroupLabels(const CsvTable& table,
 std::string RandomIdempotencyKey();
 // Validates a positive epsilon from the flags (a usage error otherwise).
 absl::StatusOr<double> RequiredEpsilon(const ParsedFlags& flags);
+
+// Prints the response of a score post-processor fit (`postprocess regression`,
+// `postprocess eo-scores`): JSON with --json, else the artifact, rows dropped and scores
+// clipped, the charge and the hints; the artifact alone to `out_path` when set.
+template <typename Response>
+absl::Status PrintScoreFit(Context& ctx, const Response& resp, const std::string& out_path,
+                           const std::string& idempotency_key, double decision_log_ratio_bound,
+                           bool applicable_locally) {
+  // The artifact alone: `fairvault apply-eo --artifact` reads it back.
+  if (!out_path.empty()) {
+    absl::Status written = WriteStringToFile(out_path, ToJson(resp.artifact()));
+    if (!written.ok()) return written;
+  }
+  if (ctx.json()) {
+    PrintJson(resp);
+    return absl::OkStatus();
+  }
+  std::cout << FormatArtifact(resp.artifact())
+            << "rows dropped as unmatched: " << resp.rows_dropped()
+            << "\nscores clipped into [lo, hi]: " << resp.scores_clipped() << "\n"
+            << FormatCharge(resp.charge()) << ReplayHint(idempotency_key)
+            << DecideHint(resp.artifact().id(), decision_log_ratio_bound, "SCORE",
+                          applicable_locally);
+  if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
+  return absl::OkStatus();
+}
 
 }  // namespace fairvault::client::cli
 

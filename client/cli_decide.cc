@@ -52,20 +52,9 @@ absl::Status PostprocessRegression(Context& ctx) {
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   ASSIGN_OR_RETURN(const v1::FitStatisticalParityResponse resp,
                    client->FitStatisticalParityPostProcessor(req));
-  if (!out_path.empty()) RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp.artifact())));
-  if (ctx.json()) {
-    PrintJson(resp);
-    return absl::OkStatus();
-  }
-  std::cout << FormatArtifact(resp.artifact())
-            << "rows dropped as unmatched: " << resp.rows_dropped()
-            << "\nscores clipped into [lo, hi]: " << resp.scores_clipped() << "\n"
-            << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key())
-            << DecideHint(resp.artifact().id(),
-                          resp.artifact().statistical_parity().decision_log_ratio_bound(), "SCORE",
-                          /*applicable_locally=*/false);
-  if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
-  return absl::OkStatus();
+  return PrintScoreFit(ctx, resp, out_path, req.idempotency_key(),
+                       resp.artifact().statistical_parity().decision_log_ratio_bound(),
+                       /*applicable_locally=*/false);
 }
 
 // The shortest decimal text that reads back as exactly `value` ("1", "0.0138888888888889").

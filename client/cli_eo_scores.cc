@@ -37,21 +37,9 @@ absl::Status PostprocessEoScores(Context& ctx) {
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   ASSIGN_OR_RETURN(const v1::FitEqualizedOddsScoresResponse resp,
                    client->FitEqualizedOddsScoresPostProcessor(req));
-  // The artifact alone: `fairvault apply-eo --artifact` reads it back.
-  if (!out_path.empty()) RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp.artifact())));
-  if (ctx.json()) {
-    PrintJson(resp);
-    return absl::OkStatus();
-  }
-  std::cout << FormatArtifact(resp.artifact())
-            << "rows dropped as unmatched: " << resp.rows_dropped()
-            << "\nscores clipped into [lo, hi]: " << resp.scores_clipped() << "\n"
-            << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key())
-            << DecideHint(resp.artifact().id(),
-                          resp.artifact().equalized_odds_scores().decision_log_ratio_bound(),
-                          "SCORE", /*applicable_locally=*/true);
-  if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
-  return absl::OkStatus();
+  return PrintScoreFit(ctx, resp, out_path, req.idempotency_key(),
+                       resp.artifact().equalized_odds_scores().decision_log_ratio_bound(),
+                       /*applicable_locally=*/true);
 }
 
 }  // namespace
@@ -65,8 +53,8 @@ std::vector<Command> EoScoresCommands() {
   for (const FlagSpec& f : std::vector<FlagSpec>{
            AttributesFlag(),
            {"epsilon", "EPS", "privacy cost of this release (> 0)", true},
-           {"gamma", "G",
-            "allowed |TPR_a-TPR_b| and |FPR_a-FPR_b| on the noisy ROC curves (>= 0)", true},
+           {"gamma", "G", "allowed |TPR_a-TPR_b| and |FPR_a-FPR_b| on the noisy ROC curves (>= 0)",
+            true},
            {"all-pairs", "", "constrain every pair of groups, not each against the first"},
            {"non-monotone", "",
             "allow decision probabilities that are not monotone in the score (default: a "
@@ -84,9 +72,7 @@ std::vector<Command> EoScoresCommands() {
            "randomized group thresholds (company)",
            "Spends --epsilon once: the (group, label, score bin) histogram with discrete Laplace "
            "noise. The score and label columns must have been uploaded as numeric columns.",
-           flags,
-           true,
-           PostprocessEoScores}};
+           flags, true, PostprocessEoScores}};
 }
 
 }  // namespace fairvault::client::cli
