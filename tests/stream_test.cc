@@ -2,8 +2,11 @@
 // all or nothing. A malformed chunk in the middle, a cancelled call or a passed deadline stores
 // nothing, and the same request sent again completes.
 #include <sqlite3.h>
+#include <sys/wait.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +19,28 @@ namespace fairvault::testing {
 namespace {
 
 namespace v1 = ::fairvault::v1;
+
+#ifndef FAIRVAULT_CLI_BINARY
+#error "FAIRVAULT_CLI_BINARY must name the fairvault binary"
+#endif
+
+struct CliResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs the CLI with `args` (shell words) and returns its exit code and output.
+CliResult RunCli(const std::string& args) {
+  CliResult result;
+  FILE* pipe = popen((std::string(FAIRVAULT_CLI_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) result.output.append(buf, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
 
 constexpr int kNewSubjects = 3000;
 constexpr int kChunkRows = 1000;
@@ -243,6 +268,41 @@ TEST_F(StreamTest, CancelledUploadStoresNoTableAndTheRetryCompletes) {
   ASSERT_OK(uploaded);
   EXPECT_EQ(uploaded->row_count(), 200);
   EXPECT_EQ(StoredTables(), before + 1);
+}
+
+TEST_F(StreamTest, CliRefusesAFileThatIsNotUtf8BeforeSendingAndTheFixedFileImports) {
+  // A 3,000-row file whose row 2,002 has a Latin-1 'é': the CLI names the line and column and
+  // sends nothing; the same command on the fixed file then imports every row.
+  const std::string path = ::testing::TempDir() + "/stream_test_people.csv";
+  auto write = [&](bool broken) {
+    std::ofstream out(path, std::ios::trunc);
+    out << "id,race,sex\n";
+    for (int i = 0; i < 3000; ++i) {
+      out << "cli" << i << "," << (i % 3 == 0 ? "A" : "B") << ","
+          << (i == 2000 && broken ? "F\xE9" : (i % 2 == 0 ? "F" : "M")) << "\n";
+    }
+  };
+  const std::string command =
+      absl::StrCat("--server ", server_->target(), " --key ", regulator_key_,
+                   " import --dataset pop --csv ", path, " --key-column id --attributes race,sex");
+  write(/*broken=*/true);
+  CliResult refused = RunCli(command);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find(path + ":2002: column 'sex' is not valid UTF-8"), std::string::npos)
+      << refused.output;
+  EXPECT_EQ(SubjectCount(), 500);
+
+  write(/*broken=*/false);
+  CliResult imported = RunCli(command);
+  EXPECT_EQ(imported.exit_code, 0) << imported.output;
+  EXPECT_NE(imported.output.find("rows imported: 3000 of 3000"), std::string::npos)
+      << imported.output;
+  EXPECT_EQ(SubjectCount(), 3500);
+  // The same command again is a no-op.
+  CliResult again = RunCli(command);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("already imported with identical content"), std::string::npos);
+  EXPECT_EQ(SubjectCount(), 3500);
 }
 
 TEST_F(StreamTest, HugeUnknownNamesComeBackAsInvalidArgument) {

@@ -407,6 +407,38 @@ TEST_F(VaultTest, NoisyCountsUnmatchedKeysRejectedByDefaultAndDroppedOnRequest) 
   }
 }
 
+TEST_F(VaultTest, TheKeptJoinFollowsImportsAndTheDictionaryOnlyShowsUsedValues) {
+  // Two rows whose subjects are imported only after the upload, and whose tier "z" appears
+  // nowhere else: the first release drops them (and shows no "z" cell), the release after
+  // the import uses them, although the table's join was kept from the upload.
+  std::vector<Row> rows = rows_;
+  rows.push_back({"late1", 1, 0, "z"});
+  rows.push_back({"late2", 0, 1, "z"});
+  auto table = Upload(acme_, TableHeaderFor("census"), {Chunk(rows)});
+  ASSERT_OK(table);
+  EXPECT_EQ(table->rows_in_vault(), 30);
+  v1::NoisyCountsRequest req = CountsRequest("late-1");
+  req.set_table_handle(table->table_handle());
+  req.set_unmatched(v1::UNMATCHED_KEYS_DROP);
+  req.add_attributes("sex");
+  auto before = vault_->NoisyCounts(acme_, req);
+  ASSERT_OK(before);
+  EXPECT_EQ(before->rows_dropped(), 2);
+  for (const v1::CountCell& cell : before->cells()) EXPECT_NE(cell.values(0), "z");
+  EXPECT_EQ(before->cells_size(), 2 * 2);  // tiers {x, y} x sex {F, M}
+
+  ASSERT_OK(Import("late", {"sex", "race"}, {Rows({{"late1", "F", "A"}, {"late2", "F", "B"}})}));
+  req.set_idempotency_key("late-2");
+  auto after = vault_->NoisyCounts(acme_, req);
+  ASSERT_OK(after);
+  EXPECT_EQ(after->rows_dropped(), 0);
+  EXPECT_EQ(after->rows_used(), 32);
+  ASSERT_EQ(after->cells_size(), 3 * 2);  // tiers {x, y, z} x sex {F, M}
+  for (const v1::CountCell& cell : after->cells()) {
+    if (cell.values(0) == "z") EXPECT_EQ(cell.noisy_count(), cell.group() == "F" ? 2 : 0);
+  }
+}
+
 TEST_F(VaultTest, NoisyCountsRefusesBadInputsWithoutCharging) {
   auto counts = [&](v1::NoisyCountsRequest req) {
     return [this, req] { return vault_->NoisyCounts(acme_, req); };
