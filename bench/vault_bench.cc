@@ -84,6 +84,13 @@ std::string NewPopulatedDataset(World& w) {
   return name;
 }
 
+// One populated dataset shared by the benchmarks that only need one (created on first use, so
+// that each of them also runs alone under --benchmark_filter).
+const std::string& SharedDataset(World& w) {
+  static const std::string name = NewPopulatedDataset(w);
+  return name;
+}
+
 struct PreparedTable {
   v1::TableHeader header;
   std::vector<std::string> keys;
@@ -259,8 +266,7 @@ void BM_ReleaseByRows(benchmark::State& state) {
   const int rows = static_cast<int>(state.range(1));
   static std::map<int, std::string> tables;  // rows -> handle, uploaded outside the timed loop
   if (tables.count(rows) == 0) {
-    static const std::string dataset = NewPopulatedDataset(w);
-    auto resp = Upload(w, Prepare(w, dataset, rows));
+    auto resp = Upload(w, Prepare(w, SharedDataset(w), rows));
     if (!resp.ok()) std::abort();
     tables[rows] = resp->table_handle();
   }
@@ -331,7 +337,7 @@ void BM_ChargedRequests(benchmark::State& state) {
   World& w = GetWorld();
   static std::atomic<int> counter{0};
   if (state.thread_index() == 0 && w.small_table.empty()) {
-    auto resp = Upload(w, Prepare(w, "pop0", 1000));
+    auto resp = Upload(w, Prepare(w, SharedDataset(w), 1000));
     if (!resp.ok()) std::abort();
     w.small_table = resp->table_handle();
   }

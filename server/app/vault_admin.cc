@@ -289,13 +289,20 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
   }
   if (row == 0) return absl::InvalidArgumentError("the import stream has no rows");
 
-  const std::string payload = batch.SerializeAsString();
-  const std::string digest = HexEncode(Sha256(payload));
+  // The blob and its digest are computed on a second thread while this one checks the batch
+  // id and adds the keys to the index (both only read the batch).
+  std::string payload, digest;
+  std::thread fingerprint([&batch, &payload, &digest] {
+    payload = batch.SerializeAsString();
+    digest = HexEncode(Sha256(payload));
+  });
+  internal::JoinOnExit join_fingerprint(fingerprint);
   v1::ImportAttributesResponse resp;
 
   absl::MutexLock import_lock(&import_mu_);
   auto existing = store_->GetBatchDigest(dataset.id, header.batch_id());
   if (existing.ok()) {
+    fingerprint.join();
     if (*existing != digest) {
       return absl::FailedPreconditionError(
           absl::StrCat("batch_id '", header.batch_id(),
@@ -321,6 +328,7 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
         absl::StrCat("subject key at row ", repeat->position + 1, " is already in dataset '",
                      dataset.name, "' (imported by an earlier batch); remove it from this batch"));
   }
+  fingerprint.join();
   // A caller who gave up must not find half a batch, nor a whole one it was told failed.
   absl::Status stored = stream.live();
   if (stored.ok()) {

@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,6 +25,21 @@ absl::Status ValidateName(const std::string& value, const char* field);
 // Whether `value` is 1-128 printable ASCII characters without spaces (ValidateToken without
 // building a message: for per-row checks).
 bool IsToken(absl::string_view value);
+// Joins a thread when the scope ends (early returns included) unless it was joined already, so
+// that a helper thread never outlives the data it reads.
+class JoinOnExit {
+ public:
+  explicit JoinOnExit(std::thread& thread) : thread_(thread) {}
+  JoinOnExit(const JoinOnExit&) = delete;
+  JoinOnExit& operator=(const JoinOnExit&) = delete;
+  ~JoinOnExit() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::thread& thread_;
+};
+
 // Moves every string of `from` to the end of `to` without copying or allocating one (the
 // string objects change owner; `from` is left empty). Neither may be on an arena.
 void MoveStrings(google::protobuf::RepeatedPtrField<std::string>* from,

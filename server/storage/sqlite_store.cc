@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "core/util/status_macros.h"
 #include "core/util/truncate.h"
 #include "server/storage/ledger_chain.h"
@@ -259,14 +260,46 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
     return absl::UnavailableError(absl::StrCat("cannot open database ", path, ": ", msg));
   }
   std::unique_ptr<SqliteStore> store(new SqliteStore(db));
-  absl::MutexLock lock(&store->mu_);
-  RETURN_IF_ERROR(store->ApplySchema());
+  {
+    absl::MutexLock lock(&store->mu_);
+    RETURN_IF_ERROR(store->ApplySchema());
+  }
+  sqlite3* checkpoint_db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &checkpoint_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) == SQLITE_OK) {
+    store->checkpoint_db_ = checkpoint_db;
+    absl::MutexLock lock(&store->mu_);
+    RETURN_IF_ERROR(store->Exec("PRAGMA wal_autocheckpoint=0"));
+    store->checkpointer_ = std::thread([s = store.get()] { s->CheckpointLoop(); });
+  } else {
+    sqlite3_close(checkpoint_db);  // automatic checkpoints stay on
+  }
   return store;
 }
 
+void SqliteStore::CheckpointLoop() {
+  constexpr absl::Duration kPeriod = absl::Milliseconds(200);
+  absl::MutexLock lock(&stop_mu_);
+  while (!stop_mu_.AwaitWithTimeout(absl::Condition(&stop_), kPeriod)) {
+    stop_mu_.Unlock();
+    // PASSIVE: copies what it can without waiting for readers or writers; frames a reader
+    // still needs are copied on a later round.
+    sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    stop_mu_.Lock();
+  }
+}
+
 SqliteStore::~SqliteStore() {
+  if (checkpointer_.joinable()) {
+    {
+      absl::MutexLock lock(&stop_mu_);
+      stop_ = true;
+    }
+    checkpointer_.join();
+  }
+  sqlite3_close(checkpoint_db_);
   absl::MutexLock lock(&mu_);
-  sqlite3_close(db_);
+  sqlite3_close(db_);  // the last connection: checkpoints and removes the WAL
 }
 
 absl::Status SqliteStore::Exec(const char* sql) {
@@ -288,6 +321,8 @@ absl::Status SqliteStore::ApplySchema() {
   // 64 MiB of page cache instead of SQLite's 2 MiB default: Decide's stored decisions are
   // looked up by the hundred thousand per call.
   RETURN_IF_ERROR(Exec("PRAGMA cache_size=-65536"));
+  // After a checkpoint, the WAL file is cut back to 64 MiB rather than keeping its largest size.
+  RETURN_IF_ERROR(Exec("PRAGMA journal_size_limit=67108864"));
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
   RETURN_IF_ERROR(Exec(kSchema));
