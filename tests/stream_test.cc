@@ -178,6 +178,36 @@ TEST_F(StreamTest, StreamWithoutItsEndMessageStoresNothing) {
   ImportCompletes();
 }
 
+TEST_F(StreamTest, ASecondHeaderOrAnEndThatMiscountsStoresNothing) {
+  auto stub = v1::RegulatorService::NewStub(Channel());
+  for (const bool second_header : {true, false}) {
+    SCOPED_TRACE(second_header);
+    auto ctx = Context(regulator_key_, std::chrono::seconds(30));
+    v1::ImportAttributesResponse response;
+    auto writer = stub->ImportAttributes(ctx.get(), &response);
+    v1::ImportAttributesRequest message;
+    *message.mutable_header() = NewHeader();
+    ASSERT_TRUE(writer->Write(message));
+    *message.mutable_rows() = NewRows(0);
+    ASSERT_TRUE(writer->Write(message));
+    if (second_header) {
+      *message.mutable_header() = NewHeader();
+    } else {
+      message.mutable_end()->set_chunks(1);
+      message.mutable_end()->set_rows(kChunkRows + 1);  // one row more than was sent
+    }
+    writer->Write(message);
+    writer->WritesDone();
+    const grpc::Status status = writer->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find(second_header ? "not a data chunk" : "received 1 chunks"),
+              std::string::npos)
+        << status.error_message();
+    EXPECT_EQ(SubjectCount(), 500);
+  }
+  ImportCompletes();
+}
+
 TEST_F(StreamTest, CancelledImportStoresNothingAndTheRetryCompletes) {
   auto stub = v1::RegulatorService::NewStub(Channel());
   auto ctx = Context(regulator_key_, std::chrono::seconds(30));

@@ -103,8 +103,10 @@ class GrpcChunkStream {
       return false;
     }
     if (!(message.*has_)()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "message ", chunks_ + 2, " of the stream is a second header; send the header once"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("message ", chunks_ + 2,
+                       " of the stream is not a data chunk or the end message (a second header, "
+                       "or nothing set); send one header, the chunks, then the end message"));
     }
     chunk->Swap((message.*mutable_chunk_)());
     ++chunks_;
