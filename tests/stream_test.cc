@@ -97,6 +97,28 @@ class StreamTest : public VaultFixture {
     sqlite3_close(db);
     return n;
   }
+  // An import stream on a raw stub, its header and first chunk written (`started` says whether
+  // the server took them), for tests that break the stream in their own way.
+  struct RawImport {
+    std::unique_ptr<v1::RegulatorService::Stub> stub;
+    std::unique_ptr<grpc::ClientContext> ctx;
+    v1::ImportAttributesResponse response;
+    std::unique_ptr<grpc::ClientWriter<v1::ImportAttributesRequest>> writer;
+    bool started = false;
+    bool Write(const v1::ImportAttributesRequest& message) { return writer->Write(message); }
+  };
+  std::unique_ptr<RawImport> StartImport(std::chrono::milliseconds deadline) {
+    auto import = std::make_unique<RawImport>();
+    import->stub = v1::RegulatorService::NewStub(Channel());
+    import->ctx = Context(regulator_key_, deadline);
+    import->writer = import->stub->ImportAttributes(import->ctx.get(), &import->response);
+    v1::ImportAttributesRequest message;
+    *message.mutable_header() = NewHeader();
+    import->started = import->Write(message);
+    *message.mutable_rows() = NewRows(0);
+    import->started = import->started && import->Write(message);
+    return import;
+  }
   // The full import through the client library: the retry a user would run.
   void ImportCompletes() {
     const v1::SubjectRows all[] = {NewRows(0), NewRows(1), NewRows(2)};
@@ -132,15 +154,10 @@ class StreamTest : public VaultFixture {
 };
 
 TEST_F(StreamTest, MalformedChunkInTheMiddleOfAnImportStoresNothing) {
-  auto stub = v1::RegulatorService::NewStub(Channel());
-  auto ctx = Context(regulator_key_, std::chrono::seconds(30));
-  v1::ImportAttributesResponse response;
-  auto writer = stub->ImportAttributes(ctx.get(), &response);
+  auto import = StartImport(std::chrono::seconds(30));
+  ASSERT_TRUE(import->started);
+  auto& writer = import->writer;
   v1::ImportAttributesRequest message;
-  *message.mutable_header() = NewHeader();
-  ASSERT_TRUE(writer->Write(message));
-  *message.mutable_rows() = NewRows(0);
-  ASSERT_TRUE(writer->Write(message));
   // A category that is not UTF-8: the server cannot parse this chunk (proto3 strings).
   *message.mutable_rows() = NewRows(1);
   message.mutable_rows()->set_categories(7, "F\xE9");
@@ -161,15 +178,10 @@ TEST_F(StreamTest, MalformedChunkInTheMiddleOfAnImportStoresNothing) {
 
 TEST_F(StreamTest, StreamWithoutItsEndMessageStoresNothing) {
   // An older or broken client that half-closes without StreamEnd: nothing is stored.
-  auto stub = v1::RegulatorService::NewStub(Channel());
-  auto ctx = Context(regulator_key_, std::chrono::seconds(30));
-  v1::ImportAttributesResponse response;
-  auto writer = stub->ImportAttributes(ctx.get(), &response);
+  auto import = StartImport(std::chrono::seconds(30));
+  ASSERT_TRUE(import->started);
+  auto& writer = import->writer;
   v1::ImportAttributesRequest message;
-  *message.mutable_header() = NewHeader();
-  ASSERT_TRUE(writer->Write(message));
-  *message.mutable_rows() = NewRows(0);
-  ASSERT_TRUE(writer->Write(message));
   writer->WritesDone();
   const grpc::Status status = writer->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -179,17 +191,12 @@ TEST_F(StreamTest, StreamWithoutItsEndMessageStoresNothing) {
 }
 
 TEST_F(StreamTest, ASecondHeaderOrAnEndThatMiscountsStoresNothing) {
-  auto stub = v1::RegulatorService::NewStub(Channel());
   for (const bool second_header : {true, false}) {
     SCOPED_TRACE(second_header);
-    auto ctx = Context(regulator_key_, std::chrono::seconds(30));
-    v1::ImportAttributesResponse response;
-    auto writer = stub->ImportAttributes(ctx.get(), &response);
+    auto import = StartImport(std::chrono::seconds(30));
+    ASSERT_TRUE(import->started);
+    auto& writer = import->writer;
     v1::ImportAttributesRequest message;
-    *message.mutable_header() = NewHeader();
-    ASSERT_TRUE(writer->Write(message));
-    *message.mutable_rows() = NewRows(0);
-    ASSERT_TRUE(writer->Write(message));
     if (second_header) {
       *message.mutable_header() = NewHeader();
     } else {
@@ -209,18 +216,13 @@ TEST_F(StreamTest, ASecondHeaderOrAnEndThatMiscountsStoresNothing) {
 }
 
 TEST_F(StreamTest, CancelledImportStoresNothingAndTheRetryCompletes) {
-  auto stub = v1::RegulatorService::NewStub(Channel());
-  auto ctx = Context(regulator_key_, std::chrono::seconds(30));
-  v1::ImportAttributesResponse response;
-  auto writer = stub->ImportAttributes(ctx.get(), &response);
+  auto import = StartImport(std::chrono::seconds(30));
+  ASSERT_TRUE(import->started);
+  auto& writer = import->writer;
   v1::ImportAttributesRequest message;
-  *message.mutable_header() = NewHeader();
-  ASSERT_TRUE(writer->Write(message));
-  *message.mutable_rows() = NewRows(0);
-  ASSERT_TRUE(writer->Write(message));
   *message.mutable_rows() = NewRows(1);
   ASSERT_TRUE(writer->Write(message));
-  ctx->TryCancel();  // Ctrl-C in the middle of the file
+  import->ctx->TryCancel();  // Ctrl-C in the middle of the file
   EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_EQ(SubjectCount(), 500);
   ImportCompletes();
@@ -240,19 +242,28 @@ TEST_F(StreamTest, ClientLibraryCancelsWhenItsProducerFails) {
 }
 
 TEST_F(StreamTest, ImportPastItsDeadlineStoresNothing) {
-  auto stub = v1::RegulatorService::NewStub(Channel());
-  auto ctx = Context(regulator_key_, std::chrono::milliseconds(300));
-  v1::ImportAttributesResponse response;
-  auto writer = stub->ImportAttributes(ctx.get(), &response);
+  auto import = StartImport(std::chrono::milliseconds(300));
+  ASSERT_TRUE(import->started);
+  auto& writer = import->writer;
   v1::ImportAttributesRequest message;
-  *message.mutable_header() = NewHeader();
-  ASSERT_TRUE(writer->Write(message));
-  *message.mutable_rows() = NewRows(0);
-  ASSERT_TRUE(writer->Write(message));
   std::this_thread::sleep_for(std::chrono::milliseconds(800));  // a stalled client
   *message.mutable_rows() = NewRows(1);
   writer->Write(message);
   EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(SubjectCount(), 500);
+  ImportCompletes();
+}
+
+TEST_F(StreamTest, ServerKilledInTheMiddleOfAnImportStoresNothingAndTheRetryCompletes) {
+  auto import = StartImport(std::chrono::seconds(30));
+  ASSERT_TRUE(import->started);
+  v1::ImportAttributesRequest message;
+  *message.mutable_rows() = NewRows(1);
+  import->Write(message);
+  ASSERT_OK(server_->Kill());  // kill -9 with two chunks received and no end message
+  EXPECT_FALSE(import->writer->Finish().ok());
+  ASSERT_OK(server_->Start());
+  regulator_ = server_->Connect(regulator_key_);
   EXPECT_EQ(SubjectCount(), 500);
   ImportCompletes();
 }
