@@ -138,14 +138,7 @@ absl::Status AuditClassifier(Context& ctx) {
 absl::Status AuditRegressor(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   v1::AuditRegressorRequest req;
-  req.set_idempotency_key(IdempotencyKey(flags));
-  req.set_table_handle(flags.Get("table"));
-  req.set_score_column(flags.Get("score-column"));
-  for (const std::string& a : flags.GetList("attributes")) req.add_attributes(a);
-  ASSIGN_OR_RETURN(const ScoreGrid grid, ReadScoreGrid(flags));
-  req.set_lo(grid.lo);
-  req.set_hi(grid.hi);
-  req.set_bins(grid.bins);
+  RETURN_IF_ERROR(ReadScoreRequest(flags, &req));
   ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
   req.set_epsilon(epsilon);
   ASSIGN_OR_RETURN(const double confidence, Confidence(flags));

@@ -262,6 +262,23 @@ absl::Status PrintScoreFit(Context& ctx, const Response& resp, const std::string
   return absl::OkStatus();
 }
 
+// The fields every score request shares (`audit regressor`, `postprocess regression`,
+// `postprocess eo-scores`): --idempotency-key, --table, --score-column, --attributes and the
+// score grid (--lo, --hi, --bins).
+template <typename Request>
+absl::Status ReadScoreRequest(const ParsedFlags& flags, Request* req) {
+  req->set_idempotency_key(IdempotencyKey(flags));
+  req->set_table_handle(flags.Get("table"));
+  req->set_score_column(flags.Get("score-column"));
+  for (const std::string& a : flags.GetList("attributes")) req->add_attributes(a);
+  absl::StatusOr<ScoreGrid> grid = ReadScoreGrid(flags);
+  if (!grid.ok()) return grid.status();
+  req->set_lo(grid->lo);
+  req->set_hi(grid->hi);
+  req->set_bins(grid->bins);
+  return absl::OkStatus();
+}
+
 }  // namespace fairvault::client::cli
 
 #endif  // FAIRVAULT_CLIENT_CLI_COMMON_H_

@@ -27,14 +27,7 @@ absl::StatusOr<v1::SpSolverKind> Solver(const ParsedFlags& flags) {
 absl::Status PostprocessRegression(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   v1::FitStatisticalParityRequest req;
-  req.set_idempotency_key(IdempotencyKey(flags));
-  req.set_table_handle(flags.Get("table"));
-  req.set_score_column(flags.Get("score-column"));
-  for (const std::string& a : flags.GetList("attributes")) req.add_attributes(a);
-  ASSIGN_OR_RETURN(const ScoreGrid grid, ReadScoreGrid(flags));
-  req.set_lo(grid.lo);
-  req.set_hi(grid.hi);
-  req.set_bins(grid.bins);
+  RETURN_IF_ERROR(ReadScoreRequest(flags, &req));
   ASSIGN_OR_RETURN(const double alpha, flags.GetDouble("alpha", 0));
   if (alpha < 0 || alpha > 1) {
     return UsageError(absl::StrCat("--alpha must be in [0, 1] (got ", flags.Get("alpha"), ")"));

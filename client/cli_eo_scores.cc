@@ -13,15 +13,8 @@ namespace {
 absl::Status PostprocessEoScores(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   v1::FitEqualizedOddsScoresRequest req;
-  req.set_idempotency_key(IdempotencyKey(flags));
-  req.set_table_handle(flags.Get("table"));
-  req.set_score_column(flags.Get("score-column"));
+  RETURN_IF_ERROR(ReadScoreRequest(flags, &req));
   req.set_label_column(flags.Get("label-column"));
-  for (const std::string& a : flags.GetList("attributes")) req.add_attributes(a);
-  ASSIGN_OR_RETURN(const ScoreGrid grid, ReadScoreGrid(flags));
-  req.set_lo(grid.lo);
-  req.set_hi(grid.hi);
-  req.set_bins(grid.bins);
   ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
   req.set_epsilon(epsilon);
   ASSIGN_OR_RETURN(const double gamma, flags.GetDouble("gamma", 0));

@@ -118,9 +118,9 @@ std::string FormatEqualizedOddsScores(const v1::EqualizedOddsScoresPostProcessor
       eo.reference_group() < 0 ? std::string("all pairs")
                                : absl::StrCat("group ", eo.reference_group()),
       eo.monotone() ? " (randomized thresholds)" : " (not monotone)", "\nscore grid: [",
-      Num(eo.lo()), ", ", Num(eo.hi()), "] in ", eo.bins(), " bins; scores clipped: ",
-      eo.scores_clipped(), "\nnoisy error of the derived predictor: ", Num(eo.noisy_error()),
-      "\n");
+      Num(eo.lo()), ", ", Num(eo.hi()), "] in ", eo.bins(),
+      " bins; scores clipped: ", eo.scores_clipped(),
+      "\nnoisy error of the derived predictor: ", Num(eo.noisy_error()), "\n");
   auto f = [](double v) { return absl::StrFormat("%.4f", v); };
   TextTable table({"GROUP", "NOISY_N[Y0]", "NOISY_N[Y1]", "DERIVED_FPR", "DERIVED_TPR",
                    "P(1|BIN) lowest..highest"});
@@ -164,8 +164,7 @@ std::string FormatArtifact(const v1::Artifact& artifact) {
   absl::StrAppend(&out, "equalized-odds post-processor over [",
                   absl::StrJoin(eo.attributes(), ", "), "]: m=", eo.m(),
                   " epsilon=", Num(eo.epsilon()), " gamma=", Num(eo.gamma()),
-                  " beta=", Num(eo.beta()), " reference=",
-                  reference,
+                  " beta=", Num(eo.beta()), " reference=", reference,
                   " min_group_count=", Num(eo.min_group_count()),
                   "\nnoisy error of the derived predictor: ", Num(eo.noisy_error()), "\n");
   TextTable table({"GROUP", "P(1|PRED=0)", "P(1|PRED=1)", "NOISY_FPR", "NOISY_TPR", "DERIVED_FPR",

@@ -58,10 +58,9 @@ absl::Status ApplyEo(Context& ctx) {
   const bool scores = applier.takes_scores();
   const char* input_flag = scores ? "score-column" : "prediction-column";
   if (!flags.Has(input_flag) || flags.Has(scores ? "prediction-column" : "score-column")) {
-    return UsageError(absl::StrCat("this artifact was fitted on ",
-                                   scores ? "scores" : "binary predictions", ": pass --",
-                                   input_flag, " (and not --",
-                                   scores ? "prediction-column" : "score-column", ")"));
+    return UsageError(absl::StrCat(
+        "this artifact was fitted on ", scores ? "scores" : "binary predictions", ": pass --",
+        input_flag, " (and not --", scores ? "prediction-column" : "score-column", ")"));
   }
   ASSIGN_OR_RETURN(CsvTable table, ReadCsvFile(path));
   ASSIGN_OR_RETURN(const size_t prediction_index, table.ColumnIndex(flags.Get(input_flag)));

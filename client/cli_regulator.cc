@@ -111,8 +111,12 @@ absl::Status Import(Context& ctx) {
 
   // The file is read twice in bounded memory: once to check every row, so that a bad field
   // is reported before anything is sent, then again to send it.
+  // The checking pass also hashes the file for the default batch id.
+  Sha256Hasher content_hash;
   auto rows = [&](bool send) -> absl::StatusOr<ChunkProducer<v1::SubjectRows>> {
-    ASSIGN_OR_RETURN(std::shared_ptr<CsvReader> reader, CsvReader::Open(path));
+    CsvReader::ByteObserver hash;
+    if (!send) hash = [&content_hash](absl::string_view bytes) { content_hash.Update(bytes); };
+    ASSIGN_OR_RETURN(std::shared_ptr<CsvReader> reader, CsvReader::Open(path, std::move(hash)));
     // --attributes sex,race or sex=gender_column: vault attribute name, then CSV column.
     std::vector<size_t> columns;
     for (const std::string& spec : specs) {
@@ -148,12 +152,10 @@ absl::Status Import(Context& ctx) {
   // constant, so the id reveals nothing about it.
   std::string batch_id = flags.Get("batch-id");
   if (batch_id.empty()) {
-    ASSIGN_OR_RETURN(
-        batch_id,
-        Sha256HexOfFile(
-            path, absl::StrCat(std::string(1, '\0'), key_column, std::string(1, '\0'),
-                               absl::StrJoin(specs, ","), std::string(1, '\0'),
-                               secret.empty() ? "" : Pseudonymise(secret, "fairvault-batch-id"))));
+    content_hash.Update(absl::StrCat(
+        std::string(1, '\0'), key_column, std::string(1, '\0'), absl::StrJoin(specs, ","),
+        std::string(1, '\0'), secret.empty() ? "" : Pseudonymise(secret, "fairvault-batch-id")));
+    batch_id = content_hash.HexDigest();
   }
   header.set_batch_id(batch_id);
 

@@ -41,8 +41,10 @@ report::RegressorAudit ToReport(const v1::RegressorAuditReport& r, const std::st
   for (const v1::RegressorGroupReport& g : r.groups()) {
     int64_t noisy_rows = 0;
     for (int64_t c : g.noisy_counts()) noisy_rows += c;
-    audit.groups.push_back({g.group(), ToEstimate(g.mean()),
-                            {g.histogram().begin(), g.histogram().end()}, noisy_rows,
+    audit.groups.push_back({g.group(),
+                            ToEstimate(g.mean()),
+                            {g.histogram().begin(), g.histogram().end()},
+                            noisy_rows,
                             g.small_group()});
   }
   audit.small_group_threshold = r.small_group_threshold();

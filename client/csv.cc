@@ -25,8 +25,9 @@ class CsvParser {
   CsvParser(absl::string_view text, absl::string_view source) : text_(text), source_(source) {
     StripBom();
   }
-  CsvParser(std::unique_ptr<std::istream> in, absl::string_view source)
-      : in_(std::move(in)), source_(source) {
+  CsvParser(std::unique_ptr<std::istream> in, absl::string_view source,
+            CsvReader::ByteObserver observer)
+      : in_(std::move(in)), observer_(std::move(observer)), source_(source) {
     Fill();
     StripBom();
   }
@@ -125,11 +126,13 @@ class CsvParser {
     buffer_.resize(kept + kBlockBytes);
     in_->read(buffer_.data() + kept, static_cast<std::streamsize>(kBlockBytes));
     buffer_.resize(kept + static_cast<size_t>(in_->gcount()));
+    if (observer_) observer_(absl::string_view(buffer_).substr(kept));
     text_ = buffer_;
     return buffer_.size() > kept;
   }
 
   std::unique_ptr<std::istream> in_;
+  CsvReader::ByteObserver observer_;
   std::string buffer_;
   absl::string_view text_;
   absl::string_view source_;
@@ -216,11 +219,12 @@ CsvReader::CsvReader(std::unique_ptr<Parser> parser, std::string source)
     : source_(std::move(source)), parser_(std::move(parser)) {}
 CsvReader::~CsvReader() = default;
 
-absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<CsvReader>> CsvReader::Open(const std::string& path,
+                                                           ByteObserver observer) {
   auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
   if (!*in) return absl::NotFoundError(absl::StrCat("cannot open '", path, "' for reading"));
   std::unique_ptr<CsvReader> reader(new CsvReader(nullptr, path));
-  reader->parser_ = std::make_unique<Parser>(std::move(in), reader->source_);
+  reader->parser_ = std::make_unique<Parser>(std::move(in), reader->source_, std::move(observer));
   RETURN_IF_ERROR(reader->ReadHeader());
   return reader;
 }

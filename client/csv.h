@@ -3,6 +3,7 @@
 #define FAIRVAULT_CLIENT_CSV_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,8 +36,12 @@ struct CsvTable {
 // every field must be valid UTF-8 (the error names the line and the column). Not thread-safe.
 class CsvReader {
  public:
+  // Sees every byte of the file once, in order, as it is read (e.g. to hash the file in the
+  // same pass).
+  using ByteObserver = std::function<void(absl::string_view)>;
   // NotFound if the file cannot be opened; the header's errors as ParseCsv.
-  static absl::StatusOr<std::unique_ptr<CsvReader>> Open(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<CsvReader>> Open(const std::string& path,
+                                                         ByteObserver observer = nullptr);
   // Over `text`, which must outlive the reader; `source` names it in errors.
   static absl::StatusOr<std::unique_ptr<CsvReader>> FromString(absl::string_view text,
                                                                absl::string_view source);

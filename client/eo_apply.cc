@@ -57,16 +57,16 @@ absl::StatusOr<EqualizedOddsApplier> EqualizedOddsApplier::Create(
   }
   for (const v1::EqualizedOddsScoresGroup& g : processor.groups()) {
     if (g.p_positive_size() != processor.bins()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("artifact group '", g.group(), "' has ", g.p_positive_size(),
-                       " probabilities for ", processor.bins(), " bins"));
+      return absl::InvalidArgumentError(absl::StrCat("artifact group '", g.group(), "' has ",
+                                                     g.p_positive_size(), " probabilities for ",
+                                                     processor.bins(), " bins"));
     }
     for (double p : g.p_positive()) {
       absl::Status status = CheckProbability(p, "p_positive", g.group());
       if (!status.ok()) return status;
     }
-    if (!applier.by_bin_.emplace(g.group(), std::vector<double>(g.p_positive().begin(),
-                                                                 g.p_positive().end()))
+    if (!applier.by_bin_
+             .emplace(g.group(), std::vector<double>(g.p_positive().begin(), g.p_positive().end()))
              .second) {
       return absl::InvalidArgumentError(
           absl::StrCat("artifact lists group '", g.group(), "' twice"));

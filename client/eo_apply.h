@@ -44,8 +44,7 @@ class EqualizedOddsApplier {
   // For an artifact fitted on scores: 1 with probability p_positive[bin(score)] of the group
   // (scores outside [lo, hi] fall in the end bins). InvalidArgument for a non-finite score, an
   // unknown group, or a binary artifact (and Decide refuses a scores artifact likewise).
-  absl::StatusOr<int> DecideScore(double score, absl::string_view group,
-                                  absl::BitGenRef gen) const;
+  absl::StatusOr<int> DecideScore(double score, absl::string_view group, absl::BitGenRef gen) const;
 
   // Group labels in artifact order.
   const std::vector<std::string>& groups() const { return groups_; }

@@ -6,9 +6,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <memory>
-#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -52,27 +49,29 @@ std::string Sha256Hex(absl::string_view data) {
   return ToHex(digest, digest_size);
 }
 
-absl::StatusOr<std::string> Sha256HexOfFile(const std::string& path, absl::string_view suffix) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open '", path, "' for reading"));
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  auto check = [](int ok) {
-    if (ok != 1) {
-      std::fprintf(stderr, "fatal: OpenSSL SHA-256 failed\n");
-      std::abort();
-    }
-  };
-  check(ctx != nullptr && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr));
-  std::vector<char> block(1 << 20);
-  while (in) {
-    in.read(block.data(), static_cast<std::streamsize>(block.size()));
-    check(EVP_DigestUpdate(ctx.get(), block.data(), static_cast<size_t>(in.gcount())));
+namespace {
+void CheckSha(int ok) {
+  if (ok != 1) {
+    std::fprintf(stderr, "fatal: OpenSSL SHA-256 failed\n");
+    std::abort();
   }
-  if (in.bad()) return absl::DataLossError(absl::StrCat("error while reading '", path, "'"));
-  check(EVP_DigestUpdate(ctx.get(), suffix.data(), suffix.size()));
+}
+}  // namespace
+
+Sha256Hasher::Sha256Hasher() : ctx_(EVP_MD_CTX_new()) {
+  CheckSha(ctx_ != nullptr && EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr));
+}
+
+Sha256Hasher::~Sha256Hasher() { EVP_MD_CTX_free(ctx_); }
+
+void Sha256Hasher::Update(absl::string_view data) {
+  CheckSha(EVP_DigestUpdate(ctx_, data.data(), data.size()));
+}
+
+std::string Sha256Hasher::HexDigest() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int digest_size = 0;
-  check(EVP_DigestFinal_ex(ctx.get(), digest, &digest_size));
+  CheckSha(EVP_DigestFinal_ex(ctx_, digest, &digest_size));
   return ToHex(digest, digest_size);
 }
 

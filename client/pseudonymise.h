@@ -8,6 +8,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX
+
 namespace fairvault::client {
 
 // Shortest secret ReadSecretFile accepts, in bytes.
@@ -20,9 +22,21 @@ std::string Pseudonymise(absl::string_view secret, absl::string_view raw_id);
 // Lower-case hex SHA-256 of `data`: 64 characters. Thread-safe.
 std::string Sha256Hex(absl::string_view data);
 
-// Lower-case hex SHA-256 of the bytes of the file at `path` followed by `suffix`, read in blocks
-// (Sha256Hex(content + suffix) without holding the file). NotFound if it cannot be opened.
-absl::StatusOr<std::string> Sha256HexOfFile(const std::string& path, absl::string_view suffix);
+// SHA-256 over data fed in pieces: Sha256Hex(a + b) == (Update(a), Update(b), HexDigest()).
+// Not thread-safe; HexDigest ends it.
+class Sha256Hasher {
+ public:
+  Sha256Hasher();
+  ~Sha256Hasher();
+  Sha256Hasher(const Sha256Hasher&) = delete;
+  Sha256Hasher& operator=(const Sha256Hasher&) = delete;
+  void Update(absl::string_view data);
+  // Lower-case hex, 64 characters.
+  std::string HexDigest();
+
+ private:
+  ::evp_md_ctx_st* ctx_;  // OpenSSL's EVP_MD_CTX
+};
 
 // Reads an HMAC secret from a file: the file's bytes with trailing "\n" / "\r\n" removed.
 // NotFound if the file cannot be read; InvalidArgument if fewer than kMinSecretBytes remain.

@@ -35,6 +35,14 @@ TEST(PseudonymiseTest, DependsOnSecretAndIdAndHandlesEmptyInputs) {
   EXPECT_EQ(Pseudonymise("", "").size(), 64u);
 }
 
+TEST(Sha256HasherTest, PiecesHashAsTheirConcatenation) {
+  Sha256Hasher hasher;
+  hasher.Update("a");
+  hasher.Update("");
+  hasher.Update("bc");
+  EXPECT_EQ(hasher.HexDigest(), Sha256Hex("abc"));
+}
+
 TEST(Sha256HexTest, MatchesKnownDigests) {
   EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

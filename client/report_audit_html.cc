@@ -55,8 +55,7 @@ std::string GroupLabel(const std::string& name, bool small_group) {
 // The table cells for a group's noisy size and its small-group flag.
 std::string SizeCells(int64_t noisy_rows, bool small_group) {
   return absl::StrCat("<td>", noisy_rows, "</td><td>",
-                      small_group ? "<strong class=\"small-group\">small</strong>" : "–",
-                      "</td>");
+                      small_group ? "<strong class=\"small-group\">small</strong>" : "–", "</td>");
 }
 
 // The note under a table when some group is small.

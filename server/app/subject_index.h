@@ -29,6 +29,13 @@ class SubjectIndex {
     auto it = row_of_key_.find(key);
     return it == row_of_key_.end() ? int64_t{-1} : static_cast<int64_t>(it->second);
   }
+  // Find for each of `keys`, in order (-1 where a key is not a subject).
+  template <typename Keys>
+  std::vector<int32_t> FindAll(const Keys& keys) const {
+    std::vector<int32_t> rows(keys.size());
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int32_t>(Find(keys[i]));
+    return rows;
+  }
   uint16_t Code(int64_t row, int attribute) const {
     return codes_[row * num_attributes_ + attribute];
   }

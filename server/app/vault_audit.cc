@@ -31,20 +31,6 @@ constexpr int64_t kMaxTransportEntries = 2'000'000;
 constexpr int64_t kMaxAuditCells = 100'000;
 
 // The public bin grid of a request, with messages naming the request's fields.
-absl::StatusOr<pp::ScoreGrid> MakeGrid(double lo, double hi, int bins) {
-  if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("lo and hi must be finite with lo < hi (got lo=", lo, ", hi=", hi, ")"));
-  }
-  if (bins < 1 || bins > pp::ScoreGrid::kMaxBins) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bins must be in [1, ", pp::ScoreGrid::kMaxBins, "] (got ", bins, ")"));
-  }
-  pp::ScoreGrid grid{lo, hi, bins};
-  RETURN_IF_ERROR(grid.Validate());
-  return grid;
-}
-
 absl::StatusOr<fairness::AuditOptions> MakeAuditOptions(double confidence) {
   fairness::AuditOptions options;
   options.confidence = confidence == 0 ? 0.95 : confidence;
@@ -119,7 +105,7 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
     const Caller& caller, const v1::FitStatisticalParityRequest& req) {
   RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
-  ASSIGN_OR_RETURN(pp::ScoreGrid grid, MakeGrid(req.lo(), req.hi(), req.bins()));
+  ASSIGN_OR_RETURN(pp::ScoreGrid grid, internal::MakeGrid(req.lo(), req.hi(), req.bins()));
   pp::SpOptions options;
   options.alpha = req.alpha();
   switch (req.solver()) {
@@ -318,7 +304,7 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
     const Caller& caller, const v1::AuditRegressorRequest& req) {
   RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
-  ASSIGN_OR_RETURN(pp::ScoreGrid grid, MakeGrid(req.lo(), req.hi(), req.bins()));
+  ASSIGN_OR_RETURN(pp::ScoreGrid grid, internal::MakeGrid(req.lo(), req.hi(), req.bins()));
   ASSIGN_OR_RETURN(auto audit_options, MakeAuditOptions(req.confidence()));
   if (req.score_column().empty()) return absl::InvalidArgumentError("score_column must be set");
   // Group sums of (score - lo), each score snapped to a public power-of-two grid (Mironov):

@@ -24,16 +24,7 @@ absl::StatusOr<v1::FitEqualizedOddsScoresResponse> Vault::FitEqualizedOddsScores
   // 1. Parameters only: nothing here reads the table or the vault.
   RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
-  if (!std::isfinite(req.lo()) || !std::isfinite(req.hi()) || !(req.lo() < req.hi())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lo and hi must be finite with lo < hi (got lo=", req.lo(), ", hi=", req.hi(), ")"));
-  }
-  if (req.bins() < 1 || req.bins() > pp::ScoreGrid::kMaxBins) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bins must be in [1, ", pp::ScoreGrid::kMaxBins, "] (got ", req.bins(), ")"));
-  }
-  const pp::ScoreGrid grid{req.lo(), req.hi(), req.bins()};
-  RETURN_IF_ERROR(grid.Validate());
+  ASSIGN_OR_RETURN(const pp::ScoreGrid grid, internal::MakeGrid(req.lo(), req.hi(), req.bins()));
   pp::EoScoresOptions options;
   options.gamma = req.gamma();
   options.all_pairs = req.all_pairs();

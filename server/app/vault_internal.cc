@@ -35,6 +35,22 @@ absl::Status ValidateName(const std::string& value, const char* field) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<core::postprocess::ScoreGrid> MakeGrid(double lo, double hi, int bins) {
+  namespace pp = core::postprocess;
+  if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lo and hi must be finite with lo < hi (got lo=", lo, ", hi=", hi, ")"));
+  }
+  if (bins < 1 || bins > pp::ScoreGrid::kMaxBins) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bins must be in [1, ", pp::ScoreGrid::kMaxBins, "] (got ", bins, ")"));
+  }
+  pp::ScoreGrid grid{lo, hi, bins};
+  absl::Status valid = grid.Validate();
+  if (!valid.ok()) return valid;
+  return grid;
+}
+
 void MoveStrings(google::protobuf::RepeatedPtrField<std::string>* from,
                  google::protobuf::RepeatedPtrField<std::string>* to) {
   const int n = from->size();

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/postprocess/statistical_parity.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
 #include "server/storage/records.pb.h"
@@ -25,6 +26,10 @@ absl::Status ValidateName(const std::string& value, const char* field);
 // Whether `value` is 1-128 printable ASCII characters without spaces (ValidateToken without
 // building a message: for per-row checks).
 bool IsToken(absl::string_view value);
+// The public score grid of a request: lo < hi finite, 1..kMaxBins bins; InvalidArgument naming
+// the field otherwise.
+absl::StatusOr<core::postprocess::ScoreGrid> MakeGrid(double lo, double hi, int bins);
+
 // Joins a thread when the scope ends (early returns included) unless it was joined already, so
 // that a helper thread never outlives the data it reads.
 class JoinOnExit {

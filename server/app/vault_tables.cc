@@ -143,18 +143,16 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
   // Presence in the vault is not protected (ALGORITHMS.md §7), so reporting it is free. The
   // join is kept with the table for its releases.
   ASSIGN_OR_RETURN(auto slot, LoadIndex(dataset));
-  int64_t in_vault = 0;
-  auto subject_of_row = std::make_shared<std::vector<int32_t>>(table.keys_size());
+  std::shared_ptr<const std::vector<int32_t>> subject_of_row;
   int64_t joined_subjects = 0;
   {
     absl::ReaderMutexLock lock(&slot->mu);
-    for (int64_t i = 0; i < table.keys_size(); ++i) {
-      const int64_t subject = slot->index->Find(table.keys(i));
-      (*subject_of_row)[i] = static_cast<int32_t>(subject);
-      in_vault += subject >= 0;
-    }
+    subject_of_row =
+        std::make_shared<const std::vector<int32_t>>(slot->index->FindAll(table.keys()));
     joined_subjects = slot->index->size();
   }
+  const int64_t in_vault = std::count_if(subject_of_row->begin(), subject_of_row->end(),
+                                         [](int32_t s) { return s >= 0; });
 
   const int64_t now = clock_->NowMicros();
   const int64_t ttl = header.ttl_seconds() == 0 ? kDefaultTtlSeconds : header.ttl_seconds();
@@ -351,11 +349,8 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
     // The keys are looked up once per table (and again only after an import).
     absl::MutexLock cache_lock(&table.cached->mu);
     if (table.cached->joined_subjects != index.size()) {
-      auto fresh = std::make_shared<std::vector<int32_t>>(keys.size());
-      for (int64_t i = 0; i < keys.size(); ++i) {
-        (*fresh)[i] = static_cast<int32_t>(index.Find(keys[i]));
-      }
-      table.cached->subject_of_row = std::move(fresh);
+      table.cached->subject_of_row =
+          std::make_shared<const std::vector<int32_t>>(index.FindAll(keys));
       table.cached->joined_subjects = index.size();
     }
     subject_of_row = table.cached->subject_of_row;
