@@ -18,12 +18,14 @@
 #include "absl/random/bit_gen_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "core/accounting/accountant.h"
 #include "core/dp/integer_noise.h"
 #include "core/postprocess/statistical_parity.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
 #include "server/app/chunk_source.h"
 #include "server/app/clock.h"
+#include "server/app/job_runner.h"
 #include "server/app/subject_index.h"
 #include "server/storage/records.pb.h"
 #include "server/storage/store.h"
@@ -37,6 +39,12 @@ struct VaultOptions {
   int64_t max_rows = 20'000'000;
   // Tables kept parsed in memory.
   int table_cache_size = 4;
+  // Training jobs: worker threads, jobs queued or running at once (a submission beyond it is
+  // refused before charging), rows x features of one job, rounds of one job.
+  int job_workers = 1;
+  int max_pending_jobs = 16;
+  int64_t max_job_cells = 200'000'000;
+  int max_job_rounds = 100'000;
   absl::Status Validate() const;
 };
 
@@ -124,6 +132,21 @@ class Vault {
                                                             const v1::AuditRegressorRequest& req);
   // Applies the caller's attribute-aware artifact to subjects in the vault; logged, not charged.
   absl::StatusOr<v1::DecideResponse> Decide(const Caller& caller, const v1::DecideRequest& req);
+  // Fair models without the attribute (issue 9; vault_models.cc, vault_jobs.cc).
+  absl::StatusOr<v1::BestResponseResponse> BestResponse(const Caller& caller,
+                                                        const v1::BestResponseRequest& req);
+  absl::StatusOr<v1::FitFairModelResponse> FitFairModel(const Caller& caller,
+                                                        const v1::FitFairModelRequest& req);
+  // Companies see their own jobs; auditors and the regulator see all.
+  absl::StatusOr<v1::GetJobResponse> GetJob(const Caller& caller, const v1::GetJobRequest& req);
+  absl::StatusOr<v1::ListJobsResponse> ListJobs(const Caller& caller,
+                                                const v1::ListJobsRequest& req);
+  // The owning company only.
+  absl::StatusOr<v1::CancelJobResponse> CancelJob(const Caller& caller,
+                                                  const v1::CancelJobRequest& req);
+  // Starts the job workers (re-queueing jobs a previous process left unfinished). The server
+  // calls it once after construction; tests that run jobs call it too.
+  absl::Status StartJobs();
   absl::StatusOr<v1::GetArtifactResponse> GetArtifact(const Caller& caller,
                                                       const v1::GetArtifactRequest& req);
   absl::StatusOr<v1::GetBudgetResponse> GetBudget(const Caller& caller,
@@ -191,6 +214,13 @@ class Vault {
     std::vector<Part> parts;
     // A pure epsilon-DP release without integer noise (parts empty): its mechanism's name.
     std::string mechanism;
+    // A composition of several mechanisms whose cost the use-case computed with the
+    // accountant (parts empty, mechanism set): charged as is, described by `composed_cost`
+    // (delta: the grant's, at which the use-case calibrated).
+    std::optional<core::accounting::PrivacyCost> composed;
+    v1::Cost composed_cost;
+    // Set by a fill that creates a training job: stored with the charge (ledger_seq filled in).
+    std::optional<storage::JobRecord>* job_out = nullptr;
   };
   using Noises = std::vector<std::unique_ptr<core::dp::IntegerNoise>>;
   // Fills a response (everything but `charge`) with the given noise, one per part; returns the
@@ -242,6 +272,11 @@ class Vault {
   absl::StatusOr<v1::Budget> BudgetView(int64_t account_id, const std::string& company,
                                         const storage::DatasetRecord& dataset);
 
+  // Runs a claimed training job to its artifact (vault_models.cc): a function of the record
+  // and stored data only.
+  absl::StatusOr<storage::ArtifactRecord> RunJob(const storage::JobRecord& job,
+                                                 JobControl& control);
+
   storage::Store* store_;
   const Clock* clock_;
   absl::BitGenRef gen_;
@@ -254,6 +289,8 @@ class Vault {
   absl::Mutex table_cache_mu_;
   std::list<std::pair<std::string, std::shared_ptr<CachedTable>>> table_cache_
       ABSL_GUARDED_BY(table_cache_mu_);
+  // Declared last: destroyed first, so its workers stop before what they use goes away.
+  std::unique_ptr<JobRunner> jobs_;
 };
 
 }  // namespace fairvault::server

@@ -126,7 +126,14 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
   Noises noises;
   v1::Cost cost;
   cost.set_epsilon(charge.epsilon);
-  if (release.parts.empty()) {
+  if (release.parts.empty() && release.composed) {
+    // A composition the use-case calibrated with the accountant (a learner's many releases).
+    if (release.mechanism.empty()) return absl::InternalError("a release needs a mechanism");
+    charge.cost = *release.composed;
+    charge.mechanism = release.mechanism;
+    charge.delta = release.composed_cost.delta();
+    cost = release.composed_cost;
+  } else if (release.parts.empty()) {
     // A pure epsilon-DP mechanism without integer noise (the decision licence).
     if (release.mechanism.empty()) return absl::InternalError("a release needs a mechanism");
     charge.cost = charge_internal::accounting::LaplaceCost(epsilon_micro);
@@ -175,8 +182,10 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
     cost.set_noise_scale(noises[0]->Scale());
     cost.set_sensitivity(release.parts[0].sensitivity);
   }
-  cost.set_delta(charge.delta);
-  cost.set_mechanism(charge.mechanism);
+  if (!release.composed) {
+    cost.set_delta(charge.delta);
+    cost.set_mechanism(charge.mechanism);
+  }
   if (release.parts.size() > 1) {
     for (size_t i = 0; i < release.parts.size(); ++i) {
       v1::Cost* part = cost.add_parts();
@@ -202,8 +211,13 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
                 internal::MakeBudget(release.dataset_name, caller.name, after.grant.epsilon_micro,
                                      after.grant.delta, after.spend);
             c->set_ledger_seq(seq);
-            return storage::ChargeResult{charge_internal::SerializeDeterministic(resp),
-                                         std::move(artifact)};
+            storage::ChargeResult result{charge_internal::SerializeDeterministic(resp),
+                                         std::move(artifact), std::nullopt};
+            if (release.job_out != nullptr && release.job_out->has_value()) {
+              result.job = **release.job_out;
+              result.job->ledger_seq = seq;
+            }
+            return result;
           }));
   return charge_internal::ParseStored<Response>(outcome.response_payload);
 }

@@ -1080,4 +1080,31 @@ absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
   return v;
 }
 
+// ---- jobs (skeleton; filled in next) ------------------------------------------------------
+absl::StatusOr<JobRecord> SqliteStore::GetJob(const std::string&) {
+  return absl::UnimplementedError("jobs");
+}
+absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter&) {
+  return absl::UnimplementedError("jobs");
+}
+absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListUnfinishedJobs() {
+  return absl::UnimplementedError("jobs");
+}
+absl::StatusOr<JobRecord> SqliteStore::StartJob(const std::string&, int64_t) {
+  return absl::UnimplementedError("jobs");
+}
+absl::Status SqliteStore::RequeueRunningJobs() { return absl::UnimplementedError("jobs"); }
+absl::Status SqliteStore::UpdateJobProgress(const std::string&, int64_t, int64_t) {
+  return absl::UnimplementedError("jobs");
+}
+absl::Status SqliteStore::FinishJob(const std::string&, const ArtifactRecord&, int64_t) {
+  return absl::UnimplementedError("jobs");
+}
+absl::Status SqliteStore::FailJob(const std::string&, const std::string&, int64_t) {
+  return absl::UnimplementedError("jobs");
+}
+absl::StatusOr<JobRecord> SqliteStore::CancelJob(const std::string&, int64_t) {
+  return absl::UnimplementedError("jobs");
+}
+
 }  // namespace fairvault::server::storage

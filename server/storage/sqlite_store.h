@@ -60,6 +60,17 @@ class SqliteStore final : public Store {
   absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& request, int64_t now_micros,
                                        const ChargeBody& body) override;
   absl::StatusOr<ArtifactRecord> GetArtifact(const std::string& id) override;
+  absl::StatusOr<JobRecord> GetJob(const std::string& id) override;
+  absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  absl::StatusOr<std::vector<JobRecord>> ListUnfinishedJobs() override;
+  absl::StatusOr<JobRecord> StartJob(const std::string& id, int64_t now_micros) override;
+  absl::Status RequeueRunningJobs() override;
+  absl::Status UpdateJobProgress(const std::string& id, int64_t done, int64_t total) override;
+  absl::Status FinishJob(const std::string& id, const ArtifactRecord& artifact,
+                         int64_t now_micros) override;
+  absl::Status FailJob(const std::string& id, const std::string& error,
+                       int64_t now_micros) override;
+  absl::StatusOr<JobRecord> CancelJob(const std::string& id, int64_t now_micros) override;
 
   absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) override;
   absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> GetDecisions(

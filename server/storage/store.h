@@ -147,10 +147,46 @@ struct BudgetState {
   int64_t spent_micro = 0;        // SpentEpsilonMicro(spend, grant.delta)
 };
 
+enum class JobState { kQueued = 1, kRunning = 2, kSucceeded = 3, kFailed = 4, kCancelled = 5 };
+
+// A training job (issue 9 §4): created by the charge that pays for it, then run by the job
+// runner. Everything it computes is a function of this record and stored data, so a re-run
+// after a crash produces the same artifact.
+struct JobRecord {
+  std::string id;  // "job_" + 32 hex
+  int64_t account_id = 0;
+  int64_t dataset_id = 0;
+  int64_t ledger_seq = 0;
+  std::string idempotency_key;
+  std::string table_handle;  // the table stays (is not purged) while the job is unfinished
+  int32_t algorithm = 0;     // v1::FairModelAlgorithm
+  std::string request;       // serialized v1::FitFairModelRequest
+  std::string plan;          // serialized noise plan (use-case specific), fixed at submission
+  std::string seed;          // 32 bytes: key of the job's ChaCha20 randomness, drawn at submission
+  int64_t subject_limit = 0; // subjects in the dataset at submission: the job joins only these
+  JobState state = JobState::kQueued;
+  int64_t done = 0;
+  int64_t total = 0;
+  int64_t submitted_micros = 0;
+  int64_t started_micros = 0;   // start of the current (or last) attempt; 0 if never started
+  int64_t finished_micros = 0;  // 0 while unfinished
+  int32_t attempts = 0;         // times a runner started it
+  std::string artifact_id;      // when succeeded
+  std::string error;            // when failed or cancelled
+};
+
+struct JobFilter {
+  std::optional<int64_t> account_id;
+  std::optional<int64_t> dataset_id;
+  int limit = 100;  // newest first
+};
+
 // What a computation run inside a charge produces.
 struct ChargeResult {
   std::string response_payload;
   std::optional<ArtifactRecord> artifact;
+  // A job to create with the charge (its ledger_seq is the charge's).
+  std::optional<JobRecord> job;
 };
 
 struct ChargeOutcome {
@@ -232,6 +268,28 @@ class Store {
                                                const ChargeBody& body) = 0;
 
   virtual absl::StatusOr<ArtifactRecord> GetArtifact(const std::string& id) = 0;
+
+  // Training jobs (created only by Charge). NotFound for an unknown id.
+  virtual absl::StatusOr<JobRecord> GetJob(const std::string& id) = 0;
+  virtual absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
+  // Queued and running jobs, oldest first.
+  virtual absl::StatusOr<std::vector<JobRecord>> ListUnfinishedJobs() = 0;
+  // Claims a queued job: queued -> running, attempts + 1, started_micros = now. Returns the
+  // updated record; FailedPrecondition if it is not queued (taken, cancelled or finished).
+  virtual absl::StatusOr<JobRecord> StartJob(const std::string& id, int64_t now_micros) = 0;
+  // Running jobs back to queued (at start-up: their runner died with the process).
+  virtual absl::Status RequeueRunningJobs() = 0;
+  // Progress of a running job (ignored unless running).
+  virtual absl::Status UpdateJobProgress(const std::string& id, int64_t done, int64_t total) = 0;
+  // A running job's artifact and its state succeeded, in one transaction; FailedPrecondition
+  // (nothing stored) if the job is no longer running (cancelled meanwhile).
+  virtual absl::Status FinishJob(const std::string& id, const ArtifactRecord& artifact,
+                                 int64_t now_micros) = 0;
+  // A running job failed: state failed with `error`; FailedPrecondition if not running.
+  virtual absl::Status FailJob(const std::string& id, const std::string& error,
+                               int64_t now_micros) = 0;
+  // Queued or running -> cancelled; returns the record (unchanged if already finished).
+  virtual absl::StatusOr<JobRecord> CancelJob(const std::string& id, int64_t now_micros) = 0;
 
   // Access log of decisions (append-only). Rows with seq > filter.after_seq (account filter
   // optional), oldest first.
