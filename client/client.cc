@@ -406,6 +406,28 @@ absl::StatusOr<DecideResult> Client::DecideInChunks(const std::string& artifact_
   return result;
 }
 
+absl::StatusOr<v1::BestResponseResponse> Client::BestResponse(const v1::BestResponseRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::BestResponse, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::FitFairModelResponse> Client::FitFairModel(const v1::FitFairModelRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::FitFairModel, NewContext().get(),
+                   req);
+}
+
+absl::StatusOr<v1::GetJobResponse> Client::GetJob(const v1::GetJobRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::GetJob, NewContext().get(), req);
+}
+
+absl::StatusOr<v1::ListJobsResponse> Client::ListJobs(const v1::ListJobsRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::ListJobs, NewContext().get(), req);
+}
+
+absl::StatusOr<v1::CancelJobResponse> Client::CancelJob(const v1::CancelJobRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::CancelJob, NewContext().get(), req);
+}
+
 absl::StatusOr<v1::GetArtifactResponse> Client::GetArtifact(const v1::GetArtifactRequest& req) {
   return CallUnary(company_.get(), &v1::CompanyService::Stub::GetArtifact, NewContext().get(), req);
 }
@@ -439,6 +461,14 @@ absl::StatusOr<v1::ListAccessLogResponse> Client::AuditorListAccessLog(
     const v1::ListAccessLogRequest& req) {
   return CallUnary(auditor_.get(), &v1::AuditorService::Stub::ListAccessLog, NewContext().get(),
                    req);
+}
+
+absl::StatusOr<v1::GetJobResponse> Client::AuditorGetJob(const v1::GetJobRequest& req) {
+  return CallUnary(auditor_.get(), &v1::AuditorService::Stub::GetJob, NewContext().get(), req);
+}
+
+absl::StatusOr<v1::ListJobsResponse> Client::AuditorListJobs(const v1::ListJobsRequest& req) {
+  return CallUnary(auditor_.get(), &v1::AuditorService::Stub::ListJobs, NewContext().get(), req);
 }
 
 }  // namespace fairvault::client

@@ -136,6 +136,15 @@ class Client {
                                               const std::vector<std::string>& keys,
                                               const std::vector<double>& values,
                                               size_t chunk_rows = kDecideChunkRows);
+  // A private best response to the auditor's λ: one charged release, a FairModel artifact.
+  absl::StatusOr<v1::BestResponseResponse> BestResponse(const v1::BestResponseRequest& req);
+  // Submits a managed learner: charged at submission; returns the QUEUED job (poll GetJob).
+  absl::StatusOr<v1::FitFairModelResponse> FitFairModel(const v1::FitFairModelRequest& req);
+  // The caller's own training jobs.
+  absl::StatusOr<v1::GetJobResponse> GetJob(const v1::GetJobRequest& req);
+  absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& req = {});
+  // Stops a queued or running job of the caller's; its charge stays.
+  absl::StatusOr<v1::CancelJobResponse> CancelJob(const v1::CancelJobRequest& req);
   absl::StatusOr<v1::GetArtifactResponse> GetArtifact(const v1::GetArtifactRequest& req);
   absl::StatusOr<v1::GetBudgetResponse> GetBudget(const v1::GetBudgetRequest& req = {});
   // The caller's own ledger rows.
@@ -150,6 +159,10 @@ class Client {
   // Every Decide call of every company (or one, with req.company), oldest first.
   absl::StatusOr<v1::ListAccessLogResponse> AuditorListAccessLog(
       const v1::ListAccessLogRequest& req = {});
+  // Any company's training job, and every company's jobs (or one, with req.company), newest
+  // first.
+  absl::StatusOr<v1::GetJobResponse> AuditorGetJob(const v1::GetJobRequest& req);
+  absl::StatusOr<v1::ListJobsResponse> AuditorListJobs(const v1::ListJobsRequest& req = {});
 
  private:
   Client(std::shared_ptr<grpc::Channel> channel, const ClientOptions& options);

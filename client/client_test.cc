@@ -92,6 +92,19 @@ class FakeCompany final : public v1::CompanyService::Service {
     response->set_access_log_seq(100 + n);
     return grpc::Status::OK;
   }
+  // Echoes the job id with the caller's key, so a test can tell which service answered.
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                      v1::GetJobResponse* response) override {
+    response->mutable_job()->set_id(request->job_id());
+    response->mutable_job()->set_state(v1::JOB_STATE_RUNNING);
+    response->mutable_job()->set_company(Authorization(context));
+    return grpc::Status::OK;
+  }
+  grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
+                         v1::CancelJobResponse* response) override {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "job 'job_1' already SUCCEEDED; nothing to cancel");
+  }
   std::mutex mu;
   int upload_calls = 0;
   int fail_decide_call = -1;
@@ -101,12 +114,25 @@ class FakeCompany final : public v1::CompanyService::Service {
   std::vector<v1::UploadTableRequest> messages;
 };
 
+class FakeAuditor final : public v1::AuditorService::Service {
+ public:
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override {
+    v1::Job* job = response->add_jobs();
+    job->set_id("job_audited");
+    job->set_company(request->company());
+    job->set_dataset(request->dataset());
+    return grpc::Status::OK;
+  }
+};
+
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     grpc::ServerBuilder builder;
     builder.RegisterService(&regulator_);
     builder.RegisterService(&company_);
+    builder.RegisterService(&auditor_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ClientOptions options;
@@ -121,6 +147,7 @@ class ClientTest : public ::testing::Test {
 
   FakeRegulator regulator_;
   FakeCompany company_;
+  FakeAuditor auditor_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Client> client_;
 };
@@ -300,6 +327,36 @@ TEST_F(ClientTest, DecideInChunksRejectsMismatchBeforeSending) {
   EXPECT_THAT(client_->DecideInChunks("art_1", {"k0"}, {1}, 0),
               StatusIs(absl::StatusCode::kInvalidArgument, "chunk_rows"));
   EXPECT_TRUE(company_.decide_requests.empty());
+}
+
+TEST_F(ClientTest, JobCallsGoToTheirServiceWithTheKey) {
+  v1::GetJobRequest get;
+  get.set_job_id("job_1");
+  absl::StatusOr<v1::GetJobResponse> job = client_->GetJob(get);
+  ASSERT_OK(job);
+  EXPECT_EQ(job->job().id(), "job_1");
+  EXPECT_EQ(job->job().state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(job->job().company(), "Bearer fv_test_key");
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id("job_1");
+  EXPECT_THAT(client_->CancelJob(cancel),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "already SUCCEEDED"));
+  // The auditor's ListJobs is the auditor service's; the company's is not implemented here.
+  v1::ListJobsRequest list;
+  list.set_company("acme");
+  list.set_dataset("adult");
+  absl::StatusOr<v1::ListJobsResponse> jobs = client_->AuditorListJobs(list);
+  ASSERT_OK(jobs);
+  ASSERT_EQ(jobs->jobs_size(), 1);
+  EXPECT_EQ(jobs->jobs(0).id(), "job_audited");
+  EXPECT_EQ(jobs->jobs(0).company(), "acme");
+  EXPECT_EQ(jobs->jobs(0).dataset(), "adult");
+  EXPECT_THAT(client_->ListJobs(), StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(client_->AuditorGetJob(get), StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(client_->BestResponse(v1::BestResponseRequest()),
+              StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(client_->FitFairModel(v1::FitFairModelRequest()),
+              StatusIs(absl::StatusCode::kUnimplemented));
 }
 
 TEST(FromGrpcStatusTest, MapsEveryCodeOneToOne) {
