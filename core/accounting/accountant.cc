@@ -330,4 +330,57 @@ absl::StatusOr<double> CalibrateGaussianSigma(double epsilon, double delta, doub
   return hi;  // the safe end
 }
 
+PrivacyCost ComposedPureDpCost(absl::Span<const PureDpRepetition> releases) {
+  const std::vector<double>& orders = RdpOrders();
+  std::vector<double> curve(orders.size(), 0.0);
+  double pure = 0;
+  for (const PureDpRepetition& r : releases) {
+    if (!std::isfinite(r.epsilon) || !(r.epsilon > 0) || r.count < 1) {
+      return SaturatedCost(/*pure=*/true);
+    }
+    const std::vector<double> one = PureDpRdp(r.epsilon, orders);
+    for (size_t i = 0; i < orders.size(); ++i) curve[i] += static_cast<double>(r.count) * one[i];
+    pure += static_cast<double>(r.count) * r.epsilon;
+  }
+  PrivacyCost cost = CostFromCurve(curve);
+  cost.pure_epsilon_micro = CeilScaled(pure, kMicro);
+  return cost;
+}
+
+absl::StatusOr<double> CalibrateRepeatedPureDp(int64_t total_micro, double delta,
+                                               absl::Span<const PureDpRepetition> fixed,
+                                               int64_t count) {
+  if (count < 1) return absl::InvalidArgumentError("count must be >= 1");
+  if (total_micro < 1) return absl::InvalidArgumentError("total epsilon must be >= 1e-6");
+  std::vector<PureDpRepetition> all(fixed.begin(), fixed.end());
+  all.push_back({0, count});
+  const auto spent = [&](double epsilon0) {
+    all.back().epsilon = epsilon0;
+    Spend spend;
+    spend.Add(ComposedPureDpCost(all));
+    return SpentEpsilonMicro(spend, delta);
+  };
+  // Spend is non-decreasing in epsilon0; bracket, then bisect on log(epsilon0).
+  double lo = MicroToEpsilon(total_micro) / static_cast<double>(count);  // fits without fixed
+  while (spent(lo) > total_micro) {
+    lo /= 2;
+    if (lo < 1e-300) {
+      return absl::InvalidArgumentError(
+          "the fixed releases alone exceed the total epsilon; raise epsilon or lower their share");
+    }
+  }
+  double hi = lo;
+  while (!(spent(hi) > total_micro)) hi *= 2;
+  while (hi - lo > 1e-9 * lo) {
+    const double mid = std::sqrt(lo) * std::sqrt(hi);
+    if (!(mid > lo && mid < hi)) break;
+    if (spent(mid) > total_micro) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return lo;
+}
+
 }  // namespace fairvault::core::accounting

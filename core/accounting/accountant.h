@@ -101,6 +101,26 @@ int64_t SpentEpsilonMicro(const Spend& spend, double delta);
 // InvalidArgument for non-positive inputs or delta outside (0, 1).
 absl::StatusOr<double> CalibrateGaussianSigma(double epsilon, double delta, double sensitivity);
 
+// `count` releases by pure epsilon-DP mechanisms of `epsilon` each (e.g. a learner's T noisy
+// best responses).
+struct PureDpRepetition {
+  double epsilon = 0;
+  int64_t count = 0;
+};
+// The composed cost of several such groups of releases, charged as one ledger row: the pure
+// epsilon is the sum (rounded up to micro-units) and the RDP curve the sum of the PureDpRdp
+// curves (rounded up), so the ledger's spend is the smaller of basic and RDP composition.
+// Non-finite or non-positive epsilons, or counts < 1, are caller bugs, charged as unbounded.
+PrivacyCost ComposedPureDpCost(absl::Span<const PureDpRepetition> releases);
+
+// The largest epsilon0 (to relative precision 1e-9) such that `fixed` plus `count` releases
+// of epsilon0 spend at most `total_micro` as SpentEpsilonMicro converts at `delta` (0: basic
+// composition only). This is the per-round noise of a learner derived from its total budget
+// by the accountant. InvalidArgument if count < 1 or if `fixed` alone does not fit.
+absl::StatusOr<double> CalibrateRepeatedPureDp(int64_t total_micro, double delta,
+                                               absl::Span<const PureDpRepetition> fixed,
+                                               int64_t count);
+
 }  // namespace fairvault::core::accounting
 
 #endif  // FAIRVAULT_CORE_ACCOUNTING_ACCOUNTANT_H_

@@ -41,4 +41,14 @@ MATCHER_P2(StatusIs, code, substring,
 #define ASSERT_OK(expr) ASSERT_THAT((expr), ::fairvault::testing::IsOk())
 #define EXPECT_OK(expr) EXPECT_THAT((expr), ::fairvault::testing::IsOk())
 
+// `lhs = *expr` when expr (a StatusOr) is OK; otherwise fails the test with its status.
+#define FAIRVAULT_TESTING_CONCAT_INNER(a, b) a##b
+#define FAIRVAULT_TESTING_CONCAT(a, b) FAIRVAULT_TESTING_CONCAT_INNER(a, b)
+#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
+  ASSERT_OK_AND_ASSIGN_IMPL(FAIRVAULT_TESTING_CONCAT(status_or_, __LINE__), lhs, expr)
+#define ASSERT_OK_AND_ASSIGN_IMPL(var, lhs, expr) \
+  auto var = (expr);                              \
+  ASSERT_TRUE(var.ok()) << var.status();          \
+  lhs = std::move(var).value()
+
 #endif  // FAIRVAULT_CORE_TESTING_STATUS_MATCHERS_H_

@@ -76,6 +76,7 @@ struct JoinedRows : GroupSpec {
   std::vector<int64_t> table_rows;  // indices into the stored table
   std::vector<int> group;           // joint group code per used row
   int64_t dropped = 0;
+  int64_t subjects = 0;  // subjects in the dataset's index when joined
 };
 
 class Vault {
@@ -244,7 +245,9 @@ class Vault {
   absl::StatusOr<std::shared_ptr<IndexSlot>> LoadIndex(const storage::DatasetRecord& dataset);
   absl::StatusOr<std::vector<v1::Attribute>> DatasetAttributes(
       const storage::DatasetRecord& dataset) const;
-  absl::StatusOr<ResolvedTable> ResolveTable(const Caller& caller, const std::string& handle);
+  // `allow_expired`: for a training job, whose table is kept until it finishes.
+  absl::StatusOr<ResolvedTable> ResolveTable(const Caller& caller, const std::string& handle,
+                                             bool allow_expired = false);
   // Keeps a parsed table in the LRU table cache and returns its entry.
   std::shared_ptr<CachedTable> CacheTable(const std::string& handle,
                                           std::shared_ptr<const storage::StoredTable> table);
@@ -266,9 +269,11 @@ class Vault {
       PreparedRelease* release);
   // The artifact record and message, if the caller may read it.
   absl::StatusOr<v1::Artifact> LoadArtifact(const Caller& caller, const std::string& id);
+  // `subject_limit` >= 0: subjects imported after the first `subject_limit` count as unmatched
+  // (a training job re-run sees the vault as it was at submission).
   absl::StatusOr<JoinedRows> Join(const ResolvedTable& table,
                                   const google::protobuf::RepeatedPtrField<std::string>& attrs,
-                                  v1::UnmatchedKeys unmatched);
+                                  v1::UnmatchedKeys unmatched, int64_t subject_limit = -1);
   absl::StatusOr<v1::Budget> BudgetView(int64_t account_id, const std::string& company,
                                         const storage::DatasetRecord& dataset);
 
@@ -276,6 +281,13 @@ class Vault {
   // and stored data only.
   absl::StatusOr<storage::ArtifactRecord> RunJob(const storage::JobRecord& job,
                                                  JobControl& control);
+  // Queues a job whose charge has committed (vault_jobs.cc); FitFairModel calls it after
+  // ChargeAndRelease returns, never inside the charge (a worker could claim a job not yet
+  // committed and find nothing).
+  void SubmitJob(const std::string& job_id);
+  // Jobs queued or running in this process: FitFairModel refuses a submission beyond
+  // options_.max_pending_jobs before charging.
+  int PendingJobs();
 
   storage::Store* store_;
   const Clock* clock_;

@@ -183,7 +183,8 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
 }
 
 absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
-                                                         const std::string& handle) {
+                                                         const std::string& handle,
+                                                         bool allow_expired) {
   if (handle.empty()) return absl::InvalidArgumentError("table_handle must be set");
   // The payload is read only when the parsed table is not in the cache.
   ASSIGN_OR_RETURN(storage::TableRecord record, store_->GetTableInfo(handle));
@@ -191,7 +192,7 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
     return absl::PermissionDeniedError(
         absl::StrCat("table_handle '", handle, "' belongs to another company"));
   }
-  if (record.expires_micros < clock_->NowMicros()) {
+  if (!allow_expired && record.expires_micros < clock_->NowMicros()) {
     return absl::FailedPreconditionError(
         absl::StrCat("table_handle '", handle, "' expired at unix time ",
                      record.expires_micros / 1'000'000, "; upload the table again"));
@@ -331,7 +332,7 @@ absl::StatusOr<GroupSpec> ResolveGroups(
 
 absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
                                        const google::protobuf::RepeatedPtrField<std::string>& attrs,
-                                       v1::UnmatchedKeys unmatched) {
+                                       v1::UnmatchedKeys unmatched, int64_t subject_limit) {
   if (unmatched != v1::UNMATCHED_KEYS_REJECT && unmatched != v1::UNMATCHED_KEYS_DROP) {
     return absl::InvalidArgumentError(
         absl::StrCat("unmatched: unknown value ", static_cast<int>(unmatched),
@@ -357,9 +358,10 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
   }
   out.table_rows.reserve(keys.size());
   out.group.reserve(keys.size());
+  out.subjects = subject_limit >= 0 ? std::min<int64_t>(subject_limit, index.size()) : index.size();
   for (int64_t i = 0; i < keys.size(); ++i) {
     const int32_t subject = (*subject_of_row)[i];
-    if (subject < 0) {
+    if (subject < 0 || subject >= out.subjects) {
       ++out.dropped;
       continue;
     }

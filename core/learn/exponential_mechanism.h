@@ -1,0 +1,55 @@
+// The exponential-mechanism fair learner (Cummings et al. 2019, Alg. 1; ALGORITHMS.md §4) over
+// a finite family of the company's classifiers, given as their 0/1 predictions.
+//
+// Two pure releases (docs/privacy.md, "Exponential-mechanism learner"):
+// 1. M = min_a |Z_1a| + DLap(1/eps_m) − ln(1/δ)/eps_m, where Z_1a are the label-1 rows of group
+//    a (the minimum changes by at most 1 when one subject's group changes). M <= 1 stops here.
+// 2. The exponential mechanism with utility u(h) = Γ'(h) + err(h), where Γ' is the largest
+//    TPR gap with each group's denominator max(|Z_1a|, M): its sensitivity is at most 2/M
+//    whatever the data (err does not involve the group), so the release is eps_em-DP
+//    unconditionally; Γ' = Γ whenever M <= min_a |Z_1a|, which the shift makes happen with
+//    probability >= 1 − δ. Sampling is exact: utilities snapped to a power-of-two grid, the
+//    weight exp(−β·steps) with a rational β rounded down, drawn by rejection with the exact
+//    Bernoulli(exp(−x)) sampler and secure uniforms (no floating-point exponentials).
+#ifndef FAIRVAULT_CORE_LEARN_EXPONENTIAL_MECHANISM_H_
+#define FAIRVAULT_CORE_LEARN_EXPONENTIAL_MECHANISM_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/random/bit_gen_ref.h"
+#include "absl/status/statusor.h"
+#include "core/dp/integer_noise.h"
+
+namespace fairvault::core::learn {
+
+struct EmLearnerInput {
+  std::vector<int> y;      // 0/1 per row
+  std::vector<int> group;  // 0..k-1 per row (protected)
+  int k = 0;
+  // predictions[j][i] in {0, 1}: candidate j on row i.
+  std::vector<std::vector<uint8_t>> predictions;
+};
+
+struct EmLearnerResult {
+  int chosen = -1;
+  double released_min_positives = 0;  // M
+  double sensitivity = 0;             // Δ = 2/M
+};
+
+// `m_noise` must be discrete Laplace of scale 1/eps_m (sensitivity 1). `delta` in (0, 1) is the
+// shift's failure probability (the paper: exp(−√n)). FailedPrecondition when M <= 1 (the
+// first release is then spent and nothing is chosen).
+absl::StatusOr<EmLearnerResult> ExponentialMechanismLearner(const EmLearnerInput& input,
+                                                            double eps_m, double eps_em,
+                                                            double delta,
+                                                            const dp::IntegerNoise& m_noise,
+                                                            absl::BitGenRef gen);
+
+// The (non-private) utilities u(h_j) with denominators max(|Z_1a|, floor): for tests and for
+// the company-side evaluation of its own candidates. floor 0: the exact TPR gap.
+std::vector<double> EmUtilities(const EmLearnerInput& input, double floor);
+
+}  // namespace fairvault::core::learn
+
+#endif  // FAIRVAULT_CORE_LEARN_EXPONENTIAL_MECHANISM_H_

@@ -1,0 +1,349 @@
+#include "core/learn/fair_game.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/numeric/int128.h"
+#include "absl/strings/str_cat.h"
+#include "core/dp/granularity.h"
+#include "core/util/status_macros.h"
+#include "core/util/validate.h"
+
+namespace fairvault::core::learn {
+namespace {
+
+// Features are snapped to 2^-12 of the largest row L1 norm: a row spans at most about 4096
+// steps (plus half a step per feature), which keeps the exact sums small.
+constexpr int kFeatureBits = 12;
+// Costs keep at least 16 bits below their largest magnitude...
+constexpr int kCostPrecisionBits = 16;
+// ...and otherwise a grid 2^20 times finer than the noise scale (the Mironov fix), so the noise
+// spans many grid steps.
+constexpr int kNoiseBits = 20;
+// The exact integer sums stay below this.
+constexpr double kExactLimit = 0x1p62;
+
+double Clamp01(double v) { return std::min(1.0, std::max(0.0, v)); }
+
+}  // namespace
+
+Eigen::VectorXd PreprocessRow(const Eigen::Ref<const Eigen::VectorXd>& raw, double clip_l1,
+                              bool intercept) {
+  Eigen::VectorXd out(raw.size() + (intercept ? 1 : 0));
+  out.head(raw.size()) = raw;
+  const double norm = raw.lpNorm<1>();
+  if (clip_l1 > 0 && norm > clip_l1) out.head(raw.size()) *= clip_l1 / norm;
+  if (intercept) out(raw.size()) = 1.0;
+  return out;
+}
+
+absl::StatusOr<GameData> BuildGameData(const Eigen::MatrixXd& features, std::vector<int> labels,
+                                       std::vector<int> groups, int k, double clip_l1,
+                                       bool intercept) {
+  const int64_t n = features.rows();
+  if (n < 1) return absl::InvalidArgumentError("the game needs at least one row");
+  if (static_cast<int64_t>(labels.size()) != n || static_cast<int64_t>(groups.size()) != n) {
+    return absl::InvalidArgumentError("features, labels and groups must have the same rows");
+  }
+  if (k < 2) return absl::InvalidArgumentError("the game needs at least two groups");
+  if (!(clip_l1 >= 0) || !std::isfinite(clip_l1)) {
+    return absl::InvalidArgumentError("clip_l1 must be finite and >= 0");
+  }
+  if (!features.allFinite()) return absl::InvalidArgumentError("features must be finite");
+  for (int64_t i = 0; i < n; ++i) {
+    if (labels[i] != 0 && labels[i] != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("label of row ", i + 1, " is not 0 or 1"));
+    }
+    if (groups[i] < 0 || groups[i] >= k) return absl::InternalError("group out of range");
+  }
+  GameData data;
+  data.n = n;
+  data.k = k;
+  data.d = static_cast<int>(features.cols()) + (intercept ? 1 : 0);
+  if (data.d < 1) return absl::InvalidArgumentError("the game needs at least one feature");
+  data.x.resize(n, data.d);
+  for (int64_t i = 0; i < n; ++i) {
+    data.x.row(i) = PreprocessRow(features.row(i).transpose(), clip_l1, intercept).transpose();
+  }
+  data.y = std::move(labels);
+  data.group = std::move(groups);
+
+  // The a-free parts: XᵀX (with a tiny ridge for collinear one-hot columns), Xᵀ1{y}.
+  Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(data.d, data.d);
+  gram.selfadjointView<Eigen::Lower>().rankUpdate(data.x.transpose());
+  gram.triangularView<Eigen::Upper>() = gram.transpose();
+  const double ridge = 1e-6 * std::max(gram.trace() / data.d, 1e-12);
+  gram.diagonal().array() += ridge;
+  data.gram.compute(gram);
+  Eigen::VectorXd label1(n);
+  for (int64_t i = 0; i < n; ++i) label1(i) = data.y[i];
+  data.xt_label1.noalias() = data.x.transpose() * label1;
+  data.xt_label0 = data.x.transpose() * Eigen::VectorXd::Ones(n) - data.xt_label1;
+
+  // The Mironov grid of the features and the exact per-cell sums.
+  data.max_row_l1 = data.x.rowwise().lpNorm<1>().maxCoeff();
+  if (!(data.max_row_l1 > 0)) return absl::InvalidArgumentError("every feature row is zero");
+  ASSIGN_OR_RETURN(data.feature_grid, dp::PowerOfTwoGranularity(data.max_row_l1, kFeatureBits));
+  data.xs = (data.x / data.feature_grid).array().round().matrix();
+  data.max_row_steps = static_cast<int64_t>(std::llround(data.xs.rowwise().lpNorm<1>().maxCoeff()));
+  data.cell_sums.assign(2 * k, std::vector<int64_t>(data.d, 0));
+  data.cell_counts.assign(2 * k, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int cell = 2 * data.group[i] + data.y[i];
+    ++data.cell_counts[cell];
+    std::vector<int64_t>& sums = data.cell_sums[cell];
+    for (int j = 0; j < data.d; ++j) sums[j] += static_cast<int64_t>(data.xs(i, j));
+  }
+  return data;
+}
+
+std::vector<double> MassesFromNoisyCounts(absl::Span<const int64_t> noisy_counts, int64_t n,
+                                          double floor) {
+  std::vector<double> masses(noisy_counts.size());
+  const double rows = static_cast<double>(std::max<int64_t>(n, 1));
+  for (size_t c = 0; c < noisy_counts.size(); ++c) {
+    masses[c] = std::max(static_cast<double>(noisy_counts[c]), floor) / rows;
+  }
+  return masses;
+}
+
+std::vector<double> CostShifts(absl::Span<const double> lambda, absl::Span<const double> masses,
+                               int k) {
+  std::vector<double> shift(2 * k, 0.0);
+  for (int y = 0; y < 2; ++y) {
+    double reference = 0;
+    for (int a = 1; a < k; ++a) {
+      const double net = lambda[4 * (a - 1) + 2 * y] - lambda[4 * (a - 1) + 2 * y + 1];
+      shift[2 * a + y] = net / masses[2 * a + y];
+      reference += net;
+    }
+    shift[y] = -reference / masses[y];
+  }
+  return shift;
+}
+
+absl::StatusOr<BestResponsePlan> PlanBestResponse(const GameData& data,
+                                                  absl::Span<const double> lambda,
+                                                  absl::Span<const double> masses, Oracle oracle,
+                                                  double epsilon) {
+  const int k = data.k;
+  if (static_cast<int>(lambda.size()) != ConstraintCount(k)) {
+    return absl::InvalidArgumentError(absl::StrCat("lambda must have 4(K-1) = ", ConstraintCount(k),
+                                                   " entries (got ", lambda.size(), ")"));
+  }
+  if (static_cast<int>(masses.size()) != 2 * k) return absl::InternalError("masses size");
+  for (double m : masses) {
+    if (!(m > 0) || !std::isfinite(m)) return absl::InternalError("masses must be positive");
+  }
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(epsilon, "epsilon"));
+  const std::vector<double> shift = CostShifts(lambda, masses, k);
+
+  // The largest change of one row's a-dependent cost when its group changes (its label stays).
+  double cost_change = 0;
+  double largest = 0;
+  for (int y = 0; y < 2; ++y) {
+    double lo = shift[y], hi = shift[y];
+    for (int a = 0; a < k; ++a) {
+      lo = std::min(lo, shift[2 * a + y]);
+      hi = std::max(hi, shift[2 * a + y]);
+      largest = std::max(largest, std::abs(shift[2 * a + y]));
+    }
+    cost_change = std::max(cost_change, hi - lo);
+  }
+  if (!std::isfinite(cost_change) || !std::isfinite(largest)) {
+    return absl::InvalidArgumentError("lambda is too large for the masses");
+  }
+  BestResponsePlan plan;
+  plan.steps.assign(2 * k, 0);
+  plan.factor = oracle == Oracle::kLeastSquares ? static_cast<double>(data.max_row_steps) : 1.0;
+  if (!(cost_change > 0)) return plan;  // every shift equal per label: nothing depends on a
+  ASSIGN_OR_RETURN(const double noise_grid,
+                   dp::PowerOfTwoGranularity(plan.factor * cost_change / epsilon, kNoiseBits));
+  ASSIGN_OR_RETURN(const double precision_grid,
+                   dp::PowerOfTwoGranularity(largest, kCostPrecisionBits));
+  plan.cost_grid = std::max(noise_grid, precision_grid);
+  int64_t max_steps = 0;
+  for (int cell = 0; cell < 2 * k; ++cell) {
+    ASSIGN_OR_RETURN(plan.steps[cell], dp::SnapToGrid(shift[cell], plan.cost_grid));
+    max_steps = std::max<int64_t>(max_steps, std::abs(plan.steps[cell]));
+  }
+  for (int y = 0; y < 2; ++y) {
+    int64_t lo = plan.steps[y], hi = plan.steps[y];
+    for (int a = 0; a < k; ++a) {
+      lo = std::min(lo, plan.steps[2 * a + y]);
+      hi = std::max(hi, plan.steps[2 * a + y]);
+    }
+    plan.change_steps = std::max(plan.change_steps, hi - lo);
+  }
+  if (static_cast<double>(data.n) * static_cast<double>(data.max_row_steps) *
+          static_cast<double>(max_steps) >=
+      kExactLimit) {
+    return absl::InvalidArgumentError("too many rows for the exact sums of this release");
+  }
+  plan.cost_change = static_cast<double>(plan.change_steps) * plan.cost_grid;
+  plan.sensitivity = plan.cost_change * static_cast<double>(data.max_row_steps) * data.feature_grid;
+  plan.sensitivity_steps = plan.factor * static_cast<double>(plan.change_steps);
+  plan.noise_scale_steps = plan.sensitivity_steps / epsilon;
+  if (plan.noise_scale_steps > dp::kMaxDiscreteLaplaceScale) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epsilon ", epsilon, " is too small for a best response: its noise scale ",
+                     plan.noise_scale_steps,
+                     " exceeds the sampler's limit 2^40; raise epsilon (or, for a "
+                     "learner, lower the rounds)"));
+  }
+  return plan;
+}
+
+absl::StatusOr<BestResponse> PrivateBestResponse(const GameData& data,
+                                                 absl::Span<const double> lambda,
+                                                 absl::Span<const double> masses, Oracle oracle,
+                                                 double epsilon, const NoiseFactory& noise,
+                                                 absl::BitGenRef gen) {
+  ASSIGN_OR_RETURN(const BestResponsePlan plan,
+                   PlanBestResponse(data, lambda, masses, oracle, epsilon));
+  BestResponse out;
+  out.cost_change = plan.cost_change;
+  out.sensitivity = plan.sensitivity;
+  out.noise_scale_steps = plan.noise_scale_steps;
+  const int k = data.k;
+  const double unit = plan.cost_grid * data.feature_grid;
+  Eigen::VectorXd released = Eigen::VectorXd::Zero(data.d);  // ≈ Σ_i x_i · shift(a_i, y_i)
+  if (plan.change_steps > 0) {
+    ASSIGN_OR_RETURN(std::unique_ptr<dp::IntegerNoise> draw, noise(plan.noise_scale_steps));
+    if (oracle == Oracle::kLeastSquares) {
+      // The exact integer Σ_i xs_i c_i from the per-cell sums, then noise on each entry.
+      for (int j = 0; j < data.d; ++j) {
+        absl::int128 z = 0;
+        for (int cell = 0; cell < 2 * k; ++cell) {
+          z += absl::int128(plan.steps[cell]) * data.cell_sums[cell][j];
+        }
+        released(j) = static_cast<double>(draw->AddNoise(static_cast<int64_t>(z), gen)) * unit;
+      }
+    } else {
+      // FTPL: every row's cost gets its own noise; the rest is the non-private oracle.
+      Eigen::VectorXd costs(data.n);
+      for (int64_t i = 0; i < data.n; ++i) {
+        const int64_t c = plan.steps[2 * data.group[i] + data.y[i]];
+        costs(i) = static_cast<double>(draw->AddNoise(c, gen)) * plan.cost_grid;
+      }
+      released.noalias() = data.x.transpose() * costs;
+    }
+  } else if (plan.cost_grid > 0) {
+    // The snapped costs do not depend on the group (only on the label): the sum is the same on
+    // every neighbour, so it is used exactly (0-DP).
+    for (int cell = 0; cell < 2 * k; ++cell) {
+      for (int j = 0; j < data.d; ++j) {
+        released(j) += static_cast<double>(plan.steps[cell]) * unit *
+                       static_cast<double>(data.cell_sums[cell][j]);
+      }
+    }
+  }
+  const Eigen::VectorXd w1 = data.gram.solve(data.xt_label0 + released);
+  const Eigen::VectorXd w0 = data.gram.solve(data.xt_label1);
+  out.weights = w0 - w1;  // predict 1 where the regressed cost of 1 is below that of 0
+  if (!out.weights.allFinite()) return absl::InternalError("the least-squares solve diverged");
+  return out;
+}
+
+std::vector<uint8_t> Decide(const GameData& data, const Eigen::VectorXd& weights) {
+  const Eigen::VectorXd margin = data.x * weights;
+  std::vector<uint8_t> out(data.n);
+  for (int64_t i = 0; i < data.n; ++i) out[i] = margin(i) > 0 ? 1 : 0;
+  return out;
+}
+
+absl::StatusOr<std::vector<double>> NoisyViolations(const GameData& data,
+                                                    absl::Span<const uint8_t> predictions,
+                                                    absl::Span<const double> masses, double gamma,
+                                                    const dp::IntegerNoise& noise,
+                                                    absl::BitGenRef gen) {
+  const int k = data.k;
+  if (static_cast<int64_t>(predictions.size()) != data.n) {
+    return absl::InternalError("one prediction per row");
+  }
+  std::vector<int64_t> positives(2 * k, 0);
+  for (int64_t i = 0; i < data.n; ++i) {
+    if (predictions[i]) ++positives[2 * data.group[i] + data.y[i]];
+  }
+  std::vector<double> rate(2 * k);
+  for (int cell = 0; cell < 2 * k; ++cell) {
+    const int64_t noisy = noise.AddNoise(positives[cell], gen);
+    rate[cell] = Clamp01(static_cast<double>(noisy) / (masses[cell] * static_cast<double>(data.n)));
+  }
+  std::vector<double> r(ConstraintCount(k));
+  for (int a = 1; a < k; ++a) {
+    for (int y = 0; y < 2; ++y) {
+      const double diff = rate[2 * a + y] - rate[y];
+      r[4 * (a - 1) + 2 * y] = diff - gamma;
+      r[4 * (a - 1) + 2 * y + 1] = -diff - gamma;
+    }
+  }
+  return r;
+}
+
+absl::Status LearnerOptions::Validate() const {
+  if (rounds < 1) return absl::InvalidArgumentError("rounds must be >= 1");
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lambda_bound, "lambda_bound"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(learning_rate, "learning_rate"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndNonNegative(gamma, "gamma"));
+  if (!(mass_floor >= 1) || !std::isfinite(mass_floor)) {
+    return absl::InvalidArgumentError("mass_floor must be finite and >= 1");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LearnerResult> RunDpOracleLearner(
+    const GameData& data, const LearnerOptions& options, const LearnerPlan& plan,
+    const NoiseFactory& noise, absl::BitGenRef gen,
+    const std::function<bool(int64_t, int64_t)>& progress) {
+  RETURN_IF_ERROR(options.Validate());
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(plan.epsilon_masses, "epsilon_masses"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(plan.epsilon_round, "epsilon_round"));
+  const int k = data.k;
+  const int constraints = ConstraintCount(k);
+  LearnerResult result;
+
+  // 1. q̂: the (a, y) counts with L1 sensitivity 2, once.
+  ASSIGN_OR_RETURN(std::unique_ptr<dp::IntegerNoise> masses_noise,
+                   noise(2.0 / plan.epsilon_masses));
+  std::vector<int64_t> noisy_counts(2 * k);
+  for (int cell = 0; cell < 2 * k; ++cell) {
+    noisy_counts[cell] = masses_noise->AddNoise(data.cell_counts[cell], gen);
+  }
+  result.masses = MassesFromNoisyCounts(noisy_counts, data.n, options.mass_floor);
+  ASSIGN_OR_RETURN(std::unique_ptr<dp::IntegerNoise> violation_noise,
+                   noise(2.0 / plan.epsilon_round));
+
+  // 2. T rounds of the game.
+  std::vector<double> theta(constraints, 0.0), lambda(constraints, 0.0);
+  result.lambda_average.assign(constraints, 0.0);
+  for (int t = 0; t < options.rounds; ++t) {
+    // The auditor's λ = B·exp(θ)/(1 + Σ exp(θ)) (computed stably).
+    double top = 0;
+    for (double v : theta) top = std::max(top, v);
+    double denominator = std::exp(-top);
+    for (double v : theta) denominator += std::exp(v - top);
+    for (int c = 0; c < constraints; ++c) {
+      lambda[c] = options.lambda_bound * std::exp(theta[c] - top) / denominator;
+      result.lambda_average[c] += lambda[c] / options.rounds;
+    }
+    ASSIGN_OR_RETURN(BestResponse response,
+                     PrivateBestResponse(data, lambda, result.masses, options.oracle,
+                                         plan.epsilon_round, noise, gen));
+    const std::vector<uint8_t> decisions = Decide(data, response.weights);
+    ASSIGN_OR_RETURN(result.last_violations, NoisyViolations(data, decisions, result.masses,
+                                                             options.gamma, *violation_noise, gen));
+    for (int c = 0; c < constraints; ++c) {
+      theta[c] += options.learning_rate * result.last_violations[c];
+    }
+    result.components.push_back(std::move(response.weights));
+    if (progress && !progress(t + 1, options.rounds)) {
+      return absl::AbortedError("the learner was stopped");
+    }
+  }
+  return result;
+}
+
+}  // namespace fairvault::core::learn

@@ -1,0 +1,167 @@
+// Fair ERM as a game between a learner and an auditor (Jagielski et al. 2019, Alg. 3;
+// ALGORITHMS.md §3): private best responses (cost-sensitive least squares with noise on the
+// a-dependent part of Xᵀ C1, or Follow-the-Perturbed-Leader on the cost vector), noisy
+// equalized-odds violations, and the DP-oracle learner's exponentiated-gradient loop.
+//
+// Privacy (docs/privacy.md, "Private best responses"): only the protected group enters the
+// released vectors; the company's features and labels are public to it. Real-valued releases
+// follow the Mironov fix: features and costs are snapped to power-of-two grids, the released
+// vector is an exact integer, and integer noise is added in grid units. Every noise scale is
+// computed from public quantities only: the dual weights λ, the released masses q̂, the
+// features' largest row L1 norm, and epsilon.
+#ifndef FAIRVAULT_CORE_LEARN_FAIR_GAME_H_
+#define FAIRVAULT_CORE_LEARN_FAIR_GAME_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "Eigen/Dense"
+#include "absl/random/bit_gen_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/dp/integer_noise.h"
+
+namespace fairvault::core::learn {
+
+// Integer noise of a given discrete Laplace scale (in the units of the integer vector). The
+// server passes dp::MakeDiscreteLaplaceNoise; logic tests pass zero noise.
+using NoiseFactory = std::function<absl::StatusOr<std::unique_ptr<dp::IntegerNoise>>(double scale)>;
+
+// The company's rows, preprocessed once for every best response of a game.
+struct GameData {
+  int64_t n = 0;                      // rows
+  int d = 0;                          // features after preprocessing (intercept included)
+  int k = 0;                          // groups; group 0 is the reference
+  Eigen::MatrixXd x;                  // n x d: clipped features (+ intercept)
+  std::vector<int> y;                 // 0/1
+  std::vector<int> group;             // 0..k-1 (protected: never released directly)
+  Eigen::LDLT<Eigen::MatrixXd> gram;  // XᵀX + ridge·I, factorized once
+  Eigen::VectorXd xt_label0;          // Xᵀ 1{y=0}: the a-free part of Xᵀ C1
+  Eigen::VectorXd xt_label1;          // Xᵀ 1{y=1} = Xᵀ C0
+  // The Mironov grid of the features: xs = round(x / feature_grid), exact small integers.
+  double feature_grid = 0;
+  Eigen::MatrixXd xs;  // n x d, integer-valued
+  // max_i Σ_j |xs_ij|: the L1 sensitivity factor of one row (public: company features).
+  int64_t max_row_steps = 0;
+  double max_row_l1 = 0;  // max_i ‖x_i‖₁ in real units
+  // Exact Σ of xs over the rows of each (group, label) cell: cell 2a+y, d entries each.
+  std::vector<std::vector<int64_t>> cell_sums;
+  std::vector<int64_t> cell_counts;  // exact |(a, y)| (protected)
+};
+
+// Builds the game's data. `features` is n x d_raw; labels 0/1; groups in 0..k-1 (k >= 2).
+// Rows are scaled to L1 norm <= clip_l1 when clip_l1 > 0, then a constant 1 is appended if
+// `intercept`. InvalidArgument for shape mismatches, non-finite values, too many rows for the
+// exact integer sums.
+absl::StatusOr<GameData> BuildGameData(const Eigen::MatrixXd& features, std::vector<int> labels,
+                                       std::vector<int> groups, int k, double clip_l1,
+                                       bool intercept);
+
+// The feature map a model artifact records: clip to L1 <= clip_l1 (if > 0), append 1.
+Eigen::VectorXd PreprocessRow(const Eigen::Ref<const Eigen::VectorXd>& raw, double clip_l1,
+                              bool intercept);
+
+// The released group-label masses q̂_ay = max(noisy count, floor) / n, cell 2a+y. Public.
+std::vector<double> MassesFromNoisyCounts(absl::Span<const int64_t> noisy_counts, int64_t n,
+                                          double floor);
+
+// The constraint order of λ and r: for a = 1..k-1, entries 4(a-1)+j with j = 0: FP_a-FP_0-γ,
+// 1: FP_0-FP_a-γ, 2: TP_a-TP_0-γ, 3: TP_0-TP_a-γ.
+inline int ConstraintCount(int k) { return 4 * (k - 1); }
+
+// The a-dependent part of C1 for a row of cell (a, y), cell 2a+y:
+//   a >= 1: (λ_(a,y,+) − λ_(a,y,−)) / q̂_ay;   a = 0: −Σ_{a'>=1} (λ_(a',y,+) − λ_(a',y,−)) / q̂_0y.
+std::vector<double> CostShifts(absl::Span<const double> lambda, absl::Span<const double> masses,
+                               int k);
+
+enum class Oracle { kLeastSquares, kFtpl };
+
+struct BestResponse {
+  Eigen::VectorXd weights;  // decide 1 iff x·weights > 0
+  // The bound behind the noise, in real units: max one-row change of the a-dependent cost
+  // (from λ and q̂) times the largest row L1 norm; and in grid steps with the scale used.
+  double cost_change = 0;
+  double sensitivity = 0;
+  double noise_scale_steps = 0;  // 0 when the costs do not depend on a (nothing to hide)
+};
+
+// The public plan of one best response: the snapped cost shifts and the noise they need.
+struct BestResponsePlan {
+  std::vector<int64_t> steps;  // snapped cost shift per cell 2a+y, in units of cost_grid
+  double cost_grid = 0;
+  int64_t change_steps = 0;  // max over labels of the spread of steps across groups
+  double factor = 1;         // rows' L1 in feature steps (least squares) or 1 (FTPL)
+  // L1 sensitivity of the released integer vector and the discrete Laplace scale (0: the
+  // costs do not depend on the group, nothing to hide).
+  double sensitivity_steps = 0;
+  double noise_scale_steps = 0;
+  double cost_change = 0;  // change_steps · cost_grid
+  double sensitivity = 0;  // in real units (cost_change · max row L1)
+};
+// Computed from λ, q̂ (public), the company's features and epsilon only: never from the groups.
+absl::StatusOr<BestResponsePlan> PlanBestResponse(const GameData& data,
+                                                  absl::Span<const double> lambda,
+                                                  absl::Span<const double> masses, Oracle oracle,
+                                                  double epsilon);
+
+// A private best response to λ (Subroutine 2 with a private cost-sensitive oracle), one
+// epsilon-DP release under replace-one on the group:
+// - least squares: w_c = (XᵀX)⁻¹ Xᵀ C_c; the a-dependent part of Xᵀ C1 is released as the exact
+//   integer vector Σ_i xs_i c_i (c_i the snapped cost shift) plus discrete Laplace noise of
+//   scale max_row_steps · max_cost_change_steps / epsilon;
+// - FTPL: every row's snapped cost shift gets discrete Laplace noise of scale
+//   max_cost_change_steps / epsilon, then the non-private least-squares oracle runs on them.
+absl::StatusOr<BestResponse> PrivateBestResponse(const GameData& data,
+                                                 absl::Span<const double> lambda,
+                                                 absl::Span<const double> masses, Oracle oracle,
+                                                 double epsilon, const NoiseFactory& noise,
+                                                 absl::BitGenRef gen);
+
+// h(x_i) for every row: 1 iff x_i·w > 0.
+std::vector<uint8_t> Decide(const GameData& data, const Eigen::VectorXd& weights);
+
+// Noisy equalized-odds violations of predictions h (ConstraintCount(k) entries): the counts of
+// (a, y, h=1) get integer noise (L1 sensitivity 2: one subject leaves one cell for another),
+// then rates use the released masses: FP_a = n(a,0,1)~ / (q̂_a0 n), clamped to [0, 1].
+absl::StatusOr<std::vector<double>> NoisyViolations(const GameData& data,
+                                                    absl::Span<const uint8_t> predictions,
+                                                    absl::Span<const double> masses, double gamma,
+                                                    const dp::IntegerNoise& noise,
+                                                    absl::BitGenRef gen);
+
+struct LearnerOptions {
+  int rounds = 100;          // T
+  double lambda_bound = 10;  // B
+  double learning_rate = 1;  // η
+  double gamma = 0;
+  Oracle oracle = Oracle::kLeastSquares;
+  double mass_floor = 1;
+  absl::Status Validate() const;
+};
+
+// The per-mechanism epsilons of a learner, derived from its total by the accountant.
+struct LearnerPlan {
+  double epsilon_masses = 0;  // the (a, y) counts behind q̂, once
+  double epsilon_round = 0;   // each best response and each violation release
+};
+
+struct LearnerResult {
+  std::vector<Eigen::VectorXd> components;  // the T best responses (uniform mixture)
+  std::vector<double> lambda_average;
+  std::vector<double> last_violations;
+  std::vector<double> masses;
+};
+
+// The DP-oracle learner: q̂ released once; then T rounds of λ from the exponentiated-gradient
+// auditor, a private best response, and a noisy violation release; output the uniform mixture.
+// `progress(t, T)` is called after each round; returning false stops with Aborted.
+absl::StatusOr<LearnerResult> RunDpOracleLearner(
+    const GameData& data, const LearnerOptions& options, const LearnerPlan& plan,
+    const NoiseFactory& noise, absl::BitGenRef gen,
+    const std::function<bool(int64_t, int64_t)>& progress);
+
+}  // namespace fairvault::core::learn
+
+#endif  // FAIRVAULT_CORE_LEARN_FAIR_GAME_H_
