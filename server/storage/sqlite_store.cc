@@ -23,7 +23,7 @@ using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate() brings a database to (PRAGMA user_version).
-constexpr int64_t kSchemaVersion = 2;
+constexpr int64_t kSchemaVersion = 3;
 
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS accounts(
@@ -77,6 +77,18 @@ CREATE TABLE IF NOT EXISTS decisions(
 CREATE TABLE IF NOT EXISTS artifacts(
   id TEXT PRIMARY KEY, account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL,
   ledger_seq INTEGER NOT NULL, created_micros INTEGER NOT NULL, payload BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs(
+  id TEXT PRIMARY KEY, account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL,
+  ledger_seq INTEGER NOT NULL, idempotency_key TEXT NOT NULL, table_handle TEXT NOT NULL,
+  algorithm INTEGER NOT NULL, request BLOB NOT NULL, plan BLOB NOT NULL, seed BLOB NOT NULL,
+  subject_limit INTEGER NOT NULL, state INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT 0,
+  total INTEGER NOT NULL DEFAULT 0, submitted_micros INTEGER NOT NULL,
+  started_micros INTEGER NOT NULL DEFAULT 0, finished_micros INTEGER NOT NULL DEFAULT 0,
+  attempts INTEGER NOT NULL DEFAULT 0, artifact_id TEXT NOT NULL DEFAULT '',
+  error TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS jobs_by_seq ON jobs(ledger_seq);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, ledger_seq);
+CREATE INDEX IF NOT EXISTS jobs_by_table ON jobs(table_handle, state);
 )sql";
 
 // A prepared statement; binds are 1-based, columns 0-based as in SQLite.
@@ -248,6 +260,56 @@ absl::Status NotFoundIfNoRow(absl::StatusOr<bool> row, const std::string& what) 
   return absl::OkStatus();
 }
 
+constexpr char kJobCols[] =
+    "id, account_id, dataset_id, ledger_seq, idempotency_key, table_handle, algorithm, request, "
+    "plan, seed, subject_limit, state, done, total, submitted_micros, started_micros, "
+    "finished_micros, attempts, artifact_id, error";
+
+JobRecord ReadJob(const Stmt& s) {
+  JobRecord j;
+  j.id = s.Text(0);
+  j.account_id = s.Int(1);
+  j.dataset_id = s.Int(2);
+  j.ledger_seq = s.Int(3);
+  j.idempotency_key = s.Text(4);
+  j.table_handle = s.Text(5);
+  j.algorithm = static_cast<int32_t>(s.Int(6));
+  j.request = s.Text(7);
+  j.plan = s.Text(8);
+  j.seed = s.Text(9);
+  j.subject_limit = s.Int(10);
+  j.state = static_cast<JobState>(s.Int(11));
+  j.done = s.Int(12);
+  j.total = s.Int(13);
+  j.submitted_micros = s.Int(14);
+  j.started_micros = s.Int(15);
+  j.finished_micros = s.Int(16);
+  j.attempts = static_cast<int32_t>(s.Int(17));
+  j.artifact_id = s.Text(18);
+  j.error = s.Text(19);
+  return j;
+}
+
+std::string UnknownJob(const std::string& id) {
+  return absl::StrCat("unknown job_id '", core::Truncated(id), "'");
+}
+
+const char* JobStateName(int64_t state) {
+  switch (static_cast<JobState>(state)) {
+    case JobState::kQueued:
+      return "queued";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kSucceeded:
+      return "succeeded";
+    case JobState::kFailed:
+      return "failed";
+    case JobState::kCancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
@@ -363,6 +425,8 @@ absl::Status SqliteStore::Migrate() {
     RETURN_IF_ERROR(
         Exec("ALTER TABLE access_log ADD COLUMN new_decisions INTEGER NOT NULL DEFAULT -1"));
   }
+  // Version 3: training jobs (issue 9 §4). A new table, so kSchema's CREATE TABLE IF NOT
+  // EXISTS has already added it (and its indexes) to an older database; no column changes.
   return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
 }
 
@@ -475,8 +539,9 @@ absl::Status SqliteStore::DeleteDataset(int64_t dataset_id) {
        {"DELETE FROM subject_batches WHERE dataset_id=?",
         "DELETE FROM company_tables WHERE dataset_id=?",
         "DELETE FROM decisions WHERE artifact_id IN (SELECT id FROM artifacts WHERE dataset_id=?)",
-        "DELETE FROM artifacts WHERE dataset_id=?", "DELETE FROM grants WHERE dataset_id=?",
-        "DELETE FROM spend WHERE dataset_id=?", "DELETE FROM datasets WHERE id=?"}) {
+        "DELETE FROM artifacts WHERE dataset_id=?", "DELETE FROM jobs WHERE dataset_id=?",
+        "DELETE FROM grants WHERE dataset_id=?", "DELETE FROM spend WHERE dataset_id=?",
+        "DELETE FROM datasets WHERE id=?"}) {
     Stmt s(db_, sql);
     s.Bind(1, dataset_id);
     RETURN_IF_ERROR(s.Run());
@@ -701,7 +766,11 @@ absl::StatusOr<TableRecord> SqliteStore::ReadTable(const std::string& handle, bo
 
 absl::StatusOr<int64_t> SqliteStore::PurgeExpiredTables(int64_t now_micros) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "DELETE FROM company_tables WHERE expires_micros < ?");
+  // A queued or running job still reads its table (a re-run after a restart too): keep it
+  // until the job finishes, however old the handle.
+  Stmt s(db_,
+         "DELETE FROM company_tables WHERE expires_micros < ? AND handle NOT IN "
+         "(SELECT table_handle FROM jobs WHERE state IN (1, 2))");
   s.Bind(1, now_micros);
   RETURN_IF_ERROR(s.Run());
   return static_cast<int64_t>(sqlite3_changes(db_));
@@ -845,6 +914,20 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
            "VALUES(?,?,?,?,?,?)");
     s.Bind(1, a.id).Bind(2, a.account_id).Bind(3, a.dataset_id).Bind(4, seq);
     s.Bind(5, a.created_micros).BindBlob(6, a.payload);
+    RETURN_IF_ERROR(s.Run());
+  }
+  if (result.job) {
+    // Created queued and unstarted, paid for by this charge, whatever the record says.
+    const JobRecord& j = *result.job;
+    Stmt s(db_, absl::StrCat("INSERT INTO jobs(", kJobCols,
+                             ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,0,0,0,'','')")
+                    .c_str());
+    s.Bind(1, j.id).Bind(2, j.account_id).Bind(3, j.dataset_id).Bind(4, seq);
+    s.Bind(5, j.idempotency_key).Bind(6, j.table_handle);
+    s.Bind(7, static_cast<int64_t>(j.algorithm)).BindBlob(8, j.request).BindBlob(9, j.plan);
+    s.BindBlob(10, j.seed).Bind(11, j.subject_limit);
+    s.Bind(12, static_cast<int64_t>(JobState::kQueued)).Bind(13, j.total);
+    s.Bind(14, j.submitted_micros != 0 ? j.submitted_micros : now_micros);
     RETURN_IF_ERROR(s.Run());
   }
   RETURN_IF_ERROR(txn.Commit());
@@ -1080,31 +1163,153 @@ absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
   return v;
 }
 
-// ---- jobs (skeleton; filled in next) ------------------------------------------------------
-absl::StatusOr<JobRecord> SqliteStore::GetJob(const std::string&) {
-  return absl::UnimplementedError("jobs");
+// ---- jobs ----------------------------------------------------------------------------------
+
+absl::StatusOr<JobRecord> SqliteStore::JobLocked(const std::string& id) {
+  Stmt s(db_, absl::StrCat("SELECT ", kJobCols, " FROM jobs WHERE id=?").c_str());
+  s.Bind(1, id);
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), UnknownJob(id)));
+  return ReadJob(s);
 }
-absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter&) {
-  return absl::UnimplementedError("jobs");
+
+absl::Status SqliteStore::RequireRunningLocked(const std::string& id, const char* action) {
+  Stmt s(db_, "SELECT state FROM jobs WHERE id=?");
+  s.Bind(1, id);
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), UnknownJob(id)));
+  if (static_cast<JobState>(s.Int(0)) != JobState::kRunning) {
+    return absl::FailedPreconditionError(absl::StrCat("job '", id, "' is ", JobStateName(s.Int(0)),
+                                                      ", not running; cannot ", action, " it"));
+  }
+  return absl::OkStatus();
 }
+
+absl::StatusOr<JobRecord> SqliteStore::GetJob(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  return JobLocked(id);
+}
+
+absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& filter) {
+  absl::MutexLock lock(&mu_);
+  // ledger_seq orders jobs by creation (each has its own charge row), unlike a wall clock.
+  Stmt s(db_, absl::StrCat("SELECT ", kJobCols,
+                           " FROM jobs WHERE (?1 IS NULL OR account_id = ?1) AND "
+                           "(?2 IS NULL OR dataset_id = ?2) ORDER BY ledger_seq DESC LIMIT ?3")
+                  .c_str());
+  if (filter.account_id) {
+    s.Bind(1, *filter.account_id);
+  } else {
+    s.BindNull(1);
+  }
+  if (filter.dataset_id) {
+    s.Bind(2, *filter.dataset_id);
+  } else {
+    s.BindNull(2);
+  }
+  s.Bind(3, static_cast<int64_t>(filter.limit));
+  std::vector<JobRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadJob(s));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListUnfinishedJobs() {
-  return absl::UnimplementedError("jobs");
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         absl::StrCat("SELECT ", kJobCols, " FROM jobs WHERE state IN (1, 2) ORDER BY ledger_seq")
+             .c_str());
+  std::vector<JobRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadJob(s));
+  }
+  return out;
 }
-absl::StatusOr<JobRecord> SqliteStore::StartJob(const std::string&, int64_t) {
-  return absl::UnimplementedError("jobs");
+
+absl::StatusOr<JobRecord> SqliteStore::StartJob(const std::string& id, int64_t now_micros) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  // The state test and the change are one statement: of two claimants, one changes the row.
+  Stmt s(db_,
+         "UPDATE jobs SET state=2, attempts=attempts+1, started_micros=?, finished_micros=0 "
+         "WHERE id=? AND state=1");
+  s.Bind(1, now_micros).Bind(2, id);
+  RETURN_IF_ERROR(s.Run());
+  if (sqlite3_changes(db_) == 0) {
+    ASSIGN_OR_RETURN(JobRecord job, JobLocked(id));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", id, "' is ", JobStateName(static_cast<int64_t>(job.state)), ", not queued"));
+  }
+  ASSIGN_OR_RETURN(JobRecord job, JobLocked(id));
+  RETURN_IF_ERROR(txn.Commit());
+  return job;
 }
-absl::Status SqliteStore::RequeueRunningJobs() { return absl::UnimplementedError("jobs"); }
-absl::Status SqliteStore::UpdateJobProgress(const std::string&, int64_t, int64_t) {
-  return absl::UnimplementedError("jobs");
+
+absl::Status SqliteStore::RequeueRunningJobs() {
+  absl::MutexLock lock(&mu_);
+  // A re-run starts from scratch (from the same stored randomness), so its progress does too.
+  return Exec("UPDATE jobs SET state=1, done=0 WHERE state=2");
 }
-absl::Status SqliteStore::FinishJob(const std::string&, const ArtifactRecord&, int64_t) {
-  return absl::UnimplementedError("jobs");
+
+absl::Status SqliteStore::UpdateJobProgress(const std::string& id, int64_t done, int64_t total) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "UPDATE jobs SET done=?, total=? WHERE id=? AND state=2");
+  s.Bind(1, done).Bind(2, total).Bind(3, id);
+  return s.Run();
 }
-absl::Status SqliteStore::FailJob(const std::string&, const std::string&, int64_t) {
-  return absl::UnimplementedError("jobs");
+
+absl::Status SqliteStore::FinishJob(const std::string& id, const ArtifactRecord& artifact,
+                                    int64_t now_micros) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  RETURN_IF_ERROR(RequireRunningLocked(id, "finish"));
+  {
+    // The artifact was paid for by the job's charge.
+    Stmt s(db_,
+           "INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, created_micros, payload) "
+           "SELECT ?, ?, ?, ledger_seq, ?, ? FROM jobs WHERE id=?");
+    s.Bind(1, artifact.id).Bind(2, artifact.account_id).Bind(3, artifact.dataset_id);
+    s.Bind(4, artifact.created_micros).BindBlob(5, artifact.payload).Bind(6, id);
+    RETURN_IF_ERROR(s.Run());
+  }
+  Stmt u(db_,
+         "UPDATE jobs SET state=3, artifact_id=?, finished_micros=?, "
+         "done=CASE WHEN total > 0 THEN total ELSE done END WHERE id=?");
+  u.Bind(1, artifact.id).Bind(2, now_micros).Bind(3, id);
+  RETURN_IF_ERROR(u.Run());
+  return txn.Commit();
 }
-absl::StatusOr<JobRecord> SqliteStore::CancelJob(const std::string&, int64_t) {
-  return absl::UnimplementedError("jobs");
+
+absl::Status SqliteStore::FailJob(const std::string& id, const std::string& error,
+                                  int64_t now_micros) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  RETURN_IF_ERROR(RequireRunningLocked(id, "fail"));
+  Stmt u(db_, "UPDATE jobs SET state=4, error=?, finished_micros=? WHERE id=?");
+  u.Bind(1, error).Bind(2, now_micros).Bind(3, id);
+  RETURN_IF_ERROR(u.Run());
+  return txn.Commit();
+}
+
+absl::StatusOr<JobRecord> SqliteStore::CancelJob(const std::string& id, int64_t now_micros) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt u(db_,
+         "UPDATE jobs SET state=5, finished_micros=?, "
+         "error='cancelled by its company; the charge paid at submission stays' "
+         "WHERE id=? AND state IN (1, 2)");
+  u.Bind(1, now_micros).Bind(2, id);
+  RETURN_IF_ERROR(u.Run());
+  ASSIGN_OR_RETURN(JobRecord job, JobLocked(id));
+  RETURN_IF_ERROR(txn.Commit());
+  return job;
 }
 
 }  // namespace fairvault::server::storage

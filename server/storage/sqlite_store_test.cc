@@ -1,15 +1,18 @@
 // Tests of the SQLite store: the hash-chained ledger and its tamper detection, the atomic
-// charge path (privacy filter, replays, rollback), persistence across reopen, table expiry.
+// charge path (privacy filter, replays, rollback), persistence across reopen, table expiry,
+// training jobs (created with their charge, claimed once, finished with their artifact).
 #include "server/storage/sqlite_store.h"
 
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -142,7 +145,7 @@ class SqliteStoreTest : public ::testing::Test {
   ChargeBody Body(bool* called, std::optional<ArtifactRecord> artifact = std::nullopt) {
     return [called, artifact](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
       *called = true;
-      return ChargeResult{absl::StrCat("payload-", seq), artifact};
+      return ChargeResult{absl::StrCat("payload-", seq), artifact, std::nullopt};
     };
   }
 
@@ -359,7 +362,7 @@ TEST_F(SqliteStoreTest, ChargeWithinGrantPassesSeqAndBudgetAfterToBody) {
                      [&](int64_t seq, const BudgetState& after) -> absl::StatusOr<ChargeResult> {
                        seen_seq = seq;
                        seen = after;
-                       return ChargeResult{"hello", std::nullopt};
+                       return ChargeResult{"hello", std::nullopt, std::nullopt};
                      });
   ASSERT_OK(outcome);
   EXPECT_FALSE(outcome->replayed);
@@ -464,7 +467,7 @@ TEST_F(SqliteStoreTest, ReplayReturnsStoredPayloadWithoutCharging) {
   auto replay = store_->Charge(Request(acme_, census_, "k1", 400'000), ++now_,
                                [&](int64_t, const BudgetState&) -> absl::StatusOr<ChargeResult> {
                                  called = true;
-                                 return ChargeResult{"different", std::nullopt};
+                                 return ChargeResult{"different", std::nullopt, std::nullopt};
                                });
   ASSERT_OK(replay);
   EXPECT_TRUE(replay->replayed);
@@ -760,7 +763,7 @@ TEST_F(SqliteStoreTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
   EXPECT_EQ(replay->response_payload, payload);
   ASSERT_OK(Charge(Request(acme_, census_, "k2", 100'000)));
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
-  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 2);
+  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 3);
   // Opening again is a no-op.
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
@@ -787,7 +790,7 @@ TEST_F(SqliteStoreTest, AccessLogFromVersion1IsMigratedOnOpen) {
   EXPECT_EQ((*log)[0].rows, 40);
   EXPECT_EQ((*log)[0].new_decisions, -1);  // not recorded then
   EXPECT_EQ((*log)[1].new_decisions, 1);
-  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 2);
+  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 3);
 }
 
 TEST_F(SqliteStoreTest, SubjectBatchesAccumulateInOrder) {
@@ -842,6 +845,409 @@ TEST_F(SqliteStoreTest, PurgeExpiredTablesRemovesOnlyExpiredOnes) {
   purged = store_->PurgeExpiredTables(250);
   ASSERT_OK(purged);
   EXPECT_EQ(*purged, 0);
+}
+
+// ---- training jobs -----------------------------------------------------------------------------
+
+// A job record as a FitFairModel submission would hand it to the charge.
+JobRecord NewJob(const std::string& id, const AccountRecord& a, const DatasetRecord& d,
+                 const std::string& table = "tbl_job") {
+  JobRecord j;
+  j.id = id;
+  j.account_id = a.id;
+  j.dataset_id = d.id;
+  j.idempotency_key = absl::StrCat("key-", id);
+  j.table_handle = table;
+  j.algorithm = 2;
+  j.request = std::string("req\0uest", 8);
+  j.plan = "plan";
+  j.seed = std::string(32, '\x01');
+  j.subject_limit = 30;
+  j.total = 50;
+  j.state = JobState::kSucceeded;  // ignored: a job is created queued
+  j.attempts = 9;                  // ignored
+  return j;
+}
+
+class SqliteStoreJobTest : public SqliteStoreTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(SqliteStoreTest::SetUp());
+    Grant(acme_, census_, 10'000'000);
+    Grant(globex_, census_, 10'000'000);
+  }
+
+  // Charges 0.1 and creates `job` with the charge; returns the charge's ledger seq.
+  int64_t Submit(const JobRecord& job) {
+    int64_t seq = 0;
+    auto account = store_->GetAccountById(job.account_id);
+    auto dataset = store_->GetDatasetById(job.dataset_id);
+    EXPECT_OK(account);
+    EXPECT_OK(dataset);
+    if (!account.ok() || !dataset.ok()) return 0;
+    auto charged =
+        store_->Charge(Request(*account, *dataset, job.idempotency_key, 100'000), ++now_,
+                       [&](int64_t s, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+                         seq = s;
+                         return ChargeResult{"submitted", std::nullopt, job};
+                       });
+    EXPECT_OK(charged);
+    return seq;
+  }
+
+  JobRecord Job(const std::string& id) {
+    auto job = store_->GetJob(id);
+    EXPECT_OK(job);
+    return job.ok() ? *job : JobRecord{};
+  }
+
+  std::vector<std::string> Ids(const std::vector<JobRecord>& jobs) {
+    std::vector<std::string> out;
+    for (const auto& j : jobs) out.push_back(j.id);
+    return out;
+  }
+};
+
+TEST_F(SqliteStoreJobTest, JobIsCreatedQueuedWithItsCharge) {
+  const int64_t before = SpentMicro(acme_, census_);
+  const int64_t seq = Submit(NewJob("job_a", acme_, census_));
+  ASSERT_GT(seq, 0);
+  const JobRecord job = Job("job_a");
+  EXPECT_EQ(job.state, JobState::kQueued);
+  EXPECT_EQ(job.ledger_seq, seq);
+  EXPECT_EQ(job.account_id, acme_.id);
+  EXPECT_EQ(job.dataset_id, census_.id);
+  EXPECT_EQ(job.idempotency_key, "key-job_a");
+  EXPECT_EQ(job.table_handle, "tbl_job");
+  EXPECT_EQ(job.algorithm, 2);
+  EXPECT_EQ(job.request, std::string("req\0uest", 8));
+  EXPECT_EQ(job.plan, "plan");
+  EXPECT_EQ(job.seed, std::string(32, '\x01'));
+  EXPECT_EQ(job.subject_limit, 30);
+  EXPECT_EQ(job.done, 0);
+  EXPECT_EQ(job.total, 50);
+  EXPECT_EQ(job.submitted_micros, now_);
+  EXPECT_EQ(job.started_micros, 0);
+  EXPECT_EQ(job.finished_micros, 0);
+  EXPECT_EQ(job.attempts, 0);
+  EXPECT_EQ(SpentMicro(acme_, census_), before + 100'000);
+  EXPECT_EQ(Ledger().back().seq, seq);
+  EXPECT_THAT(store_->GetJob("job_zzz"), StatusIs(absl::StatusCode::kNotFound, "job_zzz"));
+
+  // A replay of the submission returns the stored response and creates nothing more.
+  bool called = false;
+  auto replay =
+      store_->Charge(Request(acme_, census_, "key-job_a", 100'000), ++now_, Body(&called));
+  ASSERT_OK(replay);
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_FALSE(called);
+  auto all = store_->ListJobs(JobFilter{});
+  ASSERT_OK(all);
+  EXPECT_EQ(all->size(), 1u);
+}
+
+TEST_F(SqliteStoreJobTest, FailingBodyIsChargedButCreatesNoJob) {
+  const size_t rows = Ledger().size();
+  auto failed = store_->Charge(Request(acme_, census_, "k1", 100'000), ++now_,
+                               [](int64_t, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+                                 return absl::InvalidArgumentError("bad plan");
+                               });
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kInvalidArgument, "bad plan"));
+  EXPECT_EQ(Ledger().size(), rows + 1);  // charged, as every failed release
+  EXPECT_EQ(RawScalar(path_, "SELECT COUNT(*) FROM jobs"), 0);
+
+  // A body that fails after building its job still creates none: the job is only the
+  // successful result's.
+  JobRecord job = NewJob("job_f", acme_, census_);
+  auto also_failed =
+      store_->Charge(Request(acme_, census_, "k2", 100'000), ++now_,
+                     [&](int64_t, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+                       ChargeResult result{"x", std::nullopt, job};
+                       (void)result;
+                       return absl::InternalError("solver exploded");
+                     });
+  EXPECT_THAT(also_failed, StatusIs(absl::StatusCode::kInternal));
+  EXPECT_THAT(store_->GetJob("job_f"), StatusIs(absl::StatusCode::kNotFound));
+
+  // A refused charge (over budget) creates no job and no ledger row.
+  bool called = false;
+  EXPECT_THAT(store_->Charge(Request(acme_, census_, "k3", 100'000'000), ++now_, Body(&called)),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(RawScalar(path_, "SELECT COUNT(*) FROM jobs"), 0);
+}
+
+TEST_F(SqliteStoreJobTest, AJobThatCannotBeStoredRollsBackItsCharge) {
+  ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
+  const size_t rows = Ledger().size();
+  const int64_t spent = SpentMicro(acme_, census_);
+  JobRecord duplicate = NewJob("job_a", acme_, census_);
+  duplicate.idempotency_key = "other-key";
+  auto charged = store_->Charge(Request(acme_, census_, "other-key", 100'000), ++now_,
+                                [&](int64_t, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+                                  return ChargeResult{"x", std::nullopt, duplicate};
+                                });
+  EXPECT_THAT(charged, ::testing::Not(IsOk()));
+  EXPECT_EQ(Ledger().size(), rows);
+  EXPECT_EQ(SpentMicro(acme_, census_), spent);
+  EXPECT_THAT(store_->GetStoredResponse(acme_.id, "other-key"),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_TRUE(Verify().ok);
+}
+
+TEST_F(SqliteStoreJobTest, StartClaimsAQueuedJobOnce) {
+  ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
+  auto started = store_->StartJob("job_a", 5'000);
+  ASSERT_OK(started);
+  EXPECT_EQ(started->state, JobState::kRunning);
+  EXPECT_EQ(started->attempts, 1);
+  EXPECT_EQ(started->started_micros, 5'000);
+  EXPECT_THAT(store_->StartJob("job_a", 6'000),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "running"));
+  EXPECT_THAT(store_->StartJob("job_zzz", 6'000), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Job("job_a").started_micros, 5'000);
+}
+
+TEST_F(SqliteStoreJobTest, OfTwoThreadsClaimingTheSameJobExactlyOneWins) {
+  for (int round = 0; round < 20; ++round) {
+    const std::string id = absl::StrCat("job_", round);
+    ASSERT_GT(Submit(NewJob(id, acme_, census_)), 0);
+    std::atomic<int> wins{0}, refusals{0};
+    std::atomic<bool> go{false};
+    auto claim = [&] {
+      while (!go.load()) std::this_thread::yield();
+      auto s = store_->StartJob(id, 7'000);
+      if (s.ok()) {
+        ++wins;
+      } else if (absl::IsFailedPrecondition(s.status())) {
+        ++refusals;
+      }
+    };
+    std::thread a(claim), b(claim);
+    go = true;
+    a.join();
+    b.join();
+    EXPECT_EQ(wins.load(), 1) << id;
+    EXPECT_EQ(refusals.load(), 1) << id;
+    EXPECT_EQ(Job(id).attempts, 1) << id;
+  }
+}
+
+TEST_F(SqliteStoreJobTest, ProgressIsRecordedOnlyWhileRunning) {
+  ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
+  ASSERT_OK(store_->UpdateJobProgress("job_a", 5, 60));  // queued: ignored
+  EXPECT_EQ(Job("job_a").done, 0);
+  ASSERT_OK(store_->StartJob("job_a", 1));
+  ASSERT_OK(store_->UpdateJobProgress("job_a", 5, 60));
+  EXPECT_EQ(Job("job_a").done, 5);
+  EXPECT_EQ(Job("job_a").total, 60);
+}
+
+TEST_F(SqliteStoreJobTest, FinishStoresTheArtifactAndSucceeds) {
+  const int64_t seq = Submit(NewJob("job_a", acme_, census_));
+  ASSERT_OK(store_->StartJob("job_a", 1'000));
+  ASSERT_OK(store_->UpdateJobProgress("job_a", 10, 50));
+  ASSERT_OK(store_->FinishJob("job_a", ArtifactRecord{"art_j", acme_.id, census_.id, 0, 9, "model"},
+                              2'000));
+  const JobRecord job = Job("job_a");
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+  EXPECT_EQ(job.artifact_id, "art_j");
+  EXPECT_EQ(job.finished_micros, 2'000);
+  EXPECT_EQ(job.done, 50);  // throttled progress ends at the total
+  EXPECT_TRUE(job.error.empty());
+  auto art = store_->GetArtifact("art_j");
+  ASSERT_OK(art);
+  EXPECT_EQ(art->payload, "model");
+  EXPECT_EQ(art->ledger_seq, seq);  // paid by the submission's charge
+  // Finishing twice is refused and changes nothing.
+  EXPECT_THAT(
+      store_->FinishJob("job_a", ArtifactRecord{"art_k", acme_.id, census_.id, 0, 9, "m"}, 3'000),
+      StatusIs(absl::StatusCode::kFailedPrecondition, "succeeded"));
+  EXPECT_THAT(store_->GetArtifact("art_k"), StatusIs(absl::StatusCode::kNotFound));
+  // Cancelling a finished job returns it unchanged.
+  auto cancelled = store_->CancelJob("job_a", 4'000);
+  ASSERT_OK(cancelled);
+  EXPECT_EQ(cancelled->state, JobState::kSucceeded);
+  EXPECT_EQ(cancelled->finished_micros, 2'000);
+}
+
+TEST_F(SqliteStoreJobTest, FinishAfterCancelIsRefusedAndStoresNoArtifact) {
+  ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
+  ASSERT_OK(store_->StartJob("job_a", 1'000));
+  auto cancelled = store_->CancelJob("job_a", 1'500);
+  ASSERT_OK(cancelled);
+  EXPECT_EQ(cancelled->state, JobState::kCancelled);
+  EXPECT_EQ(cancelled->finished_micros, 1'500);
+  EXPECT_THAT(cancelled->error, HasSubstr("cancelled"));
+  EXPECT_THAT(
+      store_->FinishJob("job_a", ArtifactRecord{"art_j", acme_.id, census_.id, 0, 9, "m"}, 2'000),
+      StatusIs(absl::StatusCode::kFailedPrecondition, "cancelled"));
+  EXPECT_THAT(store_->GetArtifact("art_j"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store_->FailJob("job_a", "late", 2'000),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  const JobRecord job = Job("job_a");
+  EXPECT_EQ(job.state, JobState::kCancelled);
+  EXPECT_TRUE(job.artifact_id.empty());
+  // A cancelled job cannot be claimed again.
+  EXPECT_THAT(store_->StartJob("job_a", 3'000), StatusIs(absl::StatusCode::kFailedPrecondition));
+  // A queued job can be cancelled too.
+  ASSERT_GT(Submit(NewJob("job_b", acme_, census_)), 0);
+  auto queued = store_->CancelJob("job_b", 3'500);
+  ASSERT_OK(queued);
+  EXPECT_EQ(queued->state, JobState::kCancelled);
+  EXPECT_EQ(queued->started_micros, 0);
+  EXPECT_THAT(store_->CancelJob("job_zzz", 1), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(SqliteStoreJobTest, FailRecordsTheErrorOfARunningJob) {
+  ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
+  EXPECT_THAT(store_->FailJob("job_a", "too early", 1),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "queued"));
+  ASSERT_OK(store_->StartJob("job_a", 1'000));
+  ASSERT_OK(store_->FailJob("job_a", "features are constant", 2'000));
+  const JobRecord job = Job("job_a");
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.error, "features are constant");
+  EXPECT_EQ(job.finished_micros, 2'000);
+  EXPECT_THAT(store_->FailJob("job_zzz", "x", 1), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(SqliteStoreJobTest, RequeuePutsRunningJobsBackOldestFirst) {
+  for (const char* id : {"job_1", "job_2", "job_3", "job_4"}) {
+    ASSERT_GT(Submit(NewJob(id, acme_, census_)), 0);
+  }
+  ASSERT_OK(store_->StartJob("job_1", 1'000));
+  ASSERT_OK(store_->UpdateJobProgress("job_1", 7, 50));
+  ASSERT_OK(store_->StartJob("job_2", 1'000));
+  ASSERT_OK(store_->FailJob("job_2", "x", 1'100));
+  ASSERT_OK(store_->StartJob("job_3", 1'000));
+  ASSERT_OK(store_->RequeueRunningJobs());
+
+  const JobRecord one = Job("job_1");
+  EXPECT_EQ(one.state, JobState::kQueued);
+  EXPECT_EQ(one.done, 0);  // a re-run starts over
+  EXPECT_EQ(one.attempts, 1);
+  EXPECT_EQ(Job("job_2").state, JobState::kFailed);  // finished jobs stay finished
+  auto unfinished = store_->ListUnfinishedJobs();
+  ASSERT_OK(unfinished);
+  EXPECT_THAT(Ids(*unfinished), ::testing::ElementsAre("job_1", "job_3", "job_4"));
+  auto again = store_->StartJob("job_1", 5'000);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->attempts, 2);
+  EXPECT_EQ(again->started_micros, 5'000);
+  unfinished = store_->ListUnfinishedJobs();
+  ASSERT_OK(unfinished);
+  EXPECT_THAT(Ids(*unfinished), ::testing::ElementsAre("job_1", "job_3", "job_4"));
+}
+
+TEST_F(SqliteStoreJobTest, ListIsNewestFirstWithFilters) {
+  DatasetRecord other = MakeDataset("other");
+  Grant(acme_, other, 10'000'000);
+  ASSERT_GT(Submit(NewJob("job_1", acme_, census_)), 0);
+  ASSERT_GT(Submit(NewJob("job_2", globex_, census_)), 0);
+  ASSERT_GT(Submit(NewJob("job_3", acme_, other)), 0);
+  ASSERT_GT(Submit(NewJob("job_4", acme_, census_)), 0);
+
+  auto all = store_->ListJobs(JobFilter{});
+  ASSERT_OK(all);
+  EXPECT_THAT(Ids(*all), ::testing::ElementsAre("job_4", "job_3", "job_2", "job_1"));
+  auto acme = store_->ListJobs(JobFilter{acme_.id, std::nullopt, 100});
+  ASSERT_OK(acme);
+  EXPECT_THAT(Ids(*acme), ::testing::ElementsAre("job_4", "job_3", "job_1"));
+  auto census = store_->ListJobs(JobFilter{std::nullopt, census_.id, 100});
+  ASSERT_OK(census);
+  EXPECT_THAT(Ids(*census), ::testing::ElementsAre("job_4", "job_2", "job_1"));
+  auto both = store_->ListJobs(JobFilter{acme_.id, census_.id, 1});
+  ASSERT_OK(both);
+  EXPECT_THAT(Ids(*both), ::testing::ElementsAre("job_4"));
+}
+
+TEST_F(SqliteStoreJobTest, PurgeKeepsTheTableOfAnUnfinishedJob) {
+  ASSERT_OK(store_->PutTable(TableRecord{"t_queued", acme_.id, census_.id, 1, 100, "a"}));
+  ASSERT_OK(store_->PutTable(TableRecord{"t_running", acme_.id, census_.id, 1, 100, "b"}));
+  ASSERT_OK(store_->PutTable(TableRecord{"t_done", acme_.id, census_.id, 1, 100, "c"}));
+  ASSERT_OK(store_->PutTable(TableRecord{"t_free", acme_.id, census_.id, 1, 100, "d"}));
+  ASSERT_GT(Submit(NewJob("job_q", acme_, census_, "t_queued")), 0);
+  ASSERT_GT(Submit(NewJob("job_r", acme_, census_, "t_running")), 0);
+  ASSERT_GT(Submit(NewJob("job_d", acme_, census_, "t_done")), 0);
+  ASSERT_OK(store_->StartJob("job_r", 1));
+  ASSERT_OK(store_->StartJob("job_d", 1));
+  ASSERT_OK(store_->FailJob("job_d", "x", 2));
+
+  auto purged = store_->PurgeExpiredTables(1'000);
+  ASSERT_OK(purged);
+  EXPECT_EQ(*purged, 2);
+  EXPECT_OK(store_->GetTable("t_queued"));
+  EXPECT_OK(store_->GetTable("t_running"));
+  EXPECT_THAT(store_->GetTable("t_done"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store_->GetTable("t_free"), StatusIs(absl::StatusCode::kNotFound));
+
+  // Once its job finishes, an expired table goes with the next purge.
+  ASSERT_OK(store_->CancelJob("job_q", 3));
+  purged = store_->PurgeExpiredTables(1'000);
+  ASSERT_OK(purged);
+  EXPECT_EQ(*purged, 1);
+  EXPECT_THAT(store_->GetTable("t_queued"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_OK(store_->GetTable("t_running"));
+}
+
+TEST_F(SqliteStoreJobTest, DeletedDatasetTakesItsJobsWithIt) {
+  DatasetRecord other = MakeDataset("other");
+  Grant(acme_, other, 10'000'000);
+  ASSERT_GT(Submit(NewJob("job_c", acme_, census_)), 0);
+  ASSERT_GT(Submit(NewJob("job_o", acme_, other)), 0);
+  ASSERT_OK(store_->StartJob("job_c", 1));
+  ASSERT_OK(store_->DeleteDataset(census_.id));
+  EXPECT_THAT(store_->GetJob("job_c"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_OK(store_->GetJob("job_o"));
+  auto unfinished = store_->ListUnfinishedJobs();
+  ASSERT_OK(unfinished);
+  EXPECT_THAT(Ids(*unfinished), ::testing::ElementsAre("job_o"));
+  // The runner of a deleted job finds it gone.
+  EXPECT_THAT(
+      store_->FinishJob("job_c", ArtifactRecord{"art_c", acme_.id, census_.id, 0, 1, "m"}, 2),
+      StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store_->GetArtifact("art_c"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_TRUE(Verify().ok);
+}
+
+TEST_F(SqliteStoreJobTest, JobsSurviveCloseAndReopen) {
+  const int64_t seq = Submit(NewJob("job_a", acme_, census_));
+  ASSERT_GT(Submit(NewJob("job_b", globex_, census_)), 0);
+  ASSERT_OK(store_->StartJob("job_a", 1'000));
+  ASSERT_OK(store_->UpdateJobProgress("job_a", 3, 50));
+  const JobRecord before = Job("job_a");
+
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+
+  const JobRecord after = Job("job_a");
+  EXPECT_EQ(after.state, JobState::kRunning);
+  EXPECT_EQ(after.ledger_seq, seq);
+  EXPECT_EQ(after.seed, before.seed);
+  EXPECT_EQ(after.request, before.request);
+  EXPECT_EQ(after.plan, before.plan);
+  EXPECT_EQ(after.done, 3);
+  EXPECT_EQ(after.attempts, 1);
+  EXPECT_EQ(after.started_micros, 1'000);
+  EXPECT_EQ(Job("job_b").state, JobState::kQueued);
+  ASSERT_OK(store_->RequeueRunningJobs());
+  ASSERT_OK(store_->StartJob("job_a", 2'000));
+  ASSERT_OK(
+      store_->FinishJob("job_a", ArtifactRecord{"art_a", acme_.id, census_.id, 0, 1, "m"}, 3'000));
+
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(Job("job_a").state, JobState::kSucceeded);
+  EXPECT_EQ(Job("job_a").attempts, 2);
+  EXPECT_OK(store_->GetArtifact("art_a"));
+  EXPECT_TRUE(Verify().ok);
+}
+
+TEST_F(SqliteStoreJobTest, DatabaseFromVersion2GainsTheJobsTableOnOpen) {
+  store_.reset();
+  ASSERT_EQ(RawExec(path_, "DROP TABLE jobs; PRAGMA user_version=2"), "");
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 3);
+  ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
+  EXPECT_EQ(Job("job_a").state, JobState::kQueued);
 }
 
 }  // namespace
