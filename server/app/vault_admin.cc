@@ -24,11 +24,35 @@ using storage::Role;
 absl::Status VaultOptions::Validate() const {
   if (max_rows < 1) return absl::InvalidArgumentError("max_rows must be >= 1");
   if (table_cache_size < 0) return absl::InvalidArgumentError("table_cache_size must be >= 0");
+  if (job_workers < 1 || job_workers > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job_workers must be 1..256 (got ", job_workers, ")"));
+  }
+  if (max_pending_jobs < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_pending_jobs must be >= 1 (got ", max_pending_jobs, ")"));
+  }
+  if (max_job_cells < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_job_cells must be >= 1 (got ", max_job_cells, ")"));
+  }
+  if (max_job_rounds < 1 || max_job_rounds > 100'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_job_rounds must be 1..100000 (got ", max_job_rounds, ")"));
+  }
   return absl::OkStatus();
 }
 
 Vault::Vault(storage::Store* store, const Clock* clock, absl::BitGenRef gen, VaultOptions options)
-    : store_(store), clock_(clock), gen_(gen), options_(options) {}
+    : store_(store),
+      clock_(clock),
+      gen_(gen),
+      options_(options),
+      jobs_(std::make_unique<JobRunner>(
+          store_, clock_, options_.job_workers,
+          [this](const storage::JobRecord& job, JobControl& control) {
+            return RunJob(job, control);
+          })) {}
 
 // ---- accounts --------------------------------------------------------------------------------
 
