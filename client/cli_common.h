@@ -47,6 +47,8 @@ std::vector<Command> AuditCommands();      // cli_audit.cc: audit classifier|reg
 std::vector<Command> DecideCommands();     // cli_decide.cc: postprocess regression, decide
 std::vector<Command> EoScoresCommands();   // cli_eo_scores.cc: postprocess eo-scores
 std::vector<Command> ReportCommands();     // cli_report.cc: report audit|sweep (local)
+// cli_models.cc: predict, best-response, model fit, job status|wait|list|cancel
+std::vector<Command> ModelCommands();
 
 // What a command runs with: its parsed flags and, for remote commands, a client created on
 // first use from the connection flags and the FAIRVAULT_SERVER / FAIRVAULT_API_KEY
@@ -142,7 +144,8 @@ std::string FormatLedger(const google::protobuf::RepeatedPtrField<v1::LedgerEntr
 std::string FormatVerify(const v1::VerifyLedgerResponse& response);
 // Artifact header and body: for an equalized-odds post-processor the per-group
 // probabilities and noisy rates; for a statistical-parity one the grid, solver, objective
-// and per-group weights and means before and after; warnings.
+// and per-group weights and means before and after; for a fair model its preprocessing and
+// weights (or hypothesis column); warnings.
 std::string FormatArtifact(const v1::Artifact& artifact);
 
 // ---- Inputs ----

@@ -104,6 +104,14 @@ absl::StatusOr<ParsedFlags> ParseFlags(absl::Span<const FlagSpec> specs,
       continue;
     }
     if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
+      // A bare argument: the first positional flag not given yet.
+      auto open = std::find_if(specs.begin(), specs.end(), [&parsed](const FlagSpec& spec) {
+        return spec.positional && !spec.value_name.empty() && !parsed.Has(spec.name);
+      });
+      if (open != specs.end() && arg != "--") {
+        parsed.values_[open->name].emplace_back(arg);
+        continue;
+      }
       return UsageError(
           absl::StrCat("unexpected argument '", arg, "' (every input is given as --flag value)"));
     }
@@ -158,6 +166,7 @@ std::string FormatFlagHelp(absl::Span<const FlagSpec> specs) {
   std::string out;
   for (size_t i = 0; i < specs.size(); ++i) {
     absl::StrAppend(&out, left[i], std::string(width + 3 - left[i].size(), ' '), specs[i].help,
+                    specs[i].positional ? " (or bare, without --" + specs[i].name + ")" : "",
                     specs[i].required ? " (required)" : "",
                     specs[i].repeated ? " (repeatable)" : "", "\n");
   }

@@ -21,6 +21,9 @@ struct FlagSpec {
   std::string help;
   bool required = false;
   bool repeated = false;  // may be given more than once
+  // May also be given as a bare argument (`job status JOB` for `--job JOB`): bare arguments
+  // fill the positional flags not yet given, in spec order. Needs a value_name.
+  bool positional = false;
 };
 
 // The flags of one command line, as strings until a typed getter reads them.
@@ -50,8 +53,8 @@ class ParsedFlags {
 };
 
 // Parses `args` (everything after the command words) against `specs`. Usage errors (see
-// UsageError) for unknown flags, missing values, positional arguments, a non-repeated flag
-// given twice, a bad switch value or a missing required flag.
+// UsageError) for unknown flags, missing values, a bare argument with no positional flag left
+// to fill, a non-repeated flag given twice, a bad switch value or a missing required flag.
 absl::StatusOr<ParsedFlags> ParseFlags(absl::Span<const FlagSpec> specs,
                                        absl::Span<const std::string> args);
 

@@ -61,6 +61,33 @@ TEST(ParseFlagsTest, HelpSkipsRequiredFlags) {
   EXPECT_TRUE(f->help());
 }
 
+TEST(ParseFlagsTest, BareArgumentsFillPositionalFlagsInOrder) {
+  const std::vector<FlagSpec> specs = {{"job", "JOB", "job id", true, false, true},
+                                       {"timeout", "S", "seconds"},
+                                       {"other", "X", "second positional", false, false, true}};
+  absl::StatusOr<ParsedFlags> f = ParseFlags(specs, {"job_1", "--timeout", "5", "x"});
+  ASSERT_OK(f);
+  EXPECT_EQ(f->Get("job"), "job_1");
+  EXPECT_EQ(f->Get("other"), "x");
+  // The flag form still works, and then a bare argument goes to the next positional.
+  f = ParseFlags(specs, {"--job=job_2", "y"});
+  ASSERT_OK(f);
+  EXPECT_EQ(f->Get("job"), "job_2");
+  EXPECT_EQ(f->Get("other"), "y");
+  // Missing: still required; one bare argument too many: refused.
+  EXPECT_THAT(ParseFlags(specs, {"--timeout", "5"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "missing required flag --job JOB"));
+  EXPECT_THAT(ParseFlags(specs, {"a", "b", "c"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "unexpected argument 'c'"));
+  EXPECT_THAT(ParseFlags(specs, {"--job", "a", "--job", "b"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--job given more than once"));
+  // Specs without positional flags keep refusing bare arguments.
+  EXPECT_THAT(Parse({"--name", "x", "stray"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "unexpected argument 'stray'"));
+  EXPECT_NE(FormatFlagHelp(specs).find("--job JOB"), std::string::npos);
+  EXPECT_NE(FormatFlagHelp(specs).find("(or bare, without --job)"), std::string::npos);
+}
+
 TEST(ParsedFlagsTest, TypedGettersReportBadNumbersAsUsageErrors) {
   absl::StatusOr<ParsedFlags> f = Parse({"--name", "x", "--epsilon", "abc"});
   ASSERT_OK(f);

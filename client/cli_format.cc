@@ -141,6 +141,52 @@ std::string FormatEqualizedOddsScores(const v1::EqualizedOddsScoresPostProcessor
   return out;
 }
 
+// A fair model: what it was trained with, its preprocessing and its weights (or the chosen
+// hypothesis column).
+std::string FormatFairModel(const v1::FairModel& model) {
+  std::string out = absl::StrCat(
+      "fair model (", model.algorithm(), ") over [", absl::StrJoin(model.attributes(), ", "),
+      "]: label=", model.label_column(), " epsilon=", Num(model.epsilon()),
+      " delta=", Num(model.delta()), " gamma=", Num(model.gamma()), " rounds=", model.rounds(),
+      "\nrows used: ", model.rows_used(), "  dropped: ", model.rows_dropped(), "\n");
+  if (!model.hypothesis_column().empty()) {
+    absl::StrAppend(&out, "decision: hypothesis column '", model.hypothesis_column(), "' (index ",
+                    model.hypothesis_index(), "); released M ", Num(model.released_min_positives()),
+                    ", utility sensitivity ", Num(model.utility_sensitivity()), "\n");
+  } else {
+    const v1::FeaturePreprocessing& f = model.features();
+    absl::StrAppend(&out, "features: ", absl::StrJoin(f.feature_columns(), ", "),
+                    f.intercept() ? " + intercept" : " (no intercept)",
+                    "  clip_l1: ", f.clip_l1() > 0 ? Num(f.clip_l1()) : "none", "\n",
+                    model.components_size(),
+                    " linear classifier(s) (uniform mixture; 1 iff w.x > 0):\n");
+    std::vector<std::string> header = {"#"};
+    for (const std::string& c : f.feature_columns()) header.push_back(c);
+    if (f.intercept()) header.push_back("(intercept)");
+    TextTable table(header);
+    for (int c = 0; c < model.components_size(); ++c) {
+      // Long mixtures: the first 20 components; --json prints all.
+      if (c == 20) {
+        table.AddRow({absl::StrCat("... ", model.components_size() - 20, " more (--json)")});
+        break;
+      }
+      std::vector<std::string> row = {absl::StrCat(c)};
+      for (double w : model.components(c).weights()) row.push_back(Num(w));
+      table.AddRow(std::move(row));
+    }
+    out += table.Render();
+  }
+  if (!model.lambda_average().empty()) {
+    absl::StrAppend(&out, "average lambda: ", absl::StrJoin(model.lambda_average(), ", "), "\n");
+  }
+  if (!model.noisy_violations().empty()) {
+    absl::StrAppend(&out, "noisy violations (last round): ",
+                    absl::StrJoin(model.noisy_violations(), ", "), "\n");
+  }
+  for (const std::string& n : model.notes()) absl::StrAppend(&out, "note: ", n, "\n");
+  return out;
+}
+
 }  // namespace
 
 std::string FormatArtifact(const v1::Artifact& artifact) {
@@ -154,6 +200,7 @@ std::string FormatArtifact(const v1::Artifact& artifact) {
   if (artifact.has_equalized_odds_scores()) {
     return out + FormatEqualizedOddsScores(artifact.equalized_odds_scores());
   }
+  if (artifact.has_fair_model()) return out + FormatFairModel(artifact.fair_model());
   if (!artifact.has_equalized_odds()) return out + "(artifact has no known body)\n";
   const v1::EqualizedOddsPostProcessor& eo = artifact.equalized_odds();
   // -1: every pair is constrained, or (fewer than two resolvable groups) none is.

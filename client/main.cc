@@ -22,6 +22,7 @@ std::vector<Section> AllSections() {
   for (Command& c : AuditCommands()) company.push_back(std::move(c));
   for (Command& c : DecideCommands()) company.push_back(std::move(c));
   for (Command& c : EoScoresCommands()) company.push_back(std::move(c));
+  for (Command& c : ModelCommands()) company.push_back(std::move(c));
   std::vector<Command> local = LocalCommands();
   for (Command& c : TrainCommands()) local.push_back(std::move(c));
   for (Command& c : ReportCommands()) local.push_back(std::move(c));

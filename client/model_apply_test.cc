@@ -148,6 +148,15 @@ TEST(DrawComponentTest, IsTheFirstOutputModuloMWhenNotRejected) {
   EXPECT_EQ(DrawComponent(1, one), 0u);
 }
 
+TEST(DrawComponentTest, MatchesAnIndependentMt19937_64) {
+  // The first outputs of std::mt19937_64 seeded with 5, modulo 3, as computed by a separate
+  // Python implementation of MT19937-64 (docs/api.md gives the rule for other languages).
+  ModelRng gen(5);
+  std::vector<uint64_t> drawn;
+  for (int i = 0; i < 4; ++i) drawn.push_back(DrawComponent(3, gen));
+  EXPECT_THAT(drawn, ElementsAre(1u, 1u, 2u, 1u));
+}
+
 TEST(FairModelApplierTest, HypothesisColumnModelReturnsTheColumnsValue) {
   v1::FairModel model;
   model.set_algorithm("exponential_mechanism");
