@@ -281,6 +281,12 @@ class Vault {
   // and stored data only.
   absl::StatusOr<storage::ArtifactRecord> RunJob(const storage::JobRecord& job,
                                                  JobControl& control);
+  // The noisy group-label masses q̂ (cell 2a+y) of the caller's NoisyCounts release `key` over
+  // [label_column] with the joined rows' attributes; InvalidArgument naming masses_key if it is
+  // not such a release.
+  absl::StatusOr<std::vector<double>> ReleasedMasses(const Caller& caller, const std::string& key,
+                                                     const std::string& label_column,
+                                                     const JoinedRows& joined, double floor);
   // Queues a job whose charge has committed (vault_jobs.cc); FitFairModel calls it after
   // ChargeAndRelease returns, never inside the charge (a worker could claim a job not yet
   // committed and find nothing).

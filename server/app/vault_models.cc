@@ -1,21 +1,598 @@
-// Fair models without the attribute at decision time (issue 9): private best responses and
-// the managed learners. Skeleton; the use-cases follow.
+// Fair models without the attribute at decision time (issue 9; ALGORITHMS.md §3-4):
+// - BestResponse: one private best response to the company's λ, one charged release;
+// - FitFairModel: a managed learner, charged once at submission (the ledger row, the stored
+//   response and the job record commit together), then run by the job runner (RunJob) from the
+//   job's stored randomness, so a re-run after a crash produces the same artifact.
+// The models never need the protected attribute to predict. See docs/privacy.md.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/accounting/accountant.h"
+#include "core/dp/integer_noise.h"
+#include "core/learn/exponential_mechanism.h"
+#include "core/learn/fair_game.h"
+#include "core/random/chacha20_stream.h"
+#include "core/util/status_macros.h"
+#include "core/util/validate.h"
 #include "server/app/vault.h"
+#include "server/app/vault_charge_impl.h"
+#include "server/app/vault_internal.h"
+#include "server/util/crypto.h"
 
 namespace fairvault::server {
+namespace {
 
-absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller&,
-                                                             const v1::BestResponseRequest&) {
-  return absl::UnimplementedError("BestResponse is not built yet");
+using internal::RequireRole;
+using storage::Role;
+namespace learn = core::learn;
+namespace accounting = core::accounting;
+
+constexpr int kMaxFeatures = 1000;
+constexpr int kMaxHypotheses = 5000;
+constexpr int kDefaultRounds = 100;
+constexpr double kDefaultLambdaBound = 10;
+constexpr double kDefaultLearningRate = 1;
+constexpr double kDefaultMassesShare = 0.1;
+constexpr char kZeroGammaNote[] =
+    "gamma = 0 asks for exact equalized odds, which no differentially private learner can "
+    "guarantee (Cummings et al. 2019, Thm 1): the model is fair only up to the noise";
+
+absl::Status ValidateColumns(const google::protobuf::RepeatedPtrField<std::string>& columns,
+                             const char* field, int lo, int hi) {
+  if (columns.size() < lo || columns.size() > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": give ", lo, "..", hi, " columns (got ", columns.size(), ")"));
+  }
+  std::set<std::string> seen;
+  for (const std::string& c : columns) {
+    if (c.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty column name"));
+    if (!seen.insert(c).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": column '", c, "' given twice"));
+    }
+  }
+  return absl::OkStatus();
 }
 
-absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller&,
-                                                             const v1::FitFairModelRequest&) {
-  return absl::UnimplementedError("FitFairModel is not built yet");
+// Borrows a noise the charge path made (its scale fixed before the charge) as the factory the
+// core expects, checking that the core asks for that very scale.
+learn::NoiseFactory Borrow(const core::dp::IntegerNoise& noise, double planned_scale) {
+  class Borrowed : public core::dp::IntegerNoise {
+   public:
+    explicit Borrowed(const core::dp::IntegerNoise& n) : n_(n) {}
+    int64_t AddNoise(int64_t v, absl::BitGenRef gen) const override { return n_.AddNoise(v, gen); }
+    std::string Name() const override { return n_.Name(); }
+    double Scale() const override { return n_.Scale(); }
+
+   private:
+    const core::dp::IntegerNoise& n_;
+  };
+  return [&noise,
+          planned_scale](double scale) -> absl::StatusOr<std::unique_ptr<core::dp::IntegerNoise>> {
+    if (scale != planned_scale) {
+      return absl::InternalError("a best response asked for another noise than it was charged");
+    }
+    return std::make_unique<Borrowed>(noise);
+  };
 }
 
-absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord&, JobControl&) {
-  return absl::UnimplementedError("training jobs are not built yet");
+learn::NoiseFactory SecureLaplace() {
+  return [](double scale) { return core::dp::MakeDiscreteLaplaceNoise(scale); };
+}
+
+learn::Oracle OracleOf(v1::BestResponseOracle oracle) {
+  return oracle == v1::BEST_RESPONSE_ORACLE_FTPL ? learn::Oracle::kFtpl
+                                                 : learn::Oracle::kLeastSquares;
+}
+
+std::string SeedBytes(const core::ChaCha20Stream::Key& key) {
+  std::string out(32, '\0');
+  std::memcpy(out.data(), key.data(), 32);
+  return out;
+}
+
+core::ChaCha20Stream::Key KeyOf(const std::string& seed) {
+  core::ChaCha20Stream::Key key{};
+  std::memcpy(key.data(), seed.data(), std::min<size_t>(seed.size(), 32));
+  return key;
+}
+
+void SetFeatures(const google::protobuf::RepeatedPtrField<std::string>& columns, double clip_l1,
+                 bool intercept, v1::FairModel* model) {
+  v1::FeaturePreprocessing* f = model->mutable_features();
+  *f->mutable_feature_columns() = columns;
+  f->set_clip_l1(clip_l1);
+  f->set_intercept(intercept);
+}
+
+void AddComponent(const Eigen::VectorXd& w, v1::FairModel* model) {
+  v1::LinearClassifier* c = model->add_components();
+  c->mutable_weights()->Reserve(static_cast<int>(w.size()));
+  for (Eigen::Index j = 0; j < w.size(); ++j) c->add_weights(w(j));
+}
+
+learn::LearnerOptions LearnerOptionsOf(const v1::FitFairModelRequest& req) {
+  learn::LearnerOptions options;
+  options.rounds = req.rounds();
+  options.lambda_bound = req.lambda_bound();
+  options.learning_rate = req.learning_rate();
+  options.gamma = req.gamma();
+  options.mass_floor = req.mass_floor();
+  options.oracle = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR
+                       ? learn::Oracle::kFtpl
+                       : learn::Oracle::kLeastSquares;
+  return options;
+}
+
+}  // namespace
+
+// The company's features (n x d) and 0/1 labels over the joined rows: its own, public data.
+struct GameInputs {
+  Eigen::MatrixXd features;
+  std::vector<int> labels;
+};
+
+static absl::StatusOr<GameInputs> LoadGameInputs(
+    const storage::StoredTable& table, const std::vector<int64_t>& rows,
+    const google::protobuf::RepeatedPtrField<std::string>& feature_columns,
+    const std::string& label_column) {
+  GameInputs in;
+  ASSIGN_OR_RETURN(int label, internal::ColumnIndex(table, label_column, "label_column"));
+  ASSIGN_OR_RETURN(in.labels, internal::BinaryColumn(table, label, rows, "label_column"));
+  in.features.resize(static_cast<Eigen::Index>(rows.size()), feature_columns.size());
+  for (int j = 0; j < feature_columns.size(); ++j) {
+    ASSIGN_OR_RETURN(int c, internal::ColumnIndex(table, feature_columns[j], "feature_columns"));
+    ASSIGN_OR_RETURN(std::vector<double> values,
+                     internal::NumericColumn(table, c, rows, "feature_columns"));
+    for (size_t i = 0; i < rows.size(); ++i)
+      in.features(static_cast<Eigen::Index>(i), j) = values[i];
+  }
+  return in;
+}
+
+// ---- BestResponse ----------------------------------------------------------------------------
+
+absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& caller,
+                                                             const v1::BestResponseRequest& req) {
+  // 1. Parameters only.
+  RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
+  RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
+  if (req.label_column().empty()) return absl::InvalidArgumentError("label_column must be set");
+  RETURN_IF_ERROR(internal::ValidateToken(req.masses_key(), "masses_key"));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.lambda_bound(), "lambda_bound"));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.gamma(), "gamma"));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.clip_l1(), "clip_l1"));
+  const double mass_floor = req.mass_floor() == 0 ? 1 : req.mass_floor();
+  if (!(mass_floor >= 1) || !std::isfinite(mass_floor)) {
+    return absl::InvalidArgumentError("mass_floor must be finite and >= 1 (0 means 1)");
+  }
+  double lambda_l1 = 0;
+  for (double l : req.lambda()) {
+    if (!std::isfinite(l) || l < 0) {
+      return absl::InvalidArgumentError("lambda: every entry must be finite and >= 0");
+    }
+    lambda_l1 += l;
+  }
+  if (lambda_l1 > req.lambda_bound() * (1 + 1e-12)) {
+    return absl::InvalidArgumentError(absl::StrCat("lambda: its L1 norm ", lambda_l1,
+                                                   " exceeds lambda_bound ", req.lambda_bound()));
+  }
+  if (req.oracle() != v1::BEST_RESPONSE_ORACLE_LEAST_SQUARES &&
+      req.oracle() != v1::BEST_RESPONSE_ORACLE_FTPL) {
+    return absl::InvalidArgumentError(
+        "oracle: use BEST_RESPONSE_ORACLE_LEAST_SQUARES (1) or BEST_RESPONSE_ORACLE_FTPL (2)");
+  }
+  PreparedRelease release;
+  release.request_kind = "BestResponse";
+  release.idempotency_key = req.idempotency_key();
+  release.request = &req;
+  release.epsilon = req.epsilon();
+  release.noise = v1::NOISE_KIND_DISCRETE_LAPLACE;
+  // 2. Replay first.
+  ASSIGN_OR_RETURN(auto replay, Replay<v1::BestResponseResponse>(caller, release));
+  if (replay) return *std::move(replay);
+
+  // 3. The company's table, the join, and the released masses (public).
+  ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));
+  release.dataset_id = table.dataset.id;
+  release.dataset_name = table.dataset.name;
+  ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
+  const int k = joined.num_groups;
+  if (k < 2) return absl::InvalidArgumentError("attributes: the game needs at least two groups");
+  if (req.lambda_size() != learn::ConstraintCount(k)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lambda: ", k, " groups need 4(K-1) = ", learn::ConstraintCount(k),
+                     " entries (got ", req.lambda_size(), ")"));
+  }
+  ASSIGN_OR_RETURN(
+      const std::vector<double> masses,
+      ReleasedMasses(caller, req.masses_key(), req.label_column(), joined, mass_floor));
+  ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
+                                                     req.feature_columns(), req.label_column()));
+  const bool intercept = !req.no_intercept();
+  ASSIGN_OR_RETURN(learn::GameData data,
+                   learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group, k,
+                                        req.clip_l1(), intercept));
+  const std::vector<double> lambda(req.lambda().begin(), req.lambda().end());
+  const learn::Oracle oracle = OracleOf(req.oracle());
+  // 4. The noise plan from public quantities (λ, q̂, the features, epsilon).
+  ASSIGN_OR_RETURN(const learn::BestResponsePlan plan,
+                   learn::PlanBestResponse(data, lambda, masses, oracle, req.epsilon()));
+  if (plan.sensitivity_steps > 0) {
+    release.parts = {
+        {oracle == learn::Oracle::kFtpl ? "row_costs" : "cost_sums", plan.sensitivity_steps}};
+  } else {
+    release.mechanism = "none_needed";  // the costs do not depend on a: charged all the same
+  }
+
+  // 5. The charge, then the release inside it.
+  return ChargeAndRelease<v1::BestResponseResponse>(
+      caller, release,
+      [&](const Noises& noises, int64_t seq, v1::BestResponseResponse* resp)
+          -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+        learn::NoiseFactory factory =
+            noises.empty() ? SecureLaplace() : Borrow(*noises[0], plan.noise_scale_steps);
+        ASSIGN_OR_RETURN(
+            learn::BestResponse br,
+            learn::PrivateBestResponse(data, lambda, masses, oracle, req.epsilon(), factory, gen_));
+        v1::Artifact* artifact = resp->mutable_artifact();
+        const int64_t now = clock_->NowMicros();
+        charge_internal::FillArtifactEnvelope(caller, table.dataset.name, seq, now, artifact);
+        v1::FairModel* model = artifact->mutable_fair_model();
+        model->set_algorithm(oracle == learn::Oracle::kFtpl ? "best_response_ftpl"
+                                                            : "best_response_least_squares");
+        SetFeatures(req.feature_columns(), req.clip_l1(), intercept, model);
+        AddComponent(br.weights, model);
+        model->set_label_column(req.label_column());
+        for (const auto& a : joined.attributes) model->add_attributes(a);
+        model->set_epsilon(req.epsilon());
+        model->set_gamma(req.gamma());
+        model->set_rounds(1);
+        model->set_rows_used(data.n);
+        model->set_rows_dropped(joined.dropped);
+        if (req.gamma() == 0) model->add_notes(kZeroGammaNote);
+        resp->set_rows_used(data.n);
+        resp->set_rows_dropped(joined.dropped);
+        resp->set_sensitivity(br.sensitivity);
+        resp->set_cost_change_bound(br.cost_change);
+        resp->set_max_row_l1(data.max_row_l1);
+        return std::optional<storage::ArtifactRecord>(
+            charge_internal::ArtifactRecordOf(*artifact, caller, table.dataset.id, now));
+      });
+}
+
+absl::StatusOr<std::vector<double>> Vault::ReleasedMasses(const Caller& caller,
+                                                          const std::string& key,
+                                                          const std::string& label_column,
+                                                          const JoinedRows& joined, double floor) {
+  auto stored = store_->GetStoredResponse(caller.account_id, key);
+  if (absl::IsNotFound(stored.status())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("masses_key: you have no release with idempotency key '", key,
+                     "'; release the group-label masses first with NoisyCounts over columns = [",
+                     label_column, "] and pass its key"));
+  }
+  RETURN_IF_ERROR(stored.status());
+  if (stored->request_kind != "NoisyCounts" || !stored->failure.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("masses_key: the release '", key, "' is a ",
+                                                   stored->request_kind,
+                                                   ", not a successful NoisyCounts release"));
+  }
+  v1::NoisyCountsResponse counts;
+  if (!counts.ParseFromString(stored->payload)) {
+    return absl::DataLossError("the stored masses release is corrupt");
+  }
+  if (counts.columns_size() != 1 || counts.columns(0) != label_column) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("masses_key: release '", key, "' counts columns [",
+                     absl::StrJoin(counts.columns(), ","), "], not [", label_column, "]"));
+  }
+  if (!std::equal(counts.attributes().begin(), counts.attributes().end(), joined.attributes.begin(),
+                  joined.attributes.end())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("masses_key: release '", key, "' is over attributes [",
+                     absl::StrJoin(counts.attributes(), ","), "], this request over [",
+                     absl::StrJoin(joined.attributes, ","), "]"));
+  }
+  const int k = joined.num_groups;
+  std::vector<int64_t> noisy(2 * k, 0);
+  for (const v1::CountCell& cell : counts.cells()) {
+    const auto g = std::find(joined.group_labels.begin(), joined.group_labels.end(), cell.group());
+    if (g == joined.group_labels.end() || cell.values_size() != 1 ||
+        (cell.values(0) != "0" && cell.values(0) != "1")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "masses_key: release '", key, "' has a cell (", absl::StrJoin(cell.values(), ","), ", ",
+          cell.group(), ") that is not a (0/1 label, group) pair of this request"));
+    }
+    const int index =
+        2 * static_cast<int>(g - joined.group_labels.begin()) + (cell.values(0) == "1" ? 1 : 0);
+    noisy[index] = cell.noisy_count();
+  }
+  // A label value absent from the used rows has no cell: its count is the floor.
+  return learn::MassesFromNoisyCounts(noisy, counts.rows_used(), floor);
+}
+
+// ---- FitFairModel ----------------------------------------------------------------------------
+
+absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& caller,
+                                                             const v1::FitFairModelRequest& req) {
+  // 1. Parameters only (defaults filled in a copy that the job stores).
+  RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.gamma(), "gamma"));
+  if (req.label_column().empty()) return absl::InvalidArgumentError("label_column must be set");
+  v1::FitFairModelRequest job_request = req;
+  const bool game = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER ||
+                    req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR;
+  if (game) {
+    RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
+    if (req.rounds() == 0) job_request.set_rounds(kDefaultRounds);
+    if (req.lambda_bound() == 0) job_request.set_lambda_bound(kDefaultLambdaBound);
+    if (req.learning_rate() == 0) job_request.set_learning_rate(kDefaultLearningRate);
+    if (req.masses_share() == 0) job_request.set_masses_share(kDefaultMassesShare);
+    if (req.mass_floor() == 0) job_request.set_mass_floor(1);
+    if (job_request.rounds() < 1 || job_request.rounds() > options_.max_job_rounds) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rounds must be in 1..", options_.max_job_rounds, " (0 means ", kDefaultRounds, ")"));
+    }
+    RETURN_IF_ERROR(core::ValidateInOpenRange(job_request.masses_share(), 0, 1, "masses_share"));
+    RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.clip_l1(), "clip_l1"));
+    learn::LearnerOptions options = LearnerOptionsOf(job_request);
+    RETURN_IF_ERROR(options.Validate());
+  } else if (req.algorithm() == v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM) {
+    RETURN_IF_ERROR(
+        ValidateColumns(req.hypothesis_columns(), "hypothesis_columns", 2, kMaxHypotheses));
+    if (req.em_delta() != 0) {
+      RETURN_IF_ERROR(core::ValidateInOpenRange(req.em_delta(), 0, 1, "em_delta"));
+    }
+  } else {
+    return absl::InvalidArgumentError(
+        "algorithm: use FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER (1), "
+        "FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM (2) or FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR "
+        "(3)");
+  }
+  PreparedRelease release;
+  release.request_kind = "FitFairModel";
+  release.idempotency_key = req.idempotency_key();
+  release.request = &req;
+  release.epsilon = req.epsilon();
+  release.mechanism = "discrete_laplace";
+  // 2. Replay first: the same job, charged once.
+  ASSIGN_OR_RETURN(auto replay, Replay<v1::FitFairModelResponse>(caller, release));
+  if (replay) return *std::move(replay);
+
+  // 3. The table, the join and the columns, checked before charging (the company's own data;
+  // nothing here depends on a).
+  ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));
+  release.dataset_id = table.dataset.id;
+  release.dataset_name = table.dataset.name;
+  ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
+  if (joined.num_groups < 2) {
+    return absl::InvalidArgumentError("attributes: a fair model needs at least two groups");
+  }
+  const int64_t n = static_cast<int64_t>(joined.table_rows.size());
+  const int64_t width = game ? req.feature_columns_size() : req.hypothesis_columns_size();
+  if (n * width > options_.max_job_cells) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "feature_columns: ", n, " rows x ", width, " columns exceed the vault's limit of ",
+        options_.max_job_cells, " cells per job; use fewer columns or rows"));
+  }
+  {
+    auto label = internal::ColumnIndex(*table.table, req.label_column(), "label_column");
+    RETURN_IF_ERROR(label.status());
+    RETURN_IF_ERROR(
+        internal::BinaryColumn(*table.table, *label, joined.table_rows, "label_column").status());
+    for (const std::string& name : game ? req.feature_columns() : req.hypothesis_columns()) {
+      const char* field = game ? "feature_columns" : "hypothesis_columns";
+      ASSIGN_OR_RETURN(int c, internal::ColumnIndex(*table.table, name, field));
+      if (game) {
+        RETURN_IF_ERROR(
+            internal::NumericColumn(*table.table, c, joined.table_rows, field).status());
+      } else {
+        RETURN_IF_ERROR(internal::BinaryColumn(*table.table, c, joined.table_rows, field).status());
+      }
+    }
+  }
+  if (PendingJobs() >= options_.max_pending_jobs) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the vault is running its limit of ", options_.max_pending_jobs,
+                     " training jobs; retry later (nothing was charged)"));
+  }
+
+  // 4. The noise plan from the total (epsilon, grant delta) through the accountant.
+  auto budget = store_->GetBudget(caller.account_id, release.dataset_id);
+  if (absl::IsNotFound(budget.status())) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("company '", caller.name, "' has no budget grant on dataset '",
+                     release.dataset_name, "'; ask the regulator for a grant"));
+  }
+  RETURN_IF_ERROR(budget.status());
+  const double delta = budget->grant.delta;
+  ASSIGN_OR_RETURN(const int64_t total_micro, accounting::EpsilonToMicro(req.epsilon()));
+  storage::JobPlan plan;
+  v1::Cost cost;
+  cost.set_epsilon(accounting::MicroToEpsilon(total_micro));
+  cost.set_mechanism("discrete_laplace");
+  const auto add_part = [&](const std::string& name, double epsilon, double scale,
+                            double sensitivity) {
+    v1::Cost* part = cost.add_parts();
+    part->set_name(name);
+    part->set_epsilon(epsilon);
+    part->set_mechanism("discrete_laplace");
+    part->set_noise_scale(scale);
+    part->set_sensitivity(sensitivity);
+  };
+  if (game) {
+    const int64_t rounds = job_request.rounds();
+    plan.set_epsilon_masses(job_request.masses_share() * cost.epsilon());
+    const std::vector<accounting::PureDpRepetition> fixed = {{plan.epsilon_masses(), 1}};
+    ASSIGN_OR_RETURN(const double per_round,
+                     accounting::CalibrateRepeatedPureDp(total_micro, delta, fixed, 2 * rounds));
+    plan.set_epsilon_round(per_round);
+    release.composed =
+        accounting::ComposedPureDpCost({{plan.epsilon_masses(), 1}, {per_round, 2 * rounds}});
+    add_part("masses", plan.epsilon_masses(), 2 / plan.epsilon_masses(), 2);
+    // A best response's scale depends on that round's λ (public): its sensitivity in steps is
+    // stated per round in the job's record, not here.
+    add_part(absl::StrCat("best_responses (", rounds, " x)"), per_round, 0, 0);
+    add_part(absl::StrCat("violations (", rounds, " x)"), per_round, 2 / per_round, 2);
+  } else {
+    plan.set_epsilon_min(cost.epsilon() / 2);
+    plan.set_epsilon_select(cost.epsilon() / 2);
+    plan.set_em_delta(req.em_delta() != 0 ? req.em_delta()
+                                          : std::exp(-std::sqrt(static_cast<double>(n))));
+    if (!(plan.em_delta() > 0)) plan.set_em_delta(1e-300);
+    release.composed = accounting::ComposedPureDpCost({{cost.epsilon() / 2, 2}});
+    add_part("min_positives", plan.epsilon_min(), 1 / plan.epsilon_min(), 1);
+    add_part("selection", plan.epsilon_select(), 0, 0);
+  }
+  // Which bound the ledger will take (both are valid): the RDP conversion needs delta.
+  {
+    accounting::Spend alone;
+    alone.Add(*release.composed);
+    cost.set_delta(
+        delta > 0 && accounting::SpentEpsilonMicro(alone, delta) < alone.pure_micro ? delta : 0);
+  }
+  release.composed_cost = cost;
+
+  // 5. The charge: ledger row, stored response and job record in one transaction.
+  std::optional<storage::JobRecord> job;
+  release.job_out = &job;
+  ASSIGN_OR_RETURN(v1::FitFairModelResponse response,
+                   ChargeAndRelease<v1::FitFairModelResponse>(
+                       caller, release,
+                       [&](const Noises&, int64_t seq, v1::FitFairModelResponse* resp)
+                           -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+                         storage::JobRecord record;
+                         record.id = absl::StrCat("job_", HexEncode(RandomBytes(16)));
+                         record.account_id = caller.account_id;
+                         record.dataset_id = table.dataset.id;
+                         record.ledger_seq = seq;
+                         record.idempotency_key = req.idempotency_key();
+                         record.table_handle = req.table_handle();
+                         record.algorithm = req.algorithm();
+                         record.request = charge_internal::SerializeDeterministic(job_request);
+                         record.plan = charge_internal::SerializeDeterministic(plan);
+                         record.seed = SeedBytes(core::ChaCha20Stream::NewKey(gen_));
+                         record.subject_limit = joined.subjects;
+                         record.state = storage::JobState::kQueued;
+                         record.total = game ? job_request.rounds() : 1;
+                         record.submitted_micros = clock_->NowMicros();
+                         v1::Job* out = resp->mutable_job();
+                         out->set_id(record.id);
+                         out->set_dataset(table.dataset.name);
+                         out->set_company(caller.name);
+                         out->set_algorithm(req.algorithm());
+                         out->set_state(v1::JOB_STATE_QUEUED);
+                         out->set_total(record.total);
+                         out->set_submitted_unix(record.submitted_micros / 1'000'000);
+                         out->set_ledger_seq(seq);
+                         out->set_idempotency_key(req.idempotency_key());
+                         if (req.gamma() == 0 && game) resp->add_notes(kZeroGammaNote);
+                         job = std::move(record);
+                         return std::optional<storage::ArtifactRecord>();
+                       }));
+  SubmitJob(response.job().id());
+  return response;
+}
+
+// ---- RunJob ----------------------------------------------------------------------------------
+
+absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord& job,
+                                                      JobControl& control) {
+  v1::FitFairModelRequest req;
+  storage::JobPlan plan;
+  if (!req.ParseFromString(job.request) || !plan.ParseFromString(job.plan) ||
+      job.seed.size() != 32) {
+    return absl::DataLossError(absl::StrCat("job ", job.id, " is corrupt"));
+  }
+  ASSIGN_OR_RETURN(storage::AccountRecord account, store_->GetAccountById(job.account_id));
+  const Caller owner{account.id, account.name, account.role};
+  ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(owner, job.table_handle,
+                                                     /*allow_expired=*/true));
+  ASSIGN_OR_RETURN(JoinedRows joined,
+                   Join(table, req.attributes(), req.unmatched(), job.subject_limit));
+  // Every random draw of the job comes from its stored key: a re-run repeats them exactly.
+  core::ChaCha20Stream stream(KeyOf(job.seed));
+  absl::BitGenRef gen(stream);
+  const auto progress = [&control](int64_t done, int64_t total) {
+    return control.Progress(done, total);
+  };
+
+  v1::Artifact artifact;
+  artifact.set_id(absl::StrCat("art_", HexEncode(Sha256(job.id)).substr(0, 32)));
+  artifact.set_dataset(table.dataset.name);
+  artifact.set_company(account.name);
+  artifact.set_created_unix(job.submitted_micros / 1'000'000);
+  artifact.set_ledger_seq(job.ledger_seq);
+  v1::FairModel* model = artifact.mutable_fair_model();
+  model->set_label_column(req.label_column());
+  for (const auto& a : joined.attributes) model->add_attributes(a);
+  model->set_epsilon(req.epsilon());
+  model->set_gamma(req.gamma());
+  model->set_rows_used(static_cast<int64_t>(joined.table_rows.size()));
+  model->set_rows_dropped(joined.dropped);
+
+  if (req.algorithm() == v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM) {
+    learn::EmLearnerInput input;
+    input.k = joined.num_groups;
+    input.group = joined.group;
+    ASSIGN_OR_RETURN(int label, internal::ColumnIndex(*table.table, req.label_column(), "label"));
+    ASSIGN_OR_RETURN(
+        input.y, internal::BinaryColumn(*table.table, label, joined.table_rows, "label_column"));
+    for (const std::string& name : req.hypothesis_columns()) {
+      ASSIGN_OR_RETURN(int c, internal::ColumnIndex(*table.table, name, "hypothesis_columns"));
+      ASSIGN_OR_RETURN(
+          std::vector<int> h,
+          internal::BinaryColumn(*table.table, c, joined.table_rows, "hypothesis_columns"));
+      input.predictions.emplace_back(h.begin(), h.end());
+    }
+    ASSIGN_OR_RETURN(auto m_noise, core::dp::MakeDiscreteLaplaceNoise(1 / plan.epsilon_min()));
+    ASSIGN_OR_RETURN(
+        learn::EmLearnerResult result,
+        learn::ExponentialMechanismLearner(input, plan.epsilon_min(), plan.epsilon_select(),
+                                           plan.em_delta(), *m_noise, gen));
+    control.Progress(1, 1);
+    model->set_algorithm("exponential_mechanism");
+    model->set_hypothesis_column(req.hypothesis_columns(result.chosen));
+    model->set_hypothesis_index(result.chosen);
+    model->set_delta(0);
+    model->set_released_min_positives(result.released_min_positives);
+    model->set_utility_sensitivity(result.sensitivity);
+    model->add_notes(absl::StrCat(
+        "pure ", req.epsilon(),
+        "-DP: the released M (epsilon/2) floors every group's TPR "
+        "denominator, so the selection (epsilon/2) is private whatever the data; the floors "
+        "change the utility only when M exceeds a group's true count, which the shift "
+        "ln(1/em_delta)/(epsilon/2) makes happen with probability <= em_delta = ",
+        plan.em_delta()));
+  } else {
+    ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
+                                                       req.feature_columns(), req.label_column()));
+    const bool intercept = !req.no_intercept();
+    ASSIGN_OR_RETURN(learn::GameData data,
+                     learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group,
+                                          joined.num_groups, req.clip_l1(), intercept));
+    learn::LearnerPlan learner_plan{plan.epsilon_masses(), plan.epsilon_round()};
+    ASSIGN_OR_RETURN(learn::LearnerResult result,
+                     learn::RunDpOracleLearner(data, LearnerOptionsOf(req), learner_plan,
+                                               SecureLaplace(), gen, progress));
+    model->set_algorithm(req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR
+                             ? "private_fair_nr"
+                             : "dp_oracle_learner");
+    SetFeatures(req.feature_columns(), req.clip_l1(), intercept, model);
+    for (const Eigen::VectorXd& w : result.components) AddComponent(w, model);
+    model->set_rounds(req.rounds());
+    *model->mutable_lambda_average() = {result.lambda_average.begin(), result.lambda_average.end()};
+    *model->mutable_noisy_violations() = {result.last_violations.begin(),
+                                          result.last_violations.end()};
+    if (req.gamma() == 0) model->add_notes(kZeroGammaNote);
+  }
+  return charge_internal::ArtifactRecordOf(artifact, owner, job.dataset_id, job.submitted_micros);
 }
 
 }  // namespace fairvault::server

@@ -1,0 +1,275 @@
+// Tests of the fair-model use-cases through the vault's one charge path: BestResponse (a linear
+// model artifact, charged once, replayed byte for byte, bad input refused before any charge) and
+// FitFairModel (the charge creates a job; the job runner trains and stores the artifact; the
+// exponential mechanism picks among the company's hypothesis columns).
+#include <chrono>
+#include <thread>
+
+#include "server/app/vault_test_fixture.h"
+
+namespace fairvault::server::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class VaultModelsTest : public VaultTest {
+ protected:
+  void SetUp() override {
+    VaultTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_OK(vault_->StartJobs());
+    // Features f1 (tracks the label), f2 (noise), the label, and five hypothesis columns:
+    // h0 = the label itself, h1 = all ones, h2..h4 = arbitrary patterns.
+    v1::TableHeader header;
+    header.set_dataset("census");
+    for (const char* name : {"f1", "f2", "label", "h0", "h1", "h2", "h3", "h4"}) {
+      v1::ColumnSpec* c = header.add_columns();
+      c->set_name(name);
+      c->set_type(v1::COLUMN_TYPE_NUMERIC);
+    }
+    v1::TableChunk chunk;
+    std::vector<v1::ColumnValues*> cols;
+    for (int c = 0; c < 8; ++c) cols.push_back(chunk.add_columns());
+    for (size_t i = 0; i < subjects_.size(); ++i) {
+      chunk.add_subject_keys(subjects_[i].key);
+      const double label = rows_[i].label;
+      cols[0]->add_numeric(label + 0.3 * static_cast<double>(i % 3) - 0.3);
+      cols[1]->add_numeric(static_cast<double>((i * 7) % 5) / 5);
+      cols[2]->add_numeric(label);
+      cols[3]->add_numeric(label);
+      cols[4]->add_numeric(1);
+      cols[5]->add_numeric(static_cast<double>(i % 2));
+      cols[6]->add_numeric(static_cast<double>(i % 3 == 0));
+      cols[7]->add_numeric(1 - label);
+    }
+    auto uploaded = Upload(acme_, header, {chunk});
+    ASSERT_OK(uploaded);
+    handle_ = uploaded->table_handle();
+    v1::NoisyCountsRequest masses;
+    masses.set_idempotency_key("masses");
+    masses.set_table_handle(handle_);
+    masses.add_columns("label");
+    masses.add_attributes("sex");
+    masses.set_epsilon(kHugeEpsilon);
+    ASSERT_OK(vault_->NoisyCounts(acme_, masses));
+  }
+
+  v1::BestResponseRequest BestResponseRequest(const std::string& key) {
+    v1::BestResponseRequest req;
+    req.set_idempotency_key(key);
+    req.set_table_handle(handle_);
+    req.add_feature_columns("f1");
+    req.add_feature_columns("f2");
+    req.set_label_column("label");
+    req.add_attributes("sex");
+    req.set_masses_key("masses");
+    for (double l : {0.5, 0.0, 0.25, 0.0}) req.add_lambda(l);
+    req.set_lambda_bound(1);
+    req.set_gamma(0.05);
+    req.set_oracle(v1::BEST_RESPONSE_ORACLE_LEAST_SQUARES);
+    req.set_epsilon(1);
+    req.set_clip_l1(2);
+    return req;
+  }
+
+  v1::FitFairModelRequest FitRequest(const std::string& key, v1::FairModelAlgorithm algorithm) {
+    v1::FitFairModelRequest req;
+    req.set_idempotency_key(key);
+    req.set_table_handle(handle_);
+    req.set_algorithm(algorithm);
+    req.set_label_column("label");
+    req.add_attributes("sex");
+    req.set_epsilon(2);
+    if (algorithm == v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM) {
+      for (const char* h : {"h0", "h1", "h2", "h3", "h4"}) req.add_hypothesis_columns(h);
+      req.set_em_delta(0.01);
+      req.set_epsilon(kHugeEpsilon);
+    } else {
+      req.add_feature_columns("f1");
+      req.add_feature_columns("f2");
+      req.set_rounds(20);
+      req.set_gamma(0.02);
+    }
+    return req;
+  }
+
+  // Polls the job until it is finished (at most 60 s).
+  v1::Job WaitFor(const std::string& job_id) {
+    v1::GetJobRequest get;
+    get.set_job_id(job_id);
+    for (int i = 0; i < 6000; ++i) {
+      auto job = vault_->GetJob(acme_, get);
+      EXPECT_OK(job);
+      if (!job.ok()) return {};
+      if (job->job().state() != v1::JOB_STATE_QUEUED &&
+          job->job().state() != v1::JOB_STATE_RUNNING) {
+        return job->job();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "job " << job_id << " did not finish";
+    return {};
+  }
+
+  std::string handle_;
+};
+
+TEST_F(VaultModelsTest, BestResponseReturnsALinearModelChargedOnce) {
+  const auto req = BestResponseRequest("br-1");
+  auto first = vault_->BestResponse(acme_, req);
+  ASSERT_OK(first);
+  const v1::FairModel& model = first->artifact().fair_model();
+  EXPECT_EQ(model.algorithm(), "best_response_least_squares");
+  ASSERT_EQ(model.components_size(), 1);
+  EXPECT_EQ(model.components(0).weights_size(), 3);  // f1, f2, intercept
+  EXPECT_EQ(model.features().clip_l1(), 2);
+  EXPECT_TRUE(model.features().intercept());
+  EXPECT_EQ(first->rows_used(), 30);
+  EXPECT_GT(first->sensitivity(), 0);
+  EXPECT_LE(first->max_row_l1(), 2 + 1 + 1e-12);  // clipped features plus the intercept
+  EXPECT_EQ(first->charge().cost().epsilon(), 1);
+  EXPECT_EQ(first->charge().cost().mechanism(), "discrete_laplace");
+  // Replay: the same bytes, no new ledger row.
+  auto again = vault_->BestResponse(acme_, req);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->SerializeAsString(), first->SerializeAsString());
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(first->artifact().id());
+  auto stored = vault_->GetArtifact(acme_, get);
+  ASSERT_OK(stored);
+  EXPECT_EQ(stored->artifact().fair_model().components(0).weights(0),
+            model.components(0).weights(0));
+  // The FTPL oracle on the same request shape.
+  auto ftpl_req = BestResponseRequest("br-2");
+  ftpl_req.set_oracle(v1::BEST_RESPONSE_ORACLE_FTPL);
+  auto ftpl = vault_->BestResponse(acme_, ftpl_req);
+  ASSERT_OK(ftpl);
+  EXPECT_EQ(ftpl->artifact().fair_model().algorithm(), "best_response_ftpl");
+  EXPECT_EQ(ftpl->charge().ledger_seq(), first->charge().ledger_seq() + 1);
+}
+
+TEST_F(VaultModelsTest, BestResponseRefusesBadInputBeforeCharging) {
+  auto no_masses = BestResponseRequest("bad-1");
+  no_masses.set_masses_key("nope");
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->BestResponse(acme_, no_masses).status(); },
+      absl::StatusCode::kInvalidArgument, "masses_key");
+  auto short_lambda = BestResponseRequest("bad-2");
+  short_lambda.mutable_lambda()->RemoveLast();
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->BestResponse(acme_, short_lambda).status(); },
+      absl::StatusCode::kInvalidArgument, "4(K-1) = 4");
+  auto over_bound = BestResponseRequest("bad-3");
+  over_bound.set_lambda_bound(0.5);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->BestResponse(acme_, over_bound).status(); },
+      absl::StatusCode::kInvalidArgument, "lambda_bound");
+  auto bad_feature = BestResponseRequest("bad-4");
+  bad_feature.add_feature_columns("nope");
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->BestResponse(acme_, bad_feature).status(); },
+      absl::StatusCode::kInvalidArgument, "feature_columns");
+  // Masses over other columns than the label.
+  v1::NoisyCountsRequest other;
+  other.set_idempotency_key("other-masses");
+  other.set_table_handle(handle_);
+  other.add_columns("h2");
+  other.add_attributes("sex");
+  other.set_epsilon(1);
+  ASSERT_OK(vault_->NoisyCounts(acme_, other));
+  auto wrong_masses = BestResponseRequest("bad-5");
+  wrong_masses.set_masses_key("other-masses");
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->BestResponse(acme_, wrong_masses).status(); },
+      absl::StatusCode::kInvalidArgument, "not [label]");
+}
+
+TEST_F(VaultModelsTest, DpOracleLearnerJobTrainsAMixtureChargedOnce) {
+  const auto req = FitRequest("fit-1", v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
+  auto submitted = vault_->FitFairModel(acme_, req);
+  ASSERT_OK(submitted);
+  EXPECT_EQ(submitted->job().state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(submitted->job().total(), 20);
+  // The charge states the per-round epsilon the accountant derived: at delta 0 the sum.
+  const v1::Cost& cost = submitted->charge().cost();
+  EXPECT_EQ(cost.epsilon(), 2);
+  ASSERT_EQ(cost.parts_size(), 3);
+  EXPECT_NEAR(cost.parts(0).epsilon(), 0.2, 1e-12);
+  EXPECT_NEAR(cost.parts(1).epsilon(), 1.8 / 40, 1e-6);
+  EXPECT_LE(cost.parts(0).epsilon() + 40 * cost.parts(1).epsilon(), 2 + 1e-9);
+  const v1::Job done = WaitFor(submitted->job().id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error();
+  EXPECT_EQ(done.done(), 20);
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(done.artifact_id());
+  auto artifact = vault_->GetArtifact(acme_, get);
+  ASSERT_OK(artifact);
+  const v1::FairModel& model = artifact->artifact().fair_model();
+  EXPECT_EQ(model.algorithm(), "dp_oracle_learner");
+  EXPECT_EQ(model.components_size(), 20);
+  EXPECT_EQ(model.lambda_average_size(), 4);
+  EXPECT_EQ(artifact->artifact().ledger_seq(), submitted->charge().ledger_seq());
+  // Replay: the same job, no new charge.
+  auto again = vault_->FitFairModel(acme_, req);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->SerializeAsString(), submitted->SerializeAsString());
+  v1::GetBudgetRequest budget_req;
+  budget_req.set_dataset("census");
+  auto budget = vault_->GetBudget(acme_, budget_req);
+  ASSERT_OK(budget);
+  // masses (1e5) + this job (2).
+  EXPECT_NEAR(budget->budgets(0).epsilon_spent(), kHugeEpsilon + 2, 1e-6);
+}
+
+TEST_F(VaultModelsTest, ExponentialMechanismPicksTheBestHypothesisAtLargeEpsilon) {
+  auto submitted = vault_->FitFairModel(
+      acme_, FitRequest("em-1", v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM));
+  ASSERT_OK(submitted);
+  const v1::Job done = WaitFor(submitted->job().id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error();
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(done.artifact_id());
+  auto artifact = vault_->GetArtifact(acme_, get);
+  ASSERT_OK(artifact);
+  const v1::FairModel& model = artifact->artifact().fair_model();
+  EXPECT_EQ(model.hypothesis_column(), "h0");  // error 0, TPR gap 0
+  EXPECT_GT(model.released_min_positives(), 1);
+  EXPECT_NEAR(model.utility_sensitivity(), 2 / model.released_min_positives(), 1e-12);
+}
+
+TEST_F(VaultModelsTest, ExponentialMechanismRefusalWhenMIsSmallIsCharged) {
+  // At epsilon 0.01 the shift ln(1/δ)/0.005 pushes M below 1: the job fails, the charge stays.
+  auto req = FitRequest("em-2", v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);
+  req.set_epsilon(0.01);
+  auto submitted = vault_->FitFairModel(acme_, req);
+  ASSERT_OK(submitted);
+  const v1::Job done = WaitFor(submitted->job().id());
+  EXPECT_EQ(done.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(done.error(), HasSubstr("M = "));
+}
+
+TEST_F(VaultModelsTest, FitFairModelRefusesBadInputBeforeCharging) {
+  auto bad_algorithm = FitRequest("f-1", v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
+  bad_algorithm.set_algorithm(v1::FAIR_MODEL_ALGORITHM_UNSPECIFIED);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, bad_algorithm).status(); },
+      absl::StatusCode::kInvalidArgument, "algorithm");
+  auto too_many_rounds = FitRequest("f-2", v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
+  too_many_rounds.set_rounds(1'000'000);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, too_many_rounds).status(); },
+      absl::StatusCode::kInvalidArgument, "rounds");
+  auto not_binary = FitRequest("f-3", v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);
+  not_binary.add_hypothesis_columns("f1");
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, not_binary).status(); },
+      absl::StatusCode::kInvalidArgument, "hypothesis_columns");
+  auto bad_share = FitRequest("f-4", v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
+  bad_share.set_masses_share(1.5);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, bad_share).status(); },
+      absl::StatusCode::kInvalidArgument, "masses_share");
+}
+
+}  // namespace
+}  // namespace fairvault::server::testing
