@@ -2,7 +2,7 @@
 //
 //   fairvault-server bootstrap --db vault.db --name regulator
 //   fairvault-server serve --db vault.db [--listen 127.0.0.1:50051]
-//       [--tls-cert cert.pem --tls-key key.pem]
+//       [--tls-cert cert.pem --tls-key key.pem] [--job-workers 1]
 #include <malloc.h>
 #include <signal.h>
 
@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/random/secure_bitgen.h"
 #include "grpcpp/grpcpp.h"
@@ -30,8 +31,10 @@ constexpr char kUsage[] =
     "  fairvault-server bootstrap --db PATH --name NAME\n"
     "      Creates a regulator account in the database and prints its API key once.\n"
     "  fairvault-server serve --db PATH [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
+    "                         [--job-workers N]\n"
     "      Serves the vault (default listen address 127.0.0.1:50051). SIGTERM/SIGINT stop it\n"
-    "      gracefully.\n";
+    "      gracefully. --job-workers: threads that run training jobs (default 1); jobs a\n"
+    "      previous run left unfinished are re-queued at start.\n";
 
 int Usage(const std::string& error) {
   if (!error.empty()) std::cerr << "error: " << error << "\n";
@@ -110,11 +113,19 @@ int Bootstrap(std::map<std::string, std::string>& flags) {
 
 int Serve(std::map<std::string, std::string>& flags) {
   std::string error;
-  if (!OnlyKnownFlags(flags, {"db", "listen", "tls-cert", "tls-key"}, &error)) {
+  if (!OnlyKnownFlags(flags, {"db", "listen", "tls-cert", "tls-key", "job-workers"}, &error)) {
     return Usage(error);
   }
   if (flags["db"].empty()) return Usage("serve needs --db");
   const std::string listen = flags.count("listen") ? flags["listen"] : "127.0.0.1:50051";
+  VaultOptions options;
+  if (flags.count("job-workers") && !absl::SimpleAtoi(flags["job-workers"], &options.job_workers)) {
+    return Usage(
+        absl::StrCat("--job-workers must be an integer (got '", flags["job-workers"], "')"));
+  }
+  if (absl::Status valid = options.Validate(); !valid.ok()) {
+    return Usage(absl::StrCat("--job-workers: ", valid.message()));
+  }
 
   // Block the stop signals before any thread starts, then wait for them on one thread.
   sigset_t stop_signals;
@@ -130,7 +141,12 @@ int Serve(std::map<std::string, std::string>& flags) {
   }
   RealClock clock;
   core::SecureBitGen gen;
-  Vault vault(store->get(), &clock, gen);
+  Vault vault(store->get(), &clock, gen, options);
+  // Before serving: re-queues the jobs a previous process left unfinished.
+  if (absl::Status started = vault.StartJobs(); !started.ok()) {
+    std::cerr << "error: cannot start the job workers: " << started << "\n";
+    return 1;
+  }
   RegulatorServiceImpl regulator(&vault);
   CompanyServiceImpl company(&vault);
   AuditorServiceImpl auditor(&vault);

@@ -254,6 +254,40 @@ grpc::Status CompanyServiceImpl::Decide(grpc::ServerContext* ctx, const v1::Deci
                                         v1::DecideResponse* resp) {
   return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->Decide(c, *req); });
 }
+grpc::Status CompanyServiceImpl::BestResponse(grpc::ServerContext* ctx,
+                                              const v1::BestResponseRequest* req,
+                                              v1::BestResponseResponse* resp) {
+  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->BestResponse(c, *req); });
+}
+grpc::Status CompanyServiceImpl::FitFairModel(grpc::ServerContext* ctx,
+                                              const v1::FitFairModelRequest* req,
+                                              v1::FitFairModelResponse* resp) {
+  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->FitFairModel(c, *req); });
+}
+// As ListLedger: CompanyService shows the caller's own jobs, AuditorService every company's.
+grpc::Status CompanyServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
+                                        v1::GetJobResponse* resp) {
+  return Handle(*vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::GetJobResponse> {
+    if (c.role != storage::Role::kCompany) {
+      return absl::PermissionDeniedError("use AuditorService.GetJob for all companies' jobs");
+    }
+    return vault_->GetJob(c, *req);
+  });
+}
+grpc::Status CompanyServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
+                                          v1::ListJobsResponse* resp) {
+  return Handle(*vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::ListJobsResponse> {
+    if (c.role != storage::Role::kCompany) {
+      return absl::PermissionDeniedError("use AuditorService.ListJobs for all companies' jobs");
+    }
+    return vault_->ListJobs(c, *req);
+  });
+}
+grpc::Status CompanyServiceImpl::CancelJob(grpc::ServerContext* ctx,
+                                           const v1::CancelJobRequest* req,
+                                           v1::CancelJobResponse* resp) {
+  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->CancelJob(c, *req); });
+}
 grpc::Status CompanyServiceImpl::GetArtifact(grpc::ServerContext* ctx,
                                              const v1::GetArtifactRequest* req,
                                              v1::GetArtifactResponse* resp) {
@@ -305,6 +339,29 @@ grpc::Status AuditorServiceImpl::ListAccessLog(grpc::ServerContext* ctx,
                                                v1::ListAccessLogResponse* resp) {
   return Handle(*vault_, ctx, resp,
                 [&](const Caller& c) { return vault_->ListAccessLog(c, *req); });
+}
+
+grpc::Status AuditorServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
+                                        v1::GetJobResponse* resp) {
+  return Handle(*vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::GetJobResponse> {
+    if (c.role == storage::Role::kCompany) {
+      return absl::PermissionDeniedError(
+          "AuditorService is for auditors and the regulator; companies use "
+          "CompanyService.GetJob");
+    }
+    return vault_->GetJob(c, *req);
+  });
+}
+grpc::Status AuditorServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
+                                          v1::ListJobsResponse* resp) {
+  return Handle(*vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::ListJobsResponse> {
+    if (c.role == storage::Role::kCompany) {
+      return absl::PermissionDeniedError(
+          "AuditorService is for auditors and the regulator; companies use "
+          "CompanyService.ListJobs");
+    }
+    return vault_->ListJobs(c, *req);
+  });
 }
 
 }  // namespace fairvault::server

@@ -62,6 +62,16 @@ class CompanyServiceImpl final : public v1::CompanyService::Service {
                               v1::AuditRegressorResponse* resp) override;
   grpc::Status Decide(grpc::ServerContext* ctx, const v1::DecideRequest* req,
                       v1::DecideResponse* resp) override;
+  grpc::Status BestResponse(grpc::ServerContext* ctx, const v1::BestResponseRequest* req,
+                            v1::BestResponseResponse* resp) override;
+  grpc::Status FitFairModel(grpc::ServerContext* ctx, const v1::FitFairModelRequest* req,
+                            v1::FitFairModelResponse* resp) override;
+  grpc::Status GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
+                      v1::GetJobResponse* resp) override;
+  grpc::Status ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
+                        v1::ListJobsResponse* resp) override;
+  grpc::Status CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
+                         v1::CancelJobResponse* resp) override;
   grpc::Status GetArtifact(grpc::ServerContext* ctx, const v1::GetArtifactRequest* req,
                            v1::GetArtifactResponse* resp) override;
   grpc::Status GetBudget(grpc::ServerContext* ctx, const v1::GetBudgetRequest* req,
@@ -84,6 +94,10 @@ class AuditorServiceImpl final : public v1::AuditorService::Service {
                             v1::VerifyLedgerResponse* resp) override;
   grpc::Status ListAccessLog(grpc::ServerContext* ctx, const v1::ListAccessLogRequest* req,
                              v1::ListAccessLogResponse* resp) override;
+  grpc::Status GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
+                      v1::GetJobResponse* resp) override;
+  grpc::Status ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
+                        v1::ListJobsResponse* resp) override;
 
  private:
   Vault* vault_;
