@@ -1,0 +1,215 @@
+// `fairvault predict`: a fair-model artifact (issue 9) applied to the company's own rows,
+// locally and without the protected attribute; the model comes from one GetArtifact call or
+// from a file `artifact get --out` wrote.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli_models.h"
+#include "client/model_apply.h"
+#include "core/random/secure_bitgen.h"
+#include "core/util/status_macros.h"
+
+namespace fairvault::client::cli {
+
+std::string PredictHint(const std::string& artifact_id) {
+  return absl::StrCat("apply with: fairvault predict --artifact-id ", artifact_id,
+                      " --csv FILE --key-column COL  (or fetch it once with `fairvault artifact "
+                      "get --id ",
+                      artifact_id, " --out model.json` and pass --artifact-file model.json)\n");
+}
+
+namespace {
+
+absl::StatusOr<v1::FairModel> FairModelOf(const v1::Artifact& artifact, absl::string_view source) {
+  if (artifact.has_fair_model()) return artifact.fair_model();
+  return absl::InvalidArgumentError(absl::StrCat(
+      source, ": artifact '", artifact.id(),
+      "' is not a fair model (an attribute-aware post-processor: use `fairvault decide`, or "
+      "`fairvault apply-eo` where the groups are known)"));
+}
+
+// Reads what `artifact get --out`, `best-response --out` or `--json` wrote (an Artifact, a
+// GetArtifact or BestResponse response, or a bare FairModel, as JSON), or an Artifact as
+// binary protobuf.
+absl::StatusOr<v1::FairModel> LoadFairModelFile(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string content, ReadFileToString(path));
+  const absl::string_view text = absl::StripLeadingAsciiWhitespace(content);
+  if (absl::StartsWith(text, "{")) {
+    v1::Artifact artifact;
+    if (FromJson(content, path, artifact).ok()) return FairModelOf(artifact, path);
+    v1::BestResponseResponse response;  // a superset of GetArtifactResponse
+    if (FromJson(content, path, response).ok()) return FairModelOf(response.artifact(), path);
+    v1::FairModel model;
+    absl::Status status = FromJson(content, path, model);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path,
+          ": not a fair-model artifact in JSON (expected what `fairvault artifact get --out` "
+          "writes): ",
+          status.message()));
+    }
+    return model;
+  }
+  v1::Artifact artifact;
+  if (!artifact.ParseFromString(content)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": neither JSON nor a binary fairvault.v1.Artifact (expected what `fairvault "
+                     "artifact get --out` writes)"));
+  }
+  return FairModelOf(artifact, path);
+}
+
+absl::StatusOr<v1::FairModel> LoadFairModel(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  if (flags.Has("artifact-id") == flags.Has("artifact-file")) {
+    return UsageError(
+        "pass exactly one of --artifact-id (fetched once from the vault) and --artifact-file "
+        "(written by `fairvault artifact get --out`; no vault call)");
+  }
+  if (flags.Has("artifact-file")) return LoadFairModelFile(flags.Get("artifact-file"));
+  v1::GetArtifactRequest req;
+  req.set_artifact_id(flags.Get("artifact-id"));
+  ASSIGN_OR_RETURN(Client * client, ctx.client());
+  ASSIGN_OR_RETURN(const v1::GetArtifactResponse resp, client->GetArtifact(req));
+  return FairModelOf(resp.artifact(), req.artifact_id());
+}
+
+// The shortest decimal text that reads back as exactly `value` (p_positive = k/m).
+std::string ExactNumber(double value) {
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::string text = absl::StrFormat("%.*g", digits, value);
+    double back = 0;
+    if (absl::SimpleAtod(text, &back) && back == value) return text;
+  }
+  return absl::StrFormat("%.17g", value);
+}
+
+absl::Status Predict(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  const std::string path = flags.Get("csv");
+  const bool proba_only = flags.GetBool("proba-only");
+  uint64_t seed = 0;
+  if (flags.Has("seed")) {
+    if (proba_only) return UsageError("--seed has no use with --proba-only (no draws are made)");
+    if (!absl::SimpleAtoi(flags.Get("seed"), &seed)) {
+      return UsageError(
+          absl::StrCat("--seed must be an integer in 0..2^64-1 (got '", flags.Get("seed"), "')"));
+    }
+  } else {
+    core::SecureBitGen secure;
+    seed = secure();
+  }
+  ASSIGN_OR_RETURN(const v1::FairModel model, LoadFairModel(ctx));
+  ASSIGN_OR_RETURN(const FairModelApplier applier, FairModelApplier::Create(model));
+  ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> reader, CsvReader::Open(path));
+  const std::string key_column = flags.Get("key-column");
+  ASSIGN_OR_RETURN(KeyColumn keys, KeyColumn::Resolve(reader->header(), path, key_column, ""));
+  ASSIGN_OR_RETURN(FairModelRowReader rows,
+                   FairModelRowReader::Bind(applier, reader->header(), path));
+
+  // Rows stream from the input to the output; the output file appears only when complete.
+  const std::string out_path = flags.Get("out");
+  const std::string tmp_path = out_path.empty() ? "" : out_path + ".tmp";
+  std::ofstream file;
+  if (!out_path.empty()) {
+    file.open(tmp_path, std::ios::binary | std::ios::trunc);
+    if (!file) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot write ", tmp_path));
+    }
+  }
+  std::ostream& out = out_path.empty() ? std::cout : file;
+  auto fail = [&](absl::Status status) {
+    if (!out_path.empty()) {
+      file.close();
+      std::remove(tmp_path.c_str());
+    }
+    return status;
+  };
+  std::vector<std::string> header = {key_column == "@row" ? "row" : key_column, "p_positive"};
+  if (!proba_only) header.push_back("decision");
+  out << FormatCsvRecord(header);
+
+  ModelRng gen(seed);
+  std::vector<std::string> fields, record(header.size());
+  int64_t line = 0, n = 0, positives = 0;
+  double p_sum = 0;
+  while (true) {
+    absl::StatusOr<bool> more = reader->Next(&fields, &line);
+    if (!more.ok()) return fail(more.status());
+    if (!*more) break;
+    absl::StatusOr<std::string> key = keys.Next(fields, line, /*pseudonymise=*/false);
+    if (!key.ok()) return fail(key.status());
+    absl::StatusOr<ModelPrediction> p = rows.Predict(fields, line, proba_only ? nullptr : &gen);
+    if (!p.ok()) return fail(p.status());
+    record[0] = *std::move(key);
+    record[1] = ExactNumber(p->p_positive);
+    if (!proba_only) record[2] = absl::StrCat(p->decision);
+    out << FormatCsvRecord(record);
+    ++n;
+    p_sum += p->p_positive;
+    positives += p->decision == 1 ? 1 : 0;
+  }
+  out.flush();
+  if (!out) return fail(absl::DataLossError(absl::StrCat("writing ", out_path, " failed")));
+  if (!out_path.empty()) {
+    file.close();
+    if (std::rename(tmp_path.c_str(), out_path.c_str()) != 0) {
+      return fail(absl::FailedPreconditionError(
+          absl::StrCat("cannot rename ", tmp_path, " to ", out_path)));
+    }
+  }
+  std::string summary = absl::StrCat(
+      "predicted ", n, " rows with a ", model.algorithm(), " model (",
+      applier.is_hypothesis() ? absl::StrCat("hypothesis column '", model.hypothesis_column(), "'")
+                              : absl::StrCat(applier.num_components(), " component(s)"),
+      ")\nmean p_positive: ", n > 0 ? Num(p_sum / static_cast<double>(n)) : "-", "\n");
+  if (!proba_only) {
+    absl::StrAppend(&summary, "positive decisions: ", positives, "\nseed: ", seed,
+                    " (std::mt19937_64; pass --seed ", seed,
+                    " to draw the same decisions again)\n");
+  }
+  if (out_path.empty()) {
+    std::cerr << summary;
+  } else {
+    std::cout << summary << "wrote " << n << " rows to " << out_path << "\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<Command> PredictCommands() {
+  return {
+      {"predict",
+       "apply a fair-model artifact to your rows, locally (company)",
+       "Needs no protected attribute. Each row's features are preprocessed as the artifact says\n"
+       "(docs/api.md, \"Model artifact format\"); p_positive is the fraction of the mixture's\n"
+       "components deciding 1, and the decision draws one component uniformly with\n"
+       "std::mt19937_64 seeded by --seed (printed when drawn at random, so that the same\n"
+       "decisions can be drawn again). The CSV is streamed: any size in constant memory.\n"
+       "Writes the key column, p_positive and decision (not with --proba-only).\n"
+       "--artifact-id fetches the artifact once; --artifact-file makes no vault call.",
+       {{"artifact-id", "ARTIFACT_ID", "a fair-model artifact of yours (one GetArtifact call)"},
+        {"artifact-file", "FILE",
+         "the artifact as written by `artifact get --out` or `best-response --out` (JSON or "
+         "binary protobuf)"},
+        {"csv", "FILE", "CSV with a header row holding the model's columns", true},
+        {"key-column", "COLUMN|@row",
+         "column copied to the output to identify rows; @row writes row-<0-based data row index>",
+         true},
+        {"out", "FILE", "output CSV (default: stdout, summary on stderr)"},
+        {"seed", "S", "seed of the decisions' generator, 0..2^64-1 (default: from the OS)"},
+        {"proba-only", "", "write p_positive only: no decision, no draw"}},
+       true,
+       Predict},
+  };
+}
+
+}  // namespace fairvault::client::cli
