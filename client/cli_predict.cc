@@ -171,9 +171,14 @@ absl::Status Predict(Context& ctx) {
                               : absl::StrCat(applier.num_components(), " component(s)"),
       ")\nmean p_positive: ", n > 0 ? Num(p_sum / static_cast<double>(n)) : "-", "\n");
   if (!proba_only) {
-    absl::StrAppend(&summary, "positive decisions: ", positives, "\nseed: ", seed,
-                    " (std::mt19937_64; pass --seed ", seed,
-                    " to draw the same decisions again)\n");
+    absl::StrAppend(&summary, "positive decisions: ", positives, "\n");
+    // Only a mixture of two or more components draws; other models decide deterministically.
+    if (applier.num_components() >= 2) {
+      absl::StrAppend(&summary, "seed: ", seed, " (std::mt19937_64; pass --seed ", seed,
+                      " to draw the same decisions again)\n");
+    } else {
+      absl::StrAppend(&summary, "decisions are deterministic for this model (no draws)\n");
+    }
   }
   if (out_path.empty()) {
     std::cerr << summary;
