@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -137,6 +138,8 @@ absl::Status Predict(Context& ctx) {
   out << FormatCsvRecord(header);
 
   ModelRng gen(seed);
+  // p_positive takes at most m + 1 values (k/m): format each once.
+  absl::flat_hash_map<double, std::string> p_text;
   std::vector<std::string> fields, record(header.size());
   int64_t line = 0, n = 0, positives = 0;
   double p_sum = 0;
@@ -149,7 +152,9 @@ absl::Status Predict(Context& ctx) {
     absl::StatusOr<ModelPrediction> p = rows.Predict(fields, line, proba_only ? nullptr : &gen);
     if (!p.ok()) return fail(p.status());
     record[0] = *std::move(key);
-    record[1] = ExactNumber(p->p_positive);
+    auto [text, inserted] = p_text.try_emplace(p->p_positive);
+    if (inserted) text->second = ExactNumber(p->p_positive);
+    record[1] = text->second;
     if (!proba_only) record[2] = absl::StrCat(p->decision);
     out << FormatCsvRecord(record);
     ++n;
