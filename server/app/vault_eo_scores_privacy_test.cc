@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/testing/clopper_pearson.h"
 #include "server/app/vault_test_fixture.h"
 
 namespace fairvault::server::testing {
@@ -21,42 +22,12 @@ constexpr int kBins = 4;
 constexpr double kEpsilon = 2;
 constexpr int kRuns = 2000;  // fits per dataset
 
-// P(Binomial(n, p) <= k), summed in log space.
-double BinomialCdf(int k, int n, double p) {
-  if (p <= 0) return 1;
-  if (p >= 1) return k >= n ? 1 : 0;
-  double total = 0;
-  for (int i = 0; i <= k; ++i) {
-    total += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) +
-                      i * std::log(p) + (n - i) * std::log1p(-p));
-  }
-  return std::min(total, 1.0);
-}
-
-// One-sided Clopper-Pearson bounds at level 1 − alpha, by bisection.
-double LowerBound(int k, int n, double alpha) {
-  if (k == 0) return 0;
-  double lo = 0, hi = 1;
-  for (int it = 0; it < 60; ++it) {
-    const double mid = (lo + hi) / 2;
-    // P(X >= k | mid) = 1 − P(X <= k−1 | mid); the bound is where it equals alpha.
-    (1 - BinomialCdf(k - 1, n, mid) < alpha ? lo : hi) = mid;
-  }
-  return lo;
-}
-double UpperBound(int k, int n, double alpha) {
-  if (k == n) return 1;
-  double lo = 0, hi = 1;
-  for (int it = 0; it < 60; ++it) {
-    const double mid = (lo + hi) / 2;
-    (BinomialCdf(k, n, mid) > alpha ? lo : hi) = mid;
-  }
-  return hi;
-}
+using ::fairvault::testing::ClopperPearsonLower;
+using ::fairvault::testing::ClopperPearsonUpper;
 
 TEST(ClopperPearsonTest, BoundsBracketTheEstimate) {
-  EXPECT_NEAR(LowerBound(50, 100, 0.025), 0.398, 2e-3);  // the textbook 95% interval
-  EXPECT_NEAR(UpperBound(50, 100, 0.025), 0.602, 2e-3);
+  EXPECT_NEAR(ClopperPearsonLower(50, 100, 0.025), 0.398, 2e-3);  // the textbook 95% interval
+  EXPECT_NEAR(ClopperPearsonUpper(50, 100, 0.025), 0.602, 2e-3);
 }
 
 class EoScoresPrivacyAudit : public VaultTest {
@@ -168,10 +139,10 @@ TEST_F(EoScoresPrivacyAudit, EmpiricalEpsilonStaysBelowTheDeclaredEpsilon) {
   const auto high = [&](int64_t x) { return x >= exact + 1; };
   const auto low = [&](int64_t x) { return x <= exact - 3; };
   const double alpha = 1e-3 / 4;
-  const double eps_high = std::log(LowerBound(count(t, high), kRuns, alpha) /
-                                   UpperBound(count(t_prime, high), kRuns, alpha));
-  const double eps_low = std::log(LowerBound(count(t_prime, low), kRuns, alpha) /
-                                  UpperBound(count(t, low), kRuns, alpha));
+  const double eps_high = std::log(ClopperPearsonLower(count(t, high), kRuns, alpha) /
+                                   ClopperPearsonUpper(count(t_prime, high), kRuns, alpha));
+  const double eps_low = std::log(ClopperPearsonLower(count(t_prime, low), kRuns, alpha) /
+                                  ClopperPearsonUpper(count(t, low), kRuns, alpha));
   const double eps_lower_bound = std::max(eps_high, eps_low);
   RecordProperty("empirical_epsilon_lower_bound", std::to_string(eps_lower_bound));
   std::cout << "empirical epsilon lower bound " << eps_lower_bound << " (events: " << eps_high
