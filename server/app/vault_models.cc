@@ -219,9 +219,12 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
                                         req.clip_l1(), intercept));
   const std::vector<double> lambda(req.lambda().begin(), req.lambda().end());
   const learn::Oracle oracle = OracleOf(req.oracle());
+  // The epsilon the ledger charges (micro-units): the noise is calibrated to it.
+  ASSIGN_OR_RETURN(const int64_t epsilon_micro, accounting::EpsilonToMicro(req.epsilon()));
+  const double epsilon = accounting::MicroToEpsilon(epsilon_micro);
   // 4. The noise plan from public quantities (λ, q̂, the features, epsilon).
   ASSIGN_OR_RETURN(const learn::BestResponsePlan plan,
-                   learn::PlanBestResponse(data, lambda, masses, oracle, req.epsilon()));
+                   learn::PlanBestResponse(data, lambda, masses, oracle, epsilon));
   if (plan.sensitivity_steps > 0) {
     release.parts = {
         {oracle == learn::Oracle::kFtpl ? "row_costs" : "cost_sums", plan.sensitivity_steps}};
@@ -238,7 +241,7 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
             noises.empty() ? SecureLaplace() : Borrow(*noises[0], plan.noise_scale_steps);
         ASSIGN_OR_RETURN(
             learn::BestResponse br,
-            learn::PrivateBestResponse(data, lambda, masses, oracle, req.epsilon(), factory, gen_));
+            learn::PrivateBestResponse(data, lambda, masses, oracle, epsilon, factory, gen_));
         v1::Artifact* artifact = resp->mutable_artifact();
         const int64_t now = clock_->NowMicros();
         charge_internal::FillArtifactEnvelope(caller, table.dataset.name, seq, now, artifact);

@@ -146,6 +146,12 @@ TEST_F(VaultModelsTest, BestResponseReturnsALinearModelChargedOnce) {
   ASSERT_OK(ftpl);
   EXPECT_EQ(ftpl->artifact().fair_model().algorithm(), "best_response_ftpl");
   EXPECT_EQ(ftpl->charge().ledger_seq(), first->charge().ledger_seq() + 1);
+  // An epsilon that is not a whole number of micro-units: the noise follows the charged value.
+  auto odd = BestResponseRequest("br-3");
+  odd.set_epsilon(0.12345678);
+  auto odd_resp = vault_->BestResponse(acme_, odd);
+  ASSERT_OK(odd_resp);
+  EXPECT_EQ(odd_resp->charge().cost().epsilon(), 0.123457);
 }
 
 TEST_F(VaultModelsTest, BestResponseRefusesBadInputBeforeCharging) {
