@@ -61,12 +61,23 @@ absl::StatusOr<GameData> BuildGameData(const Eigen::MatrixXd& features, std::vec
   GameData data;
   data.n = n;
   data.k = k;
-  data.d = static_cast<int>(features.cols()) + (intercept ? 1 : 0);
+  const int raw = static_cast<int>(features.cols());
+  data.d = raw + (intercept ? 1 : 0);
   if (data.d < 1) return absl::InvalidArgumentError("the game needs at least one feature");
+  // PreprocessRow on every row, column by column (the n x d matrix is column-major): the copy,
+  // the clipping factor (each row's L1 norm taken as PreprocessRow takes it, on a contiguous
+  // copy of the row, so the values are the same to the bit), the constant 1.
   data.x.resize(n, data.d);
-  for (int64_t i = 0; i < n; ++i) {
-    data.x.row(i) = PreprocessRow(features.row(i).transpose(), clip_l1, intercept).transpose();
+  data.x.leftCols(raw) = features;
+  if (clip_l1 > 0) {
+    Eigen::VectorXd row(raw);
+    for (int64_t i = 0; i < n; ++i) {
+      row = features.row(i).transpose();
+      const double norm = Eigen::Ref<const Eigen::VectorXd>(row).lpNorm<1>();
+      if (norm > clip_l1) data.x.row(i).head(raw) *= clip_l1 / norm;
+    }
   }
+  if (intercept) data.x.col(raw).setOnes();
   data.y = std::move(labels);
   data.group = std::move(groups);
 
@@ -82,20 +93,32 @@ absl::StatusOr<GameData> BuildGameData(const Eigen::MatrixXd& features, std::vec
   data.xt_label1.noalias() = data.x.transpose() * label1;
   data.xt_label0 = data.x.transpose() * Eigen::VectorXd::Ones(n) - data.xt_label1;
 
-  // The Mironov grid of the features and the exact per-cell sums.
+  // The Mironov grid of the features and the exact per-cell sums, column by column without
+  // keeping the snapped matrix: xs_ij = round(x_ij / feature_grid), summed exactly per cell and
+  // (in absolute value) per row.
   data.max_row_l1 = data.x.rowwise().lpNorm<1>().maxCoeff();
   if (!(data.max_row_l1 > 0)) return absl::InvalidArgumentError("every feature row is zero");
   ASSIGN_OR_RETURN(data.feature_grid, dp::PowerOfTwoGranularity(data.max_row_l1, kFeatureBits));
-  data.xs = (data.x / data.feature_grid).array().round().matrix();
-  data.max_row_steps = static_cast<int64_t>(std::llround(data.xs.rowwise().lpNorm<1>().maxCoeff()));
   data.cell_sums.assign(2 * k, std::vector<int64_t>(data.d, 0));
   data.cell_counts.assign(2 * k, 0);
+  std::vector<int> cell_of(n);
   for (int64_t i = 0; i < n; ++i) {
-    const int cell = 2 * data.group[i] + data.y[i];
-    ++data.cell_counts[cell];
-    std::vector<int64_t>& sums = data.cell_sums[cell];
-    for (int j = 0; j < data.d; ++j) sums[j] += static_cast<int64_t>(data.xs(i, j));
+    cell_of[i] = 2 * data.group[i] + data.y[i];
+    ++data.cell_counts[cell_of[i]];
   }
+  std::vector<int64_t> row_steps(n, 0);
+  std::vector<int64_t> column_sums(2 * k);
+  for (int j = 0; j < data.d; ++j) {
+    const double* column = data.x.col(j).data();
+    std::fill(column_sums.begin(), column_sums.end(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t steps = static_cast<int64_t>(std::round(column[i] / data.feature_grid));
+      row_steps[i] += steps < 0 ? -steps : steps;
+      column_sums[cell_of[i]] += steps;
+    }
+    for (int cell = 0; cell < 2 * k; ++cell) data.cell_sums[cell][j] = column_sums[cell];
+  }
+  data.max_row_steps = *std::max_element(row_steps.begin(), row_steps.end());
   return data;
 }
 

@@ -40,9 +40,9 @@ struct GameData {
   Eigen::LDLT<Eigen::MatrixXd> gram;  // XᵀX + ridge·I, factorized once
   Eigen::VectorXd xt_label0;          // Xᵀ 1{y=0}: the a-free part of Xᵀ C1
   Eigen::VectorXd xt_label1;          // Xᵀ 1{y=1} = Xᵀ C0
-  // The Mironov grid of the features: xs = round(x / feature_grid), exact small integers.
+  // The Mironov grid of the features: xs = round(x / feature_grid), exact small integers (not
+  // kept: only their sums below are used).
   double feature_grid = 0;
-  Eigen::MatrixXd xs;  // n x d, integer-valued
   // max_i Σ_j |xs_ij|: the L1 sensitivity factor of one row (public: company features).
   int64_t max_row_steps = 0;
   double max_row_l1 = 0;  // max_i ‖x_i‖₁ in real units
