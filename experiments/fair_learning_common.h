@@ -1,0 +1,85 @@
+// Shared pieces of the fair-learning experiments (jagielski_fig1, em_adult): Adult with the
+// eo_scores_adult encoding, a vault session on a real fairvault-server, training jobs submitted
+// and awaited through the client library, and the expected metrics of a randomized classifier.
+#ifndef FAIRVAULT_EXPERIMENTS_FAIR_LEARNING_COMMON_H_
+#define FAIRVAULT_EXPERIMENTS_FAIR_LEARNING_COMMON_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "Eigen/Dense"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/client.h"
+#include "fairvault/v1/fairvault.pb.h"
+#include "tests/server_process.h"
+
+namespace fairvault::experiments {
+
+namespace v1 = ::fairvault::v1;
+
+// Rows of features (the company's), 0/1 labels and 0/1 groups (the regulator's).
+struct LabeledRows {
+  Eigen::MatrixXd x;
+  std::vector<int> y;
+  std::vector<int> group;
+};
+
+// Adult as eo_scores_adult.cc encodes it: numeric columns (age, education-num, capital-gain,
+// capital-loss, hours-per-week) standardised with the train file's mean and std, categorical
+// ones (workclass, education, marital-status, occupation, relationship, native-country) one-hot
+// on the train file's values; no sex, no race. Group: 0 Female, 1 Male. Label: income > 50K.
+struct AdultData {
+  LabeledRows train, test;  // adult.data, adult.test
+  std::vector<std::string> feature_names;
+};
+absl::StatusOr<AdultData> LoadAdult(const std::string& datasets_dir);
+
+// Test-set metrics of a randomized classifier from each row's probability of a positive
+// decision p_i: expected error mean |p_i − y_i| and equalized-odds violation
+// max_y |mean_{a=0,y} p − mean_{a=1,y} p| (two groups).
+struct Metrics {
+  double error = 0, violation = 0;
+};
+Metrics ExpectedMetrics(const std::vector<double>& p, const std::vector<int>& y,
+                        const std::vector<int>& group);
+
+struct MeanStd {
+  double mean = 0, std = 0;  // population std, as numpy's default
+};
+MeanStd Summarize(const std::vector<double>& v);
+std::string EpsilonText(double eps);
+
+// A vault on a temp SQLite file with a regulator and one company account.
+struct VaultSession {
+  std::unique_ptr<testing::ServerProcess> server;
+  std::unique_ptr<client::Client> regulator, company;
+  std::string company_name;
+};
+absl::StatusOr<VaultSession> StartVault(const std::string& stem, const std::string& company);
+
+// The regulator creates `dataset` with attribute `attribute` = categories, imports the subjects
+// (keys[i] in category groups[i]) and grants the company `grant` epsilon (δ = 0).
+absl::Status AddDataset(VaultSession& v, const std::string& dataset, const std::string& attribute,
+                        const std::vector<std::string>& categories,
+                        const std::vector<std::string>& keys, const std::vector<int>& groups,
+                        double grant);
+
+// The company uploads numeric columns (columns[j][i] is row i of column names[j]); returns the
+// table handle.
+absl::StatusOr<std::string> UploadNumeric(VaultSession& v, const std::string& dataset,
+                                          const std::vector<std::string>& keys,
+                                          const std::vector<std::string>& names,
+                                          const std::vector<std::vector<double>>& columns,
+                                          size_t chunk_rows = 20000);
+
+// Submits every request (at most `parallel` unfinished at a time), waits for each job and
+// returns the fair models in request order; a job that ends FAILED or CANCELLED gives a
+// FailedPrecondition naming it and its error (a submission or polling error ends the call).
+absl::StatusOr<std::vector<absl::StatusOr<v1::FairModel>>> RunJobs(
+    VaultSession& v, const std::vector<v1::FitFairModelRequest>& reqs, int parallel = 8);
+
+}  // namespace fairvault::experiments
+
+#endif  // FAIRVAULT_EXPERIMENTS_FAIR_LEARNING_COMMON_H_

@@ -1,0 +1,39 @@
+# Smoke run of jagielski_fig1 or em_adult (-DWHICH=fig1|em) in --quick mode: must exit 0,
+# print its tables and write its CSV. Arguments: -DPROGRAM=<binary> -DWORK_DIR=<dir>.
+if(WHICH STREQUAL "fig1")
+  set(args --quick --out-dir ${WORK_DIR})
+  set(csv ${WORK_DIR}/jagielski_fig1_communities.csv)
+  set(expected
+    "### communities \\(1994 rows, 121 features"
+    "### adult \\(32561 train rows, 16281 test rows"
+    "\n\\| 1 \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\|"
+    "\n\\| ∞ \\(no noise\\) \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\|")
+  set(csv_head "^dataset,method,epsilon,rounds,seed,error,violation\n")
+else()
+  set(args --quick --out ${WORK_DIR}/em_smoke.csv --md ${WORK_DIR}/em_smoke.md)
+  set(csv ${WORK_DIR}/em_smoke.csv)
+  set(expected
+    "200 candidates"
+    "\n\\| 0\\.25 \\| 2/2 \\|"
+    "\n\\| 2 \\| 0/2 \\| [0-9]+ ± [0-9]+ \\| [0-9.]+ ± [0-9.]+ \\| [0-9.]+ ± [0-9.]+ \\|"
+    "\n\\| ∞ \\(best train utility")
+  set(csv_head "^epsilon,seed,chosen,released_m,train_utility,error,tpr_gap,eo_violation\n")
+endif()
+execute_process(
+  COMMAND ${PROGRAM} ${args}
+  RESULT_VARIABLE result
+  OUTPUT_VARIABLE output
+  ERROR_VARIABLE errors)
+message("${output}")
+if(NOT result EQUAL 0)
+  message(FATAL_ERROR "${PROGRAM} exited with ${result}:\n${errors}")
+endif()
+foreach(pattern ${expected})
+  if(NOT output MATCHES "${pattern}")
+    message(FATAL_ERROR "output does not match '${pattern}'")
+  endif()
+endforeach()
+file(READ ${csv} content)
+if(NOT content MATCHES "${csv_head}")
+  message(FATAL_ERROR "unexpected CSV ${csv}:\n${content}")
+endif()
