@@ -1,0 +1,263 @@
+// The fair game in process (issue 9 §5 speed targets), beside its physical floors:
+// - the DP-oracle learner on Adult (32,561 rows, sex) with T = 1,000 rounds: target < 5 s;
+// - one least-squares best response on 1M rows x 50 features (synthetic): target < 1 s;
+// - the floors: one pass over the n x d matrix (X·w) and XᵀX alone.
+// Real discrete Laplace noise, drawn from a ChaCha20 stream as a job draws it.
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "Eigen/Dense"
+#include "benchmark/benchmark.h"
+#include "bench/adult_game.h"
+#include "core/accounting/accountant.h"
+#include "core/dp/integer_noise.h"
+#include "core/learn/fair_game.h"
+#include "core/random/chacha20_stream.h"
+
+namespace fairvault::bench {
+namespace {
+
+namespace learn = core::learn;
+
+constexpr int kRounds = 1000;
+constexpr int64_t kBigRows = 1'000'000;
+constexpr int kBigFeatures = 50;
+
+learn::NoiseFactory Laplace() {
+  return [](double scale) { return core::dp::MakeDiscreteLaplaceNoise(scale); };
+}
+
+template <typename T>
+T OrDie(absl::StatusOr<T> v) {
+  if (!v.ok()) {
+    std::fprintf(stderr, "%s\n", v.status().ToString().c_str());
+    std::abort();
+  }
+  return *std::move(v);
+}
+
+// The job's plan for a total epsilon (as FitFairModel computes it): 10% on the masses, the rest
+// calibrated over the 2T per-round releases.
+learn::LearnerPlan PlanFor(double epsilon, double delta, int rounds) {
+  const double masses = 0.1 * epsilon;
+  const int64_t micro = OrDie(core::accounting::EpsilonToMicro(epsilon));
+  const std::vector<core::accounting::PureDpRepetition> fixed = {{masses, 1}};
+  return {masses,
+          OrDie(core::accounting::CalibrateRepeatedPureDp(micro, delta, fixed, 2 * rounds))};
+}
+
+learn::LearnerOptions AdultOptions() {
+  learn::LearnerOptions options;
+  options.rounds = kRounds;
+  options.lambda_bound = 10;
+  options.learning_rate = 1;
+  options.gamma = 0.02;
+  return options;
+}
+
+// ---- Adult, the DP-oracle learner -------------------------------------------------------------
+
+void BM_AdultBuildGameData(benchmark::State& state) {
+  const AdultGame& adult = SharedAdultGame();
+  for (auto _ : state) {
+    auto data = learn::BuildGameData(adult.features, adult.labels, adult.groups, 2, 0, true);
+    if (!data.ok()) state.SkipWithError("BuildGameData failed");
+    benchmark::DoNotOptimize(data);
+  }
+  state.counters["rows"] = static_cast<double>(adult.features.rows());
+  state.counters["features"] = static_cast<double>(adult.features.cols() + 1);
+}
+BENCHMARK(BM_AdultBuildGameData)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The whole learner: BuildGameData (XᵀX factorized once) and T = 1,000 rounds.
+void BM_AdultDpOracleLearner(benchmark::State& state) {
+  const AdultGame& adult = SharedAdultGame();
+  const learn::LearnerPlan plan = PlanFor(/*epsilon=*/10, /*delta=*/1e-6, kRounds);
+  core::ChaCha20Stream stream(core::ChaCha20Stream::Key{1, 2, 3, 4, 5, 6, 7, 8});
+  for (auto _ : state) {
+    auto data = learn::BuildGameData(adult.features, adult.labels, adult.groups, 2, 0, true);
+    if (!data.ok()) {
+      state.SkipWithError("BuildGameData failed");
+      return;
+    }
+    auto result = learn::RunDpOracleLearner(*data, AdultOptions(), plan, Laplace(), stream, {});
+    if (!result.ok() || result->components.size() != kRounds) {
+      state.SkipWithError(result.status().ToString().c_str());
+      return;
+    }
+  }
+  state.counters["rounds"] = kRounds;
+}
+BENCHMARK(BM_AdultDpOracleLearner)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// The rounds alone (the game's data built outside the timed loop).
+void BM_AdultDpOracleRounds(benchmark::State& state) {
+  const AdultGame& adult = SharedAdultGame();
+  const learn::LearnerPlan plan = PlanFor(10, 1e-6, kRounds);
+  const learn::GameData data =
+      OrDie(learn::BuildGameData(adult.features, adult.labels, adult.groups, 2, 0, true));
+  core::ChaCha20Stream stream(core::ChaCha20Stream::Key{1, 2, 3, 4, 5, 6, 7, 8});
+  for (auto _ : state) {
+    auto result = learn::RunDpOracleLearner(data, AdultOptions(), plan, Laplace(), stream, {});
+    if (!result.ok()) state.SkipWithError(result.status().ToString().c_str());
+  }
+  state.SetItemsProcessed(state.iterations() * kRounds);
+}
+BENCHMARK(BM_AdultDpOracleRounds)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// Floor of one round: one pass over the n x d matrix, X·w (the decisions of a best response).
+void BM_AdultFloorMatVec(benchmark::State& state) {
+  const AdultGame& adult = SharedAdultGame();
+  const Eigen::MatrixXd x = adult.features;
+  const Eigen::VectorXd w = Eigen::VectorXd::Constant(x.cols(), 0.01);
+  Eigen::VectorXd margin(x.rows());
+  for (auto _ : state) {
+    margin.noalias() = x * w;
+    benchmark::DoNotOptimize(margin.data());
+  }
+  state.SetItemsProcessed(state.iterations() * x.rows());
+}
+BENCHMARK(BM_AdultFloorMatVec)->Unit(benchmark::kMicrosecond);
+
+// Floor of the set-up: XᵀX alone (Eigen's rankUpdate, the lower triangle).
+void BM_AdultFloorGram(benchmark::State& state) {
+  const Eigen::MatrixXd& x = SharedAdultGame().features;
+  for (auto _ : state) {
+    Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(x.cols(), x.cols());
+    gram.selfadjointView<Eigen::Lower>().rankUpdate(x.transpose());
+    benchmark::DoNotOptimize(gram.data());
+  }
+}
+BENCHMARK(BM_AdultFloorGram)->Unit(benchmark::kMillisecond);
+
+// ---- 1M rows x 50 features, one best response -------------------------------------------------
+
+struct Synthetic {
+  Eigen::MatrixXd features;  // kBigRows x kBigFeatures, standard normal
+  std::vector<int> labels, groups;
+  std::vector<double> masses;  // from the exact counts (their noise does not change the time)
+};
+
+// Generated once per process.
+const Synthetic& SharedSynthetic() {
+  static const Synthetic* s = [] {
+    auto* out = new Synthetic;
+    std::mt19937_64 gen(11);
+    std::normal_distribution<double> normal;
+    out->features.resize(kBigRows, kBigFeatures);
+    for (int j = 0; j < kBigFeatures; ++j) {
+      for (int64_t i = 0; i < kBigRows; ++i) out->features(i, j) = normal(gen);
+    }
+    std::vector<int64_t> counts(4, 0);
+    for (int64_t i = 0; i < kBigRows; ++i) {
+      const double score = out->features(i, 0) + 0.5 * out->features(i, 1) + normal(gen);
+      out->labels.push_back(score > 0.3 ? 1 : 0);
+      out->groups.push_back(out->features(i, 2) + normal(gen) > 0 ? 1 : 0);
+      ++counts[2 * out->groups.back() + out->labels.back()];
+    }
+    out->masses = learn::MassesFromNoisyCounts(counts, kBigRows, 1);
+    return out;
+  }();
+  return *s;
+}
+
+const std::vector<double> kLambda = {2, 0, 0, 1.5};
+
+// The core call as the server makes it: BuildGameData, then one private best response.
+// state.range(0): 0 least squares, 1 FTPL.
+void BM_BestResponse1Mx50(benchmark::State& state) {
+  const Synthetic& s = SharedSynthetic();
+  const learn::Oracle oracle = state.range(0) == 0 ? learn::Oracle::kLeastSquares
+                                                   : learn::Oracle::kFtpl;
+  core::ChaCha20Stream stream(core::ChaCha20Stream::Key{9});
+  for (auto _ : state) {
+    auto data = learn::BuildGameData(s.features, s.labels, s.groups, 2, 0, true);
+    if (!data.ok()) {
+      state.SkipWithError("BuildGameData failed");
+      return;
+    }
+    auto br = learn::PrivateBestResponse(*data, kLambda, s.masses, oracle, 1.0, Laplace(), stream);
+    if (!br.ok()) state.SkipWithError(br.status().ToString().c_str());
+  }
+  state.SetItemsProcessed(state.iterations() * kBigRows);
+}
+BENCHMARK(BM_BestResponse1Mx50)
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgName("ftpl")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+// Its two parts: BuildGameData alone, and the best response on built data.
+void BM_BuildGameData1Mx50(benchmark::State& state) {
+  const Synthetic& s = SharedSynthetic();
+  for (auto _ : state) {
+    auto data = learn::BuildGameData(s.features, s.labels, s.groups, 2, 0, true);
+    if (!data.ok()) state.SkipWithError("BuildGameData failed");
+    benchmark::DoNotOptimize(data);
+  }
+  state.SetItemsProcessed(state.iterations() * kBigRows);
+}
+BENCHMARK(BM_BuildGameData1Mx50)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+void BM_PrivateBestResponseOnly1Mx50(benchmark::State& state) {
+  const Synthetic& s = SharedSynthetic();
+  const learn::Oracle oracle = state.range(0) == 0 ? learn::Oracle::kLeastSquares
+                                                   : learn::Oracle::kFtpl;
+  const learn::GameData data =
+      OrDie(learn::BuildGameData(s.features, s.labels, s.groups, 2, 0, true));
+  core::ChaCha20Stream stream(core::ChaCha20Stream::Key{9});
+  for (auto _ : state) {
+    auto br = learn::PrivateBestResponse(data, kLambda, s.masses, oracle, 1.0, Laplace(), stream);
+    if (!br.ok()) state.SkipWithError(br.status().ToString().c_str());
+  }
+}
+BENCHMARK(BM_PrivateBestResponseOnly1Mx50)
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgName("ftpl")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Floors on the 1M x 50 matrix: one pass (X·w), XᵀX alone, and one copy of the matrix.
+void BM_FloorMatVec1Mx50(benchmark::State& state) {
+  const Eigen::MatrixXd& x = SharedSynthetic().features;
+  const Eigen::VectorXd w = Eigen::VectorXd::Constant(x.cols(), 0.01);
+  Eigen::VectorXd margin(x.rows());
+  for (auto _ : state) {
+    margin.noalias() = x * w;
+    benchmark::DoNotOptimize(margin.data());
+  }
+  state.SetItemsProcessed(state.iterations() * x.rows());
+}
+BENCHMARK(BM_FloorMatVec1Mx50)->Unit(benchmark::kMillisecond);
+
+void BM_FloorGram1Mx50(benchmark::State& state) {
+  const Eigen::MatrixXd& x = SharedSynthetic().features;
+  for (auto _ : state) {
+    Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(x.cols(), x.cols());
+    gram.selfadjointView<Eigen::Lower>().rankUpdate(x.transpose());
+    benchmark::DoNotOptimize(gram.data());
+  }
+  state.SetItemsProcessed(state.iterations() * x.rows());
+}
+BENCHMARK(BM_FloorGram1Mx50)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_FloorCopy1Mx50(benchmark::State& state) {
+  const Eigen::MatrixXd& x = SharedSynthetic().features;
+  Eigen::MatrixXd copy(x.rows(), x.cols());
+  for (auto _ : state) {
+    copy = x;
+    benchmark::DoNotOptimize(copy.data());
+  }
+  state.SetBytesProcessed(state.iterations() * x.size() * 8);
+}
+BENCHMARK(BM_FloorCopy1Mx50)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace fairvault::bench
+
+BENCHMARK_MAIN();
