@@ -243,6 +243,63 @@ TEST_F(VaultModelsTest, ExponentialMechanismPicksTheBestHypothesisAtLargeEpsilon
   EXPECT_NEAR(model.utility_sensitivity(), 2 / model.released_min_positives(), 1e-12);
 }
 
+// A family of hundreds of candidates fits one table (the upload limit is above the learner's
+// 5,000 hypothesis columns); more than 8,192 columns are refused naming the field.
+TEST_F(VaultModelsTest, ExponentialMechanismOverHundredsOfHypothesisColumns) {
+  v1::TableHeader header;
+  header.set_dataset("census");
+  v1::TableChunk chunk;
+  auto add_column = [&](const std::string& name) {
+    v1::ColumnSpec* c = header.add_columns();
+    c->set_name(name);
+    c->set_type(v1::COLUMN_TYPE_NUMERIC);
+    return chunk.add_columns();
+  };
+  v1::ColumnValues* label = add_column("label");
+  std::vector<v1::ColumnValues*> h;
+  for (int j = 0; j < 300; ++j) h.push_back(add_column(absl::StrCat("h", j)));
+  for (size_t i = 0; i < subjects_.size(); ++i) {
+    chunk.add_subject_keys(subjects_[i].key);
+    label->add_numeric(rows_[i].label);
+    // Candidate 137 is the label; the others disagree with it on row j % 30 at least.
+    for (int j = 0; j < 300; ++j) {
+      h[j]->add_numeric(
+          j == 137 ? rows_[i].label
+                   : (static_cast<int>(i) == j % 30 ? 1 - rows_[i].label : rows_[i].label));
+    }
+  }
+  auto uploaded = Upload(acme_, header, {chunk});
+  ASSERT_OK(uploaded);
+  v1::FitFairModelRequest req;
+  req.set_idempotency_key("em-wide");
+  req.set_table_handle(uploaded->table_handle());
+  req.set_algorithm(v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);
+  req.set_label_column("label");
+  req.add_attributes("sex");
+  for (int j = 0; j < 300; ++j) req.add_hypothesis_columns(absl::StrCat("h", j));
+  req.set_epsilon(kHugeEpsilon);
+  req.set_em_delta(0.01);
+  auto submitted = vault_->FitFairModel(acme_, req);
+  ASSERT_OK(submitted);
+  const v1::Job done = WaitFor(submitted->job().id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error();
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(done.artifact_id());
+  auto artifact = vault_->GetArtifact(acme_, get);
+  ASSERT_OK(artifact);
+  EXPECT_EQ(artifact->artifact().fair_model().hypothesis_column(), "h137");
+
+  v1::TableHeader too_wide;
+  too_wide.set_dataset("census");
+  for (int j = 0; j < 8193; ++j) {
+    v1::ColumnSpec* c = too_wide.add_columns();
+    c->set_name(absl::StrCat("c", j));
+    c->set_type(v1::COLUMN_TYPE_NUMERIC);
+  }
+  EXPECT_THAT(Upload(acme_, too_wide, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "header.columns"));
+}
+
 TEST_F(VaultModelsTest, ExponentialMechanismRefusalWhenMIsSmallIsCharged) {
   // At epsilon 0.01 the shift ln(1/δ)/0.005 pushes M below 1: the job fails, the charge stays.
   auto req = FitRequest("em-2", v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);

@@ -32,7 +32,8 @@ std::string ExactDecimal(double v) {
   return absl::StrFormat("%.17g", v);
 }
 constexpr int64_t kMaxTtlSeconds = 7 * 86'400;
-constexpr int kMaxColumns = 256;
+// Enough for an exponential-mechanism learner's 5,000 candidate columns (FitFairModel) plus keys.
+constexpr int kMaxColumns = 8192;
 constexpr size_t kMaxNameBytes = 64;
 }  // namespace
 
