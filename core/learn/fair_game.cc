@@ -42,6 +42,13 @@ Eigen::VectorXd PreprocessRow(const Eigen::Ref<const Eigen::VectorXd>& raw, doub
 absl::StatusOr<GameData> BuildGameData(const Eigen::MatrixXd& features, std::vector<int> labels,
                                        std::vector<int> groups, int k, double clip_l1,
                                        bool intercept) {
+  return BuildGameData(Eigen::MatrixXd(features), std::move(labels), std::move(groups), k, clip_l1,
+                       intercept);
+}
+
+absl::StatusOr<GameData> BuildGameData(Eigen::MatrixXd&& features, std::vector<int> labels,
+                                       std::vector<int> groups, int k, double clip_l1,
+                                       bool intercept) {
   const int64_t n = features.rows();
   if (n < 1) return absl::InvalidArgumentError("the game needs at least one row");
   if (static_cast<int64_t>(labels.size()) != n || static_cast<int64_t>(groups.size()) != n) {
@@ -64,20 +71,23 @@ absl::StatusOr<GameData> BuildGameData(const Eigen::MatrixXd& features, std::vec
   const int raw = static_cast<int>(features.cols());
   data.d = raw + (intercept ? 1 : 0);
   if (data.d < 1) return absl::InvalidArgumentError("the game needs at least one feature");
-  // PreprocessRow on every row, column by column (the n x d matrix is column-major): the copy,
-  // the clipping factor (each row's L1 norm taken as PreprocessRow takes it, on a contiguous
-  // copy of the row, so the values are the same to the bit), the constant 1.
-  data.x.resize(n, data.d);
-  data.x.leftCols(raw) = features;
+  // PreprocessRow on every row, in the caller's matrix: the clipping factor (each row's L1 norm
+  // taken as PreprocessRow takes it, on a contiguous copy of the row, so the values are the same
+  // to the bit), then the constant 1 as a last column (column-major: growing by a column keeps
+  // the others in place, a realloc rather than a copy of the n x d values).
+  data.x = std::move(features);
   if (clip_l1 > 0) {
     Eigen::VectorXd row(raw);
     for (int64_t i = 0; i < n; ++i) {
-      row = features.row(i).transpose();
+      row = data.x.row(i).transpose();
       const double norm = Eigen::Ref<const Eigen::VectorXd>(row).lpNorm<1>();
       if (norm > clip_l1) data.x.row(i).head(raw) *= clip_l1 / norm;
     }
   }
-  if (intercept) data.x.col(raw).setOnes();
+  if (intercept) {
+    data.x.conservativeResize(n, data.d);
+    data.x.col(raw).setOnes();
+  }
   data.y = std::move(labels);
   data.group = std::move(groups);
 

@@ -58,6 +58,11 @@ struct GameData {
 absl::StatusOr<GameData> BuildGameData(const Eigen::MatrixXd& features, std::vector<int> labels,
                                        std::vector<int> groups, int k, double clip_l1,
                                        bool intercept);
+// The same, preprocessing the caller's matrix in place instead of a copy (at 1M x 50 a copy is
+// 400 MB of fresh memory).
+absl::StatusOr<GameData> BuildGameData(Eigen::MatrixXd&& features, std::vector<int> labels,
+                                       std::vector<int> groups, int k, double clip_l1,
+                                       bool intercept);
 
 // The feature map a model artifact records: clip to L1 <= clip_l1 (if > 0), append 1.
 Eigen::VectorXd PreprocessRow(const Eigen::Ref<const Eigen::VectorXd>& raw, double clip_l1,

@@ -261,8 +261,8 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
     ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
                                                        req.feature_columns(), req.label_column()));
     ASSIGN_OR_RETURN(learn::GameData built,
-                     learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group,
-                                          k, req.clip_l1(), intercept));
+                     learn::BuildGameData(std::move(inputs.features), std::move(inputs.labels),
+                                          joined.group, k, req.clip_l1(), intercept));
     game = std::make_shared<const learn::GameData>(std::move(built));
     LastGame& last = TheLastGame();
     absl::MutexLock lock(&last.mu);
