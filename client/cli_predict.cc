@@ -1,6 +1,7 @@
 // `fairvault predict`: a fair-model artifact (issue 9) applied to the company's own rows,
 // locally and without the protected attribute; the model comes from one GetArtifact call or
 // from a file `artifact get --out` wrote.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -135,6 +136,17 @@ absl::Status Predict(Context& ctx) {
   };
   std::vector<std::string> header = {key_column == "@row" ? "row" : key_column, "p_positive"};
   if (!proba_only) header.push_back("decision");
+  // Input columns copied through (e.g. the label, or a group the regulator holds for its view).
+  std::vector<size_t> keep_index;
+  for (const std::string& name : flags.GetList("keep-columns")) {
+    const auto it = std::find(reader->header().begin(), reader->header().end(), name);
+    if (it == reader->header().end()) {
+      return UsageError(absl::StrCat("--keep-columns: ", path, " has no column '", name, "'"));
+    }
+    keep_index.push_back(static_cast<size_t>(it - reader->header().begin()));
+    header.push_back(name);
+  }
+  const size_t first_kept = proba_only ? 2 : 3;
   out << FormatCsvRecord(header);
 
   ModelRng gen(seed);
@@ -156,6 +168,7 @@ absl::Status Predict(Context& ctx) {
     if (inserted) text->second = ExactNumber(p->p_positive);
     record[1] = text->second;
     if (!proba_only) record[2] = absl::StrCat(p->decision);
+    for (size_t k = 0; k < keep_index.size(); ++k) record[first_kept + k] = fields[keep_index[k]];
     out << FormatCsvRecord(record);
     ++n;
     p_sum += p->p_positive;
@@ -204,7 +217,7 @@ std::vector<Command> PredictCommands() {
        "components deciding 1, and the decision draws one component uniformly with\n"
        "std::mt19937_64 seeded by --seed (printed when drawn at random, so that the same\n"
        "decisions can be drawn again). The CSV is streamed: any size in constant memory.\n"
-       "Writes the key column, p_positive and decision (not with --proba-only).\n"
+       "Writes the key column, p_positive, decision (not with --proba-only) and --keep-columns.\n"
        "--artifact-id fetches the artifact once; --artifact-file makes no vault call.",
        {{"artifact-id", "ARTIFACT_ID", "a fair-model artifact of yours (one GetArtifact call)"},
         {"artifact-file", "FILE",
@@ -216,7 +229,8 @@ std::vector<Command> PredictCommands() {
          true},
         {"out", "FILE", "output CSV (default: stdout, summary on stderr)"},
         {"seed", "S", "seed of the decisions' generator, 0..2^64-1 (default: from the OS)"},
-        {"proba-only", "", "write p_positive only: no decision, no draw"}},
+        {"proba-only", "", "write p_positive only: no decision, no draw"},
+        {"keep-columns", "COL,...", "copy these input columns into the output too", false, true}},
        true,
        Predict},
   };

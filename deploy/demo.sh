@@ -48,11 +48,11 @@ step "Regulator: create dataset 'adult' and import sex and race for 32,561 peopl
 "$fv" "${reg[@]}" import --dataset adult --csv "$data/adult/adult.data" --key-column @row \
   --attributes sex,race --hmac-secret-file "$work/pseudonym.secret"
 
-step "Regulator: create a company and an auditor; grant the company epsilon 5 on 'adult'"
+step "Regulator: create a company and an auditor; grant the company epsilon 7 on 'adult'"
 "$fv" "${reg[@]}" account create --name acme --role company > "$work/acme.key"
 "$fv" "${reg[@]}" account create --name watchdog --role auditor > "$work/watchdog.key"
-"$fv" "${reg[@]}" grant --company acme --dataset adult --epsilon 5 --delta 1e-6
-"$fv" "${reg[@]}" cap --dataset adult --epsilon 10 --delta 1e-6
+"$fv" "${reg[@]}" grant --company acme --dataset adult --epsilon 7 --delta 1e-6
+"$fv" "${reg[@]}" cap --dataset adult --epsilon 12 --delta 1e-6
 acme=(--key-file "$work/acme.key")
 
 step "Company: train a logistic regression on its own columns (no sex, no race)"
@@ -102,6 +102,30 @@ step "Company: a second post-processor with a decision floor, so the vault can d
   --prediction-column prediction --group-column sex --out "$work/test_fair_floor.csv" 2>/dev/null
 echo "-- regulator's view of the floored post-processor on the test set:"
 "$fv" metrics --csv "$work/test_fair_floor.csv" --prediction-column fair_prediction \
+  --label-column label --group-column sex | tail -n 3
+
+step "Company: a fair model it runs itself, without sex: the DP-oracle learner (epsilon 1, 20 rounds)"
+# Its own numeric columns as features; the vault trains on them with the protected attribute
+# and returns a mixture of 20 private best responses. Charged once, at submission.
+numeric=age,education-num,capital-gain,capital-loss,hours-per-week
+"$fv" train-logreg --csv "$data/adult/adult.data" --label-column Y --positive-label '>50K,>50K.' \
+  "${features[@]}" --key-column @row --keep-columns "$numeric" \
+  --out "$work/train_features.csv" > /dev/null
+features_handle=$("$fv" "${acme[@]}" table upload --dataset adult --csv "$work/train_features.csv" \
+  --key-column key --numeric "label,$numeric" --hmac-secret-file "$work/pseudonym.secret")
+"$fv" "${acme[@]}" model fit --table "$features_handle" --algorithm dp_oracle_learner \
+  --features "$numeric" --label label --attributes sex --epsilon 1 --gamma 0.02 --rounds 20 \
+  --lambda-bound 1 --clip-l1 1 --idempotency-key demo-fair-model --wait | tee "$work/fit.txt"
+model_id=$(sed -n 's/.*\(art_[0-9a-f]\{32\}\).*/\1/p' "$work/fit.txt" | tail -n 1)
+"$fv" "${acme[@]}" artifact get --id "$model_id" --out "$work/fair_model.json" > /dev/null
+"$fv" train-logreg --csv "$data/adult/adult.data" --test-csv "$data/adult/adult.test" \
+  --label-column Y --positive-label '>50K,>50K.' "${features[@]}" --keep-columns "sex,$numeric" \
+  --out "$work/test_features.csv" 2>/dev/null > /dev/null
+# Applied locally with no vault call; the regulator adds sex to measure it.
+"$fv" predict --artifact-file "$work/fair_model.json" --csv "$work/test_features.csv" \
+  --key-column key --seed 7 --keep-columns label,sex --out "$work/test_fair_model.csv"
+echo "-- regulator's view of the fair model on the test set:"
+"$fv" metrics --csv "$work/test_fair_model.csv" --prediction-column decision \
   --label-column label --group-column sex | tail -n 3
 
 step "Company: a private fairness audit of its own model (epsilon 0.5), rendered as a web page"
