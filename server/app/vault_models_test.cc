@@ -154,6 +154,28 @@ TEST_F(VaultModelsTest, BestResponseReturnsALinearModelChargedOnce) {
   EXPECT_EQ(odd_resp->charge().cost().epsilon(), 0.123457);
 }
 
+// BestResponse keeps the last game's preprocessed data for the next call: a call with other
+// columns or another clip must not get it, and the first game's answer comes back after them.
+TEST_F(VaultModelsTest, BestResponseReusesTheGameOnlyForTheSameColumnsAndClip) {
+  ASSERT_OK_AND_ASSIGN(v1::BestResponseResponse first,
+                       vault_->BestResponse(acme_, BestResponseRequest("br-a")));
+  v1::BestResponseRequest clipped = BestResponseRequest("br-b");
+  clipped.set_clip_l1(0.5);
+  ASSERT_OK_AND_ASSIGN(v1::BestResponseResponse b, vault_->BestResponse(acme_, clipped));
+  EXPECT_LE(b.max_row_l1(), 1.5 + 1e-12);  // clipped to 0.5, plus the intercept
+  v1::BestResponseRequest one_column = BestResponseRequest("br-c");
+  one_column.clear_feature_columns();
+  one_column.add_feature_columns("f2");
+  ASSERT_OK_AND_ASSIGN(v1::BestResponseResponse c, vault_->BestResponse(acme_, one_column));
+  EXPECT_EQ(c.artifact().fair_model().components(0).weights_size(), 2);
+  ASSERT_OK_AND_ASSIGN(v1::BestResponseResponse again,
+                       vault_->BestResponse(acme_, BestResponseRequest("br-d")));
+  EXPECT_GT(first.max_row_l1(), 1.5);
+  EXPECT_EQ(again.max_row_l1(), first.max_row_l1());
+  EXPECT_EQ(again.artifact().fair_model().components(0).weights_size(), 3);
+  EXPECT_EQ(again.rows_used(), first.rows_used());
+}
+
 TEST_F(VaultModelsTest, BestResponseRefusesBadInputBeforeCharging) {
   auto no_masses = BestResponseRequest("bad-1");
   no_masses.set_masses_key("nope");
