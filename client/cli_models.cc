@@ -235,7 +235,7 @@ std::vector<Command> ModelCommands() {
             true},
            {"gamma", "G", "equalized-odds slack (>= 0; default 0)"},
            {"rounds", "T", "rounds of the game, 1..100000 (default: server's 100)"},
-           {"lambda-bound", "B", "bound on the auditor's L1 norm of lambda (default: server's 10)"},
+           {"lambda-bound", "B", "bound on the auditor's L1 norm of lambda (default: server's 1)"},
            {"learning-rate", "ETA", "the auditor's step (default: server's 1)"},
            {"masses-share", "S",
             "share of epsilon spent on the group-label masses, in (0,1) (default: server's 0.1)"},

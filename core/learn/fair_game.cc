@@ -19,9 +19,13 @@ namespace {
 constexpr int kFeatureBits = 12;
 // Costs keep at least 16 bits below their largest magnitude...
 constexpr int kCostPrecisionBits = 16;
-// ...and otherwise a grid 2^20 times finer than the noise scale (the Mironov fix), so the noise
-// spans many grid steps.
-constexpr int kNoiseBits = 20;
+// ...and are coarsened beyond that only as far as the sampler needs: the noise scale stays
+// within about 2^37 grid steps (the discrete Laplace takes at most 2^40). A grid tied more
+// closely to the noise (it was 2^20 steps per noise scale) rounded every cost shift to zero
+// below a per-round epsilon of about 1/256, silently dropping the fairness costs (found by the
+// jagielski_fig1 experiment). The Mironov fix needs integer noise on an exact integer, not a
+// particular grid.
+constexpr int kNoiseBits = 36;
 // The exact integer sums stay below this.
 constexpr double kExactLimit = 0x1p62;
 
@@ -209,6 +213,17 @@ absl::StatusOr<BestResponsePlan> PlanBestResponse(const GameData& data,
       hi = std::max(hi, plan.steps[2 * a + y]);
     }
     plan.change_steps = std::max(plan.change_steps, hi - lo);
+  }
+  if (plan.change_steps == 0) {
+    // The group matters (cost_change > 0) but its effect is below one grid step: refuse rather
+    // than silently answer without the fairness costs.
+    return absl::InvalidArgumentError(
+        absl::StrCat("epsilon ", epsilon,
+                     " is too small for a best response: the cost differences between "
+                     "groups (",
+                     cost_change,
+                     ") vanish on the grid the noise needs; raise epsilon (or, for a "
+                     "learner, lower the rounds)"));
   }
   if (static_cast<double>(data.n) * static_cast<double>(data.max_row_steps) *
           static_cast<double>(max_steps) >=

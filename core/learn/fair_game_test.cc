@@ -143,6 +143,33 @@ TEST(PrivateBestResponseTest, ReleasedVectorMovesByAtMostTheDeclaredSensitivity)
   }
 }
 
+// At small per-round epsilons the cost shifts keep their resolution (they used to round to zero
+// below about 1/256, silently dropping the fairness costs); where they would vanish, the plan is
+// refused instead.
+TEST(PrivateBestResponseTest, SmallEpsilonKeepsTheCostsOrRefuses) {
+  const Rows r = Synthetic(1000, 13);
+  ASSERT_OK_AND_ASSIGN(GameData data, BuildGameData(r.x, r.y, r.a, 2, 0, true));
+  const std::vector<double> lambda = {0.5, 0, 0.25, 0};
+  const std::vector<double> q = {0.35, 0.35, 0.15, 0.15};
+  for (double epsilon : {1.0, 0.01, 0.004, 1e-4, 1e-6}) {
+    ASSERT_OK_AND_ASSIGN(BestResponsePlan plan,
+                         PlanBestResponse(data, lambda, q, Oracle::kLeastSquares, epsilon));
+    // 0.5/0.35 + 0.5/0.15 = 4.76 on label 0. Down to ε = 0.004 (where the old grid had already
+    // erased it) it keeps 2^15 steps; below, the sampler's 2^40 limit on the noise scale in steps
+    // coarsens the grid, but the shift still spans many steps and is resolved within 10%.
+    const double exact = 0.5 / 0.35 + 0.5 / 0.15;
+    if (epsilon >= 0.004) {
+      EXPECT_GT(plan.change_steps, 1 << 15) << "epsilon " << epsilon;
+      EXPECT_NEAR(plan.cost_change, exact, 1e-3) << "epsilon " << epsilon;
+    }
+    EXPECT_GE(plan.change_steps, 10) << "epsilon " << epsilon;
+    EXPECT_NEAR(plan.cost_change, exact, 0.1 * exact) << "epsilon " << epsilon;
+    EXPECT_LE(plan.noise_scale_steps, dp::kMaxDiscreteLaplaceScale);
+  }
+  EXPECT_THAT(PlanBestResponse(data, lambda, q, Oracle::kLeastSquares, 1e-15),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(NoisyViolationsTest, ExactRatesWithoutNoise) {
   // Group 0: 4 rows (2 y=0, 2 y=1); group 1: 4 rows likewise.
   Eigen::MatrixXd x = Eigen::MatrixXd::Ones(8, 1);

@@ -307,6 +307,11 @@ class Vault {
   absl::Mutex table_cache_mu_;
   std::list<std::pair<std::string, std::shared_ptr<CachedTable>>> table_cache_
       ABSL_GUARDED_BY(table_cache_mu_);
+  // The last best response's game data (vault_models.cc), reused by the next call on the same
+  // rows and columns.
+  struct GameCache;
+  static std::shared_ptr<GameCache> NewGameCache();
+  std::shared_ptr<GameCache> game_cache_ = NewGameCache();
   // Declared last: destroyed first, so its workers stop before what they use goes away.
   std::unique_ptr<JobRunner> jobs_;
 };

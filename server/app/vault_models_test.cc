@@ -349,6 +349,12 @@ TEST_F(VaultModelsTest, FitFairModelRefusesBadInputBeforeCharging) {
   ExpectRefusedWithoutCharge(
       acme_, [&] { return vault_->FitFairModel(acme_, not_binary).status(); },
       absl::StatusCode::kInvalidArgument, "hypothesis_columns");
+  auto thin = FitRequest("f-5", v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
+  thin.set_rounds(100'000);
+  thin.set_epsilon(0.01);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, thin).status(); },
+      absl::StatusCode::kInvalidArgument, "use fewer rounds or more epsilon");
   auto bad_share = FitRequest("f-4", v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
   bad_share.set_masses_share(1.5);
   ExpectRefusedWithoutCharge(
