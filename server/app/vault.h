@@ -285,6 +285,7 @@ class Vault {
   // [label_column] with the joined rows' attributes; InvalidArgument naming masses_key if it is
   // not such a release.
   absl::StatusOr<std::vector<double>> ReleasedMasses(const Caller& caller, const std::string& key,
+                                                     const std::string& table_handle,
                                                      const std::string& label_column,
                                                      const JoinedRows& joined, double floor);
   // Queues a job whose charge has committed (vault_jobs.cc); FitFairModel calls it after

@@ -234,9 +234,9 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
         absl::StrCat("lambda: ", k, " groups need 4(K-1) = ", learn::ConstraintCount(k),
                      " entries (got ", req.lambda_size(), ")"));
   }
-  ASSIGN_OR_RETURN(
-      const std::vector<double> masses,
-      ReleasedMasses(caller, req.masses_key(), req.label_column(), joined, mass_floor));
+  ASSIGN_OR_RETURN(const std::vector<double> masses,
+                   ReleasedMasses(caller, req.masses_key(), req.table_handle(), req.label_column(),
+                                  joined, mass_floor));
   const bool intercept = !req.no_intercept();
   std::vector<std::string> columns(req.feature_columns().begin(), req.feature_columns().end());
   columns.push_back(req.label_column());
@@ -326,6 +326,7 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
 
 absl::StatusOr<std::vector<double>> Vault::ReleasedMasses(const Caller& caller,
                                                           const std::string& key,
+                                                          const std::string& table_handle,
                                                           const std::string& label_column,
                                                           const JoinedRows& joined, double floor) {
   auto stored = store_->GetStoredResponse(caller.account_id, key);
@@ -344,6 +345,12 @@ absl::StatusOr<std::vector<double>> Vault::ReleasedMasses(const Caller& caller,
   v1::NoisyCountsResponse counts;
   if (!counts.ParseFromString(stored->payload)) {
     return absl::DataLossError("the stored masses release is corrupt");
+  }
+  // Releases from before the response named its table carry no handle.
+  if (!counts.table_handle().empty() && counts.table_handle() != table_handle) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "masses_key: release '", key, "' counts table '", counts.table_handle(),
+        "', not this request's table '", table_handle, "'; release the masses on the same table"));
   }
   if (counts.columns_size() != 1 || counts.columns(0) != label_column) {
     return absl::InvalidArgumentError(

@@ -205,6 +205,19 @@ TEST_F(VaultModelsTest, BestResponseRefusesBadInputBeforeCharging) {
   other.add_attributes("sex");
   other.set_epsilon(1);
   ASSERT_OK(vault_->NoisyCounts(acme_, other));
+  // Masses released on another table (the fixture's own).
+  v1::NoisyCountsRequest elsewhere;
+  elsewhere.set_idempotency_key("elsewhere-masses");
+  elsewhere.set_table_handle(VaultTest::handle_);
+  elsewhere.add_columns("label");
+  elsewhere.add_attributes("sex");
+  elsewhere.set_epsilon(1);
+  ASSERT_OK(vault_->NoisyCounts(acme_, elsewhere));
+  auto other_table = BestResponseRequest("bad-6");
+  other_table.set_masses_key("elsewhere-masses");
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->BestResponse(acme_, other_table).status(); },
+      absl::StatusCode::kInvalidArgument, "on the same table");
   auto wrong_masses = BestResponseRequest("bad-5");
   wrong_masses.set_masses_key("other-masses");
   ExpectRefusedWithoutCharge(

@@ -119,6 +119,7 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
         for (const auto& a : joined.attributes) resp->add_attributes(a);
         resp->set_rows_used(n);
         resp->set_rows_dropped(joined.dropped);
+        resp->set_table_handle(req.table_handle());
         for (int64_t cell = 0; cell < cells; ++cell) {
           v1::CountCell* out = resp->add_cells();
           int64_t rest = cell / joined.num_groups;
