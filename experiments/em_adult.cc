@@ -9,16 +9,11 @@
 // thresholded at every cut-off of `--thresholds`: subsets × thresholds hypotheses, 1,000 by
 // default, uploaded as 0/1 columns of the train table with the label.
 //
-// Two paths, because a vault table holds at most 256 columns (server/app/vault_tables.cc
-// kMaxColumns) although FitFairModel accepts up to 5,000 hypothesis columns:
-// * vault: the first ⌊255 / thresholds⌋ subsets × all thresholds (250 candidates by default)
-//   uploaded with the label; for each ε and seed (a repetition: the vault draws fresh
-//   randomness for every job) the company calls FitFairModel(EXPONENTIAL_MECHANISM) over all of
-//   them (ε/2 for the released M, ε/2 for the selection; δ of the shift exp(−√n) as in the paper
-//   unless --em-delta);
-// * core: the whole family (1,000) through learn::ExponentialMechanismLearner, the function the
-//   vault's job runs, with the same split of ε, the same δ, discrete Laplace noise and the OS
-//   CSPRNG (SecureBitGen), called in-process.
+// The whole family is one table upload (the label and one column per candidate; a table holds
+// up to 8,192 columns, FitFairModel takes up to 5,000 hypothesis columns). For each ε and seed (a
+// repetition: the vault draws fresh randomness for every job) the company calls
+// FitFairModel(EXPONENTIAL_MECHANISM) over all of them (ε/2 for the released M, ε/2 for the
+// selection; δ of the shift exp(−√n) as in the paper unless --em-delta).
 // Each chosen candidate is evaluated on adult.test: error, TPR gap |TPR_Female − TPR_Male| (the
 // utility's fairness term) and the EO violation. A run refused because the released M <= 1 (the
 // shift ln(1/δ)/(ε/2) exceeds the smaller group's positives) is counted, not evaluated.
@@ -47,10 +42,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/csv.h"
-#include "core/dp/integer_noise.h"
 #include "core/learn/exponential_mechanism.h"
 #include "core/learn/logistic_regression.h"
-#include "core/random/secure_bitgen.h"
 #include "core/util/status_macros.h"
 #include "experiments/fair_learning_common.h"
 
@@ -62,8 +55,6 @@ namespace fairvault::experiments {
 namespace {
 
 namespace learn = ::fairvault::core::learn;
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Flags {
   std::string datasets = std::string(FAIRVAULT_SOURCE_DIR) + "/../shared/datasets";
@@ -147,7 +138,6 @@ Eval Evaluate(const std::vector<uint8_t>& h, const LabeledRows& rows) {
 }
 
 struct Row {
-  std::string path;  // "vault" or "core"
   double epsilon;
   int seed;
   int chosen;  // -1: refused
@@ -243,10 +233,6 @@ int Main(int argc, char** argv) {
     std::vector<double> sorted = utility;
     std::sort(sorted.begin(), sorted.end());
 
-    // The vault's share of the family: whole subsets, at most 255 columns besides the label.
-    const size_t per_subset = flags->thresholds.size();
-    const size_t vault_h = std::min(h, (255 / per_subset) * per_subset);
-    if (vault_h < 2) return absl::InvalidArgumentError("too many thresholds for one table");
     ASSIGN_OR_RETURN(VaultSession vault, StartVault("em_adult", "em-lab"));
     std::vector<std::string> keys;
     for (size_t i = 0; i < adult.train.y.size(); ++i) keys.push_back(absl::StrCat("adult-", i));
@@ -257,11 +243,16 @@ int Main(int argc, char** argv) {
     std::vector<std::string> names = {"label"};
     std::vector<std::vector<double>> columns = {
         std::vector<double>(adult.train.y.begin(), adult.train.y.end())};
-    for (size_t j = 0; j < vault_h; ++j) {
+    for (size_t j = 0; j < h; ++j) {
       names.push_back(absl::StrCat("h", j));
       columns.emplace_back(family.train[j].begin(), family.train[j].end());
     }
-    ASSIGN_OR_RETURN(const std::string handle, UploadNumeric(vault, "adult", keys, names, columns));
+    // Chunks of 2,000 rows, fewer if they would pass 16 MB of doubles (at 1,001 columns they stay
+    // at 2,000, 16 MB): well under the server's 64 MB message limit.
+    const size_t chunk_rows =
+        std::clamp<size_t>((size_t{16} << 20) / (8 * names.size()), 1, 2000);
+    ASSIGN_OR_RETURN(const std::string handle,
+                     UploadNumeric(vault, "adult", keys, names, columns, chunk_rows));
     columns.clear();
     const double setup_secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -285,7 +276,7 @@ int Main(int argc, char** argv) {
     ASSIGN_OR_RETURN(auto models, RunJobs(vault, reqs, 4));
     std::vector<Row> rows;
     for (size_t i = 0; i < models.size(); ++i) {
-      Row r{"vault", settings[i].first, settings[i].second, -1, 0, {}, 0};
+      Row r{settings[i].first, settings[i].second, -1, 0, {}, 0};
       if (models[i].ok()) {
         r.chosen = models[i]->hypothesis_index();
         r.released_m = models[i]->released_min_positives();
@@ -296,111 +287,72 @@ int Main(int argc, char** argv) {
       }
       rows.push_back(r);
     }
-    const double vault_secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-    // The whole family through the core function the vault's job calls.
-    const double delta = flags->em_delta > 0
-                             ? flags->em_delta
-                             : std::exp(-std::sqrt(static_cast<double>(adult.train.y.size())));
-    core::SecureBitGen secure;
-    for (double eps : flags->epsilons) {
-      ASSIGN_OR_RETURN(auto m_noise, core::dp::MakeDiscreteLaplaceNoise(2 / eps));
-      for (int seed = 0; seed < flags->seeds; ++seed) {
-        Row r{"core", eps, seed, -1, 0, {}, 0};
-        auto result =
-            learn::ExponentialMechanismLearner(input, eps / 2, eps / 2, delta, *m_noise, secure);
-        if (result.ok()) {
-          r.chosen = result->chosen;
-          r.released_m = result->released_min_positives;
-          r.train_utility = utility[static_cast<size_t>(r.chosen)];
-          r.test = Evaluate(family.test[static_cast<size_t>(r.chosen)], adult.test);
-        } else if (!absl::IsFailedPrecondition(result.status())) {
-          return result.status();
-        }
-        rows.push_back(r);
-      }
-    }
     const double total_secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-    // References: the best candidate by the non-private train utility, in each family.
-    const auto best_of = [&](size_t count) {
-      return static_cast<int>(std::min_element(utility.begin(), utility.begin() + count) -
-                              utility.begin());
-    };
     std::string csv =
-        "path,epsilon,seed,chosen,released_m,train_utility,error,tpr_gap,eo_violation\n";
+        "epsilon,seed,chosen,released_m,train_utility,error,tpr_gap,eo_violation\n";
     for (const Row& r : rows) {
       if (r.chosen < 0) {
-        absl::StrAppend(&csv, r.path, ",", EpsilonText(r.epsilon), ",", r.seed, ",refused,,,,,\n");
+        absl::StrAppend(&csv, EpsilonText(r.epsilon), ",", r.seed, ",refused,,,,,\n");
         continue;
       }
-      absl::StrAppend(&csv, r.path, ",", EpsilonText(r.epsilon), ",", r.seed, ",", r.chosen, ",",
+      absl::StrAppend(&csv, EpsilonText(r.epsilon), ",", r.seed, ",", r.chosen, ",",
                       r.released_m, ",",
                       absl::StrFormat("%.6f,%.6f,%.6f,%.6f", r.train_utility, r.test.error,
                                       r.test.tpr_gap, r.test.eo_violation),
                       "\n");
     }
+    const Eval reference = Evaluate(family.test[static_cast<size_t>(best)], adult.test);
     std::string md = absl::StrFormat(
         "Family: %d attribute subsets × %zu thresholds = %zu candidates (train utility err + "
-        "TPR gap over all: best %.4f, median %.4f, worst %.4f); the vault's table holds the "
-        "first %zu; %d seeds per ε; δ of the shift %s.\n",
+        "TPR gap over all: best %.4f, median %.4f, worst %.4f), all in one table and every "
+        "FitFairModel job; %d seeds per ε; δ of the shift %s.\n\n",
         flags->subsets, flags->thresholds.size(), h, sorted.front(), sorted[sorted.size() / 2],
-        sorted.back(), vault_h, flags->seeds,
+        sorted.back(), flags->seeds,
         flags->em_delta > 0 ? absl::StrCat(flags->em_delta) : "exp(−√n) (the paper's)");
-    for (const std::string path : {"vault", "core"}) {
-      const size_t count = path == "vault" ? vault_h : h;
-      const int best = best_of(count);
-      const Eval reference = Evaluate(family.test[static_cast<size_t>(best)], adult.test);
-      absl::StrAppend(
-          &md, "\n#### ",
-          path == "vault" ? "Through the vault (FitFairModel)" : "Core function in-process", ", ",
-          count, " candidates\n\n");
-      absl::StrAppend(
-          &md,
-          "| ε | refused (M ≤ 1) | released M | train utility of the choice | test "
-          "error | test TPR gap | test EO violation |\n|---|---|---|---|---|---|---|\n");
-      for (double eps : flags->epsilons) {
-        std::vector<double> m, u, err, gap, eo;
-        int refused = 0;
-        for (const Row& r : rows) {
-          if (r.path != path || r.epsilon != eps) continue;
-          if (r.chosen < 0) {
-            ++refused;
-            continue;
-          }
-          m.push_back(r.released_m);
-          u.push_back(r.train_utility);
-          err.push_back(r.test.error);
-          gap.push_back(r.test.tpr_gap);
-          eo.push_back(r.test.eo_violation);
+    absl::StrAppend(&md,
+                    "| ε | refused (M ≤ 1) | released M | train utility of the choice | test "
+                    "error | test TPR gap | test EO violation |\n|---|---|---|---|---|---|---|\n");
+    for (double eps : flags->epsilons) {
+      std::vector<double> m, u, err, gap, eo;
+      int refused = 0;
+      for (const Row& r : rows) {
+        if (r.epsilon != eps) continue;
+        if (r.chosen < 0) {
+          ++refused;
+          continue;
         }
-        auto cell = [](const std::vector<double>& v, const char* fmt) {
-          if (v.empty()) return std::string("—");
-          const MeanStd s = Summarize(v);
-          return absl::StrCat(absl::StrFormat(fmt, s.mean), " ± ", absl::StrFormat(fmt, s.std));
-        };
-        absl::StrAppend(&md, "| ", EpsilonText(eps), " | ", refused, "/", refused + err.size(),
-                        " | ", cell(m, "%.0f"), " | ", cell(u, "%.4f"), " | ", cell(err, "%.4f"),
-                        " | ", cell(gap, "%.4f"), " | ", cell(eo, "%.4f"), " |\n");
+        m.push_back(r.released_m);
+        u.push_back(r.train_utility);
+        err.push_back(r.test.error);
+        gap.push_back(r.test.tpr_gap);
+        eo.push_back(r.test.eo_violation);
       }
-      absl::StrAppend(
-          &md, absl::StrFormat("| ∞ (best train utility: h%d = %s) | — | — | %.4f | %.4f | %.4f | "
-                               "%.4f |\n",
-                               best, family.description[static_cast<size_t>(best)],
-                               utility[static_cast<size_t>(best)], reference.error,
-                               reference.tpr_gap, reference.eo_violation));
-      absl::StrAppend(&csv, path, ",inf,0,", best, ",0,",
-                      absl::StrFormat("%.6f,%.6f,%.6f,%.6f", utility[static_cast<size_t>(best)],
-                                      reference.error, reference.tpr_gap, reference.eo_violation),
-                      "\n");
+      auto cell = [](const std::vector<double>& v, const char* fmt) {
+        if (v.empty()) return std::string("—");
+        const MeanStd s = Summarize(v);
+        return absl::StrCat(absl::StrFormat(fmt, s.mean), " ± ", absl::StrFormat(fmt, s.std));
+      };
+      absl::StrAppend(&md, "| ", EpsilonText(eps), " | ", refused, "/", refused + err.size(),
+                      " | ", cell(m, "%.0f"), " | ", cell(u, "%.4f"), " | ", cell(err, "%.4f"),
+                      " | ", cell(gap, "%.4f"), " | ", cell(eo, "%.4f"), " |\n");
     }
     absl::StrAppend(
-        &md, absl::StrFormat("\n(run time %.0f s: family %.0f s, vault set-up and upload %.0f s, "
-                             "%zu vault jobs %.0f s, %zu core runs %.0f s)\n",
-                             total_secs, family_secs, setup_secs - family_secs, reqs.size(),
-                             vault_secs - setup_secs, reqs.size(), total_secs - vault_secs));
+        &md, absl::StrFormat(
+                 "| ∞ (best train utility: h%d = %s) | — | — | %.4f | %.4f | %.4f | %.4f |\n",
+                 best, family.description[static_cast<size_t>(best)],
+                 utility[static_cast<size_t>(best)], reference.error, reference.tpr_gap,
+                 reference.eo_violation));
+    absl::StrAppend(&csv, "inf,0,", best, ",0,",
+                    absl::StrFormat("%.6f,%.6f,%.6f,%.6f", utility[static_cast<size_t>(best)],
+                                    reference.error, reference.tpr_gap, reference.eo_violation),
+                    "\n");
+    absl::StrAppend(
+        &md, absl::StrFormat("\n(run time %.0f s: family %.0f s, vault set-up and upload of the "
+                             "%zu columns %.0f s, %zu vault jobs %.0f s)\n",
+                             total_secs, family_secs, h + 1, setup_secs - family_secs,
+                             reqs.size(), total_secs - setup_secs));
     RETURN_IF_ERROR(client::WriteStringToFile(flags->out, csv));
     RETURN_IF_ERROR(client::WriteStringToFile(flags->md, md));
     std::printf("%s\nwrote %s and %s\n", md.c_str(), flags->out.c_str(), flags->md.c_str());

@@ -13,13 +13,12 @@ else()
   set(args --quick --out ${WORK_DIR}/em_smoke.csv --md ${WORK_DIR}/em_smoke.md)
   set(csv ${WORK_DIR}/em_smoke.csv)
   set(expected
-    "200 candidates"
-    "Through the vault \\(FitFairModel\\), 200 candidates"
-    "Core function in-process, 200 candidates"
+    "= 200 candidates \\(train utility"
+    "all in one table and every FitFairModel job"
     "\n\\| 0\\.25 \\| 2/2 \\|"
     "\n\\| 2 \\| 0/2 \\| [0-9]+ ± [0-9]+ \\| [0-9.]+ ± [0-9.]+ \\| [0-9.]+ ± [0-9.]+ \\|"
     "\n\\| ∞ \\(best train utility")
-  set(csv_head "^path,epsilon,seed,chosen,released_m,train_utility,error,tpr_gap,eo_violation\n")
+  set(csv_head "^epsilon,seed,chosen,released_m,train_utility,error,tpr_gap,eo_violation\n")
 endif()
 execute_process(
   COMMAND ${PROGRAM} ${args}
