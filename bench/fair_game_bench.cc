@@ -138,6 +138,16 @@ struct Synthetic {
   Eigen::MatrixXd features;  // kBigRows x kBigFeatures, standard normal
   std::vector<int> labels, groups;
   std::vector<double> masses;  // from the exact counts (their noise does not change the time)
+  std::vector<int64_t> rows;   // 0..n-1: the join's row indices into the stored columns
+  // The features as the server reads them: columns in place, through the row indices.
+  learn::FeatureColumns Columns() const {
+    learn::FeatureColumns f;
+    for (Eigen::Index j = 0; j < features.cols(); ++j) {
+      f.columns.emplace_back(features.col(j).data(), static_cast<size_t>(features.rows()));
+    }
+    f.rows = rows;
+    return f;
+  }
 };
 
 // Generated once per process.
@@ -158,6 +168,7 @@ const Synthetic& SharedSynthetic() {
       ++counts[2 * out->groups.back() + out->labels.back()];
     }
     out->masses = learn::MassesFromNoisyCounts(counts, kBigRows, 1);
+    for (int64_t i = 0; i < kBigRows; ++i) out->rows.push_back(i);
     return out;
   }();
   return *s;
@@ -165,15 +176,18 @@ const Synthetic& SharedSynthetic() {
 
 const std::vector<double> kLambda = {2, 0, 0, 1.5};
 
-// The core call as the server makes it: BuildGameData, then one private best response.
+// The core call as the server makes it on a table's first call: BuildGameData from the stored
+// columns (the matrix kept only for FTPL), then one private best response.
 // state.range(0): 0 least squares, 1 FTPL.
 void BM_BestResponse1Mx50(benchmark::State& state) {
   const Synthetic& s = SharedSynthetic();
   const learn::Oracle oracle = state.range(0) == 0 ? learn::Oracle::kLeastSquares
                                                    : learn::Oracle::kFtpl;
+  const learn::KeepMatrix keep =
+      oracle == learn::Oracle::kFtpl ? learn::KeepMatrix::kYes : learn::KeepMatrix::kNo;
   core::ChaCha20Stream stream(core::ChaCha20Stream::Key{9});
   for (auto _ : state) {
-    auto data = learn::BuildGameData(s.features, s.labels, s.groups, 2, 0, true);
+    auto data = learn::BuildGameData(s.Columns(), s.labels, s.groups, 2, 0, true, keep);
     if (!data.ok()) {
       state.SkipWithError("BuildGameData failed");
       return;
@@ -217,6 +231,30 @@ BENCHMARK(BM_BuildGameData1Mx50)
     ->Arg(0)
     ->Arg(1)
     ->ArgName("moved")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+// BuildGameData from columns read in place (as the server calls it). state.range(0): 1 keeps the
+// n x d matrix (FTPL, the learner: 400 MB of fresh memory), 0 keeps only the sums (least
+// squares: one 4,096-row block).
+void BM_BuildGameDataColumns1Mx50(benchmark::State& state) {
+  const Synthetic& s = SharedSynthetic();
+  const learn::KeepMatrix keep = state.range(0) == 1 ? learn::KeepMatrix::kYes
+                                                     : learn::KeepMatrix::kNo;
+  for (auto _ : state) {
+    auto data = learn::BuildGameData(s.Columns(), s.labels, s.groups, 2, 0, true, keep);
+    if (!data.ok()) state.SkipWithError("BuildGameData failed");
+    state.PauseTiming();
+    data = absl::InternalError("freed outside the timing");
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * kBigRows);
+}
+BENCHMARK(BM_BuildGameDataColumns1Mx50)
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgName("keep")
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);

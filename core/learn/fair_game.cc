@@ -14,9 +14,6 @@
 namespace fairvault::core::learn {
 namespace {
 
-// Features are snapped to 2^-12 of the largest row L1 norm: a row spans at most about 4096
-// steps (plus half a step per feature), which keeps the exact sums small.
-constexpr int kFeatureBits = 12;
 // Costs keep at least 16 bits below their largest magnitude...
 constexpr int kCostPrecisionBits = 16;
 // ...and are coarsened beyond that only as far as the sampler needs: the noise scale stays
@@ -32,109 +29,6 @@ constexpr double kExactLimit = 0x1p62;
 double Clamp01(double v) { return std::min(1.0, std::max(0.0, v)); }
 
 }  // namespace
-
-Eigen::VectorXd PreprocessRow(const Eigen::Ref<const Eigen::VectorXd>& raw, double clip_l1,
-                              bool intercept) {
-  Eigen::VectorXd out(raw.size() + (intercept ? 1 : 0));
-  out.head(raw.size()) = raw;
-  const double norm = raw.lpNorm<1>();
-  if (clip_l1 > 0 && norm > clip_l1) out.head(raw.size()) *= clip_l1 / norm;
-  if (intercept) out(raw.size()) = 1.0;
-  return out;
-}
-
-absl::StatusOr<GameData> BuildGameData(const Eigen::MatrixXd& features, std::vector<int> labels,
-                                       std::vector<int> groups, int k, double clip_l1,
-                                       bool intercept) {
-  return BuildGameData(Eigen::MatrixXd(features), std::move(labels), std::move(groups), k, clip_l1,
-                       intercept);
-}
-
-absl::StatusOr<GameData> BuildGameData(Eigen::MatrixXd&& features, std::vector<int> labels,
-                                       std::vector<int> groups, int k, double clip_l1,
-                                       bool intercept) {
-  const int64_t n = features.rows();
-  if (n < 1) return absl::InvalidArgumentError("the game needs at least one row");
-  if (static_cast<int64_t>(labels.size()) != n || static_cast<int64_t>(groups.size()) != n) {
-    return absl::InvalidArgumentError("features, labels and groups must have the same rows");
-  }
-  if (k < 2) return absl::InvalidArgumentError("the game needs at least two groups");
-  if (!(clip_l1 >= 0) || !std::isfinite(clip_l1)) {
-    return absl::InvalidArgumentError("clip_l1 must be finite and >= 0");
-  }
-  if (!features.allFinite()) return absl::InvalidArgumentError("features must be finite");
-  for (int64_t i = 0; i < n; ++i) {
-    if (labels[i] != 0 && labels[i] != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("label of row ", i + 1, " is not 0 or 1"));
-    }
-    if (groups[i] < 0 || groups[i] >= k) return absl::InternalError("group out of range");
-  }
-  GameData data;
-  data.n = n;
-  data.k = k;
-  const int raw = static_cast<int>(features.cols());
-  data.d = raw + (intercept ? 1 : 0);
-  if (data.d < 1) return absl::InvalidArgumentError("the game needs at least one feature");
-  // PreprocessRow on every row, in the caller's matrix: the clipping factor (each row's L1 norm
-  // taken as PreprocessRow takes it, on a contiguous copy of the row, so the values are the same
-  // to the bit), then the constant 1 as a last column (column-major: growing by a column keeps
-  // the others in place, a realloc rather than a copy of the n x d values).
-  data.x = std::move(features);
-  if (clip_l1 > 0) {
-    Eigen::VectorXd row(raw);
-    for (int64_t i = 0; i < n; ++i) {
-      row = data.x.row(i).transpose();
-      const double norm = Eigen::Ref<const Eigen::VectorXd>(row).lpNorm<1>();
-      if (norm > clip_l1) data.x.row(i).head(raw) *= clip_l1 / norm;
-    }
-  }
-  if (intercept) {
-    data.x.conservativeResize(n, data.d);
-    data.x.col(raw).setOnes();
-  }
-  data.y = std::move(labels);
-  data.group = std::move(groups);
-
-  // The a-free parts: XᵀX (with a tiny ridge for collinear one-hot columns), Xᵀ1{y}.
-  Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(data.d, data.d);
-  gram.selfadjointView<Eigen::Lower>().rankUpdate(data.x.transpose());
-  gram.triangularView<Eigen::Upper>() = gram.transpose();
-  const double ridge = 1e-6 * std::max(gram.trace() / data.d, 1e-12);
-  gram.diagonal().array() += ridge;
-  data.gram.compute(gram);
-  Eigen::VectorXd label1(n);
-  for (int64_t i = 0; i < n; ++i) label1(i) = data.y[i];
-  data.xt_label1.noalias() = data.x.transpose() * label1;
-  data.xt_label0 = data.x.transpose() * Eigen::VectorXd::Ones(n) - data.xt_label1;
-
-  // The Mironov grid of the features and the exact per-cell sums, column by column without
-  // keeping the snapped matrix: xs_ij = round(x_ij / feature_grid), summed exactly per cell and
-  // (in absolute value) per row.
-  data.max_row_l1 = data.x.rowwise().lpNorm<1>().maxCoeff();
-  if (!(data.max_row_l1 > 0)) return absl::InvalidArgumentError("every feature row is zero");
-  ASSIGN_OR_RETURN(data.feature_grid, dp::PowerOfTwoGranularity(data.max_row_l1, kFeatureBits));
-  data.cell_sums.assign(2 * k, std::vector<int64_t>(data.d, 0));
-  data.cell_counts.assign(2 * k, 0);
-  std::vector<int> cell_of(n);
-  for (int64_t i = 0; i < n; ++i) {
-    cell_of[i] = 2 * data.group[i] + data.y[i];
-    ++data.cell_counts[cell_of[i]];
-  }
-  std::vector<int64_t> row_steps(n, 0);
-  std::vector<int64_t> column_sums(2 * k);
-  for (int j = 0; j < data.d; ++j) {
-    const double* column = data.x.col(j).data();
-    std::fill(column_sums.begin(), column_sums.end(), 0);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t steps = static_cast<int64_t>(std::round(column[i] / data.feature_grid));
-      row_steps[i] += steps < 0 ? -steps : steps;
-      column_sums[cell_of[i]] += steps;
-    }
-    for (int cell = 0; cell < 2 * k; ++cell) data.cell_sums[cell][j] = column_sums[cell];
-  }
-  data.max_row_steps = *std::max_element(row_steps.begin(), row_steps.end());
-  return data;
-}
 
 std::vector<double> MassesFromNoisyCounts(absl::Span<const int64_t> noisy_counts, int64_t n,
                                           double floor) {
@@ -249,6 +143,10 @@ absl::StatusOr<BestResponse> PrivateBestResponse(const GameData& data,
                                                  absl::Span<const double> masses, Oracle oracle,
                                                  double epsilon, const NoiseFactory& noise,
                                                  absl::BitGenRef gen) {
+  if (oracle == Oracle::kFtpl && !data.KeepsMatrix()) {
+    return absl::FailedPreconditionError(
+        "the FTPL oracle needs the rows: build the game with KeepMatrix::kYes");
+  }
   ASSIGN_OR_RETURN(const BestResponsePlan plan,
                    PlanBestResponse(data, lambda, masses, oracle, epsilon));
   BestResponse out;
@@ -296,6 +194,7 @@ absl::StatusOr<BestResponse> PrivateBestResponse(const GameData& data,
 }
 
 std::vector<uint8_t> Decide(const GameData& data, const Eigen::VectorXd& weights) {
+  if (!data.KeepsMatrix()) return {};
   const Eigen::VectorXd margin = data.x * weights;
   std::vector<uint8_t> out(data.n);
   for (int64_t i = 0; i < data.n; ++i) out[i] = margin(i) > 0 ? 1 : 0;
@@ -349,6 +248,10 @@ absl::StatusOr<LearnerResult> RunDpOracleLearner(
   RETURN_IF_ERROR(options.Validate());
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(plan.epsilon_masses, "epsilon_masses"));
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(plan.epsilon_round, "epsilon_round"));
+  if (!data.KeepsMatrix()) {
+    return absl::FailedPreconditionError(
+        "the learner needs the rows: build the game with KeepMatrix::kYes");
+  }
   const int k = data.k;
   const int constraints = ConstraintCount(k);
   LearnerResult result;

@@ -22,51 +22,13 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/dp/integer_noise.h"
+#include "core/learn/game_data.h"
 
 namespace fairvault::core::learn {
 
 // Integer noise of a given discrete Laplace scale (in the units of the integer vector). The
 // server passes dp::MakeDiscreteLaplaceNoise; logic tests pass zero noise.
 using NoiseFactory = std::function<absl::StatusOr<std::unique_ptr<dp::IntegerNoise>>(double scale)>;
-
-// The company's rows, preprocessed once for every best response of a game.
-struct GameData {
-  int64_t n = 0;                      // rows
-  int d = 0;                          // features after preprocessing (intercept included)
-  int k = 0;                          // groups; group 0 is the reference
-  Eigen::MatrixXd x;                  // n x d: clipped features (+ intercept)
-  std::vector<int> y;                 // 0/1
-  std::vector<int> group;             // 0..k-1 (protected: never released directly)
-  Eigen::LDLT<Eigen::MatrixXd> gram;  // XᵀX + ridge·I, factorized once
-  Eigen::VectorXd xt_label0;          // Xᵀ 1{y=0}: the a-free part of Xᵀ C1
-  Eigen::VectorXd xt_label1;          // Xᵀ 1{y=1} = Xᵀ C0
-  // The Mironov grid of the features: xs = round(x / feature_grid), exact small integers (not
-  // kept: only their sums below are used).
-  double feature_grid = 0;
-  // max_i Σ_j |xs_ij|: the L1 sensitivity factor of one row (public: company features).
-  int64_t max_row_steps = 0;
-  double max_row_l1 = 0;  // max_i ‖x_i‖₁ in real units
-  // Exact Σ of xs over the rows of each (group, label) cell: cell 2a+y, d entries each.
-  std::vector<std::vector<int64_t>> cell_sums;
-  std::vector<int64_t> cell_counts;  // exact |(a, y)| (protected)
-};
-
-// Builds the game's data. `features` is n x d_raw; labels 0/1; groups in 0..k-1 (k >= 2).
-// Rows are scaled to L1 norm <= clip_l1 when clip_l1 > 0, then a constant 1 is appended if
-// `intercept`. InvalidArgument for shape mismatches, non-finite values, too many rows for the
-// exact integer sums.
-absl::StatusOr<GameData> BuildGameData(const Eigen::MatrixXd& features, std::vector<int> labels,
-                                       std::vector<int> groups, int k, double clip_l1,
-                                       bool intercept);
-// The same, preprocessing the caller's matrix in place instead of a copy (at 1M x 50 a copy is
-// 400 MB of fresh memory).
-absl::StatusOr<GameData> BuildGameData(Eigen::MatrixXd&& features, std::vector<int> labels,
-                                       std::vector<int> groups, int k, double clip_l1,
-                                       bool intercept);
-
-// The feature map a model artifact records: clip to L1 <= clip_l1 (if > 0), append 1.
-Eigen::VectorXd PreprocessRow(const Eigen::Ref<const Eigen::VectorXd>& raw, double clip_l1,
-                              bool intercept);
 
 // The released group-label masses q̂_ay = max(noisy count, floor) / n, cell 2a+y. Public.
 std::vector<double> MassesFromNoisyCounts(absl::Span<const int64_t> noisy_counts, int64_t n,
@@ -117,14 +79,16 @@ absl::StatusOr<BestResponsePlan> PlanBestResponse(const GameData& data,
 //   integer vector Σ_i xs_i c_i (c_i the snapped cost shift) plus discrete Laplace noise of
 //   scale max_row_steps · max_cost_change_steps / epsilon;
 // - FTPL: every row's snapped cost shift gets discrete Laplace noise of scale
-//   max_cost_change_steps / epsilon, then the non-private least-squares oracle runs on them.
+//   max_cost_change_steps / epsilon, then the non-private least-squares oracle runs on them
+//   (FailedPrecondition if the game does not keep its rows).
 absl::StatusOr<BestResponse> PrivateBestResponse(const GameData& data,
                                                  absl::Span<const double> lambda,
                                                  absl::Span<const double> masses, Oracle oracle,
                                                  double epsilon, const NoiseFactory& noise,
                                                  absl::BitGenRef gen);
 
-// h(x_i) for every row: 1 iff x_i·w > 0.
+// h(x_i) for every row: 1 iff x_i·w > 0. Empty if the game does not keep its rows
+// (KeepMatrix::kNo).
 std::vector<uint8_t> Decide(const GameData& data, const Eigen::VectorXd& weights);
 
 // Noisy equalized-odds violations of predictions h (ConstraintCount(k) entries): the counts of
@@ -161,7 +125,8 @@ struct LearnerResult {
 
 // The DP-oracle learner: q̂ released once; then T rounds of λ from the exponentiated-gradient
 // auditor, a private best response, and a noisy violation release; output the uniform mixture.
-// `progress(t, T)` is called after each round; returning false stops with Aborted.
+// `progress(t, T)` is called after each round; returning false stops with Aborted. The game
+// must keep its rows (KeepMatrix::kYes; FailedPrecondition otherwise).
 absl::StatusOr<LearnerResult> RunDpOracleLearner(
     const GameData& data, const LearnerOptions& options, const LearnerPlan& plan,
     const NoiseFactory& noise, absl::BitGenRef gen,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/util/status_macros.h"
 #include "core/util/truncate.h"
 #include "core/util/validate.h"
 
@@ -195,14 +196,20 @@ absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::st
                     [](std::string* o, const v1::ColumnSpec& s) { o->append(s.name()); })));
 }
 
-absl::StatusOr<std::vector<double>> NumericColumn(const storage::StoredTable& table, int column,
-                                                  const std::vector<int64_t>& rows,
-                                                  const char* field) {
+absl::StatusOr<absl::Span<const double>> NumericValues(const storage::StoredTable& table,
+                                                       int column, const char* field) {
   if (table.specs(column).type() != v1::COLUMN_TYPE_NUMERIC) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": column '", table.specs(column).name(), "' must be numeric"));
   }
   const auto& values = table.columns(column).numeric();
+  return absl::Span<const double>(values.data(), static_cast<size_t>(values.size()));
+}
+
+absl::StatusOr<std::vector<double>> NumericColumn(const storage::StoredTable& table, int column,
+                                                  const std::vector<int64_t>& rows,
+                                                  const char* field) {
+  ASSIGN_OR_RETURN(const absl::Span<const double> values, NumericValues(table, column, field));
   std::vector<double> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) out[i] = values[rows[i]];
   return out;

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/postprocess/statistical_parity.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
@@ -73,6 +74,11 @@ absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::st
 // A binary (0/1) numeric column over the given table rows, or InvalidArgument naming the row.
 absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table, int column,
                                               const std::vector<int64_t>& rows, const char* field);
+
+// All the values of a numeric column, read in place (valid while `table` lives), or
+// InvalidArgument if it is not numeric.
+absl::StatusOr<absl::Span<const double>> NumericValues(const storage::StoredTable& table,
+                                                       int column, const char* field);
 
 // A numeric column over the given table rows, or InvalidArgument if it is not numeric.
 absl::StatusOr<std::vector<double>> NumericColumn(const storage::StoredTable& table, int column,

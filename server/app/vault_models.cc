@@ -135,9 +135,10 @@ learn::LearnerOptions LearnerOptionsOf(const v1::FitFairModelRequest& req) {
 
 }  // namespace
 
-// The company's features (n x d) and 0/1 labels over the joined rows: its own, public data.
+// The company's features over the joined rows, read in place from the stored table (no copies:
+// valid while `table` and `rows` live), and its 0/1 labels: its own, public data.
 struct GameInputs {
-  Eigen::MatrixXd features;
+  learn::FeatureColumns features;
   std::vector<int> labels;
 };
 
@@ -148,14 +149,13 @@ static absl::StatusOr<GameInputs> LoadGameInputs(
   GameInputs in;
   ASSIGN_OR_RETURN(int label, internal::ColumnIndex(table, label_column, "label_column"));
   ASSIGN_OR_RETURN(in.labels, internal::BinaryColumn(table, label, rows, "label_column"));
-  in.features.resize(static_cast<Eigen::Index>(rows.size()), feature_columns.size());
-  for (int j = 0; j < feature_columns.size(); ++j) {
-    ASSIGN_OR_RETURN(int c, internal::ColumnIndex(table, feature_columns[j], "feature_columns"));
-    ASSIGN_OR_RETURN(std::vector<double> values,
-                     internal::NumericColumn(table, c, rows, "feature_columns"));
-    for (size_t i = 0; i < rows.size(); ++i)
-      in.features(static_cast<Eigen::Index>(i), j) = values[i];
+  for (const std::string& name : feature_columns) {
+    ASSIGN_OR_RETURN(int c, internal::ColumnIndex(table, name, "feature_columns"));
+    ASSIGN_OR_RETURN(const absl::Span<const double> values,
+                     internal::NumericValues(table, c, "feature_columns"));
+    in.features.columns.push_back(values);
   }
+  in.features.rows = rows;
   return in;
 }
 
@@ -163,10 +163,13 @@ static absl::StatusOr<GameInputs> LoadGameInputs(
 
 // The game's data of the last BestResponse, reused by the next one on the same table (the same
 // cached object), join (rows and group codes), columns and preprocessing: a company calls
-// BestResponse round after round with a new λ, and rebuilding the n x d matrix and XᵀX costs
-// seconds at 1M rows. Only the a-free preprocessing is reused; every call still plans and draws
-// its own noise. One entry, so the memory stays bounded (it is replaced by the next game, or
-// freed when a call finds its table gone from the vault's cache).
+// BestResponse round after round with a new λ, and rebuilding XᵀX costs a second at 1M rows.
+// Only the a-free preprocessing is reused; every call still plans and draws its own noise. One
+// entry, so the memory stays bounded (it is replaced by the next game, or freed when a call
+// finds its table gone from the vault's cache). A least-squares call builds the game without the
+// n x d matrix (it needs only the sums; at 1M x 50 the matrix is 400 MB of fresh memory, over a
+// second on a VM): such an entry cannot serve an FTPL call, which rebuilds it with the matrix;
+// an entry with the matrix serves both.
 struct Vault::GameCache {
   absl::Mutex mu;
   std::weak_ptr<const void> table ABSL_GUARDED_BY(mu);
@@ -238,6 +241,9 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
                    ReleasedMasses(caller, req.masses_key(), req.table_handle(), req.label_column(),
                                   joined, mass_floor));
   const bool intercept = !req.no_intercept();
+  const learn::Oracle oracle = OracleOf(req.oracle());
+  // Only FTPL reads the rows (Xᵀ c̃ over noisy per-row costs).
+  const bool needs_rows = oracle == learn::Oracle::kFtpl;
   std::vector<std::string> columns(req.feature_columns().begin(), req.feature_columns().end());
   columns.push_back(req.label_column());
   std::shared_ptr<const learn::GameData> game;
@@ -249,7 +255,8 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
       last.data.reset();
     } else if (cached.get() == table.cached.get() && last.columns == columns &&
                last.clip_l1 == req.clip_l1() && last.intercept == intercept && last.k == k &&
-               last.rows == joined.table_rows && last.group == joined.group) {
+               last.rows == joined.table_rows && last.group == joined.group &&
+               (!needs_rows || last.data->KeepsMatrix())) {
       game = last.data;
     }
   }
@@ -257,8 +264,9 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
     ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
                                                        req.feature_columns(), req.label_column()));
     ASSIGN_OR_RETURN(learn::GameData built,
-                     learn::BuildGameData(std::move(inputs.features), std::move(inputs.labels),
-                                          joined.group, k, req.clip_l1(), intercept));
+                     learn::BuildGameData(
+                         inputs.features, std::move(inputs.labels), joined.group, k, req.clip_l1(),
+                         intercept, needs_rows ? learn::KeepMatrix::kYes : learn::KeepMatrix::kNo));
     game = std::make_shared<const learn::GameData>(std::move(built));
     GameCache& last = *game_cache_;
     absl::MutexLock lock(&last.mu);
@@ -274,7 +282,6 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
   }
   const learn::GameData& data = *game;
   const std::vector<double> lambda(req.lambda().begin(), req.lambda().end());
-  const learn::Oracle oracle = OracleOf(req.oracle());
   // The epsilon the ledger charges (micro-units): the noise is calibrated to it.
   ASSIGN_OR_RETURN(const int64_t epsilon_micro, accounting::EpsilonToMicro(req.epsilon()));
   const double epsilon = accounting::MicroToEpsilon(epsilon_micro);
@@ -456,8 +463,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
       const char* field = game ? "feature_columns" : "hypothesis_columns";
       ASSIGN_OR_RETURN(int c, internal::ColumnIndex(*table.table, name, field));
       if (game) {
-        RETURN_IF_ERROR(
-            internal::NumericColumn(*table.table, c, joined.table_rows, field).status());
+        RETURN_IF_ERROR(internal::NumericValues(*table.table, c, field).status());
       } else {
         RETURN_IF_ERROR(internal::BinaryColumn(*table.table, c, joined.table_rows, field).status());
       }
@@ -649,7 +655,8 @@ absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord& 
     const bool intercept = !req.no_intercept();
     ASSIGN_OR_RETURN(learn::GameData data,
                      learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group,
-                                          joined.num_groups, req.clip_l1(), intercept));
+                                          joined.num_groups, req.clip_l1(), intercept,
+                                          learn::KeepMatrix::kYes));  // Decide reads the rows
     learn::LearnerPlan learner_plan{plan.epsilon_masses(), plan.epsilon_round()};
     ASSIGN_OR_RETURN(learn::LearnerResult result,
                      learn::RunDpOracleLearner(data, LearnerOptionsOf(req), learner_plan,

@@ -176,6 +176,23 @@ TEST_F(VaultModelsTest, BestResponseReusesTheGameOnlyForTheSameColumnsAndClip) {
   EXPECT_EQ(again.rows_used(), first.rows_used());
 }
 
+// A least-squares call keeps only the game's sums; an FTPL call after it needs the rows and must
+// not be served that entry (the core refuses FTPL without them), and the entry it builds with the
+// rows serves least squares again with the same values.
+TEST_F(VaultModelsTest, BestResponseFtplAfterLeastSquaresRebuildsTheGameWithItsRows) {
+  ASSERT_OK_AND_ASSIGN(v1::BestResponseResponse first,
+                       vault_->BestResponse(acme_, BestResponseRequest("ls-1")));
+  v1::BestResponseRequest ftpl = BestResponseRequest("ftpl-1");
+  ftpl.set_oracle(v1::BEST_RESPONSE_ORACLE_FTPL);
+  ASSERT_OK_AND_ASSIGN(v1::BestResponseResponse f, vault_->BestResponse(acme_, ftpl));
+  EXPECT_EQ(f.artifact().fair_model().algorithm(), "best_response_ftpl");
+  EXPECT_EQ(f.max_row_l1(), first.max_row_l1());
+  ASSERT_OK_AND_ASSIGN(v1::BestResponseResponse again,
+                       vault_->BestResponse(acme_, BestResponseRequest("ls-2")));
+  EXPECT_EQ(again.max_row_l1(), first.max_row_l1());
+  EXPECT_EQ(again.sensitivity(), first.sensitivity());
+}
+
 TEST_F(VaultModelsTest, BestResponseRefusesBadInputBeforeCharging) {
   auto no_masses = BestResponseRequest("bad-1");
   no_masses.set_masses_key("nope");

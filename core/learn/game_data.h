@@ -1,0 +1,82 @@
+// The company's rows prepared once for every best response of a fair game (fair_game.h): the
+// a-free sums (XᵀX factorized, Xᵀ1{y}), the features' Mironov grid and the exact per-cell sums,
+// and, when asked for, the n x d matrix itself. Built in blocks of rows, so that a game that does
+// not keep the matrix never holds more than a block of it.
+#ifndef FAIRVAULT_CORE_LEARN_GAME_DATA_H_
+#define FAIRVAULT_CORE_LEARN_GAME_DATA_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "Eigen/Dense"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace fairvault::core::learn {
+
+// The company's rows, preprocessed once for every best response of a game.
+struct GameData {
+  int64_t n = 0;  // rows
+  int d = 0;      // features after preprocessing (intercept included)
+  int k = 0;      // groups; group 0 is the reference
+  // n x d: clipped features (+ intercept), or empty when built with KeepMatrix::kNo. Only the
+  // FTPL oracle (Xᵀ c̃ over rows) and Decide (X·w) read it.
+  Eigen::MatrixXd x;
+  std::vector<int> y;                 // 0/1
+  std::vector<int> group;             // 0..k-1 (protected: never released directly)
+  Eigen::LDLT<Eigen::MatrixXd> gram;  // XᵀX + ridge·I, factorized once
+  Eigen::VectorXd xt_label0;          // Xᵀ 1{y=0}: the a-free part of Xᵀ C1
+  Eigen::VectorXd xt_label1;          // Xᵀ 1{y=1} = Xᵀ C0
+  // The Mironov grid of the features: xs = round(x / feature_grid), exact small integers (not
+  // kept: only their sums below are used).
+  double feature_grid = 0;
+  // max_i Σ_j |xs_ij|: the L1 sensitivity factor of one row (public: company features).
+  int64_t max_row_steps = 0;
+  double max_row_l1 = 0;  // max_i ‖x_i‖₁ in real units
+  // Exact Σ of xs over the rows of each (group, label) cell: cell 2a+y, d entries each.
+  std::vector<std::vector<int64_t>> cell_sums;
+  std::vector<int64_t> cell_counts;  // exact |(a, y)| (protected)
+
+  // Whether `x` holds the n x d matrix (the FTPL oracle and the learner need it).
+  bool KeepsMatrix() const { return n > 0 && x.rows() == n && x.cols() == d; }
+};
+
+// The company's raw features read where they lie: x_ij = columns[j][rows[i]] for
+// i < rows.size(), e.g. a stored table's columns through a join's row indices. Not owned: the
+// memory must stay alive during BuildGameData only.
+struct FeatureColumns {
+  std::vector<absl::Span<const double>> columns;  // d_raw columns
+  absl::Span<const int64_t> rows;                 // n indices into every column
+};
+
+// Whether BuildGameData keeps the n x d matrix in GameData::x. kNo is enough for least-squares
+// best responses (they use only the sums) and touches no n x d memory: at 1M x 50, the first
+// touch of a fresh 400 MB matrix costs over a second on a VM.
+enum class KeepMatrix { kNo, kYes };
+
+// Builds the game's data. `features` is n x d_raw; labels 0/1; groups in 0..k-1 (k >= 2).
+// Rows are scaled to L1 norm <= clip_l1 when clip_l1 > 0, then a constant 1 is appended if
+// `intercept`. InvalidArgument for shape mismatches, non-finite values, too many rows for the
+// exact integer sums. Every overload computes the same values to the bit (the sums over the
+// rows are taken in the same blocks whatever the source); the matrix is kept.
+absl::StatusOr<GameData> BuildGameData(const Eigen::MatrixXd& features, std::vector<int> labels,
+                                       std::vector<int> groups, int k, double clip_l1,
+                                       bool intercept);
+// The same, preprocessing the caller's matrix in place instead of a copy (at 1M x 50 a copy is
+// 400 MB of fresh memory).
+absl::StatusOr<GameData> BuildGameData(Eigen::MatrixXd&& features, std::vector<int> labels,
+                                       std::vector<int> groups, int k, double clip_l1,
+                                       bool intercept);
+// The same from columns read in place (no copy of them), keeping the matrix or not. Every row
+// index must be within every column (InvalidArgument otherwise).
+absl::StatusOr<GameData> BuildGameData(const FeatureColumns& features, std::vector<int> labels,
+                                       std::vector<int> groups, int k, double clip_l1,
+                                       bool intercept, KeepMatrix keep);
+
+// The feature map a model artifact records: clip to L1 <= clip_l1 (if > 0), append 1.
+Eigen::VectorXd PreprocessRow(const Eigen::Ref<const Eigen::VectorXd>& raw, double clip_l1,
+                              bool intercept);
+
+}  // namespace fairvault::core::learn
+
+#endif  // FAIRVAULT_CORE_LEARN_GAME_DATA_H_
