@@ -435,7 +435,9 @@ TEST_F(VaultTest, TheKeptJoinFollowsImportsAndTheDictionaryOnlyShowsUsedValues) 
   EXPECT_EQ(after->rows_used(), 32);
   ASSERT_EQ(after->cells_size(), 3 * 2);  // tiers {x, y, z} x sex {F, M}
   for (const v1::CountCell& cell : after->cells()) {
-    if (cell.values(0) == "z") EXPECT_EQ(cell.noisy_count(), cell.group() == "F" ? 2 : 0);
+    if (cell.values(0) == "z") {
+      EXPECT_EQ(cell.noisy_count(), cell.group() == "F" ? 2 : 0);
+    }
   }
 }
 
