@@ -245,6 +245,11 @@ PrivacyCost GaussianCost(double sensitivity, double sigma) {
   return CostFromCurve(GaussianRdp(sensitivity, sigma, RdpOrders()));
 }
 
+PrivacyCost RdpCurveCost(const std::vector<double>& rdp) {
+  if (rdp.size() != RdpOrders().size()) return SaturatedCost(/*pure=*/false);
+  return CostFromCurve(rdp);
+}
+
 void Spend::Add(const PrivacyCost& cost) {
   releases = SaturatingAdd(releases, 1);
   AddCurve(cost.rdp_nano, rdp_all_nano);

@@ -69,6 +69,9 @@ PrivacyCost PureDpCost(int64_t epsilon_micro);
 PrivacyCost LaplaceCost(int64_t epsilon_micro);
 // Cost of a Gaussian release.
 PrivacyCost GaussianCost(double sensitivity, double sigma);
+// Cost of a release that is not pure, from its RDP curve on RdpOrders() (e.g. a composition
+// of subsampled Gaussian steps), rounded up; entries that are not finite saturate.
+PrivacyCost RdpCurveCost(const std::vector<double>& rdp);
 
 // The composition of many costs, kept as exact integer sums.
 struct Spend {

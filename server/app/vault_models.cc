@@ -20,6 +20,7 @@
 #include "core/random/chacha20_stream.h"
 #include "core/util/status_macros.h"
 #include "core/util/validate.h"
+#include "server/app/fermi_job.h"
 #include "server/app/vault.h"
 #include "server/app/vault_charge_impl.h"
 #include "server/app/vault_internal.h"
@@ -401,7 +402,12 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   v1::FitFairModelRequest job_request = req;
   const bool game = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER ||
                     req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR;
-  if (game) {
+  const bool fermi = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_FERMI;
+  const bool linear = game || fermi;  // trained on the feature columns
+  if (fermi) {
+    RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
+    RETURN_IF_ERROR(FillFermiDefaults(&job_request));
+  } else if (game) {
     RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
     if (req.rounds() == 0) job_request.set_rounds(kDefaultRounds);
     if (req.lambda_bound() == 0) job_request.set_lambda_bound(kDefaultLambdaBound);
@@ -425,8 +431,8 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   } else {
     return absl::InvalidArgumentError(
         "algorithm: use FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER (1), "
-        "FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM (2) or FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR "
-        "(3)");
+        "FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM (2), FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR "
+        "(3) or FAIR_MODEL_ALGORITHM_DP_FERMI (4)");
   }
   PreparedRelease release;
   release.request_kind = "FitFairModel";
@@ -448,7 +454,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     return absl::InvalidArgumentError("attributes: a fair model needs at least two groups");
   }
   const int64_t n = static_cast<int64_t>(joined.table_rows.size());
-  const int64_t width = game ? req.feature_columns_size() : req.hypothesis_columns_size();
+  const int64_t width = linear ? req.feature_columns_size() : req.hypothesis_columns_size();
   if (n * width > options_.max_job_cells) {
     return absl::InvalidArgumentError(absl::StrCat(
         "feature_columns: ", n, " rows x ", width, " columns exceed the vault's limit of ",
@@ -459,10 +465,10 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     RETURN_IF_ERROR(label.status());
     RETURN_IF_ERROR(
         internal::BinaryColumn(*table.table, *label, joined.table_rows, "label_column").status());
-    for (const std::string& name : game ? req.feature_columns() : req.hypothesis_columns()) {
-      const char* field = game ? "feature_columns" : "hypothesis_columns";
+    for (const std::string& name : linear ? req.feature_columns() : req.hypothesis_columns()) {
+      const char* field = linear ? "feature_columns" : "hypothesis_columns";
       ASSIGN_OR_RETURN(int c, internal::ColumnIndex(*table.table, name, field));
-      if (game) {
+      if (linear) {
         RETURN_IF_ERROR(internal::NumericValues(*table.table, c, field).status());
       } else {
         RETURN_IF_ERROR(internal::BinaryColumn(*table.table, c, joined.table_rows, field).status());
@@ -498,8 +504,17 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     part->set_noise_scale(scale);
     part->set_sensitivity(sensitivity);
   };
-  if (game) {
+  int64_t total_steps = 1;
+  if (fermi) {
+    ASSIGN_OR_RETURN(FermiCharge planned, PlanFermiJob(job_request, n, delta, total_micro));
+    plan = planned.plan;
+    total_steps = planned.steps;
+    release.composed = planned.cost;
+    release.mechanism = "discrete_gaussian";
+    cost = planned.description;
+  } else if (game) {
     const int64_t rounds = job_request.rounds();
+    total_steps = rounds;
     plan.set_epsilon_masses(job_request.masses_share() * cost.epsilon());
     const std::vector<accounting::PureDpRepetition> fixed = {{plan.epsilon_masses(), 1}};
     ASSIGN_OR_RETURN(const double per_round,
@@ -530,7 +545,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     add_part("selection", plan.epsilon_select(), 0, 0);
   }
   // Which bound the ledger will take (both are valid): the RDP conversion needs delta.
-  {
+  if (!fermi) {
     accounting::Spend alone;
     alone.Add(*release.composed);
     cost.set_delta(
@@ -559,7 +574,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
                          record.seed = SeedBytes(core::ChaCha20Stream::NewKey(gen_));
                          record.subject_limit = joined.subjects;
                          record.state = storage::JobState::kQueued;
-                         record.total = game ? job_request.rounds() : 1;
+                         record.total = total_steps;
                          record.submitted_micros = clock_->NowMicros();
                          v1::Job* out = resp->mutable_job();
                          out->set_id(record.id);
@@ -649,6 +664,16 @@ absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord& 
         "change the utility only when M exceeds a group's true count, which the shift "
         "ln(1/em_delta)/(epsilon/2) makes happen with probability <= em_delta = ",
         plan.em_delta()));
+  } else if (req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_FERMI) {
+    ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
+                                                       req.feature_columns(), req.label_column()));
+    const bool intercept = !req.no_intercept();
+    ASSIGN_OR_RETURN(learn::GameData data,
+                     learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group,
+                                          joined.num_groups, req.clip_l1(), intercept,
+                                          learn::KeepMatrix::kYes));  // the steps read rows
+    SetFeatures(req.feature_columns(), req.clip_l1(), intercept, model);
+    RETURN_IF_ERROR(RunFermiJob(data, req, plan, gen, progress, model));
   } else {
     ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
                                                        req.feature_columns(), req.label_column()));

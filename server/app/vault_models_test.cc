@@ -45,6 +45,8 @@ class VaultModelsTest : public VaultTest {
     auto uploaded = Upload(acme_, header, {chunk});
     ASSERT_OK(uploaded);
     handle_ = uploaded->table_handle();
+    header_ = header;
+    chunk_ = chunk;
     v1::NoisyCountsRequest masses;
     masses.set_idempotency_key("masses");
     masses.set_table_handle(handle_);
@@ -112,6 +114,8 @@ class VaultModelsTest : public VaultTest {
   }
 
   std::string handle_;
+  v1::TableHeader header_;  // the table above, for other companies' uploads
+  v1::TableChunk chunk_;
 };
 
 TEST_F(VaultModelsTest, BestResponseReturnsALinearModelChargedOnce) {
@@ -361,6 +365,60 @@ TEST_F(VaultModelsTest, ExponentialMechanismRefusalWhenMIsSmallIsCharged) {
   const v1::Job done = WaitFor(submitted->job().id());
   EXPECT_EQ(done.state(), v1::JOB_STATE_FAILED);
   EXPECT_THAT(done.error(), HasSubstr("M = "));
+}
+
+// DP-FERMI (issue 10, in progress): Gaussian noise needs a grant with delta > 0 (refused before
+// charging otherwise); on globex's delta grant the job trains a logistic model, charged once
+// with the composed RDP cost converted at the grant's delta.
+TEST_F(VaultModelsTest, DpFermiJobNeedsADeltaGrantAndTrains) {
+  v1::FitFairModelRequest req;
+  req.set_idempotency_key("fermi-1");
+  req.set_table_handle(handle_);
+  req.set_algorithm(v1::FAIR_MODEL_ALGORITHM_DP_FERMI);
+  req.add_feature_columns("f1");
+  req.add_feature_columns("f2");
+  req.set_label_column("label");
+  req.add_attributes("sex");
+  req.set_epsilon(5);
+  req.set_epochs(5);
+  req.set_batch_size(8);
+  req.set_fairness_lambda(0.5);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, req).status(); },
+      absl::StatusCode::kFailedPrecondition, "delta > 0");
+
+  auto uploaded = Upload(globex_, header_, {chunk_});
+  ASSERT_OK(uploaded);
+  req.set_table_handle(uploaded->table_handle());
+  auto submitted = vault_->FitFairModel(globex_, req);
+  ASSERT_OK(submitted);
+  EXPECT_EQ(submitted->job().total(), 5 * 4);  // 5 epochs of ceil(30 / 8) steps
+  const v1::Cost& cost = submitted->charge().cost();
+  EXPECT_EQ(cost.epsilon(), 5);
+  EXPECT_EQ(cost.delta(), 1e-6);
+  ASSERT_EQ(cost.parts_size(), 2);
+  EXPECT_NEAR(cost.parts(0).epsilon(), 0.5, 1e-12);
+  EXPECT_GT(cost.parts(1).noise_scale(), 0);  // the noise multiplier z
+  EXPECT_LE(submitted->charge().budget_after().epsilon_spent(), 5 + 1e-6);
+  v1::GetJobRequest get;
+  get.set_job_id(submitted->job().id());
+  v1::Job done;
+  for (int i = 0; i < 6000; ++i) {
+    auto job = vault_->GetJob(globex_, get);
+    ASSERT_OK(job);
+    done = job->job();
+    if (done.state() != v1::JOB_STATE_QUEUED && done.state() != v1::JOB_STATE_RUNNING) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error();
+  v1::GetArtifactRequest art;
+  art.set_artifact_id(done.artifact_id());
+  auto artifact = vault_->GetArtifact(globex_, art);
+  ASSERT_OK(artifact);
+  const v1::FairModel& model = artifact->artifact().fair_model();
+  EXPECT_EQ(model.algorithm(), "dp_fermi");
+  ASSERT_EQ(model.components_size(), 1);
+  EXPECT_EQ(model.components(0).weights_size(), 3);
 }
 
 TEST_F(VaultModelsTest, FitFairModelRefusesBadInputBeforeCharging) {
