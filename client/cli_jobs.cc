@@ -20,6 +20,8 @@ std::string AlgorithmName(v1::FairModelAlgorithm algorithm) {
       return "exponential_mechanism";
     case v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR:
       return "private_fair_nr";
+    case v1::FAIR_MODEL_ALGORITHM_DP_FERMI:
+      return "dp_fermi";
     default:
       return absl::StrCat("unknown(", static_cast<int>(algorithm), ")");
   }

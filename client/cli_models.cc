@@ -101,8 +101,10 @@ absl::StatusOr<v1::FairModelAlgorithm> Algorithm(const ParsedFlags& flags) {
   if (name == "dp_oracle_learner") return v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER;
   if (name == "exponential_mechanism") return v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM;
   if (name == "private_fair_nr") return v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR;
+  if (name == "dp_fermi") return v1::FAIR_MODEL_ALGORITHM_DP_FERMI;
   return UsageError(absl::StrCat(
-      "--algorithm must be dp_oracle_learner, exponential_mechanism or private_fair_nr (got '",
+      "--algorithm must be dp_oracle_learner, exponential_mechanism, private_fair_nr or dp_fermi "
+      "(got '",
       flags.Get("algorithm"), "')"));
 }
 
@@ -167,6 +169,35 @@ absl::Status ModelFit(Context& ctx) {
         absl::StrCat("--masses-share must be in (0, 1) (got ", flags.Get("masses-share"), ")"));
   }
   req.set_masses_share(share);
+  // DP-FERMI's parameters (0: the server's defaults, the paper's).
+  const bool fermi = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_FERMI;
+  for (const char* name : {"epochs", "batch-size", "lr-theta", "lr-w", "w-radius", "clip-theta",
+                           "clip-w", "fairness-lambda", "marginals-share"}) {
+    if (!fermi && flags.Has(name)) {
+      return UsageError(absl::StrCat("--", name, " is for --algorithm dp_fermi only"));
+    }
+  }
+  ASSIGN_OR_RETURN(const int64_t epochs, flags.GetInt("epochs", 0));
+  ASSIGN_OR_RETURN(const int64_t batch, flags.GetInt("batch-size", 0));
+  if (epochs < 0 || epochs > 10000 || batch < 0 || batch > 1'000'000'000) {
+    return UsageError("--epochs must be in 1..10000 and --batch-size >= 1");
+  }
+  req.set_epochs(static_cast<int32_t>(epochs));
+  req.set_batch_size(static_cast<int32_t>(batch));
+  ASSIGN_OR_RETURN(const double lr_theta, OptionalNonNegative(flags, "lr-theta"));
+  req.set_lr_theta(lr_theta);
+  ASSIGN_OR_RETURN(const double lr_w, OptionalNonNegative(flags, "lr-w"));
+  req.set_lr_w(lr_w);
+  ASSIGN_OR_RETURN(const double radius, OptionalNonNegative(flags, "w-radius"));
+  req.set_w_radius(radius);
+  ASSIGN_OR_RETURN(const double clip_theta, OptionalNonNegative(flags, "clip-theta"));
+  req.set_clip_theta(clip_theta);
+  ASSIGN_OR_RETURN(const double clip_w, OptionalNonNegative(flags, "clip-w"));
+  req.set_clip_w(clip_w);
+  ASSIGN_OR_RETURN(const double fairness, OptionalNonNegative(flags, "fairness-lambda"));
+  req.set_fairness_lambda(fairness);
+  ASSIGN_OR_RETURN(const double marginals, OptionalNonNegative(flags, "marginals-share"));
+  req.set_marginals_share(marginals);
   WaitOptions wait;
   if (flags.GetBool("wait")) {
     ASSIGN_OR_RETURN(wait, ReadWaitOptions(flags));
@@ -230,8 +261,9 @@ std::vector<Command> ModelCommands() {
   std::vector<FlagSpec> fit = LearnerFlags();
   for (FlagSpec& f : std::vector<FlagSpec>{
            {"algorithm", "NAME",
-            "dp_oracle_learner or private_fair_nr (the game; needs --features), or "
-            "exponential_mechanism (needs --hypotheses)",
+            "dp_oracle_learner or private_fair_nr (the game; needs --features), "
+            "exponential_mechanism (needs --hypotheses), or dp_fermi (needs --features and a "
+            "grant with delta > 0)",
             true},
            {"gamma", "G", "equalized-odds slack (>= 0; default 0)"},
            {"rounds", "T", "rounds of the game, 1..100000 (default: server's 100)"},
@@ -247,6 +279,16 @@ std::vector<Command> ModelCommands() {
             "('#' comments)"},
            {"em-delta", "D",
             "exponential_mechanism: delta of the released shift (default exp(-sqrt n))"},
+           {"epochs", "N", "dp_fermi: epochs (default: server's 200)"},
+           {"batch-size", "B", "dp_fermi: rows per step, drawn without replacement (default 1024)"},
+           {"lr-theta", "ETA", "dp_fermi: the model's step (default 0.005)"},
+           {"lr-w", "ETA", "dp_fermi: W's step (default 0.01)"},
+           {"w-radius", "D", "dp_fermi: radius of W's ball (default 1)"},
+           {"clip-theta", "C", "dp_fermi: clip of the group-dependent model gradient (default 1)"},
+           {"clip-w", "C", "dp_fermi: clip of the group-dependent W gradient (default 1)"},
+           {"fairness-lambda", "L", "dp_fermi: weight of the ERMI term (>= 0; default 0)"},
+           {"marginals-share", "S",
+            "dp_fermi: share of epsilon spent on the group marginals (default 0.1)"},
            {"wait", "", "then wait for the job like `job wait` (exit status as there)"}}) {
     fit.push_back(std::move(f));
   }
