@@ -30,15 +30,47 @@
 //     and the (f-1) eps'(f) term 0 for f = 1. The result is again min'd with eps(a).
 //     The authors' library (autodp, rdp_acct.py) does the same.
 // Not included: autodp also caps the curve by the amplified pure epsilon
-// log(1 + gamma (e^{eps(inf)} - 1)) when eps(inf) is finite (never for the Gaussian); the
-// tighter Theorem 27 of the same paper (for mechanisms like the Gaussian) is not implemented.
+// log(1 + gamma (e^{eps(inf)} - 1)) when eps(inf) is finite (never for the Gaussian).
 //
-// Where it helps. Because of the j >= 3 floor above, every step costs at least about
-// alpha^2 gamma^3 / 3 at small alpha gamma whatever sigma is. For many steps at small epsilon this
-// floor alone exceeds the budget and the curve is the un-amplified one: e.g. gamma 0.03 (batch
-// 1,024 of ~34k rows), 6,600 steps, epsilon 1 at delta 1e-5 gets no amplification at all (the
-// tests pin this; Theorem 27 would). It does amplify for fewer steps, smaller gamma or larger
-// epsilon (same shape at epsilon 9: sigma 3.1 instead of 47).
+// Theorem 27 (same paper, appendix; autodp's improved_bound_flag=True, whose docstring states the
+// condition). Condition (Definition 26): M has a pair of neighbouring inputs that is the worst
+// case simultaneously for every Renyi divergence D_j and every Pearson-Vajda moment
+// B(l) = E_Q[(P/Q - 1)^l], and the RDP curve is tight, eps(j) = D_j(P||Q) for that pair. Then
+// B(l) = sum_{i=0..l} C(l,i) (-1)^{l-i} e^{(i-1) eps(i)} (the binomial expansion of the tight
+// pair's moments, (i-1) eps(i) read as 0 at i = 0, 1), and for every integer alpha >= 2
+//
+//   eps'(alpha) <= 1/(alpha-1) * log( 1 + [the same j = 2 term as Theorem 9]
+//       + sum_{j=3..alpha} gamma^j C(alpha,j) min{ 4 sqrt(B(2 floor(j/2)) B(2 ceil(j/2))),
+//                                                  e^{(j-1) eps(j)} min{2, (e^{eps(inf)} - 1)^j} } ).
+//
+// (For even j the first entry is 4 B(j); for odd j, Cauchy-Schwarz on E|P/Q - 1|^j.) The
+// continuous Gaussian N(f(X), sigma^2 I) with L2 sensitivity Delta satisfies the condition: every
+// D_j and every B(l) depends only on s = |f(X) - f(X')| / sigma and is non-decreasing in s (B(l)
+// is a power series in s^2 with non-negative coefficients, through the Hermite expansion of
+// e^{sZ - s^2/2}), so a pair at distance Delta is the common worst case (at the sup if no pair
+// reaches it, where the values at Delta are upper bounds), and eps(j) = j Delta^2 / (2 sigma^2)
+// is its exact Renyi divergence. Then B(l) = E[(e^{sZ - s^2/2} - 1)^l], Z ~ N(0, 1), s = Delta /
+// sigma. Unlike Theorem 9's, these terms vanish as sigma grows (B(l) ~ s^l (l-1)!! at small s).
+//
+// The condition is NOT established for the discrete Gaussian (CKS 2020 give only the upper bound
+// eps(j) <= j Delta^2 / (2 sigma^2), not tightness, and its Pearson-Vajda moments are not known to
+// be at most the continuous ones; in several dimensions it does not reduce to one direction).
+// So Theorem 27 is offered under its own names (SubsampledContinuousGaussian*), and
+// SubsampledGaussianRdp, which DP-FERMI (server/app/fermi_job.cc) uses for DISCRETE Gaussian
+// noise, stays on Theorem 9, valid for any mechanism with that RDP upper bound.
+//
+// Computing B(l): the binomial expansion (autodp's route, forward differences in log space)
+// cancels catastrophically at small s (terms ~2^l, result ~s^l (l-1)!!); here B(2) = e^{s^2} - 1
+// exactly and B(l), l >= 4 even, is the integral of its non-negative integrand by the trapezoid
+// rule (see subsampled_rdp.cc for the error bound), raised by a relative 1e-9. Moments are
+// computed for l <= 256; terms with 2 ceil(j/2) > 256 keep Theorem 9's factor (autodp stops at
+// l = 100). The Gaussian curve is min(eps(alpha), Theorem 27), which is also <= Theorem 9 term by
+// term, with the same chord at non-integer orders.
+//
+// The DP-FERMI shape (gamma = 1024/32561, 200 epochs of 32 steps = 6,400 steps, epsilon 1,
+// delta 1e-5, sensitivity 1), calibrated sigma: Theorem 9 (SubsampledGaussianRdp) 323.63, no
+// amplification (the full-batch sigma); Theorem 27 (SubsampledContinuousGaussianRdp) 20.506.
+// Pinned in subsampled_rdp_test.cc (DpFermiShape).
 //
 // Sensitivity. `sensitivity` is the L2 sensitivity of the query on one BATCH under replace-one
 // (one record of the batch replaced by another), which is what Theorem 9 assumes of M.
@@ -85,6 +117,24 @@ std::vector<double> SubsampledWithoutReplacementRdp(absl::FunctionRef<double(dou
 std::vector<double> SubsampledGaussianRdp(double sensitivity, double sigma, double gamma,
                                           absl::Span<const double> orders);
 
+// B(l) = E[(e^{rZ - r^2/2} - 1)^l], Z ~ N(0, 1), for even l >= 2: the Pearson-Vajda moment of
+// N(r, 1) against N(0, 1), as used by Theorem 27 (l = 2 exact, l >= 4 by quadrature with a
+// relative 1e-9 upward margin). +infinity if r is not finite and > 0 or l is odd or < 2.
+double GaussianPearsonVajdaMoment(double ratio, int64_t l);
+
+// Theorem 27 for the continuous Gaussian at integer `alpha` >= 2, as an RDP value, without the
+// min against the un-amplified curve (with the term-wise min against Theorem 9). +infinity on
+// invalid inputs (as SubsampledContinuousGaussianRdp).
+double WangBalleKasiviswanathanGaussianBound(double sensitivity, double sigma, double gamma,
+                                             int64_t alpha);
+
+// As SubsampledGaussianRdp but with Theorem 27 at integer orders (min(eps(alpha), Theorem 27),
+// chord in between). Only for the CONTINUOUS Gaussian mechanism N(f, sigma^2 I) with L2
+// sensitivity `sensitivity` on a batch (replace-one); not for the discrete Gaussian (see the file
+// comment). Never above SubsampledGaussianRdp. All +infinity on invalid inputs.
+std::vector<double> SubsampledContinuousGaussianRdp(double sensitivity, double sigma,
+                                                    double gamma, absl::Span<const double> orders);
+
 // Composition of `steps` releases with the same curve: steps * rdp (RDP adds up). Entries stay
 // +infinity where rdp is; all +infinity if steps < 1 (a caller bug, fail closed).
 std::vector<double> ComposeRdp(absl::Span<const double> rdp, int64_t steps);
@@ -103,6 +153,15 @@ double SubsampledGaussianEpsilon(double sensitivity, double sigma, double gamma,
 absl::StatusOr<double> CalibrateSubsampledGaussianSigma(double epsilon, double delta,
                                                         double sensitivity, double gamma,
                                                         int64_t steps);
+
+// SubsampledGaussianEpsilon and CalibrateSubsampledGaussianSigma on
+// SubsampledContinuousGaussianRdp (Theorem 27): only for the continuous Gaussian mechanism.
+// Same contracts and errors.
+double SubsampledContinuousGaussianEpsilon(double sensitivity, double sigma, double gamma,
+                                           int64_t steps, double delta);
+absl::StatusOr<double> CalibrateSubsampledContinuousGaussianSigma(double epsilon, double delta,
+                                                                  double sensitivity,
+                                                                  double gamma, int64_t steps);
 
 }  // namespace fairvault::core::accounting
 
