@@ -157,7 +157,7 @@ absl::StatusOr<VaultSession> StartVault(const std::string& stem, const std::stri
 absl::Status AddDataset(VaultSession& v, const std::string& dataset, const std::string& attribute,
                         const std::vector<std::string>& categories,
                         const std::vector<std::string>& keys, const std::vector<int>& groups,
-                        double grant) {
+                        double grant, double delta) {
   v1::CreateDatasetRequest create;
   create.set_name(dataset);
   v1::Attribute* a = create.add_attributes();
@@ -176,6 +176,7 @@ absl::Status AddDataset(VaultSession& v, const std::string& dataset, const std::
   budget.set_company(v.company_name);
   budget.set_dataset(dataset);
   budget.set_epsilon(grant);
+  budget.set_delta(delta);
   return v.regulator->GrantBudget(budget).status();
 }
 
@@ -200,14 +201,17 @@ absl::StatusOr<std::string> UploadNumeric(VaultSession& v, const std::string& da
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<v1::FairModel>>> RunJobs(
-    VaultSession& v, const std::vector<v1::FitFairModelRequest>& reqs, int parallel) {
+    VaultSession& v, const std::vector<v1::FitFairModelRequest>& reqs, int parallel,
+    std::vector<JobRun>* runs) {
   std::vector<absl::StatusOr<v1::FairModel>> models(reqs.size(), absl::UnknownError("not run"));
+  if (runs != nullptr) runs->assign(reqs.size(), JobRun());
   for (size_t start = 0; start < reqs.size(); start += static_cast<size_t>(parallel)) {
     const size_t end = std::min(reqs.size(), start + static_cast<size_t>(parallel));
     std::vector<std::string> ids;
     for (size_t i = start; i < end; ++i) {
       ASSIGN_OR_RETURN(auto submitted, v.company->FitFairModel(reqs[i]));
       ids.push_back(submitted.job().id());
+      if (runs != nullptr) (*runs)[i].submitted = submitted;
     }
     for (size_t i = start; i < end; ++i) {
       v1::GetJobRequest get;
@@ -215,6 +219,7 @@ absl::StatusOr<std::vector<absl::StatusOr<v1::FairModel>>> RunJobs(
       while (true) {
         ASSIGN_OR_RETURN(auto job, v.company->GetJob(get));
         const v1::JobState state = job.job().state();
+        if (runs != nullptr) (*runs)[i].finished = job.job();
         if (state == v1::JOB_STATE_SUCCEEDED) {
           v1::GetArtifactRequest art;
           art.set_artifact_id(job.job().artifact_id());

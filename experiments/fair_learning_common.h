@@ -60,11 +60,12 @@ struct VaultSession {
 absl::StatusOr<VaultSession> StartVault(const std::string& stem, const std::string& company);
 
 // The regulator creates `dataset` with attribute `attribute` = categories, imports the subjects
-// (keys[i] in category groups[i]) and grants the company `grant` epsilon (δ = 0).
+// (keys[i] in category groups[i]) and grants the company `grant` epsilon with `delta` (0: pure
+// releases only; Gaussian learners such as DP-FERMI need delta > 0).
 absl::Status AddDataset(VaultSession& v, const std::string& dataset, const std::string& attribute,
                         const std::vector<std::string>& categories,
                         const std::vector<std::string>& keys, const std::vector<int>& groups,
-                        double grant);
+                        double grant, double delta = 0);
 
 // The company uploads numeric columns (columns[j][i] is row i of column names[j]); returns the
 // table handle.
@@ -77,8 +78,15 @@ absl::StatusOr<std::string> UploadNumeric(VaultSession& v, const std::string& da
 // Submits every request (at most `parallel` unfinished at a time), waits for each job and
 // returns the fair models in request order; a job that ends FAILED or CANCELLED gives a
 // FailedPrecondition naming it and its error (a submission or polling error ends the call).
+// If `runs` is given, it receives per request the submission's response (its charge: the
+// noise plan) and the job's last state (elapsed_seconds: the vault's own training time).
+struct JobRun {
+  v1::FitFairModelResponse submitted;
+  v1::Job finished;
+};
 absl::StatusOr<std::vector<absl::StatusOr<v1::FairModel>>> RunJobs(
-    VaultSession& v, const std::vector<v1::FitFairModelRequest>& reqs, int parallel = 8);
+    VaultSession& v, const std::vector<v1::FitFairModelRequest>& reqs, int parallel = 8,
+    std::vector<JobRun>* runs = nullptr);
 
 }  // namespace fairvault::experiments
 

@@ -1,5 +1,5 @@
-# Smoke run of jagielski_fig1 or em_adult (-DWHICH=fig1|em) in --quick mode: must exit 0,
-# print its tables and write its CSV. Arguments: -DPROGRAM=<binary> -DWORK_DIR=<dir>.
+# Smoke run of jagielski_fig1, em_adult or dp_fermi_adult (-DWHICH=fig1|em|fermi) in --quick
+# mode: must exit 0, print its tables and write its CSV. Arguments: -DPROGRAM=<binary> -DWORK_DIR=<dir>.
 if(WHICH STREQUAL "fig1")
   set(args --quick --out-dir ${WORK_DIR})
   set(csv ${WORK_DIR}/jagielski_fig1_communities.csv)
@@ -9,6 +9,14 @@ if(WHICH STREQUAL "fig1")
     "\n\\| 1 \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\|"
     "\n\\| ∞ \\(no noise\\) \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\|")
   set(csv_head "^dataset,method,epsilon,rounds,seed,error,violation\n")
+elseif(WHICH STREQUAL "fermi")
+  set(args --quick --out-dir ${WORK_DIR})
+  set(csv ${WORK_DIR}/dp_fermi_adult.csv)
+  set(expected
+    "### DP-FERMI on Adult \\(sex\\), demographic parity \\(32561 train rows, 16281 test rows"
+    "\n\\| 1 \\| [0-9.e+-]+ \\| 0 \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\| [0-9.]+ \\| 0\\.158 / 0\\.202 \\|"
+    "\n\\| 1 \\| [0-9.e+-]+ \\| 1 \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\| [0-9.]+ \\| 0\\.187 / 0\\.010 \\|")
+  set(csv_head "^epsilon,lambda,seed,error,dp_violation,positive_rate,noise_multiplier,job_seconds,note\n")
 else()
   set(args --quick --out ${WORK_DIR}/em_smoke.csv --md ${WORK_DIR}/em_smoke.md)
   set(csv ${WORK_DIR}/em_smoke.csv)
