@@ -45,7 +45,8 @@ int64_t FermiSteps(int64_t n, const FermiOptions& options);
 // The data: preprocessed rows x (n × d, intercept included), 0/1 labels, groups 0..k-1 and the
 // released marginals p̂ (k entries, each > 0: public).
 struct FermiData {
-  Eigen::MatrixXd x;
+  // Row-major: a step reads whole rows of its batch.
+  Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> x;
   std::vector<int> y;
   std::vector<int> group;
   int k = 0;
