@@ -78,25 +78,26 @@ void FermiBatchGradients(const FermiData& data, const FermiOptions& options,
   out->sum_w.assign(2 * k, 0);
   Eigen::VectorXd part(d);
   Eigen::Vector2d w_row;
+  std::vector<double> inv_sqrt_p(k);
+  for (int a = 0; a < k; ++a) inv_sqrt_p[a] = 1 / std::sqrt(data.marginals[a]);
   const Eigen::RowVector2d w_col_sq = w.array().square().colwise().sum();
   for (const int64_t i : rows) {
     const auto x = data.x.row(i).transpose();
     const double s = Sigmoid(x.dot(theta));
     const double ds = s * (1 - s);
     const int a = data.group[i];
-    const double inv_sqrt_p = 1 / std::sqrt(data.marginals[a]);
     // The loss and the a-free ψ term: the company's own data, exact.
     out->exact_theta.noalias() +=
         ((s - data.y[i]) - options.lambda * (w_col_sq(1) - w_col_sq(0)) * ds) * x;
     out->exact_w.col(0) -= options.lambda * 2 * (1 - s) * w.col(0);
     out->exact_w.col(1) -= options.lambda * 2 * s * w.col(1);
     // The a-dependent ψ term: clipped, snapped, summed exactly.
-    part.noalias() = (2 * inv_sqrt_p * (w(a, 1) - w(a, 0)) * ds) * x;
+    part.noalias() = (2 * inv_sqrt_p[a] * (w(a, 1) - w(a, 0)) * ds) * x;
     ClipL2(part, options.clip_theta);
     for (int j = 0; j < d; ++j) {
       out->sum_theta[j] += static_cast<int64_t>(std::llround(part(j) / plan.grid_theta));
     }
-    w_row << 2 * inv_sqrt_p * (1 - s), 2 * inv_sqrt_p * s;
+    w_row << 2 * inv_sqrt_p[a] * (1 - s), 2 * inv_sqrt_p[a] * s;
     ClipL2(w_row, options.clip_w);
     out->sum_w[2 * a] += static_cast<int64_t>(std::llround(w_row(0) / plan.grid_w));
     out->sum_w[2 * a + 1] += static_cast<int64_t>(std::llround(w_row(1) / plan.grid_w));

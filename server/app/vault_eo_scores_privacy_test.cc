@@ -35,28 +35,7 @@ class EoScoresPrivacyAudit : public VaultTest {
   // Creates a dataset whose subjects p0..p39 have sex F for even i, M for odd i, except that
   // subject 0 is `first_sex`; grants acme on it and uploads the company's table.
   std::string MakeDataset(const std::string& name, const std::string& first_sex) {
-    v1::CreateDatasetRequest ds;
-    ds.set_name(name);
-    v1::Attribute* sex = ds.add_attributes();
-    sex->set_name("sex");
-    sex->add_categories("F");
-    sex->add_categories("M");
-    EXPECT_OK(vault_->CreateDataset(regulator_, ds));
-    v1::ImportHeader header;
-    header.set_dataset(name);
-    header.set_batch_id("all");
-    header.add_attributes("sex");
-    v1::SubjectRows rows;
-    for (int i = 0; i < kSubjects; ++i) {
-      rows.add_subject_keys(absl::StrCat("p", i));
-      rows.add_categories(i == 0 ? first_sex : (i % 2 == 0 ? "F" : "M"));
-    }
-    EXPECT_OK(vault_->ImportAttributes(regulator_, header, Feed(std::vector{rows})));
-    v1::GrantBudgetRequest grant;
-    grant.set_company("acme");
-    grant.set_dataset(name);
-    grant.set_epsilon(1e6);
-    EXPECT_OK(vault_->GrantBudget(regulator_, grant));
+    MakeNeighbourDataset(name, first_sex, kSubjects);
 
     v1::TableHeader table;
     table.set_dataset(name);

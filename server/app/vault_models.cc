@@ -664,24 +664,21 @@ absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord& 
         "change the utility only when M exceeds a group's true count, which the shift "
         "ln(1/em_delta)/(epsilon/2) makes happen with probability <= em_delta = ",
         plan.em_delta()));
-  } else if (req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_FERMI) {
-    ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
-                                                       req.feature_columns(), req.label_column()));
-    const bool intercept = !req.no_intercept();
-    ASSIGN_OR_RETURN(learn::GameData data,
-                     learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group,
-                                          joined.num_groups, req.clip_l1(), intercept,
-                                          learn::KeepMatrix::kYes));  // the steps read rows
-    SetFeatures(req.feature_columns(), req.clip_l1(), intercept, model);
-    RETURN_IF_ERROR(RunFermiJob(data, req, plan, gen, progress, model));
   } else {
+    // The linear learners train on the company's features; both read the rows every step.
     ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
                                                        req.feature_columns(), req.label_column()));
     const bool intercept = !req.no_intercept();
-    ASSIGN_OR_RETURN(learn::GameData data,
-                     learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group,
-                                          joined.num_groups, req.clip_l1(), intercept,
-                                          learn::KeepMatrix::kYes));  // Decide reads the rows
+    ASSIGN_OR_RETURN(
+        learn::GameData data,
+        learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group,
+                             joined.num_groups, req.clip_l1(), intercept, learn::KeepMatrix::kYes));
+    SetFeatures(req.feature_columns(), req.clip_l1(), intercept, model);
+    if (req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_FERMI) {
+      RETURN_IF_ERROR(RunFermiJob(data, req, plan, gen, progress, model));
+      return charge_internal::ArtifactRecordOf(artifact, owner, job.dataset_id,
+                                               job.submitted_micros);
+    }
     learn::LearnerPlan learner_plan{plan.epsilon_masses(), plan.epsilon_round()};
     ASSIGN_OR_RETURN(learn::LearnerResult result,
                      learn::RunDpOracleLearner(data, LearnerOptionsOf(req), learner_plan,
@@ -689,7 +686,6 @@ absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord& 
     model->set_algorithm(req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR
                              ? "private_fair_nr"
                              : "dp_oracle_learner");
-    SetFeatures(req.feature_columns(), req.clip_l1(), intercept, model);
     for (const Eigen::VectorXd& w : result.components) AddComponent(w, model);
     model->set_rounds(req.rounds());
     *model->mutable_lambda_average() = {result.lambda_average.begin(), result.lambda_average.end()};

@@ -216,6 +216,35 @@ class VaultTest : public ::testing::Test {
     return vault_->ImportAttributes(as ? *as : regulator_, header, Feed(std::move(chunks)));
   }
 
+  // A dataset for privacy audits on neighbouring vaults: attribute sex{F, M}, subjects
+  // p0..p<subjects-1> with sex F for even i and M for odd i except subject 0, who is
+  // `first_sex`; acme gets a large pure grant on it. Two calls differing only in `first_sex` give
+  // neighbouring datasets (replace-one on a).
+  void MakeNeighbourDataset(const std::string& name, const std::string& first_sex, int subjects) {
+    v1::CreateDatasetRequest ds;
+    ds.set_name(name);
+    v1::Attribute* sex = ds.add_attributes();
+    sex->set_name("sex");
+    sex->add_categories("F");
+    sex->add_categories("M");
+    EXPECT_OK(vault_->CreateDataset(regulator_, ds));
+    v1::ImportHeader header;
+    header.set_dataset(name);
+    header.set_batch_id("all");
+    header.add_attributes("sex");
+    v1::SubjectRows rows;
+    for (int i = 0; i < subjects; ++i) {
+      rows.add_subject_keys(absl::StrCat("p", i));
+      rows.add_categories(i == 0 ? first_sex : (i % 2 == 0 ? "F" : "M"));
+    }
+    EXPECT_OK(vault_->ImportAttributes(regulator_, header, Feed(std::vector{rows})));
+    v1::GrantBudgetRequest grant;
+    grant.set_company("acme");
+    grant.set_dataset(name);
+    grant.set_epsilon(1e6);
+    EXPECT_OK(vault_->GrantBudget(regulator_, grant));
+  }
+
   absl::StatusOr<v1::GrantBudgetResponse> Grant(const std::string& company, double epsilon,
                                                 double delta) {
     v1::GrantBudgetRequest req;

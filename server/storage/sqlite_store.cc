@@ -111,6 +111,11 @@ class Stmt {
     return Bound(sqlite3_bind_blob64(stmt_, i, v.data(), v.size(), SQLITE_STATIC));
   }
   Stmt& BindNull(int i) { return Bound(sqlite3_bind_null(stmt_, i)); }
+  // The value, or NULL when absent (for `?N IS NULL OR col = ?N` filters).
+  template <typename T>
+  Stmt& BindOptional(int i, const std::optional<T>& v) {
+    return v ? Bind(i, *v) : BindNull(i);
+  }
   // true: a row is ready; false: done.
   absl::StatusOr<bool> Step() {
     RETURN_IF_ERROR(prepared());
@@ -954,11 +959,7 @@ absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const Ledge
          "FROM access_log "
          "WHERE seq > ?1 AND (?2 IS NULL OR account = ?2) ORDER BY seq LIMIT ?3");
   s.Bind(1, filter.after_seq);
-  if (filter.account) {
-    s.Bind(2, *filter.account);
-  } else {
-    s.BindNull(2);
-  }
+  s.BindOptional(2, filter.account);
   s.Bind(3, static_cast<int64_t>(filter.limit));
   std::vector<AccessLogRow> out;
   while (true) {
@@ -1033,16 +1034,8 @@ absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilte
                            "(?3 IS NULL OR dataset = ?3) ORDER BY seq LIMIT ?4")
                   .c_str());
   s.Bind(1, filter.after_seq);
-  if (filter.account) {
-    s.Bind(2, *filter.account);
-  } else {
-    s.BindNull(2);
-  }
-  if (filter.dataset) {
-    s.Bind(3, *filter.dataset);
-  } else {
-    s.BindNull(3);
-  }
+  s.BindOptional(2, filter.account);
+  s.BindOptional(3, filter.dataset);
   s.Bind(4, static_cast<int64_t>(filter.limit));
   std::vector<LedgerRow> out;
   while (true) {
@@ -1195,16 +1188,8 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& fi
                            " FROM jobs WHERE (?1 IS NULL OR account_id = ?1) AND "
                            "(?2 IS NULL OR dataset_id = ?2) ORDER BY ledger_seq DESC LIMIT ?3")
                   .c_str());
-  if (filter.account_id) {
-    s.Bind(1, *filter.account_id);
-  } else {
-    s.BindNull(1);
-  }
-  if (filter.dataset_id) {
-    s.Bind(2, *filter.dataset_id);
-  } else {
-    s.BindNull(2);
-  }
+  s.BindOptional(1, filter.account_id);
+  s.BindOptional(2, filter.dataset_id);
   s.Bind(3, static_cast<int64_t>(filter.limit));
   std::vector<JobRecord> out;
   while (true) {
