@@ -1,5 +1,8 @@
 // Output formatting of the vault's responses for the CLI: charges, budgets, ledger rows,
 // ledger verification and artifacts (declared in cli_common.h).
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -141,8 +144,72 @@ std::string FormatEqualizedOddsScores(const v1::EqualizedOddsScoresPostProcessor
   return out;
 }
 
-// A fair model: what it was trained with, its preprocessing and its weights (or the chosen
-// hypothesis column).
+std::string FairnessNotionName(v1::FairnessNotion notion) {
+  switch (notion) {
+    case v1::FAIRNESS_NOTION_EQUALIZED_ODDS:
+      return "equalized odds";
+    case v1::FAIRNESS_NOTION_ACCURACY_PARITY:
+      return "accuracy parity";
+    case v1::FAIRNESS_NOTION_UNSPECIFIED:  // the proto's default means demographic parity
+    case v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY:
+      return "demographic parity";
+    default:
+      return absl::StrCat("unknown (", static_cast<int>(notion), ")");
+  }
+}
+
+// A network body: its shapes layer by layer (the weights themselves only with --json).
+std::string FormatNetwork(const v1::NeuralModel& network) {
+  const int layers = network.layers_size();
+  const int logits = layers > 0 ? network.layers(layers - 1).outputs() : 0;
+  std::string out =
+      absl::StrCat("network: ", layers, " dense layer(s), ReLU after every layer but the last\n");
+  if (logits == 1) {
+    absl::StrAppend(&out, "output: 1 logit z, P(1) = sigmoid(z); decision 1 iff z > 0\n");
+  } else {
+    absl::StrAppend(&out, "output: ", logits, " logits, softmax over classes [",
+                    absl::StrJoin(network.classes(), ", "),
+                    "]; decision = the class of the largest logit (first on ties)\n");
+  }
+  TextTable table({"LAYER", "INPUTS", "OUTPUTS", "WEIGHTS", "BIAS", "MAX|W|", "THEN"});
+  for (int l = 0; l < layers; ++l) {
+    const v1::DenseLayer& layer = network.layers(l);
+    double max_abs = 0;
+    for (double w : layer.weights()) max_abs = std::max(max_abs, std::abs(w));
+    table.AddRow({absl::StrCat(l), absl::StrCat(layer.inputs()), absl::StrCat(layer.outputs()),
+                  absl::StrCat(layer.weights_size()),
+                  layer.bias().empty() ? "none" : absl::StrCat(layer.bias_size()), Num(max_abs),
+                  l + 1 < layers ? "relu" : "logits"});
+  }
+  out += table.Render();
+  return out;
+}
+
+// The released group marginals p̂ of the stochastic learners: one line, or for equalized odds
+// (stored label-major) one line per label when the count divides evenly.
+std::string FormatReleasedMarginals(const v1::FairModel& model) {
+  const auto& p = model.released_marginals();
+  std::vector<int> labels(model.network().classes().begin(), model.network().classes().end());
+  if (labels.empty()) labels = {0, 1};
+  if (model.fairness() == v1::FAIRNESS_NOTION_EQUALIZED_ODDS &&
+      p.size() % static_cast<int>(labels.size()) == 0) {
+    const int groups = p.size() / static_cast<int>(labels.size());
+    std::string out =
+        absl::StrCat("released group marginals, per label (", groups, " group(s) each):\n");
+    for (size_t y = 0; y < labels.size(); ++y) {
+      std::vector<std::string> values;
+      for (int g = 0; g < groups; ++g) values.push_back(Num(p[static_cast<int>(y) * groups + g]));
+      absl::StrAppend(&out, "  label ", labels[y], ": ", absl::StrJoin(values, ", "), "\n");
+    }
+    return out;
+  }
+  std::vector<std::string> values;
+  for (double v : p) values.push_back(Num(v));
+  return absl::StrCat("released group marginals: ", absl::StrJoin(values, ", "), "\n");
+}
+
+// A fair model: what it was trained with, its preprocessing and its weights, network shapes
+// or the chosen hypothesis column.
 std::string FormatFairModel(const v1::FairModel& model) {
   std::string out = absl::StrCat(
       "fair model (", model.algorithm(), ") over [", absl::StrJoin(model.attributes(), ", "),
@@ -157,8 +224,13 @@ std::string FormatFairModel(const v1::FairModel& model) {
     const v1::FeaturePreprocessing& f = model.features();
     absl::StrAppend(&out, "features: ", absl::StrJoin(f.feature_columns(), ", "),
                     f.intercept() ? " + intercept" : " (no intercept)",
-                    "  clip_l1: ", f.clip_l1() > 0 ? Num(f.clip_l1()) : "none", "\n",
-                    model.components_size(),
+                    "  clip_l1: ", f.clip_l1() > 0 ? Num(f.clip_l1()) : "none", "\n");
+  }
+  if (model.has_network()) {
+    out += FormatNetwork(model.network());
+  } else if (model.hypothesis_column().empty()) {
+    const v1::FeaturePreprocessing& f = model.features();
+    absl::StrAppend(&out, model.components_size(),
                     " linear classifier(s) (uniform mixture; 1 iff w.x > 0):\n");
     std::vector<std::string> header = {"#"};
     for (const std::string& c : f.feature_columns()) header.push_back(c);
@@ -176,6 +248,13 @@ std::string FormatFairModel(const v1::FairModel& model) {
     }
     out += table.Render();
   }
+  // Linear models from before the notion was recorded leave it unset: shown only for the
+  // stochastic learners, which always record it.
+  if (model.has_network() || !model.released_marginals().empty() ||
+      model.fairness() != v1::FAIRNESS_NOTION_UNSPECIFIED) {
+    absl::StrAppend(&out, "fairness: ", FairnessNotionName(model.fairness()), "\n");
+  }
+  if (!model.released_marginals().empty()) out += FormatReleasedMarginals(model);
   if (!model.lambda_average().empty()) {
     absl::StrAppend(&out, "average lambda: ", absl::StrJoin(model.lambda_average(), ", "), "\n");
   }

@@ -2,6 +2,7 @@
 // locally and without the protected attribute; the model comes from one GetArtifact call or
 // from a file `artifact get --out` wrote.
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -11,7 +12,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "client/cli_models.h"
 #include "client/model_apply.h"
 #include "core/random/secure_bitgen.h"
@@ -83,14 +83,22 @@ absl::StatusOr<v1::FairModel> LoadFairModel(Context& ctx) {
   return FairModelOf(resp.artifact(), req.artifact_id());
 }
 
-// The shortest decimal text that reads back as exactly `value` (p_positive = k/m).
-std::string ExactNumber(double value) {
-  for (int digits = 6; digits <= 17; ++digits) {
-    std::string text = absl::StrFormat("%.*g", digits, value);
-    double back = 0;
-    if (absl::SimpleAtod(text, &back) && back == value) return text;
+// The shortest decimal text that reads back as exactly `value` (p_positive = k/m, or a
+// network's probability), written into `text` (its capacity reused from row to row).
+void ExactNumber(double value, std::string& text) {
+  char buffer[64];
+  const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  text.assign(buffer, r.ptr);
+}
+
+// "3 -> 16 -> 1" for a network's layer shapes.
+std::string ShapeText(const FairModelApplier& applier) {
+  std::string text;
+  for (const auto& [inputs, outputs] : applier.layer_shapes()) {
+    if (text.empty()) absl::StrAppend(&text, inputs);
+    absl::StrAppend(&text, " -> ", outputs);
   }
-  return absl::StrFormat("%.17g", value);
+  return text;
 }
 
 absl::Status Predict(Context& ctx) {
@@ -134,7 +142,16 @@ absl::Status Predict(Context& ctx) {
     }
     return status;
   };
-  std::vector<std::string> header = {key_column == "@row" ? "row" : key_column, "p_positive"};
+  // Binary models: p_positive; a network with several logits: p_<class> per class, in the
+  // artifact's `classes` order.
+  const bool multiclass = applier.is_multiclass();
+  const size_t num_p = multiclass ? applier.classes().size() : 1;
+  std::vector<std::string> header = {key_column == "@row" ? "row" : key_column};
+  if (multiclass) {
+    for (int c : applier.classes()) header.push_back(absl::StrCat("p_", c));
+  } else {
+    header.push_back("p_positive");
+  }
   if (!proba_only) header.push_back("decision");
   // Input columns copied through (e.g. the label, or a group the regulator holds for its view).
   std::vector<size_t> keep_index;
@@ -146,33 +163,50 @@ absl::Status Predict(Context& ctx) {
     keep_index.push_back(static_cast<size_t>(it - reader->header().begin()));
     header.push_back(name);
   }
-  const size_t first_kept = proba_only ? 2 : 3;
+  const size_t first_kept = 1 + num_p + (proba_only ? 0 : 1);
   out << FormatCsvRecord(header);
 
   ModelRng gen(seed);
-  // p_positive takes at most m + 1 values (k/m): format each once.
+  // A mixture's p_positive takes at most m + 1 values (k/m): format each once. A network's
+  // take any value: formatted each time (a cache would grow with the file).
+  const bool cache_p = applier.kind() == FairModelApplier::Kind::kMixture;
   absl::flat_hash_map<double, std::string> p_text;
   std::vector<std::string> fields, record(header.size());
   int64_t line = 0, n = 0, positives = 0;
   double p_sum = 0;
+  // A multi-class network: the sum of each class's probability and its decisions.
+  std::vector<double> class_p_sum(multiclass ? num_p : 0);
+  std::vector<int64_t> class_decisions(multiclass ? num_p : 0);
   while (true) {
     absl::StatusOr<bool> more = reader->Next(&fields, &line);
     if (!more.ok()) return fail(more.status());
     if (!*more) break;
     absl::StatusOr<std::string> key = keys.Next(fields, line, /*pseudonymise=*/false);
     if (!key.ok()) return fail(key.status());
-    absl::StatusOr<ModelPrediction> p = rows.Predict(fields, line, proba_only ? nullptr : &gen);
-    if (!p.ok()) return fail(p.status());
+    absl::StatusOr<const ModelPrediction*> predicted =
+        rows.Predict(fields, line, proba_only ? nullptr : &gen);
+    if (!predicted.ok()) return fail(predicted.status());
+    const ModelPrediction& p = **predicted;
     record[0] = *std::move(key);
-    auto [text, inserted] = p_text.try_emplace(p->p_positive);
-    if (inserted) text->second = ExactNumber(p->p_positive);
-    record[1] = text->second;
-    if (!proba_only) record[2] = absl::StrCat(p->decision);
+    if (multiclass) {
+      for (size_t k = 0; k < num_p; ++k) {
+        ExactNumber(p.class_probabilities[k], record[1 + k]);
+        class_p_sum[k] += p.class_probabilities[k];
+        if (p.decision == applier.classes()[k]) ++class_decisions[k];
+      }
+    } else if (cache_p) {
+      auto [text, inserted] = p_text.try_emplace(p.p_positive);
+      if (inserted) ExactNumber(p.p_positive, text->second);
+      record[1] = text->second;
+    } else {
+      ExactNumber(p.p_positive, record[1]);
+    }
+    if (!proba_only) record[1 + num_p] = absl::StrCat(p.decision);
     for (size_t k = 0; k < keep_index.size(); ++k) record[first_kept + k] = fields[keep_index[k]];
     out << FormatCsvRecord(record);
     ++n;
-    p_sum += p->p_positive;
-    positives += p->decision == 1 ? 1 : 0;
+    p_sum += p.p_positive;
+    positives += p.decision == 1 ? 1 : 0;
   }
   out.flush();
   if (!out) return fail(absl::DataLossError(absl::StrCat("writing ", out_path, " failed")));
@@ -183,13 +217,33 @@ absl::Status Predict(Context& ctx) {
           absl::StrCat("cannot rename ", tmp_path, " to ", out_path)));
     }
   }
-  std::string summary = absl::StrCat(
-      "predicted ", n, " rows with a ", model.algorithm(), " model (",
-      applier.is_hypothesis() ? absl::StrCat("hypothesis column '", model.hypothesis_column(), "'")
-                              : absl::StrCat(applier.num_components(), " component(s)"),
-      ")\nmean p_positive: ", n > 0 ? Num(p_sum / static_cast<double>(n)) : "-", "\n");
+  std::string what;
+  switch (applier.kind()) {
+    case FairModelApplier::Kind::kHypothesis:
+      what = absl::StrCat("hypothesis column '", model.hypothesis_column(), "'");
+      break;
+    case FairModelApplier::Kind::kMixture:
+      what = absl::StrCat(applier.num_components(), " component(s)");
+      break;
+    case FairModelApplier::Kind::kNetwork:
+      what = absl::StrCat("network ", ShapeText(applier), ", ",
+                          multiclass ? absl::StrCat(num_p, " classes, softmax")
+                                     : std::string("one logit, sigmoid"));
+      break;
+  }
+  auto mean = [n](double sum) { return n > 0 ? Num(sum / static_cast<double>(n)) : "-"; };
+  std::string summary =
+      absl::StrCat("predicted ", n, " rows with a ", model.algorithm(), " model (", what, ")\n");
+  if (multiclass) {
+    for (size_t k = 0; k < num_p; ++k) {
+      absl::StrAppend(&summary, "class ", applier.classes()[k], ": mean p ", mean(class_p_sum[k]),
+                      proba_only ? "" : absl::StrCat(", decisions ", class_decisions[k]), "\n");
+    }
+  } else {
+    absl::StrAppend(&summary, "mean p_positive: ", mean(p_sum), "\n");
+  }
   if (!proba_only) {
-    absl::StrAppend(&summary, "positive decisions: ", positives, "\n");
+    if (!multiclass) absl::StrAppend(&summary, "positive decisions: ", positives, "\n");
     // Only a mixture of two or more components draws; other models decide deterministically.
     if (applier.num_components() >= 2) {
       absl::StrAppend(&summary, "seed: ", seed, " (std::mt19937_64; pass --seed ", seed,
@@ -213,11 +267,18 @@ std::vector<Command> PredictCommands() {
       {"predict",
        "apply a fair-model artifact to your rows, locally (company)",
        "Needs no protected attribute. Each row's features are preprocessed as the artifact says\n"
-       "(docs/api.md, \"Model artifact format\"); p_positive is the fraction of the mixture's\n"
-       "components deciding 1, and the decision draws one component uniformly with\n"
-       "std::mt19937_64 seeded by --seed (printed when drawn at random, so that the same\n"
-       "decisions can be drawn again). The CSV is streamed: any size in constant memory.\n"
-       "Writes the key column, p_positive, decision (not with --proba-only) and --keep-columns.\n"
+       "(docs/api.md, \"Model artifact format\").\n"
+       "- A mixture of linear classifiers: p_positive is the fraction of its components\n"
+       "  deciding 1, and the decision draws one component uniformly with std::mt19937_64\n"
+       "  seeded by --seed (printed when drawn at random, so that the same decisions can be\n"
+       "  drawn again).\n"
+       "- A network with one logit z: p_positive = sigmoid(z), decision 1 iff z > 0.\n"
+       "- A network with several logits: one column p_<class> per class (softmax, in the\n"
+       "  artifact's class order), decision = the class of the largest logit (first on ties).\n"
+       "- A hypothesis column: p_positive and decision are that column's 0/1 value.\n"
+       "Network and hypothesis decisions are deterministic (no draw; --seed is not needed).\n"
+       "Writes the key column, p_positive (or the p_<class> columns), decision (not with\n"
+       "--proba-only) and --keep-columns. The CSV is streamed: any size in constant memory.\n"
        "--artifact-id fetches the artifact once; --artifact-file makes no vault call.",
        {{"artifact-id", "ARTIFACT_ID", "a fair-model artifact of yours (one GetArtifact call)"},
         {"artifact-file", "FILE",
@@ -228,8 +289,8 @@ std::vector<Command> PredictCommands() {
          "column copied to the output to identify rows; @row writes row-<0-based data row index>",
          true},
         {"out", "FILE", "output CSV (default: stdout, summary on stderr)"},
-        {"seed", "S", "seed of the decisions' generator, 0..2^64-1 (default: from the OS)"},
-        {"proba-only", "", "write p_positive only: no decision, no draw"},
+        {"seed", "S", "seed of a mixture's decision draws, 0..2^64-1 (default: from the OS)"},
+        {"proba-only", "", "write the probabilities only (p_positive or p_<class>): no decision"},
         {"keep-columns", "COL,...", "copy these input columns into the output too", false, true}},
        true,
        Predict},

@@ -1,5 +1,6 @@
 // Tests of applying a FairModel locally: hand-computed decisions, clipping before the
-// intercept, mixtures, seeded draws, and the errors for bad models and rows.
+// intercept, mixtures, seeded draws, networks (logistic, softmax, a ReLU MLP), and the errors
+// for bad models and rows.
 #include "client/model_apply.h"
 
 #include <cmath>
@@ -17,7 +18,9 @@ namespace {
 
 using ::fairvault::testing::StatusIs;
 using ::testing::DoubleEq;
+using ::testing::DoubleNear;
 using ::testing::ElementsAre;
+using ::testing::IsEmpty;
 
 v1::FairModel Linear(const std::vector<std::string>& features, bool intercept, double clip_l1,
                      const std::vector<std::vector<double>>& components) {
@@ -37,7 +40,7 @@ ModelPrediction MustPredict(const FairModelApplier& applier, std::vector<double>
                             ModelRng* gen) {
   absl::StatusOr<ModelPrediction> p = applier.Predict(inputs, gen);
   EXPECT_OK(p);
-  return p.ok() ? *p : ModelPrediction{-1, -2};
+  return p.ok() ? *p : ModelPrediction{-1, -2, {}};
 }
 
 TEST(FairModelApplierTest, OneClassifierDecidesByTheSignOfTheScore) {
@@ -229,15 +232,293 @@ TEST(FairModelRowReaderTest, ReadsTheModelsColumnsFromCsvRows) {
   std::vector<double> p;
   for (int i = 0; i < 2; ++i) {
     ASSERT_OK((*reader)->Next(&fields, &line));
-    absl::StatusOr<ModelPrediction> prediction = rows->Predict(fields, line, nullptr);
+    absl::StatusOr<const ModelPrediction*> prediction = rows->Predict(fields, line, nullptr);
     ASSERT_OK(prediction);
-    p.push_back(prediction->p_positive);
+    p.push_back((*prediction)->p_positive);
   }
   EXPECT_THAT(p, ElementsAre(0, 1));  // a=1,b=1: -0.5; a=3,b=1: 1.5
   ASSERT_OK((*reader)->Next(&fields, &line));
   EXPECT_THAT(rows->Predict(fields, line, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "rows.csv:4: column 'b': not a finite number ('oops')"));
+}
+
+// A network artifact over `features` (intercept appended, no clipping unless set after).
+struct LayerSpec {
+  int inputs;
+  int outputs;
+  std::vector<double> weights;
+  std::vector<double> bias;
+};
+v1::FairModel Network(const std::vector<std::string>& features, bool intercept,
+                      const std::vector<LayerSpec>& layers, const std::vector<int>& classes) {
+  v1::FairModel model;
+  model.set_algorithm("dp_fermi");
+  for (const std::string& f : features) model.mutable_features()->add_feature_columns(f);
+  model.mutable_features()->set_intercept(intercept);
+  v1::NeuralModel* network = model.mutable_network();
+  for (const LayerSpec& spec : layers) {
+    v1::DenseLayer* layer = network->add_layers();
+    layer->set_inputs(spec.inputs);
+    layer->set_outputs(spec.outputs);
+    for (double w : spec.weights) layer->add_weights(w);
+    for (double b : spec.bias) layer->add_bias(b);
+  }
+  for (int c : classes) network->add_classes(c);
+  return model;
+}
+
+// Probabilities here are computed by hand (Python's math.exp): within 1e-15.
+constexpr double kTol = 1e-15;
+
+TEST(NetworkApplierTest, LogisticNetworkIsTheSigmoidOfTheLogit) {
+  // z = a - 2b + 0.5 (intercept last), no bias.
+  absl::StatusOr<FairModelApplier> applier =
+      FairModelApplier::Create(Network({"a", "b"}, true, {{3, 1, {1, -2, 0.5}, {}}}, {0, 1}));
+  ASSERT_OK(applier);
+  EXPECT_TRUE(applier->is_network());
+  EXPECT_FALSE(applier->is_multiclass());
+  EXPECT_EQ(applier->num_components(), 0u);
+  EXPECT_THAT(applier->classes(), ElementsAre(0, 1));
+  EXPECT_THAT(applier->layer_shapes(), ElementsAre(std::make_pair(3, 1)));
+  EXPECT_THAT(applier->input_columns(), ElementsAre("a", "b"));
+  // z = 1.5: 1/(1+e^-1.5).
+  ModelPrediction p = MustPredict(*applier, {1, 0}, nullptr);
+  EXPECT_THAT(p.p_positive, DoubleNear(0.8175744761936437, kTol));
+  EXPECT_EQ(p.decision, 1);  // deterministic: set without a generator
+  EXPECT_THAT(p.class_probabilities, IsEmpty());
+  // z = -1.5.
+  p = MustPredict(*applier, {0, 1}, nullptr);
+  EXPECT_THAT(p.p_positive, DoubleNear(0.18242552380635635, kTol));
+  EXPECT_EQ(p.decision, 0);
+  // z = 0 exactly: p = 1/2 and the decision is 0 (1 iff z > 0).
+  p = MustPredict(*applier, {0, 0.25}, nullptr);
+  EXPECT_EQ(p.p_positive, 0.5);
+  EXPECT_EQ(p.decision, 0);
+  // A generator changes nothing and is not drawn from.
+  ModelRng gen(3), untouched(3);
+  p = MustPredict(*applier, {1, 0}, &gen);
+  EXPECT_EQ(p.decision, 1);
+  EXPECT_EQ(gen(), untouched());
+  // Far tails: no overflow, no NaN.
+  p = MustPredict(*applier, {1000, 0}, nullptr);
+  EXPECT_EQ(p.p_positive, 1);
+  EXPECT_EQ(p.decision, 1);
+  p = MustPredict(*applier, {-1000, 0}, nullptr);
+  EXPECT_GE(p.p_positive, 0);
+  EXPECT_LT(p.p_positive, 1e-300);
+  EXPECT_EQ(p.decision, 0);
+}
+
+TEST(NetworkApplierTest, NetworkPreprocessesLikeALinearModel) {
+  // clip_l1 = 1, then the intercept: (3, -1) -> (0.75, -0.25, 1); z = 0.75 - 1 = -0.25. Left
+  // unclipped z would be 2, with the intercept clipped too 0.4: both decide 1.
+  v1::FairModel model = Network({"a", "b"}, true, {{3, 1, {1, 0, -1}, {}}}, {});
+  model.mutable_features()->set_clip_l1(1);
+  absl::StatusOr<FairModelApplier> applier = FairModelApplier::Create(model);
+  ASSERT_OK(applier);
+  EXPECT_THAT(applier->classes(), ElementsAre(0, 1));  // empty means [0, 1]
+  absl::StatusOr<std::vector<double>> x = applier->Preprocess({3, -1});
+  ASSERT_OK(x);
+  EXPECT_THAT(*x, ElementsAre(DoubleEq(0.75), DoubleEq(-0.25), DoubleEq(1)));
+  ModelPrediction p = MustPredict(*applier, {3, -1}, nullptr);
+  EXPECT_THAT(p.p_positive, DoubleNear(0.43782349911420193, kTol));
+  EXPECT_EQ(p.decision, 0);
+}
+
+TEST(NetworkApplierTest, SoftmaxNetworkGivesClassProbabilitiesAndTheLargestLogitsClass) {
+  // z0 = a, z1 = b - 1 (bias), z2 = 1 (the intercept's weight).
+  absl::StatusOr<FairModelApplier> applier = FairModelApplier::Create(
+      Network({"a", "b"}, true, {{3, 3, {1, 0, 0, 0, 1, 0, 0, 0, 1}, {0, -1, 0}}}, {0, 1, 2}));
+  ASSERT_OK(applier);
+  EXPECT_TRUE(applier->is_multiclass());
+  EXPECT_THAT(applier->classes(), ElementsAre(0, 1, 2));
+  // z = (0, 2, 1): softmax (1, e², e) / (1 + e² + e).
+  ModelPrediction p = MustPredict(*applier, {0, 3}, nullptr);
+  EXPECT_THAT(p.class_probabilities, ElementsAre(DoubleNear(0.09003057317038046, kTol),
+                                                 DoubleNear(0.6652409557748219, kTol),
+                                                 DoubleNear(0.24472847105479764, kTol)));
+  EXPECT_EQ(p.decision, 1);
+  EXPECT_TRUE(std::isnan(p.p_positive));
+  // z = (1, 0, 1): a tie between classes 0 and 2 goes to the first, 0.
+  p = MustPredict(*applier, {1, 1}, nullptr);
+  EXPECT_THAT(p.class_probabilities, ElementsAre(DoubleNear(0.4223187982515182, kTol),
+                                                 DoubleNear(0.15536240349696362, kTol),
+                                                 DoubleNear(0.4223187982515182, kTol)));
+  EXPECT_EQ(p.decision, 0);
+  // z = (1000, 999, 1): shifted by the largest logit, no overflow (naively e^1000 = inf).
+  p = MustPredict(*applier, {1000, 1000}, nullptr);
+  EXPECT_THAT(p.class_probabilities,
+              ElementsAre(DoubleNear(0.7310585786300049, kTol),
+                          DoubleNear(0.2689414213699951, kTol), DoubleNear(0, 1e-300)));
+  EXPECT_EQ(p.decision, 0);
+}
+
+TEST(NetworkApplierTest, DecisionIsTheClassValueNotItsIndex) {
+  // Logits (a, -a) stand for classes 5 and 3.
+  absl::StatusOr<FairModelApplier> applier =
+      FairModelApplier::Create(Network({"a"}, false, {{1, 2, {1, -1}, {}}}, {5, 3}));
+  ASSERT_OK(applier);
+  EXPECT_EQ(MustPredict(*applier, {1}, nullptr).decision, 5);
+  EXPECT_EQ(MustPredict(*applier, {-1}, nullptr).decision, 3);
+}
+
+TEST(NetworkApplierTest, MlpAppliesReluBetweenLayersNotAfterTheLast) {
+  // Hidden: h0 = relu(a - b + 0.5), h1 = relu(a + b - 1) (intercept weight -1, bias 0.5 and 0).
+  // Output: z = 2·h0 - h1 - 1.
+  absl::StatusOr<FairModelApplier> applier = FairModelApplier::Create(Network(
+      {"a", "b"}, true, {{3, 2, {1, -1, 0, 1, 1, -1}, {0.5, 0}}, {2, 1, {2, -1}, {-1}}}, {0, 1}));
+  ASSERT_OK(applier);
+  EXPECT_THAT(applier->layer_shapes(), ElementsAre(std::make_pair(3, 2), std::make_pair(2, 1)));
+  // a = 2, b = 0: h = (2.5, 1), z = 3.
+  ModelPrediction p = MustPredict(*applier, {2, 0}, nullptr);
+  EXPECT_THAT(p.p_positive, DoubleNear(0.9525741268224334, kTol));
+  EXPECT_EQ(p.decision, 1);
+  // a = 1, b = 3: h0's pre-activation -1.5 is clipped to 0, h = (0, 3), z = -4 (-7 without the
+  // ReLU). The last layer's negative logit is kept, not clipped.
+  p = MustPredict(*applier, {1, 3}, nullptr);
+  EXPECT_THAT(p.p_positive, DoubleNear(0.01798620996209156, kTol));
+  EXPECT_EQ(p.decision, 0);
+  // a = b = 0: h1's pre-activation -1 is clipped, h = (0.5, 0), z = 0 exactly (1 without the
+  // ReLU, a positive decision): p = 1/2, decision 0.
+  p = MustPredict(*applier, {0, 0}, nullptr);
+  EXPECT_EQ(p.p_positive, 0.5);
+  EXPECT_EQ(p.decision, 0);
+}
+
+TEST(NetworkApplierTest, WorkspaceAndPredictionAreReusedAcrossRows) {
+  absl::StatusOr<FairModelApplier> applier =
+      FairModelApplier::Create(Network({"a", "b"}, true,
+                                       {{3, 4, {1, 0, 0, 0, 1, 0, 1, 1, 0, 0, 0, 1}, {}},
+                                        {4, 3, {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0}, {}}},
+                                       {0, 1, 2}));
+  ASSERT_OK(applier);
+  ModelWorkspace workspace;
+  ModelPrediction out;
+  ModelRng gen(1);
+  // The same rows with one workspace, alternating, give what fresh ones give.
+  for (int i = 0; i < 6; ++i) {
+    const std::vector<double> row =
+        i % 2 == 0 ? std::vector<double>{3, 1} : std::vector<double>{-1, 2};
+    ASSERT_OK(applier->Predict(row, &gen, workspace, out));
+    const ModelPrediction fresh = MustPredict(*applier, row, nullptr);
+    EXPECT_EQ(out.class_probabilities, fresh.class_probabilities) << "row " << i;
+    EXPECT_EQ(out.decision, fresh.decision) << "row " << i;
+  }
+  // h = relu(a, b, a + b, 1) and z = (h0, h1, h2): (3, 1, 4) decides 2; (0, 2, 1) decides 1.
+  ASSERT_OK(applier->Predict(std::vector<double>{3, 1}, nullptr, workspace, out));
+  EXPECT_EQ(out.decision, 2);
+  ASSERT_OK(applier->Predict(std::vector<double>{-1, 2}, nullptr, workspace, out));
+  EXPECT_EQ(out.decision, 1);
+}
+
+TEST(NetworkApplierTest, RejectsBadNetworksNamingTheField) {
+  auto create = [](const std::vector<LayerSpec>& layers, const std::vector<int>& classes) {
+    return FairModelApplier::Create(Network({"a", "b"}, true, layers, classes));
+  };
+  const LayerSpec logistic = {3, 1, {1, 1, 1}, {}};
+  v1::FairModel both = Network({"a", "b"}, true, {logistic}, {});
+  both.add_components()->add_weights(1);
+  EXPECT_THAT(FairModelApplier::Create(both),
+              StatusIs(absl::StatusCode::kInvalidArgument, "exactly one of components"));
+  EXPECT_THAT(create({}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "network.layers is empty"));
+  EXPECT_THAT(create({{2, 1, {1, 1}, {}}}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "network.layers[0].inputs is 2; expected 3 (2 features + intercept)"));
+  EXPECT_THAT(FairModelApplier::Create(Network({"a", "b"}, false, {logistic}, {})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "network.layers[0].inputs is 3; expected 2 (2 features, no intercept)"));
+  EXPECT_THAT(create({{3, 2, {1, 1, 1, 1, 1, 1}, {}}, {3, 1, {1, 1, 1}, {}}}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "network.layers[1].inputs is 3; expected 2 (layers[0].outputs)"));
+  EXPECT_THAT(create({{3, 0, {}, {}}}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "network.layers[0].outputs must be >= 1 (got 0)"));
+  EXPECT_THAT(create({{3, 2, {1, 1, 1, 1, 1}, {}}}, {0, 1}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "network.layers[0].weights has 5 entries; expected outputs × inputs = "
+                       "2 × 3 = 6"));
+  EXPECT_THAT(create({{3, 2, {1, 1, 1, 1, 1, 1}, {1}}}, {0, 1}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "network.layers[0].bias has 1 entries; expected none or outputs = 2"));
+  EXPECT_THAT(
+      create({{3, 2, {1, 1, 1, 1, 1, 1}, {}}, {2, 1, {std::nan(""), 1}, {}}}, {}),
+      StatusIs(absl::StatusCode::kInvalidArgument, "network.layers[1].weights[0] is not finite"));
+  EXPECT_THAT(
+      create({{3, 2, {1, 1, 1, 1, 1, 1}, {0, -HUGE_VAL}}}, {0, 1}),
+      StatusIs(absl::StatusCode::kInvalidArgument, "network.layers[0].bias[1] is not finite"));
+  EXPECT_THAT(create({logistic}, {1, 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "network.classes must be empty or [0, 1] for a network with one logit "
+                       "(binary; got [1, 0])"));
+  EXPECT_THAT(create({logistic}, {0, 1, 2}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "network.classes must be empty"));
+  EXPECT_THAT(create({{3, 3, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {}}}, {0, 1}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "network.classes has 2 entries; the last layer (network.layers[0]) has 3 "
+                       "outputs"));
+  EXPECT_THAT(create({{3, 3, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {}}}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "network.classes has 0 entries"));
+  EXPECT_THAT(create({{3, 3, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {}}}, {0, 1, 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "network.classes[2] repeats class 0 ([0, 1, 0])"));
+  EXPECT_THAT(FairModelApplier::Create(Network({}, true, {{1, 1, {1}, {}}}, {})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "features.feature_columns is empty: a network needs its feature columns"));
+  v1::FairModel negative_clip = Network({"a", "b"}, true, {logistic}, {});
+  negative_clip.mutable_features()->set_clip_l1(-1);
+  EXPECT_THAT(FairModelApplier::Create(negative_clip),
+              StatusIs(absl::StatusCode::kInvalidArgument, "features.clip_l1 must be finite"));
+}
+
+TEST(NetworkApplierTest, RefusesARowWhoseActivationsOverflow) {
+  absl::StatusOr<FairModelApplier> applier =
+      FairModelApplier::Create(Network({"a"}, false, {{1, 1, {1e300}, {}}}, {}));
+  ASSERT_OK(applier);
+  EXPECT_THAT(applier->Predict(std::vector<double>{1e10}, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "the network overflowed on this row: layers[0] output 0 is inf"));
+  EXPECT_OK(applier->Predict(std::vector<double>{1}, nullptr));
+  const std::string csv = "id,a\nk0,1\nk1,1e10\n";
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::FromString(csv, "rows.csv");
+  ASSERT_OK(reader);
+  absl::StatusOr<FairModelRowReader> rows =
+      FairModelRowReader::Bind(*applier, (*reader)->header(), "rows.csv");
+  ASSERT_OK(rows);
+  std::vector<std::string> fields;
+  int64_t line = 0;
+  ASSERT_OK((*reader)->Next(&fields, &line));
+  absl::StatusOr<const ModelPrediction*> p = rows->Predict(fields, line, nullptr);
+  ASSERT_OK(p);
+  EXPECT_EQ((*p)->decision, 1);
+  ASSERT_OK((*reader)->Next(&fields, &line));
+  EXPECT_THAT(rows->Predict(fields, line, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, "rows.csv:3: the network overflowed"));
+}
+
+TEST(FairModelRowReaderTest, ReadsANetworksColumnsAndReusesItsPrediction) {
+  const std::string csv = "id,b,a\nk0,0,0\nk1,3,0\n";
+  absl::StatusOr<std::unique_ptr<CsvReader>> reader = CsvReader::FromString(csv, "rows.csv");
+  ASSERT_OK(reader);
+  absl::StatusOr<FairModelApplier> applier = FairModelApplier::Create(
+      Network({"a", "b"}, true, {{3, 3, {1, 0, 0, 0, 1, 0, 0, 0, 1}, {0, -1, 0}}}, {0, 1, 2}));
+  ASSERT_OK(applier);
+  absl::StatusOr<FairModelRowReader> rows =
+      FairModelRowReader::Bind(*applier, (*reader)->header(), "rows.csv");
+  ASSERT_OK(rows);
+  std::vector<std::string> fields;
+  int64_t line = 0;
+  ASSERT_OK((*reader)->Next(&fields, &line));
+  absl::StatusOr<const ModelPrediction*> first = rows->Predict(fields, line, nullptr);
+  ASSERT_OK(first);
+  EXPECT_EQ((*first)->decision, 2);  // z = (0, -1, 1)
+  ASSERT_OK((*reader)->Next(&fields, &line));
+  absl::StatusOr<const ModelPrediction*> second = rows->Predict(fields, line, nullptr);
+  ASSERT_OK(second);
+  EXPECT_EQ(*second, *first);         // the reader's one prediction, overwritten
+  EXPECT_EQ((*second)->decision, 1);  // z = (0, 2, 1)
+  EXPECT_THAT((*second)->class_probabilities[1], DoubleNear(0.6652409557748219, kTol));
 }
 
 TEST(FairModelRowReaderTest, MissingColumnIsNamed) {

@@ -1,0 +1,187 @@
+// `fairvault predict` through the real binary on artifact files (no vault call): the output
+// columns and values for a one-logit network, a softmax network and a linear mixture, with and
+// without --proba-only.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#ifndef FAIRVAULT_CLI_BINARY
+#error "FAIRVAULT_CLI_BINARY must name the fairvault binary"
+#endif
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string output;  // stdout only
+};
+
+// Runs the CLI with `args` (shell words); stderr (the summary) goes to `stderr_path`.
+CliResult RunCli(const std::string& args, const std::string& stderr_path) {
+  CliResult result;
+  const std::string command =
+      std::string(FAIRVAULT_CLI_BINARY) + " " + args + " 2>'" + stderr_path + "'";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) result.output.append(buf, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+// The CSV's lines split at commas (no quoting in these outputs).
+std::vector<std::vector<std::string>> Records(const std::string& csv) {
+  std::vector<std::vector<std::string>> records;
+  std::istringstream lines(csv);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::vector<std::string>& fields = records.emplace_back();
+    std::istringstream cells(line);
+    std::string cell;
+    while (std::getline(cells, cell, ',')) fields.push_back(cell);
+  }
+  return records;
+}
+
+// Field `column` of data row `row` as a number (exp() may differ in the last bit between
+// libms, so probabilities are compared within 1e-15).
+double Number(const std::vector<std::vector<std::string>>& records, size_t row, size_t column) {
+  return std::strtod(records.at(row + 1).at(column).c_str(), nullptr);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+class PredictCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "fv-predict-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  std::string Write(const std::string& name, const std::string& content) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << content;
+    return path;
+  }
+  // `fairvault predict` on `model` (JSON) and `csv`, with extra flags; stdout, exit code 0.
+  std::string Predict(const std::string& model, const std::string& csv, const std::string& flags) {
+    const std::string model_path = Write("model.json", model);
+    const std::string csv_path = Write("rows.csv", csv);
+    const CliResult r = RunCli("predict --artifact-file '" + model_path + "' --csv '" + csv_path +
+                                   "' --key-column id " + flags,
+                               dir_ + "/stderr.txt");
+    EXPECT_EQ(r.exit_code, 0) << r.output << ReadFile(dir_ + "/stderr.txt");
+    return r.output;
+  }
+  std::string Summary() { return ReadFile(dir_ + "/stderr.txt"); }
+
+  std::string dir_;
+};
+
+// z = 2·relu(a − b + 0.5) − relu(a + b − 1) − 1 (model_apply_test's MLP).
+constexpr char kMlp[] = R"({"fair_model": {"algorithm": "dp_fermi",
+  "features": {"feature_columns": ["a", "b"], "intercept": true},
+  "network": {"layers": [
+    {"inputs": 3, "outputs": 2, "weights": [1, -1, 0, 1, 1, -1], "bias": [0.5, 0]},
+    {"inputs": 2, "outputs": 1, "weights": [2, -1], "bias": [-1]}], "classes": [0, 1]}}})";
+
+// Logits (a, b − 1, 1) for classes 0, 1, 2.
+constexpr char kSoftmax[] = R"({"fair_model": {"algorithm": "pf_ld",
+  "features": {"feature_columns": ["a", "b"], "intercept": true},
+  "network": {"layers": [{"inputs": 3, "outputs": 3, "weights": [1, 0, 0, 0, 1, 0, 0, 0, 1],
+                          "bias": [0, -1, 0]}], "classes": [0, 1, 2]}}})";
+
+constexpr char kRows[] = "id,a,b,y\nk0,2,0,1\nk1,1,3,0\nk2,0,0,0\n";
+
+constexpr double kTol = 1e-15;
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+
+TEST_F(PredictCliTest, OneLogitNetworkWritesPPositiveAndADeterministicDecision) {
+  // z = 3, -4 (a ReLU clips), 0 (a ReLU clips; 0 decides 0): sigmoid by hand.
+  const auto records = Records(Predict(kMlp, kRows, "--keep-columns y"));
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_THAT(records[0], ElementsAre("id", "p_positive", "decision", "y"));
+  EXPECT_THAT(Number(records, 0, 1), DoubleNear(0.9525741268224334, kTol));
+  EXPECT_THAT(Number(records, 1, 1), DoubleNear(0.01798620996209156, kTol));
+  EXPECT_THAT(records[3], ElementsAre("k2", "0.5", "0", "0"));
+  EXPECT_EQ(records[1][2] + records[2][2] + records[3][2], "100");
+  EXPECT_EQ(records[1][3] + records[2][3] + records[3][3], "100");
+  EXPECT_THAT(Summary(), HasSubstr("network 3 -> 2 -> 1, one logit, sigmoid"));
+  EXPECT_THAT(Summary(), HasSubstr("positive decisions: 1"));
+  EXPECT_THAT(Summary(), HasSubstr("decisions are deterministic"));
+  // The same decisions whatever the seed: none is drawn.
+  EXPECT_EQ(Predict(kMlp, kRows, "--seed 1"), Predict(kMlp, kRows, "--seed 2"));
+  const auto proba = Records(Predict(kMlp, kRows, "--proba-only"));
+  ASSERT_EQ(proba.size(), 4u);
+  EXPECT_THAT(proba[0], ElementsAre("id", "p_positive"));
+  EXPECT_THAT(proba[3], ElementsAre("k2", "0.5"));
+}
+
+TEST_F(PredictCliTest, SoftmaxNetworkWritesOneColumnPerClassAndTheClass) {
+  // z = (2, -1, 1), (1, 2, 1), (0, -1, 1).
+  const auto records = Records(Predict(kSoftmax, kRows, "--keep-columns y"));
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_THAT(records[0], ElementsAre("id", "p_0", "p_1", "p_2", "decision", "y"));
+  for (size_t row = 1; row < records.size(); ++row) ASSERT_EQ(records[row].size(), 6u);
+  // The largest logit's class: 0, 1, 2.
+  EXPECT_EQ(records[1][4] + records[2][4] + records[3][4], "012");
+  EXPECT_EQ(records[1][5] + records[2][5] + records[3][5], "100");
+  // (1, 2, 1): softmax (e, e², e)/(2e + e²).
+  EXPECT_THAT(Number(records, 1, 1), DoubleNear(0.21194155761708544, kTol));
+  EXPECT_THAT(Number(records, 1, 2), DoubleNear(0.5761168847658291, kTol));
+  EXPECT_THAT(Number(records, 1, 3), DoubleNear(0.21194155761708544, kTol));
+  EXPECT_THAT(Summary(), HasSubstr("network 3 -> 3, 3 classes, softmax"));
+  EXPECT_THAT(Summary(), HasSubstr("class 2: mean p"));
+  const auto proba = Records(Predict(kSoftmax, kRows, "--proba-only"));
+  ASSERT_EQ(proba.size(), 4u);
+  EXPECT_THAT(proba[0], ElementsAre("id", "p_0", "p_1", "p_2"));
+  EXPECT_EQ(proba[2][0], "k1");
+  EXPECT_THAT(Number(proba, 1, 2), DoubleNear(0.5761168847658291, kTol));
+}
+
+TEST_F(PredictCliTest, MixtureColumnsAreUnchanged) {
+  constexpr char kMixture[] = R"({"fair_model": {"algorithm": "dp_oracle_learner",
+    "features": {"feature_columns": ["a"], "intercept": true},
+    "components": [{"weights": [1, 0]}, {"weights": [1, -2]}, {"weights": [-1, 0]}]}})";
+  // a = 2: (1, 0, 0) -> 1/3; a = 1: 1/3; a = 0: 0.
+  const std::string out = Predict(kMixture, kRows, "--proba-only");
+  EXPECT_EQ(out, "id,p_positive\nk0,0.3333333333333333\nk1,0.3333333333333333\nk2,0\n");
+}
+
+TEST_F(PredictCliTest, InvalidNetworkIsRefusedNamingTheField) {
+  const std::string model_path = Write(
+      "bad.json", R"({"fair_model": {"features": {"feature_columns": ["a"], "intercept": true},
+      "network": {"layers": [{"inputs": 2, "outputs": 3, "weights": [1, 1, 1, 1, 1, 1]}],
+                  "classes": [0, 1]}}})");
+  const std::string csv_path = Write("rows.csv", kRows);
+  const CliResult r = RunCli(
+      "predict --artifact-file '" + model_path + "' --csv '" + csv_path + "' --key-column id",
+      dir_ + "/stderr.txt");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.output, "");
+  EXPECT_THAT(Summary(), HasSubstr("network.classes has 2 entries"));
+}
+
+}  // namespace
