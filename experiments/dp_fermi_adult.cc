@@ -21,7 +21,7 @@
 //
 // Usage: dp_fermi_adult [--datasets DIR] [--out-dir DIR] [--seeds N] [--epsilons 1,9]
 //   [--lambdas 0,0.5,1] [--epochs E] [--batch B] [--reference-epsilon E (0: none)]
-//   [--clip C (clip_theta = clip_w; 1)] [--quick]
+//   [--clip C (clip_theta = clip_w; 1)] [--lr-theta 0.005] [--lr-w 0.01] [--w-radius 1] [--quick]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -64,6 +64,7 @@ struct Flags {
   int batch = 1024;
   double reference_epsilon = 1000;
   double clip = 1;  // clip_theta = clip_w (the paper's default 1; its range [1, 5])
+  double lr_theta = 0.005, lr_w = 0.01, w_radius = 1;
   bool quick = false;
 };
 
@@ -98,16 +99,13 @@ void Score(const std::vector<int>& pred, const LabeledRows& test, Row* r) {
 
 absl::StatusOr<std::vector<int>> Decisions(const v1::FairModel& model, const Eigen::MatrixXd& x) {
   ASSIGN_OR_RETURN(client::FairModelApplier applier, client::FairModelApplier::Create(model));
-  if (applier.num_components() != 1) {
-    return absl::InternalError(absl::StrCat("DP-FERMI artifact with ", applier.num_components(),
-                                            " components (expected one linear classifier)"));
-  }
+  if (!applier.is_network()) return absl::InternalError("DP-FERMI artifact without a network");
   std::vector<int> out(static_cast<size_t>(x.rows()));
   std::vector<double> row(static_cast<size_t>(x.cols()));
   for (Eigen::Index r = 0; r < x.rows(); ++r) {
     for (Eigen::Index j = 0; j < x.cols(); ++j) row[static_cast<size_t>(j)] = x(r, j);
     ASSIGN_OR_RETURN(client::ModelPrediction pred, applier.Predict(row, nullptr));
-    out[static_cast<size_t>(r)] = pred.p_positive > 0.5 ? 1 : 0;
+    out[static_cast<size_t>(r)] = static_cast<int>(pred.decision);
   }
   return out;
 }
@@ -122,8 +120,7 @@ std::string Cell(const std::vector<Row>& rows, double eps, double lambda) {
   }
   if (err.empty()) return "| | |";
   const MeanStd e = Summarize(err), v = Summarize(vio), s = Summarize(secs);
-  return absl::StrFormat("%.3f ± %.3f / %.3f ± %.3f | %.1f", e.mean, e.std, v.mean, v.std,
-                         s.mean);
+  return absl::StrFormat("%.3f ± %.3f / %.3f ± %.3f | %.1f", e.mean, e.std, v.mean, v.std, s.mean);
 }
 
 double ZOf(const std::vector<Row>& rows, double eps) {
@@ -142,7 +139,8 @@ absl::StatusOr<std::vector<double>> ParseList(const std::string& arg, const std:
   for (absl::string_view part : absl::StrSplit(v, ',')) {
     double x = 0;
     if (!absl::SimpleAtod(part, &x) || !std::isfinite(x) || x < 0 || (positive && x == 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(arg, ": finite numbers", positive ? " > 0" : " >= 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(arg, ": finite numbers", positive ? " > 0" : " >= 0"));
     }
     out.push_back(x);
   }
@@ -190,6 +188,11 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       ASSIGN_OR_RETURN(std::vector<double> c, ParseList(arg, v, true));
       if (c.size() != 1) return absl::InvalidArgumentError("--clip: one number");
       flags.clip = c[0];
+    } else if (arg == "--lr-theta" || arg == "--lr-w" || arg == "--w-radius") {
+      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(std::vector<double> c, ParseList(arg, v, true));
+      if (c.size() != 1) return absl::InvalidArgumentError(absl::StrCat(arg, ": one number"));
+      (arg == "--lr-theta" ? flags.lr_theta : arg == "--lr-w" ? flags.lr_w : flags.w_radius) = c[0];
     } else if (arg == "--quick") {
       flags.quick = true;
     } else {
@@ -220,9 +223,10 @@ absl::Status Run(const Flags& flags) {
   for (int i = 0; i < n; ++i) keys.push_back(absl::StrCat("adult-", i));
   // Twice the sum of the stated costs: enough whatever the ledger's composition gives.
   double grant = 1;
-  for (double e : epsilons) grant += 2 * e * static_cast<double>(flags.lambdas.size() * flags.seeds);
-  RETURN_IF_ERROR(AddDataset(vault, "adult", "sex", {"Female", "Male"}, keys, train.group, grant,
-                             kDelta));
+  for (double e : epsilons)
+    grant += 2 * e * static_cast<double>(flags.lambdas.size() * flags.seeds);
+  RETURN_IF_ERROR(
+      AddDataset(vault, "adult", "sex", {"Female", "Male"}, keys, train.group, grant, kDelta));
   std::vector<std::string> names;
   std::vector<std::vector<double>> columns;
   for (Eigen::Index j = 0; j < train.x.cols(); ++j) {
@@ -249,9 +253,9 @@ absl::Status Run(const Flags& flags) {
         req.set_epsilon(eps);
         req.set_epochs(flags.epochs);
         req.set_batch_size(flags.batch);
-        req.set_lr_theta(0.005);
-        req.set_lr_w(0.01);
-        req.set_w_radius(1);
+        req.set_lr_theta(flags.lr_theta);
+        req.set_lr_w(flags.lr_w);
+        req.set_w_radius(flags.w_radius);
         req.set_clip_theta(flags.clip);
         req.set_clip_w(flags.clip);
         req.set_fairness_lambda(lambda);
@@ -281,17 +285,18 @@ absl::Status Run(const Flags& flags) {
   }
 
   // Non-private, unconstrained reference: Newton logistic regression on the same features.
-  ASSIGN_OR_RETURN(auto lr, learn::FitLogisticRegression(train.x, train.y,
-                                                         learn::LogisticRegressionOptions()));
+  ASSIGN_OR_RETURN(
+      auto lr, learn::FitLogisticRegression(train.x, train.y, learn::LogisticRegressionOptions()));
   Row base;
   Score(lr.Predict(test.x), test, &base);
 
-  std::string csv = "epsilon,lambda,seed,error,dp_violation,positive_rate,noise_multiplier,"
-                    "job_seconds,note\n";
+  std::string csv =
+      "epsilon,lambda,seed,error,dp_violation,positive_rate,noise_multiplier,"
+      "job_seconds,note\n";
   for (const Row& r : rows) {
     absl::StrAppend(&csv, absl::StrFormat("%g,%g,%d,%.6f,%.6f,%.6f,%.6g,%.3f,\"%s\"\n", r.epsilon,
-                                          r.lambda, r.seed, r.error, r.violation,
-                                          r.positive_rate, r.z, r.elapsed, r.note));
+                                          r.lambda, r.seed, r.error, r.violation, r.positive_rate,
+                                          r.z, r.elapsed, r.note));
   }
   absl::StrAppend(&csv, absl::StrFormat("inf,newton_lr,0,%.6f,%.6f,%.6f,0,0,\"core/learn "
                                         "logistic regression (l2 1e-4), non-private\"\n",
@@ -302,21 +307,22 @@ absl::Status Run(const Flags& flags) {
   std::string md = absl::StrFormat(
       "### DP-FERMI on Adult (sex), demographic parity (%d train rows, %d test rows, %d "
       "features + intercept; %d seeds)\n\n"
-      "Logistic regression, %d epochs, batch %d, η_θ = 0.005, η_w = 0.01, W radius 1, clip "
+      "Logistic regression, %d epochs, batch %d, η_θ = %g, η_w = %g, W radius %g, clip "
       "norms %g, marginals share 0.1, grant δ = %g. Test error / DP violation (selection-rate gap "
       "on adult.test), mean ± population std over seeds; job time = the job's elapsed_seconds "
       "(mean). z = the steps' noise multiplier from the charge.\n\n",
       n, static_cast<int>(test.y.size()), static_cast<int>(train.x.cols()), flags.seeds,
-      flags.epochs, flags.batch, flags.clip, kDelta);
+      flags.epochs, flags.batch, flags.lr_theta, flags.lr_w, flags.w_radius, flags.clip, kDelta);
   absl::StrAppend(&md, "| ε | z | λ | ours: error / violation | job time (s) | paper (ε = 1) |\n",
                   "|---|---|---|---|---|---|\n");
   for (double eps : epsilons) {
     for (double lambda : flags.lambdas) {
       const auto paper = kPaper.find(lambda);
       absl::StrAppend(
-          &md, "| ", eps == flags.reference_epsilon && flags.reference_epsilon > 0
-                         ? absl::StrCat(eps, " (≈ no noise)")
-                         : absl::StrCat(eps),
+          &md, "| ",
+          eps == flags.reference_epsilon && flags.reference_epsilon > 0
+              ? absl::StrCat(eps, " (≈ no noise)")
+              : absl::StrCat(eps),
           " | ", absl::StrFormat("%.4g", ZOf(rows, eps)), " | ", lambda, " | ",
           Cell(rows, eps, lambda), " | ",
           eps == 1 && paper != kPaper.end()
@@ -327,9 +333,10 @@ absl::Status Run(const Flags& flags) {
   }
   absl::StrAppend(&md, absl::StrFormat("| ∞ | – | – (Newton LR, l2 1e-4) | %.3f / %.3f | | |\n",
                                        base.error, base.violation));
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  absl::StrAppend(&md, absl::StrFormat("\n(total run time %.0f s; per job in %s)\n", secs,
-                                       csv_path));
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  absl::StrAppend(&md,
+                  absl::StrFormat("\n(total run time %.0f s; per job in %s)\n", secs, csv_path));
   const std::string md_path = absl::StrCat(flags.out_dir, "/dp_fermi_adult.md");
   RETURN_IF_ERROR(client::WriteStringToFile(md_path, md));
   std::printf("%s\nwrote %s and %s\n", md.c_str(), csv_path.c_str(), md_path.c_str());

@@ -74,9 +74,8 @@ double Theorem9(absl::FunctionRef<double(int64_t)> base, double eps_inf, double 
       factor = cap == -kInf ? -kInf : static_cast<double>(j - 1) * eps_j + cap;
       const auto hi = static_cast<size_t>(2 * ((j + 1) / 2));
       if (hi < log_pearson_vajda.size()) {
-        const double improved =
-            kLog4 + 0.5 * (log_pearson_vajda[static_cast<size_t>(2 * (j / 2))] +
-                           log_pearson_vajda[hi]);
+        const double improved = kLog4 + 0.5 * (log_pearson_vajda[static_cast<size_t>(2 * (j / 2))] +
+                                               log_pearson_vajda[hi]);
         if (!std::isnan(improved)) factor = std::min(factor, improved);
       }
     }
@@ -280,8 +279,7 @@ std::vector<double> SubsampledContinuousGaussianRdp(double sensitivity, double s
   const std::vector<double> table = GaussianPearsonVajdaTable(ratio, max_int);
   const double log_gamma = std::log(gamma);
   return CurveFromIntegerBounds(
-      base,
-      [&](int64_t k) { return GaussianTheorem27(sensitivity, sigma, log_gamma, k, table); },
+      base, [&](int64_t k) { return GaussianTheorem27(sensitivity, sigma, log_gamma, k, table); },
       max_int, base_int, orders);
 }
 
@@ -297,6 +295,8 @@ std::vector<double> ComposeRdp(absl::Span<const double> rdp, int64_t steps) {
 namespace {
 
 using CurveFn = std::vector<double> (*)(double, double, double, absl::Span<const double>);
+
+constexpr double kHugeMultiplier = 1e12;
 
 double EpsilonOf(CurveFn curve, double sensitivity, double sigma, double gamma, int64_t steps,
                  double delta) {
@@ -328,23 +328,38 @@ absl::StatusOr<double> Calibrate(CurveFn curve, double epsilon, double delta, do
                      ", the smallest epsilon any Gaussian noise reaches at delta ", delta,
                      " on the accountant's orders; raise epsilon or delta"));
   }
-  const auto spent = [&](double sigma) {
-    return EpsilonOf(curve, sensitivity, sigma, gamma, steps, delta);
-  };
-  // Bisection on log(sigma) with the invariant spent(lo) > epsilon >= spent(hi); the bounds are
-  // non-increasing in sigma (every term of Theorems 9 and 27 and the base curve are), and only
-  // the hi end, which has been checked, is returned.
-  double hi = sensitivity;
+  return CalibrateMultiplier(
+      [&](double sigma) { return ComposeRdp(curve(sensitivity, sigma, gamma, orders), steps); },
+      epsilon, delta, sensitivity);
+}
+
+}  // namespace
+
+absl::StatusOr<double> CalibrateMultiplier(absl::FunctionRef<std::vector<double>(double)> curve,
+                                           double epsilon, double delta, double start) {
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(epsilon, "epsilon"));
+  RETURN_IF_ERROR(ValidateInOpenRange(delta, 0, 1, "delta"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(start, "start"));
+  const std::vector<double>& orders = RdpOrders();
+  const auto spent = [&](double z) { return RdpToEpsilon(orders, curve(z), delta); };
+  if (spent(kHugeMultiplier) > epsilon) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epsilon ", epsilon, " at delta ", delta,
+                     " is below what any noise multiplier reaches for this release (its fixed "
+                     "parts and the accountant's orders set a floor); raise epsilon or delta"));
+  }
+  // Bisection on log(z) with the invariant spent(lo) > epsilon >= spent(hi); the curves are
+  // non-increasing in z, and only the hi end, which has been checked, is returned.
+  double hi = start;
   while (spent(hi) > epsilon) {
     hi *= 2;
-    if (!std::isfinite(hi)) {
-      return absl::InvalidArgumentError(absl::StrCat("no finite sigma reaches epsilon ", epsilon,
-                                                     " for sensitivity ", sensitivity,
-                                                     "; lower the sensitivity or raise epsilon"));
-    }
+    if (hi > kHugeMultiplier) return kHugeMultiplier;
   }
   double lo = hi;
-  while (!(spent(lo) > epsilon)) lo /= 2;  // sigma -> 0 spends +inf
+  while (!(spent(lo) > epsilon)) {
+    lo /= 2;  // z -> 0 spends +inf
+    if (lo < 1e-300) return hi;
+  }
   while (hi - lo > 1e-9 * lo) {
     const double mid = std::sqrt(lo) * std::sqrt(hi);
     if (!(mid > lo && mid < hi)) break;
@@ -356,8 +371,6 @@ absl::StatusOr<double> Calibrate(CurveFn curve, double epsilon, double delta, do
   }
   return hi;
 }
-
-}  // namespace
 
 double SubsampledGaussianEpsilon(double sensitivity, double sigma, double gamma, int64_t steps,
                                  double delta) {
@@ -376,8 +389,8 @@ double SubsampledContinuousGaussianEpsilon(double sensitivity, double sigma, dou
 }
 
 absl::StatusOr<double> CalibrateSubsampledContinuousGaussianSigma(double epsilon, double delta,
-                                                                  double sensitivity,
-                                                                  double gamma, int64_t steps) {
+                                                                  double sensitivity, double gamma,
+                                                                  int64_t steps) {
   return Calibrate(&SubsampledContinuousGaussianRdp, epsilon, delta, sensitivity, gamma, steps);
 }
 

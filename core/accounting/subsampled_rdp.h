@@ -41,7 +41,8 @@
 //
 //   eps'(alpha) <= 1/(alpha-1) * log( 1 + [the same j = 2 term as Theorem 9]
 //       + sum_{j=3..alpha} gamma^j C(alpha,j) min{ 4 sqrt(B(2 floor(j/2)) B(2 ceil(j/2))),
-//                                                  e^{(j-1) eps(j)} min{2, (e^{eps(inf)} - 1)^j} } ).
+//                                                  e^{(j-1) eps(j)} min{2, (e^{eps(inf)} - 1)^j} }
+//                                                  ).
 //
 // (For even j the first entry is 4 B(j); for odd j, Cauchy-Schwarz on E|P/Q - 1|^j.) The
 // continuous Gaussian N(f(X), sigma^2 I) with L2 sensitivity Delta satisfies the condition: every
@@ -132,8 +133,8 @@ double WangBalleKasiviswanathanGaussianBound(double sensitivity, double sigma, d
 // chord in between). Only for the CONTINUOUS Gaussian mechanism N(f, sigma^2 I) with L2
 // sensitivity `sensitivity` on a batch (replace-one); not for the discrete Gaussian (see the file
 // comment). Never above SubsampledGaussianRdp. All +infinity on invalid inputs.
-std::vector<double> SubsampledContinuousGaussianRdp(double sensitivity, double sigma,
-                                                    double gamma, absl::Span<const double> orders);
+std::vector<double> SubsampledContinuousGaussianRdp(double sensitivity, double sigma, double gamma,
+                                                    absl::Span<const double> orders);
 
 // Composition of `steps` releases with the same curve: steps * rdp (RDP adds up). Entries stay
 // +infinity where rdp is; all +infinity if steps < 1 (a caller bug, fail closed).
@@ -154,14 +155,23 @@ absl::StatusOr<double> CalibrateSubsampledGaussianSigma(double epsilon, double d
                                                         double sensitivity, double gamma,
                                                         int64_t steps);
 
+// The smallest noise multiplier z (relative precision 1e-9, starting the search at `start`; the
+// returned value always satisfies the budget as computed) such that the composed RDP curve
+// `curve(z)` on RdpOrders() spends at most `epsilon` at `delta` (RdpToEpsilon). `curve` must be
+// non-increasing in z at every order (e.g. a sum of subsampled or plain Gaussian curves of std
+// proportional to z and fixed pure parts). InvalidArgument if epsilon is not finite and > 0,
+// delta outside (0, 1), or epsilon below what z = 1e12 reaches.
+absl::StatusOr<double> CalibrateMultiplier(absl::FunctionRef<std::vector<double>(double)> curve,
+                                           double epsilon, double delta, double start = 1);
+
 // SubsampledGaussianEpsilon and CalibrateSubsampledGaussianSigma on
 // SubsampledContinuousGaussianRdp (Theorem 27): only for the continuous Gaussian mechanism.
 // Same contracts and errors.
 double SubsampledContinuousGaussianEpsilon(double sensitivity, double sigma, double gamma,
                                            int64_t steps, double delta);
 absl::StatusOr<double> CalibrateSubsampledContinuousGaussianSigma(double epsilon, double delta,
-                                                                  double sensitivity,
-                                                                  double gamma, int64_t steps);
+                                                                  double sensitivity, double gamma,
+                                                                  int64_t steps);
 
 }  // namespace fairvault::core::accounting
 

@@ -78,6 +78,36 @@ absl::Status Preprocess(Rows rows, int raw, double clip_l1, bool intercept, Eige
   return absl::OkStatus();
 }
 
+// Every row index within every column.
+absl::Status CheckRowIndices(const FeatureColumns& features) {
+  if (features.columns.empty()) return absl::OkStatus();
+  size_t shortest = features.columns[0].size();
+  for (const absl::Span<const double>& c : features.columns)
+    shortest = std::min(shortest, c.size());
+  for (const int64_t r : features.rows) {
+    if (r < 0 || static_cast<size_t>(r) >= shortest) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row index ", r, " is outside the feature columns (", shortest, " rows)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Rows [start, start + count) gathered column by column into `out` (d columns, `stride` between
+// them), then preprocessed there (`row`: scratch of the raw width).
+absl::Status Gather(const FeatureColumns& features, int64_t start, int64_t count, double clip_l1,
+                    bool intercept, int d, double* out, Eigen::Index stride, Eigen::VectorXd& row) {
+  const int raw = static_cast<int>(features.columns.size());
+  const int64_t* index = features.rows.data() + start;
+  for (int j = 0; j < raw; ++j) {
+    const double* source = features.columns[j].data();
+    double* column = out + j * stride;
+    for (int64_t i = 0; i < count; ++i) column[i] = source[index[i]];
+  }
+  return Preprocess(Rows(out, count, d, Eigen::OuterStride<>(stride)), raw, clip_l1, intercept,
+                    row);
+}
+
 // static_cast<int64_t>(std::round(v)) (half away from zero) for |v| < 2^62, without a libm call:
 // the truncation and the fraction v - trunc(v) are exact, so the result is the same. (Here
 // |v| <= 2^13: no entry exceeds its row's L1 norm, at most 2^13 feature grid steps.)
@@ -228,29 +258,10 @@ absl::StatusOr<GameData> BuildGameData(const FeatureColumns& features, std::vect
   GameData data;
   RETURN_IF_ERROR(
       StartGame(n, raw, std::move(labels), std::move(groups), k, clip_l1, intercept, data));
-  if (raw > 0) {
-    size_t shortest = features.columns[0].size();
-    for (const absl::Span<const double>& c : features.columns)
-      shortest = std::min(shortest, c.size());
-    for (const int64_t r : features.rows) {
-      if (r < 0 || static_cast<size_t>(r) >= shortest) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("row index ", r, " is outside the feature columns (", shortest, " rows)"));
-      }
-    }
-  }
+  RETURN_IF_ERROR(CheckRowIndices(features));
   Eigen::VectorXd row(raw);
-  // Rows [start, start + count) gathered column by column into `out` (stride between columns),
-  // then preprocessed there.
   const auto gather = [&](int64_t start, int64_t count, double* out, Eigen::Index stride) {
-    const int64_t* index = features.rows.data() + start;
-    for (int j = 0; j < raw; ++j) {
-      const double* source = features.columns[j].data();
-      double* column = out + j * stride;
-      for (int64_t i = 0; i < count; ++i) column[i] = source[index[i]];
-    }
-    return Preprocess(Rows(out, count, data.d, Eigen::OuterStride<>(stride)), raw, clip_l1,
-                      intercept, row);
+    return Gather(features, start, count, clip_l1, intercept, data.d, out, stride, row);
   };
   if (keep == KeepMatrix::kYes) {
     data.x.resize(n, data.d);
@@ -273,6 +284,19 @@ absl::StatusOr<GameData> BuildGameData(const FeatureColumns& features, std::vect
         data));
   }
   return data;
+}
+
+absl::StatusOr<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>
+BuildFeatureMatrix(const FeatureColumns& features, double clip_l1, bool intercept) {
+  RETURN_IF_ERROR(CheckRowIndices(features));
+  const int64_t n = static_cast<int64_t>(features.rows.size());
+  const int raw = static_cast<int>(features.columns.size());
+  const int d = raw + (intercept ? 1 : 0);
+  if (n < 1 || d < 1) return absl::InvalidArgumentError("a fit needs rows and feature columns");
+  Eigen::MatrixXd x(n, d);
+  Eigen::VectorXd row(raw);
+  RETURN_IF_ERROR(Gather(features, 0, n, clip_l1, intercept, d, x.data(), n, row));
+  return Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>(x);
 }
 
 }  // namespace fairvault::core::learn

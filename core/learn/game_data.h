@@ -73,6 +73,11 @@ absl::StatusOr<GameData> BuildGameData(const FeatureColumns& features, std::vect
                                        std::vector<int> groups, int k, double clip_l1,
                                        bool intercept, KeepMatrix keep);
 
+// The preprocessed features alone (clip, intercept; the same values as BuildGameData's to the
+// bit), row-major: the stochastic learners read whole rows of a batch.
+absl::StatusOr<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>
+BuildFeatureMatrix(const FeatureColumns& features, double clip_l1, bool intercept);
+
 // The feature map a model artifact records: clip to L1 <= clip_l1 (if > 0), append 1.
 Eigen::VectorXd PreprocessRow(const Eigen::Ref<const Eigen::VectorXd>& raw, double clip_l1,
                               bool intercept);

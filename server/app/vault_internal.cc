@@ -215,24 +215,31 @@ absl::StatusOr<std::vector<double>> NumericColumn(const storage::StoredTable& ta
   return out;
 }
 
-absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table, int column,
-                                              const std::vector<int64_t>& rows, const char* field) {
+absl::StatusOr<std::vector<int>> ClassColumn(const storage::StoredTable& table, int column,
+                                             const std::vector<int64_t>& rows, const char* field,
+                                             int classes) {
+  const std::string allowed = classes == 2 ? "0 or 1" : absl::StrCat("integers 0..", classes - 1);
   if (table.specs(column).type() != v1::COLUMN_TYPE_NUMERIC) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": column '", table.specs(column).name(),
-                                                   "' must be numeric with values 0 or 1"));
+                                                   "' must be numeric with values ", allowed));
   }
   const auto& values = table.columns(column).numeric();
   std::vector<int> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const double v = values[rows[i]];
-    if (v != 0 && v != 1) {
+    if (!(v >= 0 && v < classes) || v != std::floor(v)) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": column '", table.specs(column).name(), "' row ", rows[i] + 1,
-                       " is ", v, "; values must be 0 or 1"));
+                       " is ", v, "; values must be ", allowed));
     }
     out[i] = static_cast<int>(v);
   }
   return out;
+}
+
+absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table, int column,
+                                              const std::vector<int64_t>& rows, const char* field) {
+  return ClassColumn(table, column, rows, field, 2);
 }
 
 }  // namespace fairvault::server::internal

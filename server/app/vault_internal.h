@@ -71,6 +71,11 @@ absl::StatusOr<storage::LedgerFilter> PageFilter(int64_t after_seq, int32_t limi
 absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::string& name,
                                 const char* field);
 
+// The column's values on `rows` as class labels 0..classes-1 (integers); InvalidArgument naming
+// the field, the column and the first bad row otherwise.
+absl::StatusOr<std::vector<int>> ClassColumn(const storage::StoredTable& table, int column,
+                                             const std::vector<int64_t>& rows, const char* field,
+                                             int classes);
 // A binary (0/1) numeric column over the given table rows, or InvalidArgument naming the row.
 absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table, int column,
                                               const std::vector<int64_t>& rows, const char* field);

@@ -20,7 +20,7 @@
 #include "core/random/chacha20_stream.h"
 #include "core/util/status_macros.h"
 #include "core/util/validate.h"
-#include "server/app/fermi_job.h"
+#include "server/app/stochastic_job.h"
 #include "server/app/vault.h"
 #include "server/app/vault_charge_impl.h"
 #include "server/app/vault_internal.h"
@@ -137,7 +137,8 @@ learn::LearnerOptions LearnerOptionsOf(const v1::FitFairModelRequest& req) {
 }  // namespace
 
 // The company's features over the joined rows, read in place from the stored table (no copies:
-// valid while `table` and `rows` live), and its 0/1 labels: its own, public data.
+// valid while `table` and `rows` live), and its 0/1 labels (if `label_column` is not empty): its
+// own, public data.
 struct GameInputs {
   learn::FeatureColumns features;
   std::vector<int> labels;
@@ -148,8 +149,10 @@ static absl::StatusOr<GameInputs> LoadGameInputs(
     const google::protobuf::RepeatedPtrField<std::string>& feature_columns,
     const std::string& label_column) {
   GameInputs in;
-  ASSIGN_OR_RETURN(int label, internal::ColumnIndex(table, label_column, "label_column"));
-  ASSIGN_OR_RETURN(in.labels, internal::BinaryColumn(table, label, rows, "label_column"));
+  if (!label_column.empty()) {
+    ASSIGN_OR_RETURN(int label, internal::ColumnIndex(table, label_column, "label_column"));
+    ASSIGN_OR_RETURN(in.labels, internal::BinaryColumn(table, label, rows, "label_column"));
+  }
   for (const std::string& name : feature_columns) {
     ASSIGN_OR_RETURN(int c, internal::ColumnIndex(table, name, "feature_columns"));
     ASSIGN_OR_RETURN(const absl::Span<const double> values,
@@ -402,11 +405,11 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   v1::FitFairModelRequest job_request = req;
   const bool game = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER ||
                     req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR;
-  const bool fermi = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_FERMI;
-  const bool linear = game || fermi;  // trained on the feature columns
-  if (fermi) {
+  const bool stochastic = IsStochasticAlgorithm(req.algorithm());
+  const bool linear = game || stochastic;  // trained on the feature columns
+  if (stochastic) {
     RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
-    RETURN_IF_ERROR(FillFermiDefaults(&job_request));
+    RETURN_IF_ERROR(FillStochasticDefaults(&job_request));
   } else if (game) {
     RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
     if (req.rounds() == 0) job_request.set_rounds(kDefaultRounds);
@@ -432,7 +435,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     return absl::InvalidArgumentError(
         "algorithm: use FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER (1), "
         "FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM (2), FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR "
-        "(3) or FAIR_MODEL_ALGORITHM_DP_FERMI (4)");
+        "(3), FAIR_MODEL_ALGORITHM_DP_FERMI (4) or FAIR_MODEL_ALGORITHM_PF_LD (5)");
   }
   PreparedRelease release;
   release.request_kind = "FitFairModel";
@@ -460,11 +463,24 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
         "feature_columns: ", n, " rows x ", width, " columns exceed the vault's limit of ",
         options_.max_job_cells, " cells per job; use fewer columns or rows"));
   }
+  int classes = 2;
   {
     auto label = internal::ColumnIndex(*table.table, req.label_column(), "label_column");
     RETURN_IF_ERROR(label.status());
-    RETURN_IF_ERROR(
-        internal::BinaryColumn(*table.table, *label, joined.table_rows, "label_column").status());
+    if (stochastic) {
+      // The company's own labels (public): their largest value sets the classes.
+      ASSIGN_OR_RETURN(const std::vector<int> labels,
+                       internal::ClassColumn(*table.table, *label, joined.table_rows,
+                                             "label_column", learn::kMaxClasses));
+      const int max_label = labels.empty() ? 1 : *std::max_element(labels.begin(), labels.end());
+      classes = ClassesOf(job_request, max_label);
+      RETURN_IF_ERROR(
+          internal::ClassColumn(*table.table, *label, joined.table_rows, "label_column", classes)
+              .status());
+    } else {
+      RETURN_IF_ERROR(
+          internal::BinaryColumn(*table.table, *label, joined.table_rows, "label_column").status());
+    }
     for (const std::string& name : linear ? req.feature_columns() : req.hypothesis_columns()) {
       const char* field = linear ? "feature_columns" : "hypothesis_columns";
       ASSIGN_OR_RETURN(int c, internal::ColumnIndex(*table.table, name, field));
@@ -505,8 +521,11 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     part->set_sensitivity(sensitivity);
   };
   int64_t total_steps = 1;
-  if (fermi) {
-    ASSIGN_OR_RETURN(FermiCharge planned, PlanFermiJob(job_request, n, delta, total_micro));
+  if (stochastic) {
+    const int inputs = req.feature_columns_size() + (req.no_intercept() ? 0 : 1);
+    ASSIGN_OR_RETURN(
+        StochasticCharge planned,
+        PlanStochasticJob(job_request, n, inputs, classes, joined.num_groups, delta, total_micro));
     plan = planned.plan;
     total_steps = planned.steps;
     release.composed = planned.cost;
@@ -545,7 +564,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     add_part("selection", plan.epsilon_select(), 0, 0);
   }
   // Which bound the ledger will take (both are valid): the RDP conversion needs delta.
-  if (!fermi) {
+  if (!stochastic) {
     accounting::Spend alone;
     alone.Add(*release.composed);
     cost.set_delta(
@@ -664,6 +683,21 @@ absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord& 
         "change the utility only when M exceeds a group's true count, which the shift "
         "ln(1/em_delta)/(epsilon/2) makes happen with probability <= em_delta = ",
         plan.em_delta()));
+  } else if (IsStochasticAlgorithm(req.algorithm())) {
+    ASSIGN_OR_RETURN(int label, internal::ColumnIndex(*table.table, req.label_column(), "label"));
+    learn::StochasticData data;
+    ASSIGN_OR_RETURN(data.y, internal::ClassColumn(*table.table, label, joined.table_rows,
+                                                   "label_column", learn::kMaxClasses));
+    const int max_label = data.y.empty() ? 1 : *std::max_element(data.y.begin(), data.y.end());
+    data.classes = ClassesOf(req, max_label);
+    data.group = joined.group;
+    data.k = joined.num_groups;
+    ASSIGN_OR_RETURN(GameInputs inputs,
+                     LoadGameInputs(*table.table, joined.table_rows, req.feature_columns(), ""));
+    ASSIGN_OR_RETURN(
+        data.x, learn::BuildFeatureMatrix(inputs.features, req.clip_l1(), !req.no_intercept()));
+    SetFeatures(req.feature_columns(), req.clip_l1(), !req.no_intercept(), model);
+    RETURN_IF_ERROR(RunStochasticJob(data, req, plan, gen, progress, model));
   } else {
     // The linear learners train on the company's features; both read the rows every step.
     ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
@@ -674,11 +708,6 @@ absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord& 
         learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group,
                              joined.num_groups, req.clip_l1(), intercept, learn::KeepMatrix::kYes));
     SetFeatures(req.feature_columns(), req.clip_l1(), intercept, model);
-    if (req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_FERMI) {
-      RETURN_IF_ERROR(RunFermiJob(data, req, plan, gen, progress, model));
-      return charge_internal::ArtifactRecordOf(artifact, owner, job.dataset_id,
-                                               job.submitted_micros);
-    }
     learn::LearnerPlan learner_plan{plan.epsilon_masses(), plan.epsilon_round()};
     ASSIGN_OR_RETURN(learn::LearnerResult result,
                      learn::RunDpOracleLearner(data, LearnerOptionsOf(req), learner_plan,

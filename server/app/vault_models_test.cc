@@ -367,7 +367,7 @@ TEST_F(VaultModelsTest, ExponentialMechanismRefusalWhenMIsSmallIsCharged) {
   EXPECT_THAT(done.error(), HasSubstr("M = "));
 }
 
-// DP-FERMI (issue 10, in progress): Gaussian noise needs a grant with delta > 0 (refused before
+// DP-FERMI: Gaussian noise needs a grant with delta > 0 (refused before
 // charging otherwise); on globex's delta grant the job trains a logistic model, charged once
 // with the composed RDP cost converted at the grant's delta.
 TEST_F(VaultModelsTest, DpFermiJobNeedsADeltaGrantAndTrains) {
@@ -417,8 +417,107 @@ TEST_F(VaultModelsTest, DpFermiJobNeedsADeltaGrantAndTrains) {
   ASSERT_OK(artifact);
   const v1::FairModel& model = artifact->artifact().fair_model();
   EXPECT_EQ(model.algorithm(), "dp_fermi");
-  ASSERT_EQ(model.components_size(), 1);
-  EXPECT_EQ(model.components(0).weights_size(), 3);
+  EXPECT_EQ(model.components_size(), 0);
+  ASSERT_EQ(model.network().layers_size(), 1);
+  EXPECT_EQ(model.network().layers(0).inputs(), 3);
+  EXPECT_EQ(model.network().layers(0).outputs(), 1);
+  EXPECT_EQ(model.network().layers(0).weights_size(), 3);
+  EXPECT_EQ(model.fairness(), v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY);
+  EXPECT_EQ(model.released_marginals_size(), 2);
+}
+
+// PF-LD and the MLP: a one-hidden-layer model under equalized odds trains as a job; PF-LD's
+// charge has its dual part; the parameters the learners do not take are refused before charging.
+TEST_F(VaultModelsTest, PfldAndMlpJobsTrainAndBadParametersAreRefused) {
+  auto uploaded = Upload(globex_, header_, {chunk_});
+  ASSERT_OK(uploaded);
+  v1::FitFairModelRequest req;
+  req.set_table_handle(uploaded->table_handle());
+  req.add_feature_columns("f1");
+  req.add_feature_columns("f2");
+  req.set_label_column("label");
+  req.add_attributes("sex");
+  req.set_epsilon(5);
+  req.set_epochs(3);
+  req.set_batch_size(8);
+
+  v1::FitFairModelRequest bad = req;
+  bad.set_idempotency_key("bad-1");
+  bad.set_algorithm(v1::FAIR_MODEL_ALGORITHM_DP_FERMI);
+  bad.set_fairness(v1::FAIRNESS_NOTION_ACCURACY_PARITY);
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->FitFairModel(globex_, bad).status(); },
+      absl::StatusCode::kInvalidArgument, "accuracy parity");
+  bad = req;
+  bad.set_idempotency_key("bad-2");
+  bad.set_algorithm(v1::FAIR_MODEL_ALGORITHM_PF_LD);
+  bad.add_hidden_units(8);
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->FitFairModel(globex_, bad).status(); },
+      absl::StatusCode::kInvalidArgument, "hidden_units");
+  bad.set_model(v1::MODEL_FAMILY_MLP);
+  bad.set_hidden_units(0, 5000);
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->FitFairModel(globex_, bad).status(); },
+      absl::StatusCode::kInvalidArgument, "hidden_units");
+  bad = req;
+  bad.set_idempotency_key("bad-3");
+  bad.set_algorithm(v1::FAIR_MODEL_ALGORITHM_PF_LD);
+  bad.set_dual_lr(-1);
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->FitFairModel(globex_, bad).status(); },
+      absl::StatusCode::kInvalidArgument, "dual_lr");
+  bad = req;
+  bad.set_idempotency_key("bad-4");
+  bad.set_algorithm(v1::FAIR_MODEL_ALGORITHM_DP_FERMI);
+  bad.set_label_column("f1");  // not integer classes
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->FitFairModel(globex_, bad).status(); },
+      absl::StatusCode::kInvalidArgument, "label_column");
+
+  for (const bool pfld : {true, false}) {
+    v1::FitFairModelRequest fit = req;
+    fit.set_idempotency_key(pfld ? "pfld-1" : "mlp-1");
+    fit.set_algorithm(pfld ? v1::FAIR_MODEL_ALGORITHM_PF_LD : v1::FAIR_MODEL_ALGORITHM_DP_FERMI);
+    fit.set_fairness(pfld ? v1::FAIRNESS_NOTION_ACCURACY_PARITY
+                          : v1::FAIRNESS_NOTION_EQUALIZED_ODDS);
+    if (!pfld) {
+      fit.set_model(v1::MODEL_FAMILY_MLP);
+      fit.add_hidden_units(4);
+      fit.set_fairness_lambda(1);
+    }
+    auto submitted = vault_->FitFairModel(globex_, fit);
+    ASSERT_OK(submitted);
+    EXPECT_EQ(submitted->charge().cost().parts_size(), pfld ? 3 : 2);
+    EXPECT_LE(submitted->charge().budget_after().epsilon_spent(), (pfld ? 5 : 10) + 1e-6);
+    v1::GetJobRequest get;
+    get.set_job_id(submitted->job().id());
+    v1::Job done;
+    for (int i = 0; i < 6000; ++i) {
+      auto job = vault_->GetJob(globex_, get);
+      ASSERT_OK(job);
+      done = job->job();
+      if (done.state() != v1::JOB_STATE_QUEUED && done.state() != v1::JOB_STATE_RUNNING) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error();
+    v1::GetArtifactRequest art;
+    art.set_artifact_id(done.artifact_id());
+    auto artifact = vault_->GetArtifact(globex_, art);
+    ASSERT_OK(artifact);
+    const v1::FairModel& model = artifact->artifact().fair_model();
+    EXPECT_EQ(model.algorithm(), pfld ? "pf_ld" : "dp_fermi");
+    if (pfld) {
+      ASSERT_EQ(model.network().layers_size(), 1);
+      EXPECT_EQ(model.noisy_violations_size(), 2);  // two groups, one accuracy component
+      EXPECT_EQ(model.fairness(), v1::FAIRNESS_NOTION_ACCURACY_PARITY);
+    } else {
+      ASSERT_EQ(model.network().layers_size(), 2);
+      EXPECT_EQ(model.network().layers(0).outputs(), 4);
+      EXPECT_EQ(model.network().layers(1).bias_size(), 1);
+      EXPECT_EQ(model.released_marginals_size(), 4);  // (label, group) cells
+    }
+  }
 }
 
 TEST_F(VaultModelsTest, FitFairModelRefusesBadInputBeforeCharging) {
