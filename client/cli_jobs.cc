@@ -22,6 +22,8 @@ std::string AlgorithmName(v1::FairModelAlgorithm algorithm) {
       return "private_fair_nr";
     case v1::FAIR_MODEL_ALGORITHM_DP_FERMI:
       return "dp_fermi";
+    case v1::FAIR_MODEL_ALGORITHM_PF_LD:
+      return "pf_ld";
     default:
       return absl::StrCat("unknown(", static_cast<int>(algorithm), ")");
   }

@@ -102,10 +102,52 @@ absl::StatusOr<v1::FairModelAlgorithm> Algorithm(const ParsedFlags& flags) {
   if (name == "exponential_mechanism") return v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM;
   if (name == "private_fair_nr") return v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR;
   if (name == "dp_fermi") return v1::FAIR_MODEL_ALGORITHM_DP_FERMI;
+  if (name == "pf_ld") return v1::FAIR_MODEL_ALGORITHM_PF_LD;
   return UsageError(absl::StrCat(
-      "--algorithm must be dp_oracle_learner, exponential_mechanism, private_fair_nr or dp_fermi "
-      "(got '",
+      "--algorithm must be dp_oracle_learner, exponential_mechanism, private_fair_nr, dp_fermi "
+      "or pf_ld (got '",
       flags.Get("algorithm"), "')"));
+}
+
+// The stochastic learners' --model, --fairness and --hidden-units (empty: the server's
+// defaults).
+absl::Status ReadStochasticModelFlags(const ParsedFlags& flags, v1::FitFairModelRequest* req) {
+  if (flags.Has("model")) {
+    const std::string model = absl::AsciiStrToLower(flags.Get("model"));
+    if (model == "logistic") {
+      req->set_model(v1::MODEL_FAMILY_LOGISTIC_REGRESSION);
+    } else if (model == "softmax") {
+      req->set_model(v1::MODEL_FAMILY_SOFTMAX_REGRESSION);
+    } else if (model == "mlp") {
+      req->set_model(v1::MODEL_FAMILY_MLP);
+    } else {
+      return UsageError(absl::StrCat("--model must be logistic, softmax or mlp (got '",
+                                     flags.Get("model"), "')"));
+    }
+  }
+  if (flags.Has("fairness")) {
+    const std::string notion = absl::AsciiStrToLower(flags.Get("fairness"));
+    if (notion == "demographic_parity" || notion == "dp") {
+      req->set_fairness(v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY);
+    } else if (notion == "equalized_odds" || notion == "eo") {
+      req->set_fairness(v1::FAIRNESS_NOTION_EQUALIZED_ODDS);
+    } else if (notion == "accuracy_parity" || notion == "ap") {
+      req->set_fairness(v1::FAIRNESS_NOTION_ACCURACY_PARITY);
+    } else {
+      return UsageError(absl::StrCat(
+          "--fairness must be demographic_parity, equalized_odds or accuracy_parity (got '",
+          flags.Get("fairness"), "')"));
+    }
+  }
+  for (const std::string& width : flags.GetList("hidden-units")) {
+    int units = 0;
+    if (!absl::SimpleAtoi(width, &units) || units < 1) {
+      return UsageError(absl::StrCat(
+          "--hidden-units takes 1 or 2 positive widths, e.g. 32 or 64,16 (got '", width, "')"));
+    }
+    req->add_hidden_units(units);
+  }
+  return absl::OkStatus();
 }
 
 // --hypotheses lists and --hypotheses-file (names separated by newlines or commas; blank lines
@@ -169,14 +211,26 @@ absl::Status ModelFit(Context& ctx) {
         absl::StrCat("--masses-share must be in (0, 1) (got ", flags.Get("masses-share"), ")"));
   }
   req.set_masses_share(share);
-  // DP-FERMI's parameters (0: the server's defaults, the paper's).
+  // The stochastic learners' parameters (0: the server's defaults, the papers').
   const bool fermi = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_FERMI;
-  for (const char* name : {"epochs", "batch-size", "lr-theta", "lr-w", "w-radius", "clip-theta",
-                           "clip-w", "fairness-lambda", "marginals-share"}) {
+  const bool pfld = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PF_LD;
+  for (const char* name : {"epochs", "batch-size", "lr-theta", "clip-theta", "marginals-share",
+                           "model", "fairness", "hidden-units"}) {
+    if (!fermi && !pfld && flags.Has(name)) {
+      return UsageError(absl::StrCat("--", name, " is for --algorithm dp_fermi or pf_ld only"));
+    }
+  }
+  for (const char* name : {"lr-w", "w-radius", "clip-w", "fairness-lambda"}) {
     if (!fermi && flags.Has(name)) {
       return UsageError(absl::StrCat("--", name, " is for --algorithm dp_fermi only"));
     }
   }
+  if (!pfld && flags.Has("dual-lr")) {
+    return UsageError("--dual-lr is for --algorithm pf_ld only");
+  }
+  RETURN_IF_ERROR(ReadStochasticModelFlags(flags, &req));
+  ASSIGN_OR_RETURN(const double dual_lr, OptionalNonNegative(flags, "dual-lr"));
+  req.set_dual_lr(dual_lr);
   ASSIGN_OR_RETURN(const int64_t epochs, flags.GetInt("epochs", 0));
   ASSIGN_OR_RETURN(const int64_t batch, flags.GetInt("batch-size", 0));
   if (epochs < 0 || epochs > 10000 || batch < 0 || batch > 1'000'000'000) {
@@ -227,7 +281,7 @@ std::vector<FlagSpec> LearnerFlags() {
   return {
       {"table", "HANDLE", "table handle from `table upload`", true},
       {"features", "COL,...", "numeric feature columns of the table, in model order", false, true},
-      {"label", "COL", "numeric 0/1 label column", true},
+      {"label", "COL", "numeric 0/1 label column (softmax and mlp: classes 0..l-1)", true},
       AttributesFlag(),
       {"epsilon", "EPS", "privacy cost of this release (> 0)", true},
       {"clip-l1", "L", "public L1 bound each row's features are scaled to (default 0: none)"},
@@ -262,8 +316,8 @@ std::vector<Command> ModelCommands() {
   for (FlagSpec& f : std::vector<FlagSpec>{
            {"algorithm", "NAME",
             "dp_oracle_learner or private_fair_nr (the game; needs --features), "
-            "exponential_mechanism (needs --hypotheses), or dp_fermi (needs --features and a "
-            "grant with delta > 0)",
+            "exponential_mechanism (needs --hypotheses), or the stochastic learners dp_fermi "
+            "and pf_ld (need --features and a grant with delta > 0)",
             true},
            {"gamma", "G", "equalized-odds slack (>= 0; default 0)"},
            {"rounds", "T", "rounds of the game, 1..100000 (default: server's 100)"},
@@ -279,16 +333,28 @@ std::vector<Command> ModelCommands() {
             "('#' comments)"},
            {"em-delta", "D",
             "exponential_mechanism: delta of the released shift (default exp(-sqrt n))"},
-           {"epochs", "N", "dp_fermi: epochs (default: server's 200)"},
-           {"batch-size", "B", "dp_fermi: rows per step, drawn without replacement (default 1024)"},
-           {"lr-theta", "ETA", "dp_fermi: the model's step (default 0.005)"},
+           {"model", "logistic|softmax|mlp",
+            "dp_fermi, pf_ld: the model (default logistic; softmax and mlp take labels "
+            "0..l-1)"},
+           {"fairness", "demographic_parity|equalized_odds|accuracy_parity",
+            "dp_fermi, pf_ld: the notion (default demographic_parity; accuracy_parity: pf_ld "
+            "only)"},
+           {"hidden-units", "N[,M]", "mlp: one or two hidden layer widths, 1..512 (default 32)",
+            false, true},
+           {"epochs", "N", "dp_fermi, pf_ld: epochs (default: server's 200)"},
+           {"batch-size", "B",
+            "dp_fermi, pf_ld: rows per step, drawn without replacement (default 1024)"},
+           {"lr-theta", "ETA", "dp_fermi, pf_ld: the model's step (default 0.005)"},
+           {"dual-lr", "S", "pf_ld: the multipliers' step (default 0.1)"},
            {"lr-w", "ETA", "dp_fermi: W's step (default 0.01)"},
            {"w-radius", "D", "dp_fermi: radius of W's ball (default 1)"},
-           {"clip-theta", "C", "dp_fermi: clip of the group-dependent model gradient (default 1)"},
+           {"clip-theta", "C",
+            "dp_fermi, pf_ld: clip of the group-dependent model gradient (default 1; pf_ld's "
+            "C_p 10)"},
            {"clip-w", "C", "dp_fermi: clip of the group-dependent W gradient (default 1)"},
            {"fairness-lambda", "L", "dp_fermi: weight of the ERMI term (>= 0; default 0)"},
            {"marginals-share", "S",
-            "dp_fermi: share of epsilon spent on the group marginals (default 0.1)"},
+            "dp_fermi, pf_ld: share of epsilon spent on the group marginals (default 0.1)"},
            {"wait", "", "then wait for the job like `job wait` (exit status as there)"}}) {
     fit.push_back(std::move(f));
   }
