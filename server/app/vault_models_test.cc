@@ -426,8 +426,9 @@ TEST_F(VaultModelsTest, DpFermiJobNeedsADeltaGrantAndTrains) {
   EXPECT_EQ(model.released_marginals_size(), 2);
 }
 
-// PF-LD and the MLP: a one-hidden-layer model under equalized odds trains as a job; PF-LD's
-// charge has its dual part; the parameters the learners do not take are refused before charging.
+// PF-LD (accuracy parity over the joint sex x race groups) and the MLP (one hidden layer, equalized
+// odds) train as jobs; PF-LD's charge has its dual part; the parameters the learners do not take
+// are refused before charging.
 TEST_F(VaultModelsTest, PfldAndMlpJobsTrainAndBadParametersAreRefused) {
   auto uploaded = Upload(globex_, header_, {chunk_});
   ASSERT_OK(uploaded);
@@ -481,7 +482,12 @@ TEST_F(VaultModelsTest, PfldAndMlpJobsTrainAndBadParametersAreRefused) {
     fit.set_algorithm(pfld ? v1::FAIR_MODEL_ALGORITHM_PF_LD : v1::FAIR_MODEL_ALGORITHM_DP_FERMI);
     fit.set_fairness(pfld ? v1::FAIRNESS_NOTION_ACCURACY_PARITY
                           : v1::FAIRNESS_NOTION_EQUALIZED_ODDS);
-    if (!pfld) {
+    if (pfld) {
+      // Joint groups over two attributes: sex x race, six groups.
+      fit.clear_attributes();
+      fit.add_attributes("sex");
+      fit.add_attributes("race");
+    } else {
       fit.set_model(v1::MODEL_FAMILY_MLP);
       fit.add_hidden_units(4);
       fit.set_fairness_lambda(1);
@@ -509,7 +515,9 @@ TEST_F(VaultModelsTest, PfldAndMlpJobsTrainAndBadParametersAreRefused) {
     EXPECT_EQ(model.algorithm(), pfld ? "pf_ld" : "dp_fermi");
     if (pfld) {
       ASSERT_EQ(model.network().layers_size(), 1);
-      EXPECT_EQ(model.noisy_violations_size(), 2);  // two groups, one accuracy component
+      EXPECT_EQ(model.noisy_violations_size(), 6);  // six groups, one accuracy component
+      EXPECT_EQ(model.released_marginals_size(), 6);
+      ASSERT_EQ(model.attributes_size(), 2);
       EXPECT_EQ(model.fairness(), v1::FAIRNESS_NOTION_ACCURACY_PARITY);
     } else {
       ASSERT_EQ(model.network().layers_size(), 2);
