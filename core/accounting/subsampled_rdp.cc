@@ -236,6 +236,15 @@ std::vector<double> SubsampledWithoutReplacementRdp(absl::FunctionRef<double(dou
                                                     double base_eps_inf, double gamma,
                                                     absl::Span<const double> orders) {
   if (!ValidGamma(gamma) || !(base_eps_inf >= 0)) return std::vector<double>(orders.size(), kInf);
+  if (gamma == 1) {
+    // No subsampling: the bound is the base curve itself (min(eps(alpha), Theorem 9) is eps(alpha)
+    // at gamma = 1), without Theorem 9's O(alpha) sums at every integer order.
+    std::vector<double> out(orders.size(), kInf);
+    for (size_t i = 0; i < orders.size(); ++i) {
+      if (orders[i] > 1) out[i] = FiniteNonNegativeOrInf(base_rdp(orders[i]));
+    }
+    return out;
+  }
   const double log_gamma = std::log(gamma);
   // The base curve at the integers the bound needs.
   const int64_t max_int = MaxIntegerOrder(orders);

@@ -16,7 +16,8 @@
 //   ψ_i = −Σ_j F_ij Σ_r W_b[r][j]² + 2 Σ_j W_b[a_i][j] F_ij / √p̂_b(a_i) − 1,
 // with b = 0 for demographic parity and b = y_i for equalized odds (one W per label, p̂_b the
 // released group marginals among label b). The a-dependent parts: ∇_θ of the second term (clip
-// C_θ) and ∇_W of it (one row 2 F_i/√p̂, clip C_W); two releases per step.
+// C_θ, sensitivity 2 C_θ) and ∇_W of it (one row 2 F_i/√p̂ in the row of the row's group, clip
+// C_W; a group change moves it to another row: sensitivity √2 C_W); two releases per step.
 //
 // PF-LD: the Lagrangian J(θ) + Σ_{G,c} λ_{G,c} |μ_c(D) − μ_c(D_G)| over groups G and
 // components c (demographic parity: the mean probability of each class j, j = 1 only for binary
