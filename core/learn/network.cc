@@ -196,13 +196,28 @@ int64_t Network::ClippedGradientSum(const RowMatrix& private_cot, double clip,
   }
   row_scale_.resize(b);
   int64_t scaled = 0;
+  bool dropped = false;
   for (Eigen::Index i = 0; i < b; ++i) {
     const double norm = std::sqrt(row_norm2_(i));
-    if (norm > clip) {
+    if (!std::isfinite(norm)) {
+      // An overflowing row contributes nothing (norm 0 <= clip), so the sum stays finite and
+      // within the sensitivity whatever the row's group: no failure can depend on it.
+      row_scale_(i) = 0;
+      dropped = true;
+      ++scaled;
+    } else if (norm > clip) {
       row_scale_(i) = clip / norm;
       ++scaled;
     } else {
       row_scale_(i) = 1;
+    }
+  }
+  if (dropped) {
+    for (int l = 0; l < shape_.layers(); ++l) {
+      for (Eigen::Index i = 0; i < b; ++i) {
+        if (row_scale_(i) == 0) deltas_[l].row(i).setZero();
+      }
+      inputs_[l] = inputs_[l].unaryExpr([](double v) { return std::isfinite(v) ? v : 0.0; });
     }
   }
   clipped->setZero(params_.size());

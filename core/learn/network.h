@@ -71,7 +71,8 @@ class Network {
   void AddExactGradient(const RowMatrix& exact_cot, absl::Span<const int> labels,
                         Eigen::VectorXd* exact);
   // Sets *clipped to Σ_i clip_C(∇_θ (private_cot.row(i) · F_i)): each row's gradient scaled to
-  // L2 norm <= clip. Returns the number of rows whose gradient was scaled (diagnostics).
+  // L2 norm <= clip; a row whose norm overflows (not finite) contributes 0. Returns the number
+  // of rows whose gradient was scaled or dropped (diagnostics).
   int64_t ClippedGradientSum(const RowMatrix& private_cot, double clip, Eigen::VectorXd* clipped);
 
  private:

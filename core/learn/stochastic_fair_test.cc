@@ -220,6 +220,32 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NetworkGradientTest,
                            return std::string(info.param.name);
                          });
 
+// A row whose gradient norm overflows contributes nothing: the clipped sum stays finite and equal
+// to the other rows' sum (so no release or failure can depend on that row's group).
+TEST(NetworkTest, AnOverflowingRowContributesNothingToTheClippedSum) {
+  for (const NetworkShape& shape : {NetworkShape{2, {}, 1}, NetworkShape{2, {3}, 3}}) {
+    Network net(shape);
+    std::mt19937_64 init(4);
+    net.Initialize(init);
+    net.params().setConstant(0.5);
+    RowMatrix x(3, 2);
+    x << 1, -1, 1e300, 1e300, -0.5, 2;
+    RowMatrix cot = RowMatrix::Constant(3, shape.classes(), 1.0);
+    cot(0, 0) = -1;
+    cot(2, 0) = -2;
+    net.Forward(x, std::vector<int64_t>{0, 1, 2});
+    Eigen::VectorXd all;
+    net.ClippedGradientSum(cot, 1.0, &all);
+    ASSERT_TRUE(all.allFinite());
+    RowMatrix kept(2, shape.classes());
+    kept << cot.row(0), cot.row(2);
+    net.Forward(x, std::vector<int64_t>{0, 2});
+    Eigen::VectorXd others;
+    net.ClippedGradientSum(kept, 1.0, &others);
+    EXPECT_LT((all - others).norm(), 1e-12);
+  }
+}
+
 TEST(NetworkTest, ValidatesShapes) {
   EXPECT_OK((NetworkShape{3, {}, 1}.Validate()));
   EXPECT_THAT((NetworkShape{0, {}, 1}.Validate()), StatusIs(absl::StatusCode::kInvalidArgument));
