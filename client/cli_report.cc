@@ -126,9 +126,17 @@ absl::Status ReportSweep(Context& ctx) {
   if (flags.Has("title")) sweep.title = flags.Get("title");
   if (flags.Has("x-label")) sweep.x_label = flags.Get("x-label");
   if (flags.Has("y-label")) sweep.y_label = flags.Get("y-label");
+  if (flags.Has("facet") && flags.Has("no-facet")) {
+    return absl::InvalidArgumentError("give --facet or --no-facet, not both");
+  }
+  sweep.log_x = flags.Has("log-x");
+  if (flags.Has("facet")) sweep.facets = report::SweepFacets::kAlways;
+  if (flags.Has("no-facet")) sweep.facets = report::SweepFacets::kNever;
   ASSIGN_OR_RETURN(const std::string html, report::RenderSweepHtml(sweep));
   RETURN_IF_ERROR(WriteStringToFile(out_path, html));
-  std::cout << "wrote " << out_path << " (" << sweep.points.size() << " points)\n";
+  std::cout << "wrote " << out_path << " (" << sweep.points.size() << " points"
+            << (report::SweepUsesFacets(sweep) ? ", one panel per series" : "")
+            << (sweep.log_x ? ", log x axis" : "") << ")\n";
   return absl::OkStatus();
 }
 
@@ -150,12 +158,19 @@ std::vector<Command> ReportCommands() {
        "CSV columns: epsilon, error, violation (epsilon may be inf); optional series (one\n"
        "colour and legend entry each) and error_lo, error_hi, violation_lo, violation_hi\n"
        "(confidence intervals; empty cells for none). Plots violation against error, each\n"
-       "point labelled with its epsilon where labels do not overlap (the table lists every point).",
+       "point labelled with its epsilon where labels do not overlap (the table lists every "
+       "point).\n"
+       "When the series' violations differ in scale by more than 10x (the largest |violation|\n"
+       "of one series against another's), each series gets its own panel with its own y scale\n"
+       "and the x scale shared (small multiples); --facet and --no-facet force the choice.",
        {{"csv", "FILE", "sweep points", true},
         {"out", "FILE.html", "where to write the page", true},
         {"title", "TEXT", "page title"},
         {"x-label", "TEXT", "x-axis title (default: error)"},
-        {"y-label", "TEXT", "y-axis title (default: fairness violation)"}},
+        {"y-label", "TEXT", "y-axis title (default: fairness violation)"},
+        {"log-x", "", "x axis (error) on a log scale; every error must be > 0"},
+        {"facet", "", "one panel per series, whatever their scales"},
+        {"no-facet", "", "one chart for all series, whatever their scales"}},
        false,
        ReportSweep},
   };

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 
 #include "absl/status/status.h"
@@ -181,6 +182,61 @@ absl::StatusOr<Sweep> SweepFromCsv(const CsvTable& table, absl::string_view sour
   return sweep;
 }
 
+namespace {
+
+// The series in order of first appearance, each with its points' indices.
+struct SeriesIndex {
+  std::vector<std::string> names;
+  std::map<std::string, std::vector<size_t>> members;
+};
+
+SeriesIndex IndexSeries(const Sweep& sweep) {
+  SeriesIndex index;
+  for (size_t i = 0; i < sweep.points.size(); ++i) {
+    const std::string& name = sweep.points[i].series;
+    if (index.members.find(name) == index.members.end()) index.names.push_back(name);
+    index.members[name].push_back(i);
+  }
+  return index;
+}
+
+// The x values (errors and their interval ends) and y values of some points.
+void Extents(const Sweep& sweep, const std::vector<size_t>& points, std::vector<double>& xs,
+             std::vector<double>& ys) {
+  for (size_t i : points) {
+    const SweepPoint& p = sweep.points[i];
+    xs.push_back(p.error);
+    ys.push_back(p.violation);
+    if (p.error_ci) xs.insert(xs.end(), {p.error_ci->lo, p.error_ci->hi});
+    if (p.violation_ci) ys.insert(ys.end(), {p.violation_ci->lo, p.violation_ci->hi});
+  }
+}
+
+// One plotting area: its series share its y scale.
+struct Panel {
+  Rect area;
+  std::vector<size_t> series;  // indices into SeriesIndex::names
+};
+
+}  // namespace
+
+bool SweepUsesFacets(const Sweep& sweep) {
+  const SeriesIndex index = IndexSeries(sweep);
+  if (index.names.size() < 2 || sweep.facets == SweepFacets::kNever) return false;
+  if (sweep.facets == SweepFacets::kAlways) return true;
+  double smallest = std::numeric_limits<double>::infinity(), largest = 0;
+  for (const std::string& name : index.names) {
+    std::vector<double> xs, ys;
+    Extents(sweep, index.members.at(name), xs, ys);
+    double scale = 0;
+    for (double y : ys) scale = std::max(scale, std::abs(y));
+    if (!(scale > 0) || !std::isfinite(scale)) continue;  // an all-zero series fits any axis
+    smallest = std::min(smallest, scale);
+    largest = std::max(largest, scale);
+  }
+  return largest > kSweepFacetRatio * smallest;
+}
+
 absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
   if (sweep.points.empty()) return absl::InvalidArgumentError("the sweep has no points to plot");
   for (const SweepPoint& p : sweep.points) {
@@ -189,89 +245,147 @@ absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
                                                      "' at epsilon ", p.epsilon,
                                                      " has a non-finite error or violation"));
     }
+    if (sweep.log_x && (!(p.error > 0) || (p.error_ci && !(p.error_ci->lo > 0)))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a log x axis needs every error and error interval end > 0: series '", p.series, "' at ",
+          EpsilonLabel(p.epsilon), " has error ", FormatNumber(p.error),
+          p.error_ci ? absl::StrCat(" [", FormatNumber(p.error_ci->lo), ", ",
+                                    FormatNumber(p.error_ci->hi), "]")
+                     : ""));
+    }
   }
   // Series in order of first appearance; points of a series joined in order of epsilon.
-  std::vector<std::string> series;
-  std::map<std::string, std::vector<size_t>> members;
-  for (size_t i = 0; i < sweep.points.size(); ++i) {
-    const std::string& name = sweep.points[i].series;
-    if (members.find(name) == members.end()) series.push_back(name);
-    members[name].push_back(i);
-  }
-  std::vector<double> xs, ys;
-  for (const SweepPoint& p : sweep.points) {
-    xs.push_back(p.error);
-    ys.push_back(p.violation);
-    if (p.error_ci) xs.insert(xs.end(), {p.error_ci->lo, p.error_ci->hi});
-    if (p.violation_ci) ys.insert(ys.end(), {p.violation_ci->lo, p.violation_ci->hi});
-  }
+  const SeriesIndex index = IndexSeries(sweep);
+  const std::vector<std::string>& series = index.names;
+  const bool facets = SweepUsesFacets(sweep);
 
-  constexpr double kWidth = 880, kHeight = 520;
-  const Rect area{80, 30, kWidth - 80 - 210, kHeight - 30 - 70};
-  const auto [x_min, x_max] = PaddedExtent(xs);
-  const auto [y_min, y_max] = PaddedExtent(ys);
-  const LinearScale x = LinearScale::Nice(x_min, x_max, area.left, area.right(), 6);
-  const LinearScale y = LinearScale::Nice(y_min, y_max, area.bottom(), area.top, 6);
+  // One chart with the legend to its right, or panels two to a row beside the legend.
+  constexpr double kWidth = 880, kLegendWidth = 210;
+  std::vector<Panel> panels;
+  double height = 520;
+  if (!facets) {
+    std::vector<size_t> all(series.size());
+    std::iota(all.begin(), all.end(), 0);
+    panels.push_back({Rect{80, 30, kWidth - 80 - kLegendWidth, height - 30 - 70}, all});
+  } else {
+    const size_t columns = std::min<size_t>(2, series.size());
+    const size_t rows = (series.size() + columns - 1) / columns;
+    const double panel_width = (kWidth - kLegendWidth) / static_cast<double>(columns);
+    constexpr double kPanelHeight = 260;
+    height = kPanelHeight * static_cast<double>(rows) + 10;
+    for (size_t s = 0; s < series.size(); ++s) {
+      const double left = panel_width * static_cast<double>(s % columns);
+      const double top = kPanelHeight * static_cast<double>(s / columns);
+      panels.push_back(
+          {Rect{left + 72, top + 34, panel_width - 72 - 14, kPanelHeight - 34 - 62}, {s}});
+    }
+  }
+  std::vector<double> all_xs, all_ys;
+  std::vector<size_t> every(sweep.points.size());
+  std::iota(every.begin(), every.end(), 0);
+  Extents(sweep, every, all_xs, all_ys);
+  const auto [x_min, x_max] = PaddedExtent(all_xs);
+  const std::string x_title =
+      sweep.log_x ? absl::StrCat(sweep.x_label, " (log scale)") : sweep.x_label;
 
-  std::string svg = SvgOpen(kWidth, kHeight, sweep.title);
-  AppendXAxis(svg, x, area, sweep.x_label);
-  AppendYAxis(svg, y, area, sweep.y_label);
-  svg += "<g id=\"plot\">";
+  std::string svg = SvgOpen(kWidth, height, sweep.title);
+  std::string marks = "<g id=\"plot\">";
   std::vector<std::pair<std::string, std::string>> legend;
-  PointLabels labels(area);
+  for (size_t s = 0; s < series.size(); ++s) {
+    legend.push_back({series[s].empty() ? "points" : series[s], SeriesColour(s)});
+  }
   std::string body =
       "<table><caption>Points</caption><tr><th>series</th><th>\u03b5</th><th>error</th>"
       "<th>violation</th></tr>";
-  for (size_t s = 0; s < series.size(); ++s) {
-    const char* colour = SeriesColour(s);
-    const std::string name = series[s].empty() ? "points" : series[s];
-    legend.push_back({name, colour});
-    std::vector<size_t> order = members[series[s]];
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return sweep.points[a].epsilon < sweep.points[b].epsilon;
-    });
-    std::string polyline;
-    for (size_t i : order) {
-      absl::StrAppendFormat(&polyline, "%.2f,%.2f ", x(sweep.points[i].error),
-                            y(sweep.points[i].violation));
+  for (const Panel& panel : panels) {
+    const Rect& area = panel.area;
+    // The same x domain in every panel: the scales differ only in their pixel range.
+    std::unique_ptr<Scale> x;
+    if (sweep.log_x) {
+      const auto [lo_it, hi_it] = std::minmax_element(all_xs.begin(), all_xs.end());
+      x = std::make_unique<LogScale>(
+          LogScale::Nice(*lo_it, *hi_it, area.left, area.right(), facets ? 4 : 6));
+    } else {
+      x = std::make_unique<LinearScale>(
+          LinearScale::Nice(x_min, x_max, area.left, area.right(), facets ? 4 : 6));
     }
-    absl::StrAppendFormat(&svg,
-                          "<polyline class=\"line\" points=\"%s\" fill=\"none\" stroke=\"%s\" "
-                          "stroke-width=\"1.5\" stroke-opacity=\"0.7\"/>",
-                          polyline, colour);
-    for (size_t i : order) {
-      const SweepPoint& p = sweep.points[i];
-      const double px = x(p.error), py = y(p.violation);
-      if (p.error_ci)
-        AppendHorizontalWhisker(svg, x(p.error_ci->lo), x(p.error_ci->hi), py, colour);
-      if (p.violation_ci) {
-        AppendVerticalWhisker(svg, px, y(p.violation_ci->lo), y(p.violation_ci->hi), colour);
+    std::vector<size_t> panel_points;
+    for (size_t s : panel.series) {
+      const std::vector<size_t>& m = index.members.at(series[s]);
+      panel_points.insert(panel_points.end(), m.begin(), m.end());
+    }
+    std::vector<double> xs, ys;
+    Extents(sweep, panel_points, xs, ys);
+    auto [y_min, y_max] = PaddedExtent(ys);
+    if (y_min == 0 && y_max == 0) y_max = 0.1;  // no violation at all: an axis from 0 up
+    const LinearScale y = LinearScale::Nice(y_min, y_max, area.bottom(), area.top, facets ? 4 : 6);
+    if (facets) {
+      const size_t s = panel.series[0];
+      absl::StrAppendFormat(&svg,
+                            "<g class=\"panel\"><text class=\"panel-title\" x=\"%.2f\" "
+                            "y=\"%.2f\" fill=\"%s\">%s</text>",
+                            area.left, area.top - 12, SeriesColour(s), HtmlEscape(legend[s].first));
+    }
+    AppendXAxis(svg, *x, area, x_title);
+    AppendYAxis(svg, y, area, sweep.y_label);
+    if (facets) svg += "</g>";
+
+    PointLabels labels(area);
+    for (size_t s : panel.series) {
+      const char* colour = SeriesColour(s);
+      const std::string& name = legend[s].first;
+      std::vector<size_t> order = index.members.at(series[s]);
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return sweep.points[a].epsilon < sweep.points[b].epsilon;
+      });
+      std::string polyline;
+      for (size_t i : order) {
+        absl::StrAppendFormat(&polyline, "%.2f,%.2f ", (*x)(sweep.points[i].error),
+                              y(sweep.points[i].violation));
       }
-      const std::string error_text = p.error_ci
-                                         ? FormatInterval(p.error, p.error_ci->lo, p.error_ci->hi)
-                                         : FormatNumber(p.error);
-      const std::string violation_text =
-          p.violation_ci ? FormatInterval(p.violation, p.violation_ci->lo, p.violation_ci->hi)
-                         : FormatNumber(p.violation);
-      AppendMark(svg, px, py, colour,
-                 absl::StrCat(name, " ", EpsilonLabel(p.epsilon), ": error ", error_text,
-                              ", violation ", violation_text));
-      labels.Place(svg, px, py, EpsilonLabel(p.epsilon));
-      absl::StrAppend(&body, "<tr><td>", HtmlEscape(name), "</td><td>",
-                      std::isinf(p.epsilon) ? "\u221e" : FormatNumber(p.epsilon), "</td><td>",
-                      HtmlEscape(error_text), "</td><td>", HtmlEscape(violation_text),
-                      "</td></tr>");
+      absl::StrAppendFormat(&marks,
+                            "<polyline class=\"line\" points=\"%s\" fill=\"none\" stroke=\"%s\" "
+                            "stroke-width=\"1.5\" stroke-opacity=\"0.7\"/>",
+                            polyline, colour);
+      for (size_t i : order) {
+        const SweepPoint& p = sweep.points[i];
+        const double px = (*x)(p.error), py = y(p.violation);
+        if (p.error_ci) {
+          AppendHorizontalWhisker(marks, (*x)(p.error_ci->lo), (*x)(p.error_ci->hi), py, colour);
+        }
+        if (p.violation_ci) {
+          AppendVerticalWhisker(marks, px, y(p.violation_ci->lo), y(p.violation_ci->hi), colour);
+        }
+        const std::string error_text = p.error_ci
+                                           ? FormatInterval(p.error, p.error_ci->lo, p.error_ci->hi)
+                                           : FormatNumber(p.error);
+        const std::string violation_text =
+            p.violation_ci ? FormatInterval(p.violation, p.violation_ci->lo, p.violation_ci->hi)
+                           : FormatNumber(p.violation);
+        AppendMark(marks, px, py, colour,
+                   absl::StrCat(name, " ", EpsilonLabel(p.epsilon), ": error ", error_text,
+                                ", violation ", violation_text));
+        labels.Place(marks, px, py, EpsilonLabel(p.epsilon));
+        absl::StrAppend(&body, "<tr><td>", HtmlEscape(name), "</td><td>",
+                        std::isinf(p.epsilon) ? "\u221e" : FormatNumber(p.epsilon), "</td><td>",
+                        HtmlEscape(error_text), "</td><td>", HtmlEscape(violation_text),
+                        "</td></tr>");
+      }
     }
   }
+  svg += marks;
   svg += "</g>";
-  AppendLegend(svg, area.right() + 24, area.top + 4, legend);
+  AppendLegend(svg, kWidth - kLegendWidth + 24, 34, legend);
   svg += "</svg>";
   body += "</table>";
+  std::vector<std::pair<std::string, std::string>> meta = {
+      {"points", absl::StrCat(sweep.points.size())}, {"series", absl::StrCat(series.size())}};
+  if (facets) meta.push_back({"panels", absl::StrCat(panels.size())});
   return HtmlPage(
-      sweep.title,
-      {{"points", absl::StrCat(sweep.points.size())}, {"series", absl::StrCat(series.size())}}, svg,
+      sweep.title, meta, svg,
       absl::StrCat(
-          sweep.y_label, " against ", sweep.x_label,
+          sweep.y_label, " against ", sweep.x_label, sweep.log_x ? " (log scale)" : "",
+          facets ? "; one panel per series, each with its own y scale (the x scale is shared)" : "",
           "; each point is labelled with its privacy budget \u03b5 where labels do not overlap "
           "(hover a point, or see the table), points of "
           "a series are joined in order of \u03b5, whiskers are confidence "

@@ -5,8 +5,10 @@
 //
 // Every page has one chart <svg id="chart"> whose data marks (class "mark") sit inside
 // <g id="plot">. After load, the inline script sets on <body> data-chart-width and
-// data-chart-height (the bounding box of #plot) and data-points (the number of marks), so a
-// headless browser can prove the chart was laid out.
+// data-chart-height (the bounding box of #plot), data-points (the number of marks),
+// data-panels (the number of <g class="panel"> small multiples, 0 for a single chart) and
+// data-x-ticks (the first x axis's tick labels as "label@centre-x" joined by ';', in laid-out
+// SVG pixels), so a headless browser can prove the chart was laid out.
 #ifndef FAIRVAULT_CLIENT_REPORT_HTML_H_
 #define FAIRVAULT_CLIENT_REPORT_HTML_H_
 
@@ -85,12 +87,30 @@ struct SweepPoint {
   std::optional<Range> error_ci, violation_ci;
 };
 
+// How a sweep with several series is drawn: one chart, or one panel (small multiple) per
+// series, each with its own y scale and all with the same x scale.
+enum class SweepFacets {
+  kAuto,    // panels when the series' violation scales differ more than kSweepFacetRatio times
+  kAlways,  // panels
+  kNever,   // one chart
+};
+// A series' violation scale is the largest |violation| among its points and interval ends;
+// kAuto draws panels when the largest such scale exceeds this many times the smallest non-zero
+// one, where the small series would be squeezed flat on a shared axis.
+inline constexpr double kSweepFacetRatio = 10;
+
 struct Sweep {
   std::string title = "Privacy / fairness trade-off";
   std::string x_label = "error";
   std::string y_label = "fairness violation";
   std::vector<SweepPoint> points;
+  // The x axis (error) on a log10 scale: every error and error interval end must be > 0.
+  bool log_x = false;
+  SweepFacets facets = SweepFacets::kAuto;
 };
+
+// Whether RenderSweepHtml draws one panel per series (always false for a single series).
+bool SweepUsesFacets(const Sweep& sweep);
 
 // A sweep from CSV columns epsilon, error, violation (required; epsilon > 0, "inf" allowed)
 // and optional series, error_lo, error_hi, violation_lo, violation_hi (an empty cell means no
@@ -101,7 +121,7 @@ absl::StatusOr<Sweep> SweepFromCsv(const CsvTable& table, absl::string_view sour
 // the demographic-parity and equalized-odds violations; regressor, 2 per group (histogram
 // line, mean); sweep, 1 per point. Non-finite estimates are not plotted. InvalidArgument
 // when there is nothing to plot (no groups or points; for a regressor lo >= hi or a group
-// whose histogram length differs from `bins`).
+// whose histogram length differs from `bins`; for a sweep with log_x an error <= 0).
 absl::StatusOr<std::string> RenderClassifierAuditHtml(const ClassifierAudit& audit);
 absl::StatusOr<std::string> RenderRegressorAuditHtml(const RegressorAudit& audit);
 absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep);

@@ -2,8 +2,10 @@
 // sweep CSV reader, and validation.
 #include "client/report_html.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@ namespace {
 using ::fairvault::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::Pointwise;
 
 int Count(const std::string& haystack, const std::string& needle) {
   int n = 0;
@@ -76,6 +79,157 @@ TEST(LinearScaleTest, WidensToNiceTicks) {
   const LinearScale y = LinearScale::Nice(0, 0, 100, 0);
   EXPECT_LT(y.domain_lo(), y.domain_hi());
   EXPECT_EQ(y.TickLabel(0), "0");
+}
+
+TEST(LogScaleTest, TicksFollowTheWidthOfTheDomain) {
+  // Three decades and more: powers of ten, the domain widened to them.
+  const LogScale wide = LogScale::Nice(0.002, 3, 0, 300);
+  const auto near = ::testing::DoubleNear(1e-12);
+  EXPECT_THAT(wide.ticks(), Pointwise(near, std::vector<double>{0.001, 0.01, 0.1, 1, 10}));
+  EXPECT_DOUBLE_EQ(wide.domain_lo(), 0.001);
+  EXPECT_DOUBLE_EQ(wide.domain_hi(), 10);
+  EXPECT_NEAR(wide(0.01), 75, 1e-9);  // one decade of four
+  EXPECT_NEAR(wide(1), 225, 1e-9);
+  EXPECT_EQ(wide.TickLabel(0.001), "0.001");
+  // One to 2.5 decades: 1, 2, 5.
+  const LogScale mid = LogScale::Nice(0.012, 0.3, 0, 100);
+  EXPECT_THAT(mid.ticks(), Pointwise(near, std::vector<double>{0.01, 0.02, 0.05, 0.1, 0.2, 0.5}));
+  // Half a decade to one: 1..9.
+  const LogScale narrow = LogScale::Nice(0.11, 0.38, 0, 100);
+  EXPECT_THAT(narrow.ticks(), Pointwise(near, std::vector<double>{0.1, 0.2, 0.3, 0.4}));
+  EXPECT_EQ(narrow.TickLabel(narrow.ticks()[1]), "0.2");
+  // Narrower (Adult's test errors): a linear scale's ticks, still placed logarithmically.
+  const LogScale tight = LogScale::Nice(0.148, 0.236, 0, 100, 6);
+  ASSERT_GE(tight.ticks().size(), 4u);
+  EXPECT_LE(tight.domain_lo(), 0.148);
+  EXPECT_GE(tight.domain_hi(), 0.236);
+  EXPECT_EQ(tight.TickLabel(0.15), "0.15");
+  const double lo = tight.domain_lo(), hi = tight.domain_hi();
+  EXPECT_NEAR(tight(std::sqrt(lo * hi)), 50, 1e-9);  // the geometric mean in the middle
+  // Nothing positive to show: a default decade rather than a crash.
+  const LogScale bad = LogScale::Nice(0, -1, 0, 100);
+  EXPECT_GT(bad.domain_lo(), 0);
+  EXPECT_FALSE(bad.ticks().empty());
+}
+
+TEST(RenderSweepTest, LogXPlacesPointsByTheRatioOfTheirErrors) {
+  Sweep sweep;
+  sweep.log_x = true;
+  sweep.points = {Point("a", 1, 0.01, 0.2), Point("a", 2, 0.1, 0.1), Point("a", 4, 1, 0.05)};
+  absl::StatusOr<std::string> html = RenderSweepHtml(sweep);
+  ASSERT_OK(html);
+  EXPECT_THAT(*html, HasSubstr(">error (log scale)</text>"));
+  for (const char* label : {">0.01</text>", ">0.1</text>", ">1</text>"}) {
+    EXPECT_THAT(*html, HasSubstr(label));
+  }
+  // The three marks are equally spaced: each error is ten times the one before.
+  std::vector<double> cx;
+  const std::string plot = Plot(*html);
+  const std::string open = "<circle class=\"mark\" cx=\"";
+  for (size_t at = plot.find(open); at != std::string::npos; at = plot.find(open, at + 1)) {
+    cx.push_back(std::atof(plot.c_str() + at + open.size()));
+  }
+  ASSERT_EQ(cx.size(), 3u);
+  EXPECT_NEAR(cx[1] - cx[0], cx[2] - cx[1], 0.02);
+  EXPECT_GT(cx[1] - cx[0], 50);
+}
+
+TEST(RenderSweepTest, LogXRejectsAnErrorOrIntervalEndThatIsNotPositive) {
+  Sweep sweep;
+  sweep.log_x = true;
+  sweep.points = {Point("a", 1, 0.1, 0.2), Point("b", 0.5, 0, 0.1)};
+  EXPECT_THAT(RenderSweepHtml(sweep),
+              StatusIs(absl::StatusCode::kInvalidArgument, "series 'b' at ε=0.5"));
+  sweep.points[1].error = 0.2;
+  sweep.points[1].error_ci = Range{0, 0.3};
+  EXPECT_THAT(RenderSweepHtml(sweep),
+              StatusIs(absl::StatusCode::kInvalidArgument, "error 0.2 [0, 0.3]"));
+  sweep.log_x = false;  // a linear axis takes them
+  EXPECT_OK(RenderSweepHtml(sweep));
+}
+
+TEST(SweepFacetsTest, AutoWhenTheViolationScalesDifferMoreThanTenTimes) {
+  Sweep sweep;
+  sweep.points = {Point("small", 1, 0.2, 0.006), Point("small", 2, 0.19, 0.002),
+                  Point("large", 1, 0.15, 0.05), Point("large", 2, 0.14, 0.03)};
+  EXPECT_FALSE(SweepUsesFacets(sweep));  // 0.05 / 0.006 = 8.3
+  sweep.points[0].violation = 0.004;
+  EXPECT_TRUE(SweepUsesFacets(sweep));  // 0.05 / 0.004 = 12.5
+  // Interval ends count towards a series' scale.
+  sweep.points[0].violation_ci = Range{0.001, 0.006};
+  EXPECT_FALSE(SweepUsesFacets(sweep));
+  // A series with no violation at all fits any axis and does not force panels.
+  sweep.points.push_back(Point("zero", 1, 0.3, 0));
+  EXPECT_FALSE(SweepUsesFacets(sweep));
+  sweep.facets = SweepFacets::kAlways;
+  EXPECT_TRUE(SweepUsesFacets(sweep));
+  sweep.points[0].violation_ci.reset();
+  sweep.facets = SweepFacets::kNever;
+  EXPECT_FALSE(SweepUsesFacets(sweep));
+  // One series is one chart, whatever is asked.
+  Sweep single;
+  single.facets = SweepFacets::kAlways;
+  single.points = {Point("", 1, 0.1, 0.2), Point("", 2, 0.1, 0.002)};
+  EXPECT_FALSE(SweepUsesFacets(single));
+}
+
+// The y coordinates of the marks drawn in `colour`.
+std::vector<double> MarkYs(const std::string& plot, const std::string& colour) {
+  std::vector<double> ys;
+  const std::string open = "<circle class=\"mark\" cx=\"";
+  for (size_t at = plot.find(open); at != std::string::npos; at = plot.find(open, at + 1)) {
+    double cx = 0, cy = 0;
+    char fill[16] = {0};
+    if (std::sscanf(plot.c_str() + at + open.size(), "%lf\" cy=\"%lf\" r=\"4.5\" fill=\"%15[^\"]",
+                    &cx, &cy, fill) == 3 &&
+        colour == fill) {
+      ys.push_back(cy);
+    }
+  }
+  return ys;
+}
+
+TEST(RenderSweepTest, FacetsGiveEachSeriesAPanelWithItsOwnYScale) {
+  Sweep sweep;
+  for (double eps : {0.5, 1.0, 3.0, 9.0}) {
+    sweep.points.push_back(Point("tiny", eps, 0.2 + 0.01 / eps, 0.001 + 0.004 / eps));
+    sweep.points.push_back(Point("big", eps, 0.15 + 0.01 / eps, 0.1 + 0.4 / eps));
+  }
+  sweep.points.push_back(Point("reference", std::numeric_limits<double>::infinity(), 0.148, 0.17));
+  ASSERT_TRUE(SweepUsesFacets(sweep));
+  absl::StatusOr<std::string> html = RenderSweepHtml(sweep);
+  ASSERT_OK(html);
+  EXPECT_EQ(Count(*html, "<g class=\"panel\">"), 3);
+  EXPECT_EQ(Count(*html, "class=\"axis x-axis\""), 3);
+  EXPECT_EQ(Count(*html, "class=\"axis y-axis\""), 3);
+  EXPECT_EQ(Count(*html, "class=\"legend-entry\""), 3);
+  EXPECT_THAT(*html, HasSubstr("fill=\"#4e79a7\">tiny</text>"));  // the panel titles
+  EXPECT_THAT(*html, HasSubstr("fill=\"#f28e2b\">big</text>"));
+  EXPECT_THAT(*html, HasSubstr("<span>panels: <b>3</b></span>"));
+  const std::string plot = Plot(*html);
+  EXPECT_EQ(Count(plot, "class=\"mark\""), 9);
+  EXPECT_EQ(Count(plot, "<polyline"), 3);
+  // On a shared axis "tiny" (0.0014 .. 0.009) would be squeezed into 2% of "big"'s range; in
+  // its own panel its marks span most of the plot height (260 px panels, 164 px plots).
+  const std::vector<double> tiny = MarkYs(plot, "#4e79a7");
+  const std::vector<double> big = MarkYs(plot, "#f28e2b");
+  ASSERT_EQ(tiny.size(), 4u);
+  ASSERT_EQ(big.size(), 4u);
+  const auto [tiny_lo, tiny_hi] = std::minmax_element(tiny.begin(), tiny.end());
+  const auto [big_lo, big_hi] = std::minmax_element(big.begin(), big.end());
+  EXPECT_GT(*tiny_hi - *tiny_lo, 100);
+  EXPECT_GT(*big_hi - *big_lo, 100);
+  // The y ticks of the panels differ (their own scales); the x ticks are the same in each.
+  EXPECT_THAT(*html, HasSubstr("text-anchor=\"end\">0.010</text>"));
+  EXPECT_THAT(*html, HasSubstr("text-anchor=\"end\">1.0</text>"));
+  EXPECT_EQ(Count(*html, "text-anchor=\"middle\">0.20</text>"), 3);
+  // --no-facet: one chart.
+  sweep.facets = SweepFacets::kNever;
+  html = RenderSweepHtml(sweep);
+  ASSERT_OK(html);
+  EXPECT_EQ(Count(*html, "<g class=\"panel\">"), 0);
+  EXPECT_EQ(Count(*html, "class=\"axis x-axis\""), 1);
+  EXPECT_EQ(Count(Plot(*html), "class=\"mark\""), 9);
 }
 
 TEST(RenderSweepTest, OneMarkPerPointAndOneLegendEntryPerSeries) {

@@ -54,7 +54,8 @@ std::string HtmlPage(absl::string_view title,
       "th,td{border-bottom:1px solid #ddd;padding:4px 10px;text-align:right}"
       "th:first-child,td:first-child{text-align:left}"
       "caption{text-align:left;font-weight:600;padding:4px 0;white-space:nowrap}";
-  // Records the laid-out size of the plotted marks for a headless-browser test.
+  // Records the laid-out size of the plotted marks, the number of panels and where the first x
+  // axis's tick labels were laid out, for a headless-browser test.
   static constexpr absl::string_view kScript =
       "window.addEventListener('load',function(){"
       "var plot=document.getElementById('plot');"
@@ -62,7 +63,12 @@ std::string HtmlPage(absl::string_view title,
       "var d=document.body.dataset;"
       "d.chartWidth=String(Math.round(box.width*100)/100);"
       "d.chartHeight=String(Math.round(box.height*100)/100);"
-      "d.points=String(plot?plot.querySelectorAll('.mark').length:0);});";
+      "d.points=String(plot?plot.querySelectorAll('.mark').length:0);"
+      "d.panels=String(document.querySelectorAll('#chart .panel').length);"
+      "var xa=document.querySelector('#chart .x-axis');"
+      "d.xTicks=xa?Array.prototype.map.call(xa.querySelectorAll('.tick-label'),function(t){"
+      "var b=t.getBBox();return t.textContent+'@'+Math.round((b.x+b.width/2)*100)/100;"
+      "}).join(';'):'';});";
   std::string page = absl::StrCat(
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>",
@@ -157,8 +163,63 @@ std::string LinearScale::TickLabel(double value) const {
   return label;
 }
 
-void AppendXAxis(std::string& svg, const LinearScale& x, const Rect& area,
-                 absl::string_view title) {
+LogScale LogScale::Nice(double min, double max, double pixel_from, double pixel_to,
+                        int target_ticks) {
+  if (!std::isfinite(min) || !std::isfinite(max) || !(min > 0) || !(max > 0)) min = 0.1, max = 1;
+  if (min > max) std::swap(min, max);
+  if (max / min < 1 + 1e-9) {
+    min /= 1.1;
+    max *= 1.1;
+  }
+  const double pad = 0.03 * std::log10(max / min);
+  const double lo = min / std::pow(10.0, pad), hi = max * std::pow(10.0, pad);
+  const double decades = std::log10(hi / lo);
+
+  LogScale scale;
+  scale.pixel_from_ = pixel_from;
+  scale.pixel_to_ = pixel_to;
+  if (decades < 0.5) {
+    // Too narrow for 1..9 × 10^k to give more than a tick or two: a linear scale's ticks.
+    const LinearScale linear = LinearScale::Nice(lo, hi, 0, 1, target_ticks);
+    scale.lo_ = linear.domain_lo() > 0 ? linear.domain_lo() : lo;
+    scale.hi_ = linear.domain_hi();
+    for (double tick : linear.ticks()) {
+      if (tick >= scale.lo_ * (1 - 1e-9)) scale.ticks_.push_back(tick);
+    }
+    return scale;
+  }
+  const std::vector<double> mantissas = decades >= 2.5 ? std::vector<double>{1}
+                                        : decades >= 1
+                                            ? std::vector<double>{1, 2, 5}
+                                            : std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  // Every candidate m × 10^k from the decade below lo to the decade above hi, ascending.
+  std::vector<double> candidates;
+  for (int k = static_cast<int>(std::floor(std::log10(lo))) - 1;
+       k <= static_cast<int>(std::ceil(std::log10(hi))); ++k) {
+    for (double m : mantissas) candidates.push_back(m * std::pow(10.0, k));
+  }
+  // Widen to the nearest candidates outside [lo, hi] (the 1e-9 keeps a bound that is a tick).
+  scale.lo_ = lo;
+  scale.hi_ = hi;
+  for (double c : candidates) {
+    if (c <= lo * (1 + 1e-9)) scale.lo_ = c;
+  }
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
+    if (*it >= hi * (1 - 1e-9)) scale.hi_ = *it;
+  }
+  for (double c : candidates) {
+    if (c >= scale.lo_ * (1 - 1e-9) && c <= scale.hi_ * (1 + 1e-9)) scale.ticks_.push_back(c);
+  }
+  return scale;
+}
+
+double LogScale::operator()(double value) const {
+  return pixel_from_ + std::log(value / lo_) / std::log(hi_ / lo_) * (pixel_to_ - pixel_from_);
+}
+
+std::string LogScale::TickLabel(double value) const { return FormatNumber(value, 4); }
+
+void AppendXAxis(std::string& svg, const Scale& x, const Rect& area, absl::string_view title) {
   absl::StrAppend(&svg, "<g class=\"axis x-axis\">");
   for (double tick : x.ticks()) {
     const double px = x(tick);
@@ -178,8 +239,7 @@ void AppendXAxis(std::string& svg, const LinearScale& x, const Rect& area,
                         area.left + area.width / 2, area.bottom() + 40, HtmlEscape(title));
 }
 
-void AppendYAxis(std::string& svg, const LinearScale& y, const Rect& area,
-                 absl::string_view title) {
+void AppendYAxis(std::string& svg, const Scale& y, const Rect& area, absl::string_view title) {
   absl::StrAppend(&svg, "<g class=\"axis y-axis\">");
   for (double tick : y.ticks()) {
     const double py = y(tick);

@@ -1,6 +1,6 @@
 // Building blocks of the HTML reports: HTML escaping, the page scaffold, and for the inline
-// SVG charts linear scales with "nice" ticks, axes with gridlines and labels, a colour
-// palette and a legend.
+// SVG charts linear and logarithmic scales with "nice" ticks, axes with gridlines and labels, a
+// colour palette and a legend.
 #ifndef FAIRVAULT_CLIENT_REPORT_SVG_H_
 #define FAIRVAULT_CLIENT_REPORT_SVG_H_
 
@@ -31,9 +31,21 @@ std::string SvgOpen(double width, double height, absl::string_view label);
 // ("0.4123", "12.5", "1e-06"); "n/a" when not finite.
 std::string FormatNumber(double value, int significant = 4);
 
-// Maps a data interval linearly onto a pixel interval (which may be reversed, as for a y
-// axis growing upwards), with ticks at multiples of 1, 2 or 5 × 10^k.
-class LinearScale {
+// Maps data values onto a pixel interval (which may be reversed, as for a y axis growing
+// upwards) and chooses the ticks of an axis.
+class Scale {
+ public:
+  virtual ~Scale() = default;
+  // Pixel position of `value` (not clamped).
+  virtual double operator()(double value) const = 0;
+  virtual double domain_lo() const = 0;
+  virtual double domain_hi() const = 0;
+  virtual const std::vector<double>& ticks() const = 0;
+  virtual std::string TickLabel(double value) const = 0;
+};
+
+// A linear scale with ticks at multiples of 1, 2 or 5 × 10^k.
+class LinearScale final : public Scale {
  public:
   // A scale whose domain is [min, max] widened outwards to the nearest ticks, with about
   // `target_ticks` ticks. A degenerate or non-finite interval is widened around its value
@@ -41,17 +53,40 @@ class LinearScale {
   static LinearScale Nice(double min, double max, double pixel_from, double pixel_to,
                           int target_ticks = 5);
 
-  // Pixel position of `value` (not clamped).
-  double operator()(double value) const;
-  double domain_lo() const { return lo_; }
-  double domain_hi() const { return hi_; }
-  const std::vector<double>& ticks() const { return ticks_; }
+  double operator()(double value) const override;
+  double domain_lo() const override { return lo_; }
+  double domain_hi() const override { return hi_; }
+  const std::vector<double>& ticks() const override { return ticks_; }
   // A tick's label with just enough decimals for the tick step.
-  std::string TickLabel(double value) const;
+  std::string TickLabel(double value) const override;
 
  private:
   double lo_ = 0, hi_ = 1, pixel_from_ = 0, pixel_to_ = 1;
   int decimals_ = 0;
+  std::vector<double> ticks_;
+};
+
+// A log10 scale for positive values. Ticks by the width of the domain (after a 3% pad on the
+// log axis): from 2.5 decades at the powers of ten, from 1 decade at 1, 2 and 5 × 10^k, from half
+// a decade at 1..9 × 10^k, and below that at a linear scale's ticks (the axis stays logarithmic;
+// its labels are then evenly spaced in value, not in pixels). The domain is widened outwards to
+// the nearest ticks.
+class LogScale final : public Scale {
+ public:
+  // `min` and `max` must be finite and > 0 (otherwise the domain is [0.1, 1]); a degenerate
+  // interval is widened by 10% either way.
+  static LogScale Nice(double min, double max, double pixel_from, double pixel_to,
+                       int target_ticks = 5);
+
+  double operator()(double value) const override;
+  double domain_lo() const override { return lo_; }
+  double domain_hi() const override { return hi_; }
+  const std::vector<double>& ticks() const override { return ticks_; }
+  // Up to 4 significant digits ("0.02", "0.15", "1e-05").
+  std::string TickLabel(double value) const override;
+
+ private:
+  double lo_ = 0.1, hi_ = 1, pixel_from_ = 0, pixel_to_ = 1;
   std::vector<double> ticks_;
 };
 
@@ -64,10 +99,10 @@ struct Rect {
 
 // Vertical gridlines, the axis line along the bottom of `area`, tick labels under it and the
 // axis title centred below them.
-void AppendXAxis(std::string& svg, const LinearScale& x, const Rect& area, absl::string_view title);
+void AppendXAxis(std::string& svg, const Scale& x, const Rect& area, absl::string_view title);
 // Horizontal gridlines, the axis line along the left of `area`, tick labels to its left and
 // the axis title rotated along it.
-void AppendYAxis(std::string& svg, const LinearScale& y, const Rect& area, absl::string_view title);
+void AppendYAxis(std::string& svg, const Scale& y, const Rect& area, absl::string_view title);
 
 // "0.4123 [0.3981, 0.427]"; "n/a" parts for non-finite values.
 std::string FormatInterval(double estimate, double lo, double hi, int significant = 4);

@@ -25,7 +25,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/model_apply.h"
 #include "core/util/status_macros.h"
 #include "experiments/fair_learning_common.h"
 
@@ -43,20 +42,6 @@ struct Options {
   double gamma = 0.02;
   double masses_share = 0.1;
 };
-
-// Probability of a positive decision of a mixture on each row.
-absl::StatusOr<std::vector<double>> MixtureProbabilities(const v1::FairModel& model,
-                                                         const Eigen::MatrixXd& x) {
-  ASSIGN_OR_RETURN(client::FairModelApplier applier, client::FairModelApplier::Create(model));
-  std::vector<double> p(x.rows());
-  std::vector<double> row(x.cols());
-  for (Eigen::Index i = 0; i < x.rows(); ++i) {
-    for (Eigen::Index j = 0; j < x.cols(); ++j) row[j] = x(i, j);
-    ASSIGN_OR_RETURN(client::ModelPrediction pred, applier.Predict(row, nullptr));
-    p[i] = pred.p_positive;
-  }
-  return p;
-}
 
 absl::Status Run(const Options& o) {
   ASSIGN_OR_RETURN(AdultData adult, LoadAdult(o.datasets));
@@ -130,7 +115,7 @@ absl::Status Run(const Options& o) {
     *mixture.add_components() = model.components(0);
 
     // The company applies h_t to its own rows and asks for the noisy (pred, label, group) table.
-    ASSIGN_OR_RETURN(std::vector<double> p, MixtureProbabilities(model, train.x));
+    ASSIGN_OR_RETURN(std::vector<double> p, PositiveProbabilities(model, train.x));
     ASSIGN_OR_RETURN(const std::string pred_table,
                      UploadNumeric(v, "adult", keys, {"pred", "label"},
                                    {p, std::vector<double>(train.y.begin(), train.y.end())}));
@@ -177,7 +162,7 @@ absl::Status Run(const Options& o) {
               static_cast<long long>(adult.test.x.rows()));
   for (const auto& [label, model] : std::vector<std::pair<std::string, v1::FairModel>>{
            {"company-driven game", mixture}, {"managed dp_oracle_learner", *jobs[0]}}) {
-    ASSIGN_OR_RETURN(std::vector<double> p, MixtureProbabilities(model, adult.test.x));
+    ASSIGN_OR_RETURN(std::vector<double> p, PositiveProbabilities(model, adult.test.x));
     const Metrics m = ExpectedMetrics(p, adult.test.y, adult.test.group);
     std::printf("  %-26s error %.4f  EO violation %.4f  (%d components)\n", label.c_str(), m.error,
                 m.violation, model.components_size());

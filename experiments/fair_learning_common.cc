@@ -1,6 +1,7 @@
 // Shared pieces of the fair-learning experiments; see fair_learning_common.h.
 #include "experiments/fair_learning_common.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -11,6 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/csv.h"
+#include "client/model_apply.h"
+#include "core/postprocess/equalized_odds.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::experiments {
@@ -117,6 +120,10 @@ Metrics ExpectedMetrics(const std::vector<double>& p, const std::vector<int>& y,
     count[group[i]][y[i]] += 1;
   }
   m.error /= static_cast<double>(p.size());
+  const double rows0 = count[0][0] + count[0][1], rows1 = count[1][0] + count[1][1];
+  if (rows0 > 0 && rows1 > 0) {
+    m.dp_violation = std::abs((sum[0][0] + sum[0][1]) / rows0 - (sum[1][0] + sum[1][1]) / rows1);
+  }
   for (int label = 0; label < 2; ++label) {
     if (count[0][label] == 0 || count[1][label] == 0) continue;
     m.violation = std::max(
@@ -133,6 +140,12 @@ MeanStd Summarize(const std::vector<double>& v) {
   for (double x : v) s.std += (x - s.mean) * (x - s.mean);
   s.std = std::sqrt(s.std / static_cast<double>(v.size()));
   return s;
+}
+
+std::vector<std::string> FeatureNames(Eigen::Index d) {
+  std::vector<std::string> names;
+  for (Eigen::Index j = 0; j < d; ++j) names.push_back(absl::StrCat("f", j));
+  return names;
 }
 
 std::string EpsilonText(double eps) { return std::isinf(eps) ? "inf" : absl::StrCat(eps); }
@@ -238,6 +251,78 @@ absl::StatusOr<std::vector<absl::StatusOr<v1::FairModel>>> RunJobs(
     }
   }
   return models;
+}
+
+absl::StatusOr<std::vector<double>> PositiveProbabilities(const v1::FairModel& model,
+                                                          const Eigen::MatrixXd& x) {
+  ASSIGN_OR_RETURN(client::FairModelApplier applier, client::FairModelApplier::Create(model));
+  if (applier.is_multiclass()) {
+    return absl::InvalidArgumentError("a multi-class network has no positive decision");
+  }
+  std::vector<double> out(static_cast<size_t>(x.rows()));
+  std::vector<double> row(static_cast<size_t>(x.cols()));
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    for (Eigen::Index j = 0; j < x.cols(); ++j) row[static_cast<size_t>(j)] = x(r, j);
+    ASSIGN_OR_RETURN(client::ModelPrediction pred, applier.Predict(row, nullptr));
+    out[static_cast<size_t>(r)] = applier.is_network() ? pred.decision : pred.p_positive;
+  }
+  return out;
+}
+
+absl::StatusOr<EoMixing> FitEoPostProcessor(VaultSession& v, const std::string& key,
+                                            const std::string& handle,
+                                            const std::string& prediction_column,
+                                            const std::string& label_column, double epsilon,
+                                            const std::vector<std::string>& categories) {
+  v1::FitEqualizedOddsRequest req;
+  req.set_idempotency_key(key);
+  req.set_table_handle(handle);
+  req.set_prediction_column(prediction_column);
+  req.set_label_column(label_column);
+  req.set_epsilon(epsilon);
+  req.set_gamma(0);
+  req.set_min_group_count(0);
+  ASSIGN_OR_RETURN(auto resp, v.company->FitEqualizedOddsPostProcessor(req));
+  EoMixing mixing(categories.size());
+  std::vector<bool> seen(categories.size(), false);
+  for (const auto& g : resp.artifact().equalized_odds().groups()) {
+    const auto it = std::find(categories.begin(), categories.end(), g.group());
+    if (it == categories.end()) {
+      return absl::InternalError(absl::StrCat("unknown group label '", g.group(), "'"));
+    }
+    const auto index = static_cast<size_t>(it - categories.begin());
+    mixing[index] = {g.p_flip_to_1_given_0(), g.p_keep_1_given_1()};
+    seen[index] = true;
+  }
+  for (size_t a = 0; a < seen.size(); ++a) {
+    if (!seen[a]) return absl::InternalError(absl::StrCat("no mixing for ", categories[a]));
+  }
+  return mixing;
+}
+
+absl::StatusOr<EoMixing> ExactEoPostProcessor(const std::vector<int>& prediction,
+                                              const LabeledRows& rows) {
+  namespace pp = ::fairvault::core::postprocess;
+  ASSIGN_OR_RETURN(auto counts, pp::CountEo(prediction, rows.y, rows.group, 2));
+  pp::EoOptions options;
+  options.gamma = 0;
+  options.epsilon = std::numeric_limits<double>::infinity();
+  options.m = static_cast<int64_t>(rows.y.size());
+  ASSIGN_OR_RETURN(auto solution, pp::SolveEqualizedOddsLp(counts, options));
+  EoMixing mixing;
+  for (int a = 0; a < 2; ++a) mixing.emplace_back(solution.groups[a].p0, solution.groups[a].p1);
+  return mixing;
+}
+
+std::vector<double> PostProcessedProbabilities(const EoMixing& mixing,
+                                               const std::vector<int>& prediction,
+                                               const std::vector<int>& group) {
+  std::vector<double> out(prediction.size());
+  for (size_t i = 0; i < prediction.size(); ++i) {
+    const auto& g = mixing[static_cast<size_t>(group[i])];
+    out[i] = prediction[i] == 1 ? g.second : g.first;
+  }
+  return out;
 }
 
 }  // namespace fairvault::experiments

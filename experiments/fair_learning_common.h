@@ -1,11 +1,14 @@
-// Shared pieces of the fair-learning experiments (jagielski_fig1, em_adult): Adult with the
-// eo_scores_adult encoding, a vault session on a real fairvault-server, training jobs submitted
-// and awaited through the client library, and the expected metrics of a randomized classifier.
+// Shared pieces of the fair-learning experiments (jagielski_fig1, em_adult, fair_game_rpc,
+// dp_fermi_adult, tradeoff_adult): Adult with the eo_scores_adult encoding, a vault session on a
+// real fairvault-server, training jobs submitted and awaited through the client library, fair
+// models and the equalized-odds post-processor applied to test rows, and the expected metrics of
+// a randomized classifier.
 #ifndef FAIRVAULT_EXPERIMENTS_FAIR_LEARNING_COMMON_H_
 #define FAIRVAULT_EXPERIMENTS_FAIR_LEARNING_COMMON_H_
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "Eigen/Dense"
@@ -37,10 +40,12 @@ struct AdultData {
 absl::StatusOr<AdultData> LoadAdult(const std::string& datasets_dir);
 
 // Test-set metrics of a randomized classifier from each row's probability of a positive
-// decision p_i: expected error mean |p_i − y_i| and equalized-odds violation
-// max_y |mean_{a=0,y} p − mean_{a=1,y} p| (two groups).
+// decision p_i: expected error mean |p_i − y_i|, equalized-odds violation
+// max_y |mean_{a=0,y} p − mean_{a=1,y} p| and demographic-parity violation
+// |mean_{a=0} p − mean_{a=1} p| (two groups; for a 0/1 decision the max over ŷ of the gap).
 struct Metrics {
-  double error = 0, violation = 0;
+  double error = 0, violation = 0;  // violation: equalized odds
+  double dp_violation = 0;
 };
 Metrics ExpectedMetrics(const std::vector<double>& p, const std::vector<int>& y,
                         const std::vector<int>& group);
@@ -49,6 +54,8 @@ struct MeanStd {
   double mean = 0, std = 0;  // population std, as numpy's default
 };
 MeanStd Summarize(const std::vector<double>& v);
+// Feature column names f0 .. f{d-1}, as the experiments upload them.
+std::vector<std::string> FeatureNames(Eigen::Index d);
 std::string EpsilonText(double eps);
 
 // A vault on a temp SQLite file with a regulator and one company account.
@@ -87,6 +94,32 @@ struct JobRun {
 absl::StatusOr<std::vector<absl::StatusOr<v1::FairModel>>> RunJobs(
     VaultSession& v, const std::vector<v1::FitFairModelRequest>& reqs, int parallel = 8,
     std::vector<JobRun>* runs = nullptr);
+
+// Each row's probability of a positive decision under a fair model applied locally with
+// client/model_apply (no group needed): a mixture's fraction of components deciding 1 (exact,
+// no draws), a hypothesis column's 0/1 value, and a one-logit network's decision (0 or 1: a
+// network decides deterministically, so its sigmoid is a score, not a decision probability).
+absl::StatusOr<std::vector<double>> PositiveProbabilities(const v1::FairModel& model,
+                                                          const Eigen::MatrixXd& x);
+
+// An equalized-odds post-processor of 0/1 predictions (Jagielski et al. 2019 Alg. 1): per group
+// (in the dataset's category order), P(Ỹ = 1 | Ŷ = 0) and P(Ỹ = 1 | Ŷ = 1).
+using EoMixing = std::vector<std::pair<double, double>>;
+// Fits it in the vault: FitEqualizedOddsPostProcessor on the table's 0/1 prediction and label
+// columns, γ = 0, the default β and min_group_count = 0 (the paper's LP), one release of
+// `epsilon` under idempotency key `key`. `categories` names the groups in order.
+absl::StatusOr<EoMixing> FitEoPostProcessor(VaultSession& v, const std::string& key,
+                                            const std::string& handle,
+                                            const std::string& prediction_column,
+                                            const std::string& label_column, double epsilon,
+                                            const std::vector<std::string>& categories);
+// The same LP on the exact counts of the rows' predictions (ε = ∞; core library, no vault).
+absl::StatusOr<EoMixing> ExactEoPostProcessor(const std::vector<int>& prediction,
+                                              const LabeledRows& rows);
+// P(positive decision) of each row after post-processing its 0/1 prediction (needs the group).
+std::vector<double> PostProcessedProbabilities(const EoMixing& mixing,
+                                               const std::vector<int>& prediction,
+                                               const std::vector<int>& group);
 
 }  // namespace fairvault::experiments
 

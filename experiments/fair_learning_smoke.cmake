@@ -1,5 +1,6 @@
-# Smoke run of jagielski_fig1, em_adult or dp_fermi_adult (-DWHICH=fig1|em|fermi) in --quick
-# mode: must exit 0, print its tables and write its CSV. Arguments: -DPROGRAM=<binary> -DWORK_DIR=<dir>.
+# Smoke run of jagielski_fig1, em_adult, dp_fermi_adult or tradeoff_adult
+# (-DWHICH=fig1|em|fermi|tradeoff) in --quick mode: must exit 0, print its tables and write its
+# CSV. Arguments: -DPROGRAM=<binary> -DWORK_DIR=<dir>.
 if(WHICH STREQUAL "fig1")
   set(args --quick --out-dir ${WORK_DIR})
   set(csv ${WORK_DIR}/jagielski_fig1_communities.csv)
@@ -17,6 +18,18 @@ elseif(WHICH STREQUAL "fermi")
     "\n\\| 1 \\| [0-9.e+-]+ \\| 0 \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\| [0-9.]+ \\| 0\\.158 / 0\\.202 \\|"
     "\n\\| 1 \\| [0-9.e+-]+ \\| 1 \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\| [0-9.]+ \\| 0\\.187 / 0\\.010 \\|")
   set(csv_head "^epsilon,lambda,seed,error,dp_violation,positive_rate,noise_multiplier,job_seconds,note\n")
+elseif(WHICH STREQUAL "tradeoff")
+  set(args --quick --out-dir ${WORK_DIR})
+  set(csv ${WORK_DIR}/tradeoff_adult_sweep_dp.csv)
+  set(number "[0-9.]+")
+  set(expected
+    "### Privacy / fairness trade-off on Adult \\(sex\\) \\(32561 train rows, 16281 test rows"
+    "\n\\| DP-FERMI λ=2.5 \\| 9 \\| ${number} \\| ${number} \\| ${number} \\| [0-9.e+-]+ \\| ${number} \\|"
+    "\n\\| PF-LD \\| 1 \\| ${number} \\| ${number} \\| ${number} \\| [0-9.e+-]+ \\| ${number} \\|"
+    "\n\\| DP-oracle learner T=5 \\| 9 \\| ${number} \\| ${number} \\| ${number} \\|  \\| ${number} \\|"
+    "\n\\| EO post-processor \\| ∞ \\(no noise\\) \\| ${number} \\|"
+    "\n\\| logistic regression \\(non-private\\) \\| ∞ \\(no noise\\) \\| ${number} \\|")
+  set(csv_head "^series,epsilon,error,violation,error_lo,error_hi,violation_lo,violation_hi\nDP-FERMI λ=0,1,")
 else()
   set(args --quick --out ${WORK_DIR}/em_smoke.csv --md ${WORK_DIR}/em_smoke.md)
   set(csv ${WORK_DIR}/em_smoke.csv)

@@ -57,11 +57,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/csv.h"
-#include "client/model_apply.h"
 #include "core/dp/integer_noise.h"
 #include "core/learn/fair_game.h"
 #include "core/learn/logistic_regression.h"
-#include "core/postprocess/equalized_odds.h"
 #include "core/util/status_macros.h"
 #include "experiments/fair_learning_common.h"
 
@@ -73,7 +71,6 @@ namespace fairvault::experiments {
 namespace {
 
 namespace learn = ::fairvault::core::learn;
-namespace pp = ::fairvault::core::postprocess;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -186,37 +183,6 @@ struct Row {
   Metrics m;
 };
 
-// Probability of a positive decision of the post-processor for each test row.
-std::vector<double> PostProbabilities(const std::vector<std::pair<double, double>>& p,
-                                      const std::vector<int>& prediction,
-                                      const std::vector<int>& group) {
-  std::vector<double> out(prediction.size());
-  for (size_t i = 0; i < prediction.size(); ++i) {
-    const auto& g = p[static_cast<size_t>(group[i])];
-    out[i] = prediction[i] == 1 ? g.second : g.first;
-  }
-  return out;
-}
-
-absl::StatusOr<std::vector<double>> ModelProbabilities(const v1::FairModel& model,
-                                                       const Eigen::MatrixXd& x) {
-  ASSIGN_OR_RETURN(client::FairModelApplier applier, client::FairModelApplier::Create(model));
-  std::vector<double> out(static_cast<size_t>(x.rows()));
-  std::vector<double> row(static_cast<size_t>(x.cols()));
-  for (Eigen::Index r = 0; r < x.rows(); ++r) {
-    for (Eigen::Index j = 0; j < x.cols(); ++j) row[static_cast<size_t>(j)] = x(r, j);
-    ASSIGN_OR_RETURN(client::ModelPrediction pred, applier.Predict(row, nullptr));
-    out[static_cast<size_t>(r)] = pred.p_positive;
-  }
-  return out;
-}
-
-std::vector<std::string> FeatureNames(Eigen::Index d) {
-  std::vector<std::string> names;
-  for (Eigen::Index j = 0; j < d; ++j) names.push_back(absl::StrCat("f", j));
-  return names;
-}
-
 // ε = ∞ reference of the learner: the same game, no noise (core library).
 absl::StatusOr<v1::FairModel> ExactLearner(const LabeledRows& train, const Flags& flags,
                                            double clip_l1, int rounds) {
@@ -310,44 +276,25 @@ absl::StatusOr<std::vector<Row>> RunProblem(VaultSession& vault, const Problem& 
 
     // Post-processor: ε = ∞ on exact counts, then one vault release per ε.
     {
-      ASSIGN_OR_RETURN(auto counts, pp::CountEo(train_pred, train.y, train.group, 2));
-      pp::EoOptions options;
-      options.gamma = 0;
-      options.epsilon = kInf;
-      options.m = static_cast<int64_t>(train.y.size());
-      ASSIGN_OR_RETURN(auto solution, pp::SolveEqualizedOddsLp(counts, options));
-      std::vector<std::pair<double, double>> p;
-      for (int a = 0; a < 2; ++a) p.emplace_back(solution.groups[a].p0, solution.groups[a].p1);
-      rows.push_back(
-          {"postprocessor", kInf, 0, seed,
-           ExpectedMetrics(PostProbabilities(p, test_pred, test.group), test.y, test.group)});
+      ASSIGN_OR_RETURN(EoMixing exact, ExactEoPostProcessor(train_pred, train));
+      rows.push_back({"postprocessor", kInf, 0, seed,
+                      ExpectedMetrics(PostProcessedProbabilities(exact, test_pred, test.group),
+                                      test.y, test.group)});
     }
     for (double eps : flags.epsilons) {
-      v1::FitEqualizedOddsRequest req;
-      req.set_idempotency_key(absl::StrCat(problem.name, "-post-", seed, "-", eps));
-      req.set_table_handle(handle);
-      req.set_prediction_column("prediction");
-      req.set_label_column("label");
-      req.set_epsilon(eps);
-      req.set_gamma(0);
-      req.set_min_group_count(0);
-      ASSIGN_OR_RETURN(auto resp, vault.company->FitEqualizedOddsPostProcessor(req));
-      std::vector<std::pair<double, double>> p(2);
-      for (const auto& g : resp.artifact().equalized_odds().groups()) {
-        const auto it = std::find(problem.categories.begin(), problem.categories.end(), g.group());
-        if (it == problem.categories.end()) return absl::InternalError("unknown group label");
-        p[static_cast<size_t>(it - problem.categories.begin())] = {g.p_flip_to_1_given_0(),
-                                                                   g.p_keep_1_given_1()};
-      }
-      rows.push_back(
-          {"postprocessor", eps, 0, seed,
-           ExpectedMetrics(PostProbabilities(p, test_pred, test.group), test.y, test.group)});
+      ASSIGN_OR_RETURN(
+          EoMixing mixing,
+          FitEoPostProcessor(vault, absl::StrCat(problem.name, "-post-", seed, "-", eps), handle,
+                             "prediction", "label", eps, problem.categories));
+      rows.push_back({"postprocessor", eps, 0, seed,
+                      ExpectedMetrics(PostProcessedProbabilities(mixing, test_pred, test.group),
+                                      test.y, test.group)});
     }
 
     // DP-oracle learner: ε = ∞ in the core, every finite ε × T as a vault job.
     for (int t : flags.rounds) {
       ASSIGN_OR_RETURN(v1::FairModel exact, ExactLearner(train, flags, problem.clip_l1, t));
-      ASSIGN_OR_RETURN(std::vector<double> p, ModelProbabilities(exact, test.x));
+      ASSIGN_OR_RETURN(std::vector<double> p, PositiveProbabilities(exact, test.x));
       rows.push_back({"dp_oracle_learner", kInf, t, seed, ExpectedMetrics(p, test.y, test.group)});
     }
     std::vector<v1::FitFairModelRequest> reqs;
@@ -373,7 +320,7 @@ absl::StatusOr<std::vector<Row>> RunProblem(VaultSession& vault, const Problem& 
     ASSIGN_OR_RETURN(auto models, RunJobs(vault, reqs));
     for (size_t i = 0; i < models.size(); ++i) {
       RETURN_IF_ERROR(models[i].status());
-      ASSIGN_OR_RETURN(std::vector<double> p, ModelProbabilities(*models[i], test.x));
+      ASSIGN_OR_RETURN(std::vector<double> p, PositiveProbabilities(*models[i], test.x));
       rows.push_back({"dp_oracle_learner", settings[i].first, settings[i].second, seed,
                       ExpectedMetrics(p, test.y, test.group)});
     }

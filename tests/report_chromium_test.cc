@@ -1,7 +1,9 @@
 // Browser test of the HTML reports: runs the real `fairvault report sweep` and `fairvault
-// report audit` on small fixtures, loads the pages in headless Chromium and checks that the
-// chart was laid out (the page's script records the bounding box of the plotted marks and
-// their number on <body>), and that a screenshot has real content.
+// report audit` on small fixtures and on the sweep CSV of a real experiment run
+// (experiments/tradeoff_adult --quick against a real vault), loads the pages in headless
+// Chromium and checks that the chart was laid out (the page's script records on <body> the
+// bounding box of the plotted marks, their number, the panels and where the x tick labels
+// went), and that a screenshot has real content.
 //
 // Needs /usr/bin/chromium (Debian's `chromium`). Without it the tests are skipped, or fail
 // when FAIRVAULT_REQUIRE_CHROMIUM=1 (as deploy/test.sh sets).
@@ -9,19 +11,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
 #ifndef FAIRVAULT_CLI_BINARY
 #error "FAIRVAULT_CLI_BINARY must name the fairvault binary"
+#endif
+#ifndef FAIRVAULT_TRADEOFF_BINARY
+#error "FAIRVAULT_TRADEOFF_BINARY must name the tradeoff_adult experiment binary"
 #endif
 
 namespace {
@@ -48,6 +57,9 @@ struct Layout {
   double height = 0;
   int points = -1;
   int legend_entries = 0;
+  int panels = -1;
+  // The first x axis's tick labels and the laid-out centre x of each (data-x-ticks).
+  std::vector<std::pair<std::string, double>> x_ticks;
 };
 
 class ReportChromiumTest : public ::testing::Test {
@@ -125,6 +137,15 @@ class ReportChromiumTest : public ::testing::Test {
          at = dom.find("class=\"legend-entry\"", at + 1)) {
       ++layout.legend_entries;
     }
+    layout.panels =
+        attribute("data-panels").empty() ? -1 : std::atoi(attribute("data-panels").c_str());
+    std::stringstream ticks(attribute("data-x-ticks"));
+    for (std::string tick; std::getline(ticks, tick, ';');) {
+      const size_t at = tick.rfind('@');
+      if (at == std::string::npos) continue;
+      layout.x_ticks.emplace_back(tick.substr(0, at), std::atof(tick.c_str() + at + 1));
+    }
+    dom_ = dom;
     return layout;
   }
 
@@ -150,6 +171,7 @@ class ReportChromiumTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string dom_;  // the last page's dumped DOM
   int launches_ = 0;
 };
 
@@ -174,6 +196,80 @@ TEST_F(ReportChromiumTest, SweepChartIsLaidOutWithOneMarkPerPoint) {
   EXPECT_EQ(layout.points, 8);
   EXPECT_EQ(layout.legend_entries, 2);
   ExpectScreenshot(html);
+}
+
+// A real sweep: the quick run of experiments/tradeoff_adult (Adult through a real vault: DP-FERMI,
+// PF-LD, the DP-oracle learner and the EO post-processor at two epsilons, plus the references)
+// rendered with a log x axis and one panel per series.
+TEST_F(ReportChromiumTest, TradeoffExperimentSweepWithLogXAndPanels) {
+  const std::string out_dir = Path("tradeoff");
+  std::filesystem::create_directories(out_dir);
+  ASSERT_EQ(RunShell(std::string(FAIRVAULT_TRADEOFF_BINARY) + " --quick --out-dir " +
+                     Quote(out_dir) + " >" + Quote(Path("tradeoff.log")) + " 2>&1"),
+            0)
+      << ReadFile(Path("tradeoff.log"));
+  const std::string csv = out_dir + "/tradeoff_adult_sweep_dp.csv";
+  // What the experiment wrote: one point per line after the header, the series in column 1.
+  std::stringstream lines(ReadFile(csv));
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  ASSERT_EQ(line.rfind("series,epsilon,error,violation", 0), 0u) << line;
+  int points = 0;
+  std::set<std::string> series;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    ++points;
+    series.insert(line.substr(0, line.find(',')));
+  }
+  ASSERT_GE(points, 8);
+  ASSERT_GE(series.size(), 5u);  // DP-FERMI (two λ), PF-LD, the learner, the post-processor, LR
+
+  const std::string html = Path("tradeoff.html");
+  ASSERT_EQ(Cli("report sweep --csv " + Quote(csv) + " --out " + Quote(html) +
+                " --log-x --facet --y-label 'DP violation'"),
+            0)
+      << ReadFile(Path("cli.log"));
+  const Layout layout = Load(html);
+  EXPECT_GT(layout.width, 0);
+  EXPECT_GT(layout.height, 0);
+  EXPECT_EQ(layout.points, points);
+  EXPECT_EQ(layout.legend_entries, static_cast<int>(series.size()));
+  EXPECT_EQ(layout.panels, static_cast<int>(series.size()));
+  for (const std::string& name : series) {
+    EXPECT_NE(dom_.find(">" + name + "</text>"), std::string::npos) << name << " has no label";
+  }
+  EXPECT_NE(dom_.find(">error (log scale)</text>"), std::string::npos);
+  EXPECT_NE(dom_.find(">DP violation</text>"), std::string::npos);
+  // The x tick labels were laid out left to right at log-scaled positions: the distance from
+  // the first label is proportional to the log of the ratio of the values.
+  ASSERT_GE(layout.x_ticks.size(), 3u);
+  const double v0 = std::atof(layout.x_ticks[0].first.c_str());
+  const double x0 = layout.x_ticks[0].second;
+  const double v_last = std::atof(layout.x_ticks.back().first.c_str());
+  const double x_last = layout.x_ticks.back().second;
+  ASSERT_GT(v0, 0) << layout.x_ticks[0].first;
+  ASSERT_GT(v_last, v0);
+  ASSERT_GT(x_last - x0, 100) << "the x tick labels were not spread out";
+  const double pixels_per_log = (x_last - x0) / std::log(v_last / v0);
+  for (size_t i = 1; i < layout.x_ticks.size(); ++i) {
+    const auto& [label, x] = layout.x_ticks[i];
+    const double value = std::atof(label.c_str());
+    EXPECT_GT(x, layout.x_ticks[i - 1].second) << label;
+    EXPECT_NEAR(x - x0, pixels_per_log * std::log(value / v0), 1.5) << "tick " << label;
+  }
+  ExpectScreenshot(html);
+
+  // The same sweep as one chart: all points in one panel-free plot.
+  const std::string single = Path("tradeoff-single.html");
+  ASSERT_EQ(
+      Cli("report sweep --csv " + Quote(csv) + " --out " + Quote(single) + " --log-x --no-facet"),
+      0)
+      << ReadFile(Path("cli.log"));
+  const Layout one = Load(single);
+  EXPECT_EQ(one.points, points);
+  EXPECT_EQ(one.panels, 0);
+  EXPECT_EQ(one.legend_entries, static_cast<int>(series.size()));
+  EXPECT_GE(one.x_ticks.size(), 3u);
 }
 
 TEST_F(ReportChromiumTest, ClassifierAuditChartIsLaidOut) {
