@@ -1,4 +1,4 @@
-# Smoke run of jagielski_fig1, em_adult, dp_fermi_adult or tradeoff_adult
+# Smoke run of jagielski_fig1, em_adult, stochastic_fair_repro or tradeoff_adult
 # (-DWHICH=fig1|em|fermi|tradeoff) in --quick mode: must exit 0, print its tables and write its
 # CSV. Arguments: -DPROGRAM=<binary> -DWORK_DIR=<dir>.
 if(WHICH STREQUAL "fig1")
@@ -12,12 +12,21 @@ if(WHICH STREQUAL "fig1")
   set(csv_head "^dataset,method,epsilon,rounds,seed,error,violation\n")
 elseif(WHICH STREQUAL "fermi")
   set(args --quick --out-dir ${WORK_DIR})
-  set(csv ${WORK_DIR}/dp_fermi_adult.csv)
+  set(csv ${WORK_DIR}/stochastic_fair_repro.csv)
+  set(cell "[0-9.]+ / [0-9.]+")
   set(expected
-    "### DP-FERMI on Adult \\(sex\\), demographic parity \\(32561 train rows, 16281 test rows"
-    "\n\\| 1 \\| [0-9.e+-]+ \\| 0 \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\| [0-9.]+ \\| 0\\.158 / 0\\.202 \\|"
-    "\n\\| 1 \\| [0-9.e+-]+ \\| 1 \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\| [0-9.]+ \\| 0\\.187 / 0\\.010 \\|")
-  set(csv_head "^epsilon,lambda,seed,error,dp_violation,positive_rate,noise_multiplier,job_seconds,note\n")
+    "### adult, DP-FERMI, demographic parity \\(ε = 1, δ = 1e-05, 1 seed\\)"
+    "adult.data \\(train, 32561 rows\\) and adult.test \\(test, 16281 rows\\)"
+    "\n\\| 0 \\| 0\\.158 / 0\\.202 \\| ${cell} \\| ${cell} \\|"
+    "\n\\| 1 \\| 0\\.187 / 0\\.010 \\| ${cell} \\| ${cell} \\|"
+    "### credit, DP-FERMI, demographic parity"
+    "### parkinsons, DP-FERMI, demographic parity"
+    "### parkinsons_no_motor, DP-FERMI, demographic parity"
+    "### adult, DP-FERMI, equalized odds"
+    "\n\\| 0 \\| 0\\.165 / 0\\.229 \\| ${cell} \\| ${cell} \\|"
+    "### adult, PF-LD, demographic parity"
+    "\n\\| – \\| 0\\.183 / 0\\.061 \\| ${cell} \\| ${cell} \\|")
+  set(csv_head "^dataset,fairness,algorithm,config,epsilon,lambda,seed,error,dp_violation,eo_violation,positive_rate,noise_multiplier,job_seconds,config_detail\nadult,dp,dp_fermi,paper,1,0,0,")
 elseif(WHICH STREQUAL "tradeoff")
   set(args --quick --out-dir ${WORK_DIR})
   set(csv ${WORK_DIR}/tradeoff_adult_sweep_dp.csv)
