@@ -122,13 +122,7 @@ class FermiPrivacyAudit : public VaultTest {
   // table: g = +G (F, i > 0) / −G (M), probe = K on subject 0 only, label = 1 on F subjects
   // (subject 0 included), 0 on M subjects. Identical on both neighbours.
   std::string MakeDataset(const std::string& name, const std::string& first_sex) {
-    MakeNeighbourDataset(name, first_sex, kSubjects);
-    v1::GrantBudgetRequest grant;
-    grant.set_company("acme");
-    grant.set_dataset(name);
-    grant.set_epsilon(1e6);
-    grant.set_delta(kDelta);
-    EXPECT_OK(vault_->GrantBudget(regulator_, grant));
+    MakeNeighbourDataset(name, first_sex, kSubjects, kDelta);
     v1::TableHeader table;
     table.set_dataset(name);
     for (const char* column : {"g", "probe", "label"}) {
@@ -171,29 +165,10 @@ class FermiPrivacyAudit : public VaultTest {
     req.set_clip_theta(1);
     req.set_clip_w(1);
     req.set_fairness_lambda(kLambda);
-    auto submitted = vault_->FitFairModel(acme_, req);
-    EXPECT_OK(submitted);
-    if (!submitted.ok()) return {};
-    if (submission != nullptr) *submission = *submitted;
-    v1::GetJobRequest get;
-    get.set_job_id(submitted->job().id());
-    v1::Job job;
-    for (int i = 0; i < 50'000; ++i) {
-      auto got = vault_->GetJob(acme_, get);
-      EXPECT_OK(got);
-      if (!got.ok()) return {};
-      job = got->job();
-      if (job.state() != v1::JOB_STATE_QUEUED && job.state() != v1::JOB_STATE_RUNNING) break;
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.error();
-    if (job.state() != v1::JOB_STATE_SUCCEEDED) return {};
-    v1::GetArtifactRequest art;
-    art.set_artifact_id(job.artifact_id());
-    auto artifact = vault_->GetArtifact(acme_, art);
-    EXPECT_OK(artifact);
-    if (!artifact.ok()) return {};
-    return ReleasedWeights(artifact->artifact().fair_model());
+    auto model = FitAndWait(acme_, req, submission);
+    EXPECT_OK(model);
+    if (!model.ok()) return {};
+    return ReleasedWeights(*model);
   }
 };
 

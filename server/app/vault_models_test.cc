@@ -95,23 +95,8 @@ class VaultModelsTest : public VaultTest {
     return req;
   }
 
-  // Polls the job until it is finished (at most 60 s).
-  v1::Job WaitFor(const std::string& job_id) {
-    v1::GetJobRequest get;
-    get.set_job_id(job_id);
-    for (int i = 0; i < 6000; ++i) {
-      auto job = vault_->GetJob(acme_, get);
-      EXPECT_OK(job);
-      if (!job.ok()) return {};
-      if (job->job().state() != v1::JOB_STATE_QUEUED &&
-          job->job().state() != v1::JOB_STATE_RUNNING) {
-        return job->job();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "job " << job_id << " did not finish";
-    return {};
-  }
+  // Polls acme's job until it is finished (at most 60 s).
+  v1::Job WaitFor(const std::string& job_id) { return WaitForJob(acme_, job_id); }
 
   std::string handle_;
   v1::TableHeader header_;  // the table above, for other companies' uploads
@@ -400,16 +385,7 @@ TEST_F(VaultModelsTest, DpFermiJobNeedsADeltaGrantAndTrains) {
   EXPECT_NEAR(cost.parts(0).epsilon(), 0.5, 1e-12);
   EXPECT_GT(cost.parts(1).noise_scale(), 0);  // the noise multiplier z
   EXPECT_LE(submitted->charge().budget_after().epsilon_spent(), 5 + 1e-6);
-  v1::GetJobRequest get;
-  get.set_job_id(submitted->job().id());
-  v1::Job done;
-  for (int i = 0; i < 6000; ++i) {
-    auto job = vault_->GetJob(globex_, get);
-    ASSERT_OK(job);
-    done = job->job();
-    if (done.state() != v1::JOB_STATE_QUEUED && done.state() != v1::JOB_STATE_RUNNING) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const v1::Job done = WaitForJob(globex_, submitted->job().id());
   ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error();
   v1::GetArtifactRequest art;
   art.set_artifact_id(done.artifact_id());
@@ -492,26 +468,10 @@ TEST_F(VaultModelsTest, PfldAndMlpJobsTrainAndBadParametersAreRefused) {
       fit.add_hidden_units(4);
       fit.set_fairness_lambda(1);
     }
-    auto submitted = vault_->FitFairModel(globex_, fit);
-    ASSERT_OK(submitted);
-    EXPECT_EQ(submitted->charge().cost().parts_size(), pfld ? 3 : 2);
-    EXPECT_LE(submitted->charge().budget_after().epsilon_spent(), (pfld ? 5 : 10) + 1e-6);
-    v1::GetJobRequest get;
-    get.set_job_id(submitted->job().id());
-    v1::Job done;
-    for (int i = 0; i < 6000; ++i) {
-      auto job = vault_->GetJob(globex_, get);
-      ASSERT_OK(job);
-      done = job->job();
-      if (done.state() != v1::JOB_STATE_QUEUED && done.state() != v1::JOB_STATE_RUNNING) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error();
-    v1::GetArtifactRequest art;
-    art.set_artifact_id(done.artifact_id());
-    auto artifact = vault_->GetArtifact(globex_, art);
-    ASSERT_OK(artifact);
-    const v1::FairModel& model = artifact->artifact().fair_model();
+    v1::FitFairModelResponse submitted;
+    ASSERT_OK_AND_ASSIGN(const v1::FairModel model, FitAndWait(globex_, fit, &submitted));
+    EXPECT_EQ(submitted.charge().cost().parts_size(), pfld ? 3 : 2);
+    EXPECT_LE(submitted.charge().budget_after().epsilon_spent(), (pfld ? 5 : 10) + 1e-6);
     EXPECT_EQ(model.algorithm(), pfld ? "pf_ld" : "dp_fermi");
     if (pfld) {
       ASSERT_EQ(model.network().layers_size(), 1);

@@ -174,13 +174,7 @@ class PfldPrivacyAudit : public VaultTest {
   // table: probe = kProbe on subject 0 only; label 1 on subject 0 (the others' labels do not
   // enter: their feature is 0). Identical on both neighbours.
   std::string MakeDataset(const std::string& name, const std::string& first_sex) {
-    MakeNeighbourDataset(name, first_sex, kSubjects);
-    v1::GrantBudgetRequest grant;
-    grant.set_company("acme");
-    grant.set_dataset(name);
-    grant.set_epsilon(1e6);
-    grant.set_delta(kDelta);
-    EXPECT_OK(vault_->GrantBudget(regulator_, grant));
+    MakeNeighbourDataset(name, first_sex, kSubjects, kDelta);
     v1::TableHeader table;
     table.set_dataset(name);
     for (const char* column : {"probe", "label"}) {
@@ -219,29 +213,10 @@ class PfldPrivacyAudit : public VaultTest {
     req.set_batch_size(kSubjects);
     req.set_lr_theta(1);
     req.set_clip_theta(1);
-    auto submitted = vault_->FitFairModel(acme_, req);
-    EXPECT_OK(submitted);
-    if (!submitted.ok()) return false;
-    if (submission != nullptr) *submission = *submitted;
-    v1::GetJobRequest get;
-    get.set_job_id(submitted->job().id());
-    v1::Job job;
-    for (int i = 0; i < 100'000; ++i) {
-      auto got = vault_->GetJob(acme_, get);
-      EXPECT_OK(got);
-      if (!got.ok()) return false;
-      job = got->job();
-      if (job.state() != v1::JOB_STATE_QUEUED && job.state() != v1::JOB_STATE_RUNNING) break;
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-    EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.error();
-    if (job.state() != v1::JOB_STATE_SUCCEEDED) return false;
-    v1::GetArtifactRequest art;
-    art.set_artifact_id(job.artifact_id());
-    auto artifact = vault_->GetArtifact(acme_, art);
-    EXPECT_OK(artifact);
-    if (!artifact.ok()) return false;
-    const v1::FairModel& model = artifact->artifact().fair_model();
+    auto fitted = FitAndWait(acme_, req, submission);
+    EXPECT_OK(fitted);
+    if (!fitted.ok()) return false;
+    const v1::FairModel& model = *fitted;
     // Two groups, one component each (a binary model's class-1 probability); one weight.
     if (model.noisy_violations_size() != 2 || model.released_marginals_size() != 2 ||
         model.network().layers_size() != 1 || model.network().layers(0).weights_size() != 1) {

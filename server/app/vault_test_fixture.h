@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -218,9 +220,10 @@ class VaultTest : public ::testing::Test {
 
   // A dataset for privacy audits on neighbouring vaults: attribute sex{F, M}, subjects
   // p0..p<subjects-1> with sex F for even i and M for odd i except subject 0, who is
-  // `first_sex`; acme gets a large pure grant on it. Two calls differing only in `first_sex` give
-  // neighbouring datasets (replace-one on a).
-  void MakeNeighbourDataset(const std::string& name, const std::string& first_sex, int subjects) {
+  // `first_sex`; acme gets a large grant on it (pure, or with `delta`). Two calls differing only
+  // in `first_sex` give neighbouring datasets (replace-one on a).
+  void MakeNeighbourDataset(const std::string& name, const std::string& first_sex, int subjects,
+                            double delta = 0) {
     v1::CreateDatasetRequest ds;
     ds.set_name(name);
     v1::Attribute* sex = ds.add_attributes();
@@ -242,7 +245,47 @@ class VaultTest : public ::testing::Test {
     grant.set_company("acme");
     grant.set_dataset(name);
     grant.set_epsilon(1e6);
+    grant.set_delta(delta);
     EXPECT_OK(vault_->GrantBudget(regulator_, grant));
+  }
+
+  // Polls a job of `caller` until it is no longer queued or running (at most `timeout`).
+  v1::Job WaitForJob(const Caller& caller, const std::string& job_id,
+                     absl::Duration timeout = absl::Seconds(60)) {
+    v1::GetJobRequest get;
+    get.set_job_id(job_id);
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      auto job = vault_->GetJob(caller, get);
+      EXPECT_OK(job);
+      if (!job.ok()) return {};
+      if (job->job().state() != v1::JOB_STATE_QUEUED &&
+          job->job().state() != v1::JOB_STATE_RUNNING) {
+        return job->job();
+      }
+      absl::SleepFor(absl::Microseconds(100));
+    }
+    ADD_FAILURE() << "job " << job_id << " did not finish";
+    return {};
+  }
+
+  // Submits a fit, waits for its job and returns the model; a job that did not succeed is
+  // FailedPrecondition with the job's error. `submission` gets the FitFairModel response.
+  absl::StatusOr<v1::FairModel> FitAndWait(const Caller& caller, const v1::FitFairModelRequest& req,
+                                           v1::FitFairModelResponse* submission = nullptr) {
+    auto submitted = vault_->FitFairModel(caller, req);
+    if (!submitted.ok()) return submitted.status();
+    if (submission != nullptr) *submission = *submitted;
+    const v1::Job job = WaitForJob(caller, submitted->job().id());
+    if (job.state() != v1::JOB_STATE_SUCCEEDED) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", job.id(), " ended ", v1::JobState_Name(job.state()), ": ", job.error()));
+    }
+    v1::GetArtifactRequest art;
+    art.set_artifact_id(job.artifact_id());
+    auto artifact = vault_->GetArtifact(caller, art);
+    if (!artifact.ok()) return artifact.status();
+    return artifact->artifact().fair_model();
   }
 
   absl::StatusOr<v1::GrantBudgetResponse> Grant(const std::string& company, double epsilon,
