@@ -62,6 +62,18 @@ class Release {
   std::unique_ptr<dp::IntegerNoise> noise_;
 };
 
+// Rows per step (at most n), steps per epoch and in all.
+struct Schedule {
+  int64_t batch;
+  int64_t steps_per_epoch;
+  int64_t steps;
+};
+Schedule ScheduleOf(int64_t n, int epochs, int batch_size) {
+  const int64_t b = std::min<int64_t>(batch_size, std::max<int64_t>(n, 1));
+  const int64_t per_epoch = (n + b - 1) / b;
+  return {b, per_epoch, static_cast<int64_t>(epochs) * per_epoch};
+}
+
 void ProjectToBall(Eigen::Ref<Eigen::MatrixXd> w, double radius) {
   const double norm = w.norm();
   if (norm > radius) w *= radius / norm;
@@ -136,8 +148,7 @@ absl::Status PfldOptions::Validate() const {
 }
 
 int64_t StochasticSteps(int64_t n, int epochs, int batch_size) {
-  const int64_t b = std::min<int64_t>(batch_size, std::max<int64_t>(n, 1));
-  return static_cast<int64_t>(epochs) * ((n + b - 1) / b);
+  return ScheduleOf(n, epochs, batch_size).steps;
 }
 
 absl::StatusOr<FermiPlan> PlanDpFermi(const NetworkShape& shape, int k, int64_t n,
@@ -240,9 +251,7 @@ absl::Status TrainDpFermi(const StochasticData& data, absl::Span<const double> m
   ASSIGN_OR_RETURN(const Release release_w, Release::Make(plan.w, noise));
 
   const int64_t n = data.n();
-  const int64_t b = std::min<int64_t>(options.batch_size, n);
-  const int64_t steps_per_epoch = (n + b - 1) / b;
-  const int64_t steps = static_cast<int64_t>(options.epochs) * steps_per_epoch;
+  const auto [b, steps_per_epoch, steps] = ScheduleOf(n, options.epochs, options.batch_size);
   const int64_t p = net->shape().NumParams();
   const double lambda = options.lambda;
   std::vector<double> inv_sqrt_p(marginals.size());
@@ -334,9 +343,7 @@ absl::Status TrainPfld(const StochasticData& data, absl::Span<const double> grou
   ASSIGN_OR_RETURN(const Release release_dual, Release::Make(plan.dual, noise));
 
   const int64_t n = data.n();
-  const int64_t b = std::min<int64_t>(options.batch_size, n);
-  const int64_t steps_per_epoch = (n + b - 1) / b;
-  const int64_t steps = static_cast<int64_t>(options.epochs) * steps_per_epoch;
+  const auto [b, steps_per_epoch, steps] = ScheduleOf(n, options.epochs, options.batch_size);
   const int64_t p = net->shape().NumParams();
 
   // Public: rows per label (the company's labels) and the released group counts.
