@@ -45,6 +45,7 @@
 #include "core/learn/exponential_mechanism.h"
 #include "core/learn/logistic_regression.h"
 #include "core/util/status_macros.h"
+#include "experiments/experiment_cli.h"
 #include "experiments/fair_learning_common.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR
@@ -146,55 +147,33 @@ struct Row {
   double released_m;
 };
 
-absl::StatusOr<std::vector<double>> ParseList(const std::string& v, bool positive) {
-  std::vector<double> out;
-  for (absl::string_view part : absl::StrSplit(v, ',')) {
-    double x = 0;
-    if (!absl::SimpleAtod(part, &x) || !std::isfinite(x) || (positive && !(x > 0))) {
-      return absl::InvalidArgumentError(absl::StrCat("bad number list '", v, "'"));
-    }
-    out.push_back(x);
-  }
-  return out;
-}
-
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> absl::StatusOr<std::string> {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
-      return std::string(argv[++i]);
-    };
+  FlagReader reader(argc, argv);
+  while (reader.Next()) {
+    const std::string& arg = reader.arg();
     if (arg == "--datasets") {
-      ASSIGN_OR_RETURN(flags.datasets, value());
+      ASSIGN_OR_RETURN(flags.datasets, reader.Value());
     } else if (arg == "--out") {
-      ASSIGN_OR_RETURN(flags.out, value());
+      ASSIGN_OR_RETURN(flags.out, reader.Value());
     } else if (arg == "--md") {
-      ASSIGN_OR_RETURN(flags.md, value());
+      ASSIGN_OR_RETURN(flags.md, reader.Value());
     } else if (arg == "--seeds" || arg == "--subsets") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      int n = 0;
-      if (!absl::SimpleAtoi(v, &n) || n < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(arg, " must be a positive integer"));
-      }
-      (arg == "--seeds" ? flags.seeds : flags.subsets) = n;
+      RETURN_IF_ERROR(reader.PositiveInteger(arg == "--seeds" ? &flags.seeds : &flags.subsets));
     } else if (arg == "--family-seed") {
-      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(std::string v, reader.Value());
       if (!absl::SimpleAtoi(v, &flags.family_seed)) {
         return absl::InvalidArgumentError("--family-seed must be an integer >= 0");
       }
     } else if (arg == "--em-delta") {
-      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(std::string v, reader.Value());
       if (!absl::SimpleAtod(v, &flags.em_delta) || !(flags.em_delta > 0 && flags.em_delta < 1)) {
         return absl::InvalidArgumentError("--em-delta must be in (0, 1)");
       }
     } else if (arg == "--thresholds") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      ASSIGN_OR_RETURN(flags.thresholds, ParseList(v, true));
+      RETURN_IF_ERROR(reader.NumberList(&flags.thresholds, true));
     } else if (arg == "--epsilons") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      ASSIGN_OR_RETURN(flags.epsilons, ParseList(v, true));
+      RETURN_IF_ERROR(reader.NumberList(&flags.epsilons, true));
     } else if (arg == "--quick") {
       flags.seeds = 2;
       flags.subsets = 20;
@@ -208,10 +187,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   auto flags = ParseFlags(argc, argv);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(flags.status().message()).c_str());
-    return 2;
-  }
+  if (!flags.ok()) return FlagsErrorExit(flags.status());
   auto run = [&]() -> absl::Status {
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(const AdultData adult, LoadAdult(flags->datasets));
@@ -358,12 +334,7 @@ int Main(int argc, char** argv) {
     std::printf("%s\nwrote %s and %s\n", md.c_str(), flags->out.c_str(), flags->md.c_str());
     return absl::OkStatus();
   };
-  absl::Status status = run();
-  if (!status.ok()) {
-    std::fprintf(stderr, "em_adult: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunExit("em_adult", run());
 }
 
 }  // namespace

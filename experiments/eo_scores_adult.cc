@@ -48,6 +48,7 @@
 #include "core/postprocess/eo_scores.h"
 #include "core/postprocess/equalized_odds.h"
 #include "core/util/status_macros.h"
+#include "experiments/experiment_cli.h"
 #include "tests/server_process.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR
@@ -363,38 +364,22 @@ std::string EpsilonText(double eps) { return std::isinf(eps) ? "inf" : absl::Str
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> absl::StatusOr<std::string> {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
-      return std::string(argv[++i]);
-    };
+  FlagReader reader(argc, argv);
+  while (reader.Next()) {
+    const std::string& arg = reader.arg();
     if (arg == "--datasets") {
-      ASSIGN_OR_RETURN(flags.datasets, value());
+      ASSIGN_OR_RETURN(flags.datasets, reader.Value());
     } else if (arg == "--seeds" || arg == "--bins") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      int n = 0;
-      if (!absl::SimpleAtoi(v, &n) || n < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(arg, " must be a positive integer"));
-      }
-      (arg == "--seeds" ? flags.seeds : flags.bins) = n;
+      RETURN_IF_ERROR(reader.PositiveInteger(arg == "--seeds" ? &flags.seeds : &flags.bins));
     } else if (arg == "--gamma") {
-      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(std::string v, reader.Value());
       if (!absl::SimpleAtod(v, &flags.gamma) || !(flags.gamma >= 0)) {
         return absl::InvalidArgumentError("--gamma must be >= 0");
       }
     } else if (arg == "--epsilons") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      flags.epsilons.clear();
-      for (absl::string_view part : absl::StrSplit(v, ',')) {
-        double e = 0;
-        if (!absl::SimpleAtod(part, &e) || !(e > 0) || std::isinf(e)) {
-          return absl::InvalidArgumentError("--epsilons: finite values > 0");
-        }
-        flags.epsilons.push_back(e);
-      }
+      RETURN_IF_ERROR(reader.NumberList(&flags.epsilons, true));
     } else if (arg == "--out") {
-      ASSIGN_OR_RETURN(flags.out, value());
+      ASSIGN_OR_RETURN(flags.out, reader.Value());
     } else if (arg == "--quick") {
       flags.seeds = 2;
     } else {
@@ -406,10 +391,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   auto flags = ParseFlags(argc, argv);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(flags.status().message()).c_str());
-    return 2;
-  }
+  if (!flags.ok()) return FlagsErrorExit(flags.status());
   auto run = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(const Adult adult, LoadAdult(flags->datasets));
     ASSIGN_OR_RETURN(const Metrics base, Evaluate(adult.test.prediction, adult.test));
@@ -474,12 +456,7 @@ int Main(int argc, char** argv) {
         flags->out.c_str());
     return absl::OkStatus();
   };
-  absl::Status status = run();
-  if (!status.ok()) {
-    std::fprintf(stderr, "eo_scores_adult: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunExit("eo_scores_adult", run());
 }
 
 }  // namespace

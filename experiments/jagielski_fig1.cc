@@ -61,6 +61,7 @@
 #include "core/learn/fair_game.h"
 #include "core/learn/logistic_regression.h"
 #include "core/util/status_macros.h"
+#include "experiments/experiment_cli.h"
 #include "experiments/fair_learning_common.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR
@@ -377,48 +378,32 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::string& v) {
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> absl::StatusOr<std::string> {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
-      return std::string(argv[++i]);
-    };
+  FlagReader reader(argc, argv);
+  while (reader.Next()) {
+    const std::string& arg = reader.arg();
     auto number = [&](double* out) -> absl::Status {
-      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(std::string v, reader.Value());
       if (!absl::SimpleAtod(v, out) || !std::isfinite(*out) || *out < 0) {
         return absl::InvalidArgumentError(absl::StrCat(arg, " must be a finite number >= 0"));
       }
       return absl::OkStatus();
     };
     if (arg == "--datasets") {
-      ASSIGN_OR_RETURN(flags.datasets, value());
+      ASSIGN_OR_RETURN(flags.datasets, reader.Value());
     } else if (arg == "--out-dir") {
-      ASSIGN_OR_RETURN(flags.out_dir, value());
+      ASSIGN_OR_RETURN(flags.out_dir, reader.Value());
     } else if (arg == "--only") {
-      ASSIGN_OR_RETURN(flags.only, value());
+      ASSIGN_OR_RETURN(flags.only, reader.Value());
       if (flags.only != "communities" && flags.only != "adult") {
         return absl::InvalidArgumentError("--only communities|adult");
       }
     } else if (arg == "--seeds" || arg == "--adult-seeds") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      int n = 0;
-      if (!absl::SimpleAtoi(v, &n) || n < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(arg, " must be a positive integer"));
-      }
-      (arg == "--seeds" ? flags.seeds : flags.adult_seeds) = n;
+      RETURN_IF_ERROR(reader.PositiveInteger(arg == "--seeds" ? &flags.seeds : &flags.adult_seeds));
     } else if (arg == "--rounds") {
-      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(std::string v, reader.Value());
       ASSIGN_OR_RETURN(flags.rounds, ParseInts(v));
     } else if (arg == "--epsilons") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      flags.epsilons.clear();
-      for (absl::string_view part : absl::StrSplit(v, ',')) {
-        double e = 0;
-        if (!absl::SimpleAtod(part, &e) || !(e > 0) || std::isinf(e)) {
-          return absl::InvalidArgumentError("--epsilons: finite values > 0");
-        }
-        flags.epsilons.push_back(e);
-      }
+      RETURN_IF_ERROR(reader.NumberList(&flags.epsilons, true));
     } else if (arg == "--lambda-bound") {
       RETURN_IF_ERROR(number(&flags.lambda_bound));
     } else if (arg == "--learning-rate") {
@@ -444,10 +429,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   auto flags = ParseFlags(argc, argv);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(flags.status().message()).c_str());
-    return 2;
-  }
+  if (!flags.ok()) return FlagsErrorExit(flags.status());
   auto run = [&]() -> absl::Status {
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(VaultSession vault, StartVault("jagielski_fig1", "fig1-lab"));
@@ -492,12 +474,7 @@ int Main(int argc, char** argv) {
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return absl::OkStatus();
   };
-  absl::Status status = run();
-  if (!status.ok()) {
-    std::fprintf(stderr, "jagielski_fig1: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunExit("jagielski_fig1", run());
 }
 
 }  // namespace

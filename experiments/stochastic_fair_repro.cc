@@ -46,7 +46,6 @@
 //   [--tune [--tune-datasets adult,credit,parkinsons] [--tune-lambdas 0.5,1,2.5,5]
 //    [--grid-epochs L] [--grid-lr-theta L] [--grid-lr-w L] [--grid-w-radius L] [--grid-clip L]]
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -59,149 +58,26 @@
 #include "Eigen/Dense"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/csv.h"
-#include "client/model_apply.h"
 #include "core/learn/logistic_regression.h"
 #include "core/util/status_macros.h"
+#include "experiments/experiment_cli.h"
 #include "experiments/fair_learning_common.h"
+#include "experiments/stochastic_fair_runs.h"
+#include "experiments/stochastic_fair_settings.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR
 #error "FAIRVAULT_SOURCE_DIR must be defined by the build"
 #endif
 
-namespace fairvault::experiments {
+namespace fairvault::experiments::stochastic_fair {
 namespace {
 
 namespace learn = ::fairvault::core::learn;
-
-constexpr double kDelta = 1e-5;
-constexpr double kValidationFraction = 0.2;
-
-// A training configuration. DP-FERMI reads epochs..clip (clip_theta = clip_w = clip); PF-LD reads
-// epochs, batch, lr_theta, pfld_clip (C_p) and dual_lr.
-struct Config {
-  std::string name;
-  int epochs = 200;
-  int batch = 1024;  // 0: every train row (full batch)
-  double lr_theta = 0.005, lr_w = 0.01, w_radius = 1, clip = 1;
-  double pfld_clip = 10, dual_lr = 0.1;
-};
-
-// (a) The paper's defaults (ALGORITHMS.md §5, §6), which are also the vault's.
-Config PaperConfig() {
-  Config c;
-  c.name = "paper";
-  return c;
-}
-
-// (b) Chosen by --tune on validation rows (results/stochastic_fair_tuning.md): of the grid
-// 100 or 300 epochs × η_θ 0.3 or 1 × W radius 1 or 5 × clip norms 1 or 5, all with full batches
-// and η_w 0.1, the one with the lowest mean relative validation objective over Adult, Credit and
-// Parkinsons at λ ∈ {0.5, 1, 2.5, 5}, ε = 1. η_w is fixed a priori: W's ascent step on the batch
-// mean multiplies W by 1 − 2·η_w·λ·P(ŷ = j) (plus the data term), which grows in alternating
-// signs once η_w·λ·P(ŷ = j) > 1; η_w = 0.1 keeps it stable up to λ = 5 for any P(ŷ = j) <= 1
-// (as the paper's η_w = 0.01 does, ten times more slowly). PF-LD keeps its C_p and dual step.
-Config LargeBatchConfig() {
-  Config c;
-  c.name = "large_batch";
-  c.epochs = 100;
-  c.batch = 0;
-  c.lr_theta = 1;
-  c.lr_w = 0.1;
-  c.w_radius = 1;
-  c.clip = 1;
-  return c;
-}
-
-std::string BatchText(const Config& c) { return c.batch == 0 ? "all rows" : absl::StrCat(c.batch); }
-
-std::string Describe(const Config& c, bool pfld) {
-  if (pfld) {
-    return absl::StrFormat("%d epochs, batch %s, η_θ %g, C_p %g, dual step %g", c.epochs,
-                           BatchText(c), c.lr_theta, c.pfld_clip, c.dual_lr);
-  }
-  return absl::StrFormat("%d epochs, batch %s, η_θ %g, η_w %g, W radius %g, clip norms %g",
-                         c.epochs, BatchText(c), c.lr_theta, c.lr_w, c.w_radius, c.clip);
-}
-
-struct Setting {
-  std::string dataset;
-  bool eo = false;
-  bool pfld = false;
-  std::vector<double> lambdas;  // DP-FERMI's λ; PF-LD has none ({0} as a placeholder)
-
-  std::string Name() const {
-    return absl::StrCat(dataset, ", ", pfld ? "PF-LD" : "DP-FERMI", ", ",
-                        eo ? "equalized odds" : "demographic parity");
-  }
-  std::string Key() const {
-    return absl::StrCat(dataset, "-", eo ? "eo" : "dp", "-", pfld ? "pfld" : "fermi");
-  }
-};
-
-// The authors' numbers at ε = 1 (test error, violation): their released result files
-// (github.com/devanshgupta160/Stochastic-Differentially-Private-and-Fair-Learning at 1c4dc84,
-// Figures/*/final_eps_1_logistic-regression.pt and PFLD/*_eps_1_*.pt), means over 15 models.
-struct Reference {
-  const char* dataset;
-  bool eo, pfld;
-  double lambda, error, violation;
-};
-constexpr Reference kPaper[] = {
-    {"adult", false, false, 0, 0.158, 0.202},
-    {"adult", false, false, 0.25, 0.160, 0.142},
-    {"adult", false, false, 0.5, 0.166, 0.098},
-    {"adult", false, false, 0.75, 0.176, 0.046},
-    {"adult", false, false, 1, 0.187, 0.010},
-    {"credit", false, false, 0, 0.189, 0.021},
-    {"credit", false, false, 0.25, 0.190, 0.018},
-    {"credit", false, false, 0.5, 0.191, 0.015},
-    {"credit", false, false, 1, 0.193, 0.011},
-    {"credit", false, false, 1.5, 0.196, 0.007},
-    {"credit", false, false, 2, 0.200, 0.005},
-    {"parkinsons", false, false, 0, 0.047, 0.073},
-    {"parkinsons", false, false, 0.25, 0.050, 0.066},
-    {"parkinsons", false, false, 0.5, 0.059, 0.047},
-    {"parkinsons", false, false, 1, 0.086, 0.018},
-    {"adult", true, false, 0, 0.165, 0.229},
-    {"adult", true, false, 0.125, 0.170, 0.140},
-    {"adult", true, false, 0.25, 0.182, 0.034},
-    {"adult", true, false, 0.375, 0.234, 0.010},
-    {"adult", true, false, 0.5, 0.238, 0.002},
-    {"adult", false, true, 0, 0.183, 0.061},
-};
-
-const Reference* PaperValue(const Setting& s, double lambda) {
-  for (const Reference& r : kPaper) {
-    if (r.dataset == s.dataset && r.eo == s.eo && r.pfld == s.pfld && r.lambda == lambda) return &r;
-  }
-  return nullptr;
-}
-
-// The paper's λ grid for a setting and two larger values to show the trade-off.
-std::vector<double> DefaultLambdas(const Setting& s) {
-  if (s.pfld) return {0};
-  std::set<double> grid = {2.5, 5};
-  const std::string paper_set = s.dataset == "parkinsons_no_motor" ? "parkinsons" : s.dataset;
-  for (const Reference& r : kPaper) {
-    if (r.dataset == paper_set && r.eo == s.eo && !r.pfld) grid.insert(r.lambda);
-  }
-  return {grid.begin(), grid.end()};
-}
-
-std::vector<Setting> SuiteSettings() {
-  std::vector<Setting> out = {
-      {"adult", false, false, {}},      {"credit", false, false, {}},
-      {"parkinsons", false, false, {}}, {"parkinsons_no_motor", false, false, {}},
-      {"adult", true, false, {}},       {"adult", false, true, {}}};
-  for (Setting& s : out) s.lambdas = DefaultLambdas(s);
-  return out;
-}
 
 struct Flags {
   std::string datasets = std::string(FAIRVAULT_SOURCE_DIR) + "/../shared/datasets";
@@ -228,308 +104,50 @@ struct Flags {
                       grid_w_radius = {1, 5}, grid_clip = {1, 5};
 };
 
-// One job: what was asked and what came out.
-struct Row {
-  Setting setting;
-  Config config;
-  double epsilon = 0, lambda = 0;
-  int seed = 0;
-  DecisionMetrics m;
-  double objective = 0;  // tuning: CE + λ·ERMI on the validation rows
-  double z = 0;          // the noise multiplier (the charge's "steps" part)
-  double elapsed = 0;    // the job's own elapsed_seconds
-  std::string note;
-
-  double violation() const { return setting.eo ? m.eo_violation : m.dp_violation; }
-};
-
-// The validation objective of a binary model: mean cross-entropy + λ · ERMI, ERMI = Σ_{j,r}
-// P(ŷ=j, a=r)² / (P(ŷ=j) P(a=r)) − 1 on the soft predictions (demographic parity), or Σ_y P(y)
-// times the same among label y's rows (equalized odds: DP-FERMI's per-label W).
-double FermiObjective(const std::vector<double>& p, const LabeledRows& rows, double lambda,
-                      bool eo) {
-  const size_t n = p.size();
-  double ce = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double q = std::clamp(rows.y[i] == 1 ? p[i] : 1 - p[i], 1e-12, 1.0);
-    ce -= std::log(q);
-  }
-  ce /= static_cast<double>(n);
-  int k = 0;
-  for (int g : rows.group) k = std::max(k, g + 1);
-  double ermi = 0;
-  for (int block = 0; block < (eo ? 2 : 1); ++block) {
-    std::vector<double> group_rows(static_cast<size_t>(k), 0);
-    std::vector<std::array<double, 2>> joint(static_cast<size_t>(k), {0, 0});
-    std::array<double, 2> mass = {0, 0};
-    double m = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (eo && rows.y[i] != block) continue;
-      const auto g = static_cast<size_t>(rows.group[i]);
-      const std::array<double, 2> f = {1 - p[i], p[i]};
-      group_rows[g] += 1;
-      m += 1;
-      for (int j = 0; j < 2; ++j) {
-        joint[g][j] += f[j];
-        mass[j] += f[j];
-      }
-    }
-    if (m == 0) continue;
-    double chi = -1;
-    for (size_t g = 0; g < static_cast<size_t>(k); ++g) {
-      for (int j = 0; j < 2; ++j) {
-        if (group_rows[g] == 0 || mass[j] == 0) continue;
-        const double pj = mass[j] / m, pg = group_rows[g] / m, pjg = joint[g][j] / m;
-        chi += pjg * pjg / (pj * pg);
-      }
-    }
-    ermi += (m / static_cast<double>(n)) * chi;
-  }
-  return ce + lambda * ermi;
-}
-
-// Each row's decision and sigmoid under a one-logit network artifact.
-absl::Status Apply(const v1::FairModel& model, const Eigen::MatrixXd& x, std::vector<int>* pred,
-                   std::vector<double>* p) {
-  ASSIGN_OR_RETURN(client::FairModelApplier applier, client::FairModelApplier::Create(model));
-  if (!applier.is_network()) {
-    return absl::InternalError("a stochastic learner's artifact is a network");
-  }
-  pred->assign(static_cast<size_t>(x.rows()), 0);
-  p->assign(static_cast<size_t>(x.rows()), 0);
-  std::vector<double> row(static_cast<size_t>(x.cols()));
-  for (Eigen::Index r = 0; r < x.rows(); ++r) {
-    for (Eigen::Index j = 0; j < x.cols(); ++j) row[static_cast<size_t>(j)] = x(r, j);
-    ASSIGN_OR_RETURN(client::ModelPrediction out, applier.Predict(row, nullptr));
-    (*pred)[static_cast<size_t>(r)] = out.decision;
-    (*p)[static_cast<size_t>(r)] = out.p_positive;
-  }
-  return absl::OkStatus();
-}
-
-// A data set in the vault: its rows there (train, or the tuning part of train) and the rows the
-// models are scored on (test, or the validation rows).
-struct Uploaded {
-  FairDataset data;
-  LabeledRows fit, eval;
-  std::string handle;
-  std::vector<std::string> features;
-};
-
-absl::Status Upload(VaultSession& vault, double grant, Uploaded* u) {
-  const auto n = static_cast<int>(u->fit.y.size());
-  std::vector<std::string> keys;
-  for (int i = 0; i < n; ++i) keys.push_back(absl::StrCat(u->data.name, "-", i));
-  RETURN_IF_ERROR(AddDataset(vault, u->data.name, u->data.attribute, u->data.categories, keys,
-                             u->fit.group, grant, kDelta));
-  std::vector<std::string> names;
-  std::vector<std::vector<double>> columns;
-  for (Eigen::Index j = 0; j < u->fit.x.cols(); ++j) {
-    names.push_back(absl::StrCat("f", j));
-    const Eigen::VectorXd col = u->fit.x.col(j);
-    columns.emplace_back(col.data(), col.data() + col.size());
-  }
-  u->features = names;
-  names.push_back("label");
-  columns.emplace_back(u->fit.y.begin(), u->fit.y.end());
-  ASSIGN_OR_RETURN(u->handle, UploadNumeric(vault, u->data.name, keys, names, columns));
-  return absl::OkStatus();
-}
-
-v1::FitFairModelRequest MakeRequest(const Row& r, const Uploaded& u) {
-  v1::FitFairModelRequest req;
-  req.set_idempotency_key(absl::StrCat(r.setting.Key(), "-", r.config.name, "-", r.epsilon, "-",
-                                       r.lambda, "-", r.seed));
-  req.set_table_handle(u.handle);
-  req.set_algorithm(r.setting.pfld ? v1::FAIR_MODEL_ALGORITHM_PF_LD
-                                   : v1::FAIR_MODEL_ALGORITHM_DP_FERMI);
-  for (const auto& f : u.features) req.add_feature_columns(f);
-  req.set_label_column("label");
-  req.set_epsilon(r.epsilon);
-  req.set_model(v1::MODEL_FAMILY_LOGISTIC_REGRESSION);
-  req.set_fairness(r.setting.eo ? v1::FAIRNESS_NOTION_EQUALIZED_ODDS
-                                : v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY);
-  const Config& c = r.config;
-  req.set_epochs(c.epochs);
-  req.set_batch_size(c.batch == 0 ? static_cast<int>(u.fit.y.size()) : c.batch);
-  req.set_lr_theta(c.lr_theta);
-  if (r.setting.pfld) {
-    req.set_clip_theta(c.pfld_clip);
-    req.set_dual_lr(c.dual_lr);
-  } else {
-    req.set_lr_w(c.lr_w);
-    req.set_w_radius(c.w_radius);
-    req.set_clip_theta(c.clip);
-    req.set_clip_w(c.clip);
-    req.set_fairness_lambda(r.lambda);
-  }
-  return req;
-}
-
-// Runs the rows' jobs (in groups, printing progress) and scores each model on its data set's
-// evaluation rows.
-absl::Status RunRows(VaultSession& vault, std::map<std::string, Uploaded>& data, bool objective,
-                     std::vector<Row>& rows) {
-  const auto start = std::chrono::steady_clock::now();
-  constexpr size_t kGroup = 6;
-  for (size_t first = 0; first < rows.size(); first += kGroup) {
-    const size_t last = std::min(rows.size(), first + kGroup);
-    std::vector<v1::FitFairModelRequest> reqs;
-    for (size_t i = first; i < last; ++i) {
-      reqs.push_back(MakeRequest(rows[i], data.at(rows[i].setting.dataset)));
-    }
-    std::vector<JobRun> runs;
-    // One at a time: the server has one job worker, and each job's time is then its own.
-    ASSIGN_OR_RETURN(auto models, RunJobs(vault, reqs, 1, &runs));
-    for (size_t i = first; i < last; ++i) {
-      const absl::StatusOr<v1::FairModel>& model = models[i - first];
-      RETURN_IF_ERROR(model.status());
-      Row& r = rows[i];
-      const Uploaded& u = data.at(r.setting.dataset);
-      std::vector<int> pred;
-      std::vector<double> p;
-      RETURN_IF_ERROR(Apply(*model, u.eval.x, &pred, &p));
-      r.m = ScoreDecisions(pred, u.eval.y, u.eval.group);
-      if (objective) r.objective = FermiObjective(p, u.eval, r.lambda, r.setting.eo);
-      const v1::Cost& cost = runs[i - first].submitted.charge().cost();
-      r.z = cost.parts_size() > 1 ? cost.parts(1).noise_scale() : 0;
-      r.elapsed = runs[i - first].finished.elapsed_seconds();
-      r.note = model->notes_size() > 0 ? model->notes(0) : "";
-    }
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const Row& r = rows[last - 1];
-    std::fprintf(stderr,
-                 "[%4.0f s] %zu/%zu jobs; last: %s, %s, eps %g, lambda %g, seed %d: error %.4f "
-                 "violation %.4f z %.4g (%.1f s)\n",
-                 secs, last, rows.size(), r.setting.Name().c_str(), r.config.name.c_str(),
-                 r.epsilon, r.lambda, r.seed, r.m.error, r.violation(), r.z, r.elapsed);
-  }
-  return absl::OkStatus();
-}
-
-std::string Cell(const std::vector<const Row*>& rows) {
-  if (rows.empty()) return "";
-  std::vector<double> err, vio;
-  for (const Row* r : rows) {
-    err.push_back(r->m.error);
-    vio.push_back(r->violation());
-  }
-  const MeanStd e = Summarize(err), v = Summarize(vio);
-  if (rows.size() == 1) return absl::StrFormat("%.3f / %.3f", e.mean, v.mean);
-  return absl::StrFormat("%.3f ± %.3f / %.3f ± %.3f", e.mean, e.std, v.mean, v.std);
-}
-
-std::vector<const Row*> Select(const std::vector<Row>& rows, const Setting& s,
-                               const std::string& config, double eps, double lambda) {
-  std::vector<const Row*> out;
-  for (const Row& r : rows) {
-    if (r.setting.Key() == s.Key() && r.config.name == config && r.epsilon == eps &&
-        r.lambda == lambda) {
-      out.push_back(&r);
-    }
-  }
-  return out;
-}
-
-std::string CsvOf(const std::vector<Row>& rows, bool objective) {
-  std::string csv = absl::StrCat(
-      "dataset,fairness,algorithm,config,epsilon,lambda,seed,error,dp_violation,eo_violation,"
-      "positive_rate,",
-      objective ? "objective," : "", "noise_multiplier,job_seconds,config_detail\n");
-  for (const Row& r : rows) {
-    absl::StrAppend(
-        &csv,
-        absl::StrFormat("%s,%s,%s,%s,%g,%g,%d,%.6f,%.6f,%.6f,%.6f,", r.setting.dataset,
-                        r.setting.eo ? "eo" : "dp", r.setting.pfld ? "pf_ld" : "dp_fermi",
-                        r.config.name, r.epsilon, r.lambda, r.seed, r.m.error, r.m.dp_violation,
-                        r.m.eo_violation, r.m.positive_rate),
-        objective ? absl::StrFormat("%.6f,", r.objective) : "",
-        absl::StrFormat("%.6g,%.3f,\"%s\"\n", r.z, r.elapsed, Describe(r.config, r.setting.pfld)));
-  }
-  return csv;
-}
-
-absl::StatusOr<std::vector<double>> ParseList(const std::string& arg, const std::string& v,
-                                              bool positive) {
-  std::vector<double> out;
-  for (absl::string_view part : absl::StrSplit(v, ',')) {
-    double x = 0;
-    if (!absl::SimpleAtod(part, &x) || !std::isfinite(x) || x < 0 || (positive && x == 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(arg, ": finite numbers", positive ? " > 0" : " >= 0"));
-    }
-    out.push_back(x);
-  }
-  return out;
-}
-
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> absl::StatusOr<std::string> {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
-      return std::string(argv[++i]);
-    };
-    auto integer = [&](int* out, int min) -> absl::Status {
-      ASSIGN_OR_RETURN(std::string v, value());
-      if (!absl::SimpleAtoi(v, out) || *out < min) {
-        return absl::InvalidArgumentError(absl::StrCat(arg, " must be an integer >= ", min));
-      }
-      return absl::OkStatus();
-    };
-    auto list = [&](std::vector<double>* out, bool positive) -> absl::Status {
-      ASSIGN_OR_RETURN(std::string v, value());
-      ASSIGN_OR_RETURN(*out, ParseList(arg, v, positive));
-      return absl::OkStatus();
-    };
-    auto number = [&](double* out, bool positive) -> absl::Status {
-      std::vector<double> v;
-      RETURN_IF_ERROR(list(&v, positive));
-      if (v.size() != 1) return absl::InvalidArgumentError(absl::StrCat(arg, ": one number"));
-      *out = v[0];
-      return absl::OkStatus();
-    };
+  FlagReader reader(argc, argv);
+  while (reader.Next()) {
+    const std::string& arg = reader.arg();
     if (arg == "--datasets") {
-      ASSIGN_OR_RETURN(flags.datasets, value());
+      ASSIGN_OR_RETURN(flags.datasets, reader.Value());
     } else if (arg == "--out-dir") {
-      ASSIGN_OR_RETURN(flags.out_dir, value());
+      ASSIGN_OR_RETURN(flags.out_dir, reader.Value());
     } else if (arg == "--seeds") {
-      RETURN_IF_ERROR(integer(&flags.seeds, 1));
+      RETURN_IF_ERROR(reader.Integer(&flags.seeds, 1));
     } else if (arg == "--split-seed") {
       int seed = 0;
-      RETURN_IF_ERROR(integer(&seed, 0));
+      RETURN_IF_ERROR(reader.Integer(&seed, 0));
       flags.split_seed = static_cast<uint64_t>(seed);
     } else if (arg == "--epsilon") {
-      RETURN_IF_ERROR(number(&flags.epsilon, true));
+      RETURN_IF_ERROR(reader.Number(&flags.epsilon, true));
     } else if (arg == "--reference-epsilon") {
-      RETURN_IF_ERROR(number(&flags.reference_epsilon, false));
+      RETURN_IF_ERROR(reader.Number(&flags.reference_epsilon, false));
     } else if (arg == "--reference-seeds") {
-      RETURN_IF_ERROR(integer(&flags.reference_seeds, 1));
+      RETURN_IF_ERROR(reader.Integer(&flags.reference_seeds, 1));
     } else if (arg == "--quick") {
       flags.quick = true;
     } else if (arg == "--suite") {
       flags.single = false;
     } else if (arg == "--dataset") {
-      ASSIGN_OR_RETURN(flags.setting.dataset, value());
+      ASSIGN_OR_RETURN(flags.setting.dataset, reader.Value());
       flags.single = true;
     } else if (arg == "--fairness") {
-      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(std::string v, reader.Value());
       if (v != "dp" && v != "eo") return absl::InvalidArgumentError("--fairness: dp or eo");
       flags.setting.eo = v == "eo";
       flags.single = true;
     } else if (arg == "--algorithm") {
-      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(std::string v, reader.Value());
       if (v != "dp_fermi" && v != "pf_ld") {
         return absl::InvalidArgumentError("--algorithm: dp_fermi or pf_ld");
       }
       flags.setting.pfld = v == "pf_ld";
       flags.single = true;
     } else if (arg == "--lambdas") {
-      RETURN_IF_ERROR(list(&flags.lambdas, false));
+      RETURN_IF_ERROR(reader.NumberList(&flags.lambdas, false));
     } else if (arg == "--configs") {
-      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(std::string v, reader.Value());
       flags.configs = absl::StrSplit(v, ',');
       for (const auto& c : flags.configs) {
         if (c != "paper" && c != "large_batch") {
@@ -537,44 +155,44 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
         }
       }
     } else if (arg == "--epochs") {
-      RETURN_IF_ERROR(integer(&flags.custom_config.epochs, 1));
+      RETURN_IF_ERROR(reader.Integer(&flags.custom_config.epochs, 1));
       flags.custom = true;
     } else if (arg == "--batch") {
-      RETURN_IF_ERROR(integer(&flags.custom_config.batch, 0));
+      RETURN_IF_ERROR(reader.Integer(&flags.custom_config.batch, 0));
       flags.custom = true;
     } else if (arg == "--lr-theta") {
-      RETURN_IF_ERROR(number(&flags.custom_config.lr_theta, true));
+      RETURN_IF_ERROR(reader.Number(&flags.custom_config.lr_theta, true));
       flags.custom = true;
     } else if (arg == "--lr-w") {
-      RETURN_IF_ERROR(number(&flags.custom_config.lr_w, true));
+      RETURN_IF_ERROR(reader.Number(&flags.custom_config.lr_w, true));
       flags.custom = true;
     } else if (arg == "--w-radius") {
-      RETURN_IF_ERROR(number(&flags.custom_config.w_radius, true));
+      RETURN_IF_ERROR(reader.Number(&flags.custom_config.w_radius, true));
       flags.custom = true;
     } else if (arg == "--clip") {
-      RETURN_IF_ERROR(number(&flags.custom_config.clip, true));
+      RETURN_IF_ERROR(reader.Number(&flags.custom_config.clip, true));
       flags.custom_config.pfld_clip = flags.custom_config.clip;
       flags.custom = true;
     } else if (arg == "--dual-lr") {
-      RETURN_IF_ERROR(number(&flags.custom_config.dual_lr, true));
+      RETURN_IF_ERROR(reader.Number(&flags.custom_config.dual_lr, true));
       flags.custom = true;
     } else if (arg == "--tune") {
       flags.tune = true;
     } else if (arg == "--tune-datasets") {
-      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(std::string v, reader.Value());
       flags.tune_datasets = absl::StrSplit(v, ',');
     } else if (arg == "--tune-lambdas") {
-      RETURN_IF_ERROR(list(&flags.tune_lambdas, false));
+      RETURN_IF_ERROR(reader.NumberList(&flags.tune_lambdas, false));
     } else if (arg == "--grid-epochs") {
-      RETURN_IF_ERROR(list(&flags.grid_epochs, true));
+      RETURN_IF_ERROR(reader.NumberList(&flags.grid_epochs, true));
     } else if (arg == "--grid-lr-theta") {
-      RETURN_IF_ERROR(list(&flags.grid_lr_theta, true));
+      RETURN_IF_ERROR(reader.NumberList(&flags.grid_lr_theta, true));
     } else if (arg == "--grid-lr-w") {
-      RETURN_IF_ERROR(list(&flags.grid_lr_w, true));
+      RETURN_IF_ERROR(reader.NumberList(&flags.grid_lr_w, true));
     } else if (arg == "--grid-w-radius") {
-      RETURN_IF_ERROR(list(&flags.grid_w_radius, true));
+      RETURN_IF_ERROR(reader.NumberList(&flags.grid_w_radius, true));
     } else if (arg == "--grid-clip") {
-      RETURN_IF_ERROR(list(&flags.grid_clip, true));
+      RETURN_IF_ERROR(reader.NumberList(&flags.grid_clip, true));
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
     }
@@ -584,34 +202,6 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     flags.configs = {"custom"};
   }
   return flags;
-}
-
-absl::StatusOr<std::map<std::string, Uploaded>> LoadAll(const std::set<std::string>& names,
-                                                        const Flags& flags) {
-  std::map<std::string, Uploaded> out;
-  for (const std::string& name : names) {
-    Uploaded u;
-    ASSIGN_OR_RETURN(u.data, LoadFairDataset(name, flags.datasets, flags.split_seed));
-    if (flags.tune) {
-      const auto [fit, validation] = SplitIndices(static_cast<int>(u.data.train.y.size()),
-                                                  kValidationFraction, flags.split_seed);
-      u.fit = TakeRows(u.data.train, fit);
-      u.eval = TakeRows(u.data.train, validation);
-    } else {
-      u.fit = u.data.train;
-      u.eval = u.data.test;
-    }
-    out.emplace(name, std::move(u));
-  }
-  return out;
-}
-
-double GrantFor(const std::vector<Row>& rows, const std::string& dataset) {
-  double grant = 1;
-  for (const Row& r : rows) {
-    if (r.setting.dataset == dataset) grant += 2 * r.epsilon;
-  }
-  return grant;
 }
 
 // --tune: every grid configuration on the validation rows; writes stochastic_fair_tuning.*.
@@ -638,7 +228,7 @@ absl::Status Tune(const Flags& flags) {
     }
   }
   const std::set<std::string> names(flags.tune_datasets.begin(), flags.tune_datasets.end());
-  ASSIGN_OR_RETURN(auto data, LoadAll(names, flags));
+  ASSIGN_OR_RETURN(auto data, LoadAll(names, flags.datasets, flags.split_seed, flags.tune));
   std::vector<Row> rows;
   for (const Config& cfg : grid) {
     for (const std::string& name : flags.tune_datasets) {
@@ -758,7 +348,7 @@ absl::Status Reproduce(const Flags& flags) {
 
   std::set<std::string> names;
   for (const Setting& s : settings) names.insert(s.dataset);
-  ASSIGN_OR_RETURN(auto data, LoadAll(names, flags));
+  ASSIGN_OR_RETURN(auto data, LoadAll(names, flags.datasets, flags.split_seed, flags.tune));
   std::vector<Row> rows;
   for (const Setting& s : settings) {
     for (const Config& c : configs) {
@@ -865,20 +455,14 @@ absl::Status Reproduce(const Flags& flags) {
 }
 
 int Main(int argc, char** argv) {
-  auto flags = ParseFlags(argc, argv);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(flags.status().message()).c_str());
-    return 2;
-  }
-  const absl::Status status = flags->tune ? Tune(*flags) : Reproduce(*flags);
-  if (!status.ok()) {
-    std::fprintf(stderr, "stochastic_fair_repro: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return ExperimentMain("stochastic_fair_repro", ParseFlags(argc, argv), [](const Flags& flags) {
+    return flags.tune ? Tune(flags) : Reproduce(flags);
+  });
 }
 
 }  // namespace
-}  // namespace fairvault::experiments
+}  // namespace fairvault::experiments::stochastic_fair
 
-int main(int argc, char** argv) { return fairvault::experiments::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return fairvault::experiments::stochastic_fair::Main(argc, argv);
+}

@@ -48,18 +48,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <functional>
-#include <limits>
-#include <map>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "Eigen/Dense"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -67,237 +61,19 @@
 #include "client/csv.h"
 #include "core/learn/logistic_regression.h"
 #include "core/util/status_macros.h"
+#include "experiments/experiment_cli.h"
 #include "experiments/fair_learning_common.h"
+#include "experiments/tradeoff_adult_arms.h"
+#include "experiments/tradeoff_adult_report.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR
 #error "FAIRVAULT_SOURCE_DIR must be defined by the build"
 #endif
 
-namespace fairvault::experiments {
+namespace fairvault::experiments::tradeoff {
 namespace {
 
 namespace learn = ::fairvault::core::learn;
-
-constexpr double kDelta = 1e-5;
-constexpr double kInf = std::numeric_limits<double>::infinity();
-// The validation split: a fixed shuffle of adult.data, the last share of it held out.
-constexpr uint64_t kValidationShuffleSeed = 20231123;
-
-// DP-FERMI's and PF-LD's schedule and steps (FitFairModelRequest fields 19-31).
-struct Schedule {
-  int epochs = 300;
-  int batch = 0;  // 0: all rows (full batch)
-  double lr_theta = 1, lr_w = 0.1, w_radius = 5;
-  double clip = 1;       // DP-FERMI: clip_theta = clip_w
-  double pfld_clip = 5;  // PF-LD: C_p (clip_theta)
-  double dual_lr = 0.1;
-
-  std::string Describe(bool pfld) const {
-    const std::string batch_text = batch == 0 ? "full batch" : absl::StrCat("batch ", batch);
-    if (pfld) {
-      return absl::StrFormat("%d epochs, %s, η_θ %g, C_p %g, dual step %g", epochs, batch_text,
-                             lr_theta, pfld_clip, dual_lr);
-    }
-    return absl::StrFormat("%d epochs, %s, η_θ %g, η_w %g, W radius %g, clips %g", epochs,
-                           batch_text, lr_theta, lr_w, w_radius, clip);
-  }
-};
-
-struct Flags {
-  std::string datasets = std::string(FAIRVAULT_SOURCE_DIR) + "/../shared/datasets";
-  std::string out_dir = ".";
-  int seeds = 5;
-  std::vector<double> epsilons = {0.5, 1, 3, 9};
-  std::vector<double> lambdas = {0, 1, 2.5, 5};
-  Schedule schedule;
-  int oracle_rounds = 0;  // 0: the vault's default (100)
-  bool validate = false;
-  double validation_share = 0.2;
-  std::vector<std::string> variations;  // --validate: the variations to run (empty: all)
-  bool quick = false;
-  // Which flags were given (--validate keeps them and varies the rest).
-  bool epsilons_given = false, lambdas_given = false, seeds_given = false;
-};
-
-enum class Method { kFermi, kPfld, kOracle, kPost, kBase };
-
-// One learner configuration: a series of the sweep.
-struct Arm {
-  Method method;
-  double lambda = 0;  // DP-FERMI's fairness weight
-  Schedule schedule;
-  std::string config;  // --validate: the variation's name
-  std::string Series(int oracle_rounds) const {
-    switch (method) {
-      case Method::kFermi:
-        return absl::StrCat("DP-FERMI λ=", lambda);
-      case Method::kPfld:
-        return "PF-LD";
-      case Method::kOracle:
-        return absl::StrCat("DP-oracle learner T=", oracle_rounds == 0 ? 100 : oracle_rounds);
-      case Method::kPost:
-        return "EO post-processor";
-      case Method::kBase:
-        break;
-    }
-    return "logistic regression (non-private)";
-  }
-  const char* Name() const {
-    switch (method) {
-      case Method::kFermi:
-        return "dp_fermi";
-      case Method::kPfld:
-        return "pf_ld";
-      case Method::kOracle:
-        return "dp_oracle_learner";
-      case Method::kPost:
-        return "eo_postprocessor";
-      case Method::kBase:
-        break;
-    }
-    return "logistic_regression";
-  }
-};
-
-struct Row {
-  size_t arm = 0;
-  double epsilon = 0;
-  int seed = 0;
-  Metrics m;
-  double z = 0;        // DP-FERMI / PF-LD: the steps' noise multiplier from the charge
-  double elapsed = 0;  // the job's own elapsed_seconds
-};
-
-// Two-sided 95% quantile of Student's t with df degrees of freedom (df >= 1).
-double TQuantile95(int df) {
-  static constexpr double kTable[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
-                                      2.306,  2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-                                      2.131,  2.120, 2.110, 2.101, 2.093, 2.086};
-  if (df <= 20) return kTable[std::max(df, 1) - 1];
-  return 1.96 + 2.4 / df;  // within 0.003 of the exact quantile for df > 20
-}
-
-// Mean and the half width of its 95% t-interval (0 for fewer than two values).
-std::pair<double, double> MeanAndHalfWidth(const std::vector<double>& v) {
-  const MeanStd s = Summarize(v);
-  if (v.size() < 2) return {s.mean, 0};
-  const double n = static_cast<double>(v.size());
-  const double sample_sd = s.std * std::sqrt(n / (n - 1));
-  return {s.mean, TQuantile95(static_cast<int>(v.size()) - 1) * sample_sd / std::sqrt(n)};
-}
-
-// The evaluation: a company table on `train`, metrics on `eval` (adult.test, or the validation
-// rows under --validate).
-struct Split {
-  LabeledRows train, eval;
-  std::vector<std::string> train_keys;
-  std::string eval_name;
-};
-
-absl::StatusOr<Split> MakeSplit(const AdultData& adult, const Flags& flags) {
-  Split split;
-  const auto n = static_cast<int>(adult.train.y.size());
-  std::vector<int> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  if (!flags.validate) {
-    split.train = adult.train;
-    split.eval = adult.test;
-    split.eval_name = "adult.test";
-  } else {
-    std::mt19937_64 shuffle(kValidationShuffleSeed);
-    std::shuffle(order.begin(), order.end(), shuffle);
-    const auto held = static_cast<size_t>(std::round(flags.validation_share * n));
-    std::vector<int> train_idx(order.begin(), order.end() - static_cast<long>(held));
-    std::vector<int> eval_idx(order.end() - static_cast<long>(held), order.end());
-    std::sort(train_idx.begin(), train_idx.end());
-    std::sort(eval_idx.begin(), eval_idx.end());
-    auto take = [&adult](const std::vector<int>& idx) {
-      LabeledRows out;
-      out.x.resize(static_cast<Eigen::Index>(idx.size()), adult.train.x.cols());
-      for (size_t i = 0; i < idx.size(); ++i) {
-        out.x.row(static_cast<Eigen::Index>(i)) = adult.train.x.row(idx[i]);
-        out.y.push_back(adult.train.y[static_cast<size_t>(idx[i])]);
-        out.group.push_back(adult.train.group[static_cast<size_t>(idx[i])]);
-      }
-      return out;
-    };
-    split.train = take(train_idx);
-    split.eval = take(eval_idx);
-    order = train_idx;
-    split.eval_name =
-        absl::StrFormat("validation rows (%.0f%% of adult.data)", 100 * flags.validation_share);
-  }
-  for (size_t i = 0; i < split.train.y.size(); ++i) {
-    split.train_keys.push_back(absl::StrCat("adult-", order[i]));
-  }
-  return split;
-}
-
-// The --validate variations: one change each from the flags' schedule, for DP-FERMI (at each
-// λ), PF-LD or both.
-struct Variation {
-  std::string id, name;
-  std::function<void(Schedule&)> change;
-  bool fermi, pfld;
-};
-
-const std::vector<Variation>& Variations() {
-  static const std::vector<Variation>* const kVariations = new std::vector<Variation>{
-      {"chosen", "chosen", [](Schedule&) {}, true, true},
-      {"lr_theta_div3", "η_θ ÷ 3", [](Schedule& s) { s.lr_theta /= 3; }, true, true},
-      {"lr_theta_x3", "η_θ × 3", [](Schedule& s) { s.lr_theta *= 3; }, true, true},
-      {"lr_w_div10", "η_w ÷ 10", [](Schedule& s) { s.lr_w /= 10; }, true, false},
-      {"w_radius_1", "W radius 1", [](Schedule& s) { s.w_radius = 1; }, true, false},
-      {"clips_x5", "clips × 5",
-       [](Schedule& s) {
-         s.clip *= 5;
-         s.pfld_clip *= 5;
-       },
-       true, true},
-      {"epochs_div3", "epochs ÷ 3", [](Schedule& s) { s.epochs = std::max(1, s.epochs / 3); }, true,
-       true},
-      {"batch_4096", "batch 4096", [](Schedule& s) { s.batch = 4096; }, true, true},
-      {"dual_div10", "dual step ÷ 10", [](Schedule& s) { s.dual_lr /= 10; }, false, true},
-      {"dual_x10", "dual step × 10", [](Schedule& s) { s.dual_lr *= 10; }, false, true},
-      {"pfld_paper", "PF-LD paper C_p 10, η_θ 0.005, batch 1024",
-       [](Schedule& s) {
-         s.pfld_clip = 10;
-         s.lr_theta = 0.005;
-         s.batch = 1024;
-       },
-       false, true},
-  };
-  return *kVariations;
-}
-
-// The arms: the learners of the trade-off, or under --validate the variations of the schedule
-// (one change at a time from --epochs ... --dual-lr) for DP-FERMI at each λ and PF-LD.
-std::vector<Arm> MakeArms(const Flags& flags) {
-  std::vector<Arm> arms;
-  const Schedule& base = flags.schedule;
-  auto add_stochastic = [&](const Schedule& s, const std::string& config, bool fermi, bool pfld) {
-    if (fermi) {
-      for (double lambda : flags.lambdas) arms.push_back({Method::kFermi, lambda, s, config});
-    }
-    if (pfld) arms.push_back({Method::kPfld, 0, s, config});
-  };
-  if (!flags.validate) {
-    add_stochastic(base, "", true, true);
-    arms.push_back({Method::kOracle, 0, base, ""});
-    arms.push_back({Method::kPost, 0, base, ""});
-    return arms;
-  }
-  for (const Variation& v : Variations()) {
-    if (!flags.variations.empty() && std::find(flags.variations.begin(), flags.variations.end(),
-                                               v.id) == flags.variations.end()) {
-      continue;
-    }
-    Schedule s = base;
-    v.change(s);
-    add_stochastic(s, v.name, v.fermi, v.pfld);
-  }
-  return arms;
-}
 
 v1::FitFairModelRequest JobRequest(const Arm& arm, const Flags& flags, const std::string& handle,
                                    const std::vector<std::string>& features, int64_t rows,
@@ -332,13 +108,6 @@ v1::FitFairModelRequest JobRequest(const Arm& arm, const Flags& flags, const std
   }
   return req;
 }
-
-struct Results {
-  std::vector<Arm> arms;  // the flags' arms, then the references
-  std::vector<Row> rows;
-  size_t base_arm = 0, post_arm = 0;
-  bool has_post = false;
-};
 
 absl::StatusOr<Results> RunArms(VaultSession& vault, const Split& split, const Flags& flags) {
   Results out;
@@ -433,153 +202,6 @@ absl::StatusOr<Results> RunArms(VaultSession& vault, const Split& split, const F
   return out;
 }
 
-std::vector<const Row*> RowsOf(const Results& res, size_t arm, double eps) {
-  std::vector<const Row*> rows;
-  for (const Row& r : res.rows) {
-    if (r.arm == arm && (r.epsilon == eps || (std::isinf(r.epsilon) && std::isinf(eps)))) {
-      rows.push_back(&r);
-    }
-  }
-  return rows;
-}
-
-std::string MeanStdText(const std::vector<const Row*>& rows,
-                        const std::function<double(const Row&)>& get) {
-  std::vector<double> v;
-  for (const Row* r : rows) v.push_back(get(*r));
-  const MeanStd s = Summarize(v);
-  return v.size() > 1 ? absl::StrFormat("%.3f ± %.3f", s.mean, s.std)
-                      : absl::StrFormat("%.3f", s.mean);
-}
-
-std::string PerSeedCsv(const Results& res, const Flags& flags) {
-  std::string csv =
-      "method,series,config,epsilon,seed,error,dp_violation,eo_violation,noise_multiplier,"
-      "job_seconds\n";
-  for (const Row& r : res.rows) {
-    const Arm& arm = res.arms[r.arm];
-    absl::StrAppend(&csv, arm.Name(), ",", arm.Series(flags.oracle_rounds), ",\"", arm.config,
-                    "\",", EpsilonText(r.epsilon), ",", r.seed, ",",
-                    absl::StrFormat("%.6f,%.6f,%.6f,%.6g,%.3f\n", r.m.error, r.m.dp_violation,
-                                    r.m.violation, r.z, r.elapsed));
-  }
-  return csv;
-}
-
-// The `fairvault report sweep` input: per series and ε the mean over seeds, with the 95%
-// t-interval of the mean where there are several seeds; violation = DP (dp) or EO (!dp).
-std::string SweepCsv(const Results& res, const Flags& flags, bool dp) {
-  std::string csv = "series,epsilon,error,violation,error_lo,error_hi,violation_lo,violation_hi\n";
-  std::vector<double> order = flags.epsilons;
-  order.push_back(kInf);
-  for (size_t a = 0; a < res.arms.size(); ++a) {
-    for (double eps : order) {
-      const std::vector<const Row*> rows = RowsOf(res, a, eps);
-      if (rows.empty()) continue;
-      std::vector<double> err, vio;
-      for (const Row* r : rows) {
-        err.push_back(r->m.error);
-        vio.push_back(dp ? r->m.dp_violation : r->m.violation);
-      }
-      const auto [e, e_half] = MeanAndHalfWidth(err);
-      const auto [v, v_half] = MeanAndHalfWidth(vio);
-      absl::StrAppend(&csv, res.arms[a].Series(flags.oracle_rounds), ",", EpsilonText(eps), ",",
-                      absl::StrFormat("%.6f,%.6f", e, v));
-      if (rows.size() > 1) {
-        absl::StrAppend(&csv, absl::StrFormat(",%.6f,%.6f,%.6f,%.6f\n", e - e_half, e + e_half,
-                                              std::max(0.0, v - v_half), v + v_half));
-      } else {
-        absl::StrAppend(&csv, ",,,,\n");
-      }
-    }
-  }
-  return csv;
-}
-
-std::string TradeoffMarkdown(const Split& split, const Flags& flags, const Results& res,
-                             double seconds) {
-  std::string md = absl::StrFormat(
-      "### Privacy / fairness trade-off on Adult (sex) (%d train rows, %d test rows, %d "
-      "features + intercept; %d seed%s; grant δ = %g)\n\n",
-      static_cast<int>(split.train.y.size()), static_cast<int>(split.eval.y.size()),
-      static_cast<int>(split.train.x.cols()), flags.seeds, flags.seeds == 1 ? "" : "s", kDelta);
-  absl::StrAppend(
-      &md, "DP-FERMI and PF-LD: logistic regression, demographic parity, ",
-      flags.schedule.Describe(false), " (PF-LD: ", flags.schedule.Describe(true),
-      "), marginals share 0.1. DP-oracle learner: the vault's defaults",
-      flags.oracle_rounds == 0 ? "" : absl::StrCat(" but T = ", flags.oracle_rounds),
-      " (T = 100, B = 1, η = 1, γ = 0, no clipping, masses share 0.1; equalized odds). EO "
-      "post-processor: the logistic regression's 0/1 predictions, γ = 0, min_group_count 0. "
-      "Each is one release of ε. Test error, demographic-parity (DP) and equalized-odds (EO) "
-      "violation on adult.test, mean ± population std over seeds; z = DP-FERMI's / PF-LD's noise "
-      "multiplier; job time = the job's elapsed_seconds (mean).\n\n",
-      "| method | ε | error | DP violation | EO violation | z | job time (s) |\n",
-      "|---|---|---|---|---|---|---|\n");
-  std::vector<double> order = flags.epsilons;
-  order.push_back(kInf);
-  for (size_t a = 0; a < res.arms.size(); ++a) {
-    for (double eps : order) {
-      const std::vector<const Row*> rows = RowsOf(res, a, eps);
-      if (rows.empty()) continue;
-      const bool stochastic =
-          res.arms[a].method == Method::kFermi || res.arms[a].method == Method::kPfld;
-      const bool job = stochastic || res.arms[a].method == Method::kOracle;
-      std::vector<double> secs;
-      for (const Row* r : rows) secs.push_back(r->elapsed);
-      absl::StrAppend(&md, "| ", res.arms[a].Series(flags.oracle_rounds), " | ",
-                      std::isinf(eps) ? "∞ (no noise)" : EpsilonText(eps), " | ",
-                      MeanStdText(rows, [](const Row& r) { return r.m.error; }), " | ",
-                      MeanStdText(rows, [](const Row& r) { return r.m.dp_violation; }), " | ",
-                      MeanStdText(rows, [](const Row& r) { return r.m.violation; }), " | ",
-                      stochastic ? absl::StrFormat("%.4g", rows[0]->z) : "", " | ",
-                      job ? absl::StrFormat("%.1f", Summarize(secs).mean) : "", " |\n");
-    }
-  }
-  absl::StrAppend(&md, absl::StrFormat("\n(total run time %.0f s)\n", seconds));
-  return md;
-}
-
-std::string ValidationMarkdown(const Split& split, const Flags& flags, const Results& res,
-                               double seconds) {
-  std::string md = absl::StrFormat(
-      "### DP-FERMI / PF-LD schedules on a validation split of adult.data (%d train rows, %d "
-      "%s; %d seed%s; grant δ = %g)\n\n",
-      static_cast<int>(split.train.y.size()), static_cast<int>(split.eval.y.size()),
-      split.eval_name, flags.seeds, flags.seeds == 1 ? "" : "s", kDelta);
-  absl::StrAppend(&md, "chosen: DP-FERMI ", flags.schedule.Describe(false), "; PF-LD ",
-                  flags.schedule.Describe(true),
-                  ". Each other row changes one thing. Validation error / DP violation, mean over "
-                  "seeds.\n\n| configuration | method | ");
-  for (double eps : flags.epsilons) absl::StrAppend(&md, "ε = ", EpsilonText(eps), " | ");
-  absl::StrAppend(&md, "job time (s) |\n|---|---|");
-  for (size_t i = 0; i <= flags.epsilons.size(); ++i) absl::StrAppend(&md, "---|");
-  absl::StrAppend(&md, "\n");
-  for (size_t a = 0; a < res.arms.size(); ++a) {
-    const Arm& arm = res.arms[a];
-    if (arm.method != Method::kFermi && arm.method != Method::kPfld) continue;
-    absl::StrAppend(&md, "| ", arm.config, " | ", arm.Series(flags.oracle_rounds), " | ");
-    std::vector<double> secs;
-    for (double eps : flags.epsilons) {
-      const std::vector<const Row*> rows = RowsOf(res, a, eps);
-      std::vector<double> err, vio;
-      for (const Row* r : rows) {
-        err.push_back(r->m.error);
-        vio.push_back(r->m.dp_violation);
-        secs.push_back(r->elapsed);
-      }
-      absl::StrAppend(&md,
-                      absl::StrFormat("%.3f / %.3f | ", Summarize(err).mean, Summarize(vio).mean));
-    }
-    absl::StrAppend(&md, absl::StrFormat("%.1f |\n", Summarize(secs).mean));
-  }
-  const std::vector<const Row*> base = RowsOf(res, res.base_arm, kInf);
-  absl::StrAppend(&md,
-                  absl::StrFormat("\nNon-private logistic regression on the same split: %.3f / "
-                                  "%.3f.\n\n(total run time %.0f s)\n",
-                                  base[0]->m.error, base[0]->m.dp_violation, seconds));
-  return md;
-}
-
 absl::Status Run(const Flags& flags) {
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(AdultData adult, LoadAdult(flags.datasets));
@@ -618,74 +240,41 @@ absl::Status Run(const Flags& flags) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<double>> ParseList(const std::string& flag, const std::string& value,
-                                              bool positive) {
-  std::vector<double> out;
-  for (absl::string_view part : absl::StrSplit(value, ',')) {
-    double x = 0;
-    if (!absl::SimpleAtod(part, &x) || !std::isfinite(x) || x < 0 || (positive && x == 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag, ": comma-separated finite numbers", positive ? " > 0" : " >= 0"));
-    }
-    out.push_back(x);
-  }
-  return out;
-}
-
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> absl::StatusOr<std::string> {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
-      return std::string(argv[++i]);
-    };
-    auto integer = [&](int* out, int min) -> absl::Status {
-      ASSIGN_OR_RETURN(std::string v, value());
-      if (!absl::SimpleAtoi(v, out) || *out < min) {
-        return absl::InvalidArgumentError(absl::StrCat(arg, " must be an integer >= ", min));
-      }
-      return absl::OkStatus();
-    };
-    auto number = [&](double* out) -> absl::Status {
-      ASSIGN_OR_RETURN(std::string v, value());
-      ASSIGN_OR_RETURN(std::vector<double> x, ParseList(arg, v, true));
-      if (x.size() != 1) return absl::InvalidArgumentError(absl::StrCat(arg, ": one number"));
-      *out = x[0];
-      return absl::OkStatus();
-    };
+  FlagReader reader(argc, argv);
+  while (reader.Next()) {
+    const std::string& arg = reader.arg();
     Schedule& s = flags.schedule;
     if (arg == "--datasets") {
-      ASSIGN_OR_RETURN(flags.datasets, value());
+      ASSIGN_OR_RETURN(flags.datasets, reader.Value());
     } else if (arg == "--out-dir") {
-      ASSIGN_OR_RETURN(flags.out_dir, value());
+      ASSIGN_OR_RETURN(flags.out_dir, reader.Value());
     } else if (arg == "--seeds") {
-      RETURN_IF_ERROR(integer(&flags.seeds, 1));
+      RETURN_IF_ERROR(reader.Integer(&flags.seeds, 1));
       flags.seeds_given = true;
     } else if (arg == "--epsilons") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      ASSIGN_OR_RETURN(flags.epsilons, ParseList(arg, v, true));
+      RETURN_IF_ERROR(reader.NumberList(&flags.epsilons, true));
       flags.epsilons_given = true;
     } else if (arg == "--lambdas") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      ASSIGN_OR_RETURN(flags.lambdas, ParseList(arg, v, false));
+      RETURN_IF_ERROR(reader.NumberList(&flags.lambdas, false));
       flags.lambdas_given = true;
     } else if (arg == "--epochs") {
-      RETURN_IF_ERROR(integer(&s.epochs, 1));
+      RETURN_IF_ERROR(reader.Integer(&s.epochs, 1));
     } else if (arg == "--batch") {
-      RETURN_IF_ERROR(integer(&s.batch, 0));
+      RETURN_IF_ERROR(reader.Integer(&s.batch, 0));
     } else if (arg == "--lr-theta") {
-      RETURN_IF_ERROR(number(&s.lr_theta));
+      RETURN_IF_ERROR(reader.Number(&s.lr_theta, true));
     } else if (arg == "--lr-w") {
-      RETURN_IF_ERROR(number(&s.lr_w));
+      RETURN_IF_ERROR(reader.Number(&s.lr_w, true));
     } else if (arg == "--w-radius") {
-      RETURN_IF_ERROR(number(&s.w_radius));
+      RETURN_IF_ERROR(reader.Number(&s.w_radius, true));
     } else if (arg == "--clip") {
-      RETURN_IF_ERROR(number(&s.clip));
+      RETURN_IF_ERROR(reader.Number(&s.clip, true));
     } else if (arg == "--pfld-clip") {
-      RETURN_IF_ERROR(number(&s.pfld_clip));
+      RETURN_IF_ERROR(reader.Number(&s.pfld_clip, true));
     } else if (arg == "--variations") {
-      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(std::string v, reader.Value());
       flags.variations = absl::StrSplit(v, ',');
       for (const std::string& id : flags.variations) {
         if (std::none_of(Variations().begin(), Variations().end(),
@@ -697,9 +286,9 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
         }
       }
     } else if (arg == "--dual-lr") {
-      RETURN_IF_ERROR(number(&s.dual_lr));
+      RETURN_IF_ERROR(reader.Number(&s.dual_lr, true));
     } else if (arg == "--oracle-rounds") {
-      RETURN_IF_ERROR(integer(&flags.oracle_rounds, 0));
+      RETURN_IF_ERROR(reader.Integer(&flags.oracle_rounds, 0));
     } else if (arg == "--validate") {
       flags.validate = true;
     } else if (arg == "--quick") {
@@ -725,20 +314,10 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 }
 
 int Main(int argc, char** argv) {
-  auto flags = ParseFlags(argc, argv);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(flags.status().message()).c_str());
-    return 2;
-  }
-  absl::Status status = Run(*flags);
-  if (!status.ok()) {
-    std::fprintf(stderr, "tradeoff_adult: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return ExperimentMain("tradeoff_adult", ParseFlags(argc, argv), Run);
 }
 
 }  // namespace
-}  // namespace fairvault::experiments
+}  // namespace fairvault::experiments::tradeoff
 
-int main(int argc, char** argv) { return fairvault::experiments::Main(argc, argv); }
+int main(int argc, char** argv) { return fairvault::experiments::tradeoff::Main(argc, argv); }
