@@ -1,8 +1,9 @@
 # Smoke run of jagielski_fig1, em_adult, stochastic_fair_repro or tradeoff_adult
 # (-DWHICH=fig1|em|fermi|tradeoff) in --quick mode: must exit 0, print its tables and write its
 # CSV. Arguments: -DPROGRAM=<binary> -DWORK_DIR=<dir>.
+# All but em_adult write into WORK_DIR.
+set(args --quick --out-dir ${WORK_DIR})
 if(WHICH STREQUAL "fig1")
-  set(args --quick --out-dir ${WORK_DIR})
   set(csv ${WORK_DIR}/jagielski_fig1_communities.csv)
   set(expected
     "### communities \\(1994 rows, 121 features"
@@ -11,7 +12,6 @@ if(WHICH STREQUAL "fig1")
     "\n\\| ∞ \\(no noise\\) \\| [0-9.]+ ± [0-9.]+ / [0-9.]+ ± [0-9.]+ \\|")
   set(csv_head "^dataset,method,epsilon,rounds,seed,error,violation\n")
 elseif(WHICH STREQUAL "fermi")
-  set(args --quick --out-dir ${WORK_DIR})
   set(csv ${WORK_DIR}/stochastic_fair_repro.csv)
   set(cell "[0-9.]+ / [0-9.]+")
   set(expected
@@ -28,7 +28,6 @@ elseif(WHICH STREQUAL "fermi")
     "\n\\| – \\| 0\\.183 / 0\\.061 \\| ${cell} \\| ${cell} \\|")
   set(csv_head "^dataset,fairness,algorithm,config,epsilon,lambda,seed,error,dp_violation,eo_violation,positive_rate,noise_multiplier,job_seconds,config_detail\nadult,dp,dp_fermi,paper,1,0,0,")
 elseif(WHICH STREQUAL "tradeoff")
-  set(args --quick --out-dir ${WORK_DIR})
   set(csv ${WORK_DIR}/tradeoff_adult_sweep_dp.csv)
   set(number "[0-9.]+")
   set(expected
