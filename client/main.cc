@@ -34,7 +34,8 @@ std::vector<Section> AllSections() {
 
 void PrintTopHelp(const std::vector<Section>& sections) {
   std::cout << "usage: fairvault [connection flags] COMMAND [flags]\n"
-               "       fairvault COMMAND --help\n\n"
+               "       fairvault COMMAND --help\n"
+               "       fairvault --version\n\n"
                "A client of the fairvault privacy vault: the regulator holds protected\n"
                "attributes; companies get differentially private releases charged to a ledger.\n";
   for (const Section& s : sections) {
@@ -92,6 +93,10 @@ int Main(const std::vector<std::string>& args) {
   for (; i < args.size() && absl::StartsWith(args[i], "-"); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
       PrintTopHelp(sections);
+      return 0;
+    }
+    if (args[i] == "--version") {
+      std::cout << "fairvault " << FAIRVAULT_VERSION << "\n";
       return 0;
     }
     const FlagSpec* spec = absl::StartsWith(args[i], "--") ? FindConnectionFlag(args[i]) : nullptr;

@@ -17,11 +17,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/random/secure_bitgen.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/app/vault.h"
 #include "server/grpc/services.h"
 #include "server/storage/sqlite_store.h"
+
+#ifndef FAIRVAULT_VERSION
+#error "FAIRVAULT_VERSION must be defined by the build"
+#endif
 
 namespace fairvault::server {
 namespace {
@@ -30,11 +35,14 @@ constexpr char kUsage[] =
     "usage:\n"
     "  fairvault-server bootstrap --db PATH --name NAME\n"
     "      Creates a regulator account in the database and prints its API key once.\n"
+    "  fairvault-server --version\n"
     "  fairvault-server serve --db PATH [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
     "                         [--job-workers N]\n"
     "      Serves the vault (default listen address 127.0.0.1:50051). SIGTERM/SIGINT stop it\n"
     "      gracefully. --job-workers: threads that run training jobs (default 1); jobs a\n"
-    "      previous run left unfinished are re-queued at start.\n";
+    "      previous run left unfinished are re-queued at start. The health service reports\n"
+    "      SERVING for \"\" and for each of the vault's services by name; gRPC server\n"
+    "      reflection lists them.\n";
 
 int Usage(const std::string& error) {
   if (!error.empty()) std::cerr << "error: " << error << "\n";
@@ -166,6 +174,7 @@ int Serve(std::map<std::string, std::string>& flags) {
   }
 
   grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // A second server on the same port must fail, not share it: each keeps its own in-memory
   // subject index.
@@ -182,6 +191,13 @@ int Serve(std::map<std::string, std::string>& flags) {
     std::cerr << "error: cannot listen on " << listen << "\n";
     return 1;
   }
+  // Health per service name, as load balancers and orchestrators ask for it.
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  for (const char* name :
+       {v1::RegulatorService::service_full_name(), v1::CompanyService::service_full_name(),
+        v1::AuditorService::service_full_name()}) {
+    health->SetServingStatus(name, true);
+  }
   // Scripts wait for this line (the real port when --listen ends in :0).
   std::cout << "fairvault-server listening on port " << port << std::endl;
 
@@ -189,6 +205,7 @@ int Serve(std::map<std::string, std::string>& flags) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     std::cerr << "fairvault-server: signal " << sig << ", shutting down\n";
+    health->Shutdown();  // every service NOT_SERVING while requests drain
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   });
   server->Wait();
@@ -215,6 +232,10 @@ int main(int argc, char** argv) {
   const std::string first = argv[1];
   if (first == "--help" || first == "-h" || first == "help") {
     std::cout << kUsage;
+    return 0;
+  }
+  if (first == "--version" || first == "version") {
+    std::cout << "fairvault-server " << FAIRVAULT_VERSION << "\n";
     return 0;
   }
   std::map<std::string, std::string> flags;

@@ -1,12 +1,16 @@
 // End to end: the real server binary on a loopback port with a temporary SQLite file, driven
 // through the client library as a regulator, a company and an auditor would.
 #include <cmath>
+#include <cstdio>
 #include <map>
+#include <set>
+#include <string>
 
 #include "core/testing/status_matchers.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/health.grpc.pb.h"
+#include "tests/reflection.grpc.pb.h"
 #include "tests/vault_fixture.h"
 
 namespace fairvault::testing {
@@ -37,14 +41,65 @@ class EndToEndTest : public VaultFixture {
   Population population_;
 };
 
-TEST_F(EndToEndTest, HealthServiceReportsServing) {
+// The empty name and each of the vault's services by name report SERVING; an unknown name is
+// NOT_FOUND (the standard protocol's answer).
+TEST_F(EndToEndTest, HealthServiceReportsServingPerService) {
   auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
   auto stub = grpc::health::v1::Health::NewStub(channel);
+  for (const char* name : {"", "fairvault.v1.RegulatorService", "fairvault.v1.CompanyService",
+                           "fairvault.v1.AuditorService"}) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(name);
+    grpc::health::v1::HealthCheckResponse resp;
+    ASSERT_TRUE(stub->Check(&ctx, req, &resp).ok()) << name;
+    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << name;
+  }
   grpc::ClientContext ctx;
   grpc::health::v1::HealthCheckRequest req;
+  req.set_service("fairvault.v1.NoSuchService");
   grpc::health::v1::HealthCheckResponse resp;
-  ASSERT_TRUE(stub->Check(&ctx, req, &resp).ok());
-  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(stub->Check(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// Server reflection lists the vault's services (and the health service), and describes them.
+TEST_F(EndToEndTest, ReflectionListsAndDescribesTheVaultsServices) {
+  auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto stream = stub->ServerReflectionInfo(&ctx);
+  grpc::reflection::v1alpha::ServerReflectionRequest req;
+  req.set_list_services("*");
+  ASSERT_TRUE(stream->Write(req));
+  grpc::reflection::v1alpha::ServerReflectionResponse resp;
+  ASSERT_TRUE(stream->Read(&resp));
+  std::set<std::string> names;
+  for (const auto& service : resp.list_services_response().service()) names.insert(service.name());
+  for (const char* name : {"fairvault.v1.RegulatorService", "fairvault.v1.CompanyService",
+                           "fairvault.v1.AuditorService", "grpc.health.v1.Health"}) {
+    EXPECT_TRUE(names.count(name)) << name;
+  }
+  req.set_file_containing_symbol("fairvault.v1.CompanyService");
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  ASSERT_GT(resp.file_descriptor_response().file_descriptor_proto_size(), 0);
+  EXPECT_NE(resp.file_descriptor_response().file_descriptor_proto(0).find("FitFairModel"),
+            std::string::npos);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// Both binaries say their version (the build's project version).
+TEST(VersionTest, BothBinariesPrintTheirVersion) {
+  for (const auto& [binary, name] : {std::pair{FAIRVAULT_SERVER_BINARY, "fairvault-server"},
+                                     std::pair{FAIRVAULT_CLI_BINARY, "fairvault"}}) {
+    FILE* pipe = popen((std::string(binary) + " --version").c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    char buf[256] = {};
+    const size_t n = fread(buf, 1, sizeof(buf) - 1, pipe);
+    EXPECT_EQ(pclose(pipe), 0) << name;
+    EXPECT_EQ(std::string(buf, n), std::string(name) + " " + FAIRVAULT_VERSION + "\n");
+  }
 }
 
 TEST_F(EndToEndTest, NoisyCountsAreChargedAndCloseToTheTruth) {
