@@ -80,5 +80,44 @@ TEST_F(RestartTest, KilledServerRestartsWithLedgerBudgetsAndReplaysIntact) {
   EXPECT_EQ(verify2->rows_checked(), ledger_before->entries_size());
 }
 
+// An online backup taken while the server runs restores to a vault with the same ledger (verified
+// by the copy command and again by the restored server), budgets and replays; a second backup to
+// the same file is refused without touching it.
+TEST_F(RestartTest, OnlineBackupRestoresAVerifiedLedger) {
+  v1::NoisyCountsRequest counts;
+  counts.set_idempotency_key("before-backup");
+  counts.set_table_handle(table_handle_);
+  counts.add_columns("region");
+  counts.set_epsilon(0.5);
+  auto first = company_->NoisyCounts(counts);
+  ASSERT_OK(first);
+  auto ledger = auditor_->AuditorListLedger();
+  ASSERT_OK(ledger);
+  auto budget = company_->GetBudget();
+  ASSERT_OK(budget);
+
+  const std::string copy = TempDatabasePath("backup");
+  ASSERT_OK_AND_ASSIGN(const std::string said, server_->Backup(copy));
+  EXPECT_NE(said.find("ledger verified"), std::string::npos) << said;
+  EXPECT_FALSE(server_->Backup(copy).ok());  // the target exists: refused
+
+  ServerProcess restored(copy);
+  ASSERT_OK(restored.Start());
+  auto auditor = restored.Connect(auditor_key_);
+  auto company = restored.Connect(company_key_);
+  auto ledger_after = auditor->AuditorListLedger();
+  ASSERT_OK(ledger_after);
+  EXPECT_EQ(ledger_after->SerializeAsString(), ledger->SerializeAsString());
+  auto budget_after = company->GetBudget();
+  ASSERT_OK(budget_after);
+  EXPECT_EQ(budget_after->SerializeAsString(), budget->SerializeAsString());
+  auto verify = auditor->AuditorVerifyLedger();
+  ASSERT_OK(verify);
+  EXPECT_TRUE(verify->ok()) << verify->message();
+  auto replay = company->NoisyCounts(counts);
+  ASSERT_OK(replay);
+  EXPECT_EQ(replay->SerializeAsString(), first->SerializeAsString());
+}
+
 }  // namespace
 }  // namespace fairvault::testing

@@ -77,6 +77,10 @@ absl::StatusOr<std::string> ServerProcess::Bootstrap(const std::string& name) {
   return std::string(absl::StripAsciiWhitespace(*out));
 }
 
+absl::StatusOr<std::string> ServerProcess::Backup(const std::string& out) const {
+  return RunCommand({FAIRVAULT_SERVER_BINARY, "backup", "--db", db_path_, "--out", out});
+}
+
 absl::Status ServerProcess::Start() {
   int fd;
   if (auto s =

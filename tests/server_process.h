@@ -27,6 +27,8 @@ class ServerProcess {
 
   // `fairvault-server bootstrap`: the new regulator's API key.
   absl::StatusOr<std::string> Bootstrap(const std::string& name);
+  // `fairvault-server backup --db <this db> --out out` (the server may be running); its stdout.
+  absl::StatusOr<std::string> Backup(const std::string& out) const;
   // Starts `fairvault-server serve` on 127.0.0.1:0 and waits for its port.
   absl::Status Start();
   // SIGTERM and wait (graceful), or SIGKILL and wait (crash).

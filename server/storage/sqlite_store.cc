@@ -2,6 +2,7 @@
 #include "server/storage/sqlite_store.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -342,6 +343,60 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
     sqlite3_close(checkpoint_db);  // automatic checkpoints stay on
   }
   return store;
+}
+
+absl::StatusOr<LedgerVerification> SqliteStore::Backup(const std::string& path,
+                                                       const std::string& out) {
+  if (access(out.c_str(), F_OK) == 0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("backup target ", out, " exists; choose a new file (nothing was written)"));
+  }
+  sqlite3* source = nullptr;
+  sqlite3* target = nullptr;
+  const auto close_both = [&] {
+    sqlite3_close(source);
+    sqlite3_close(target);
+  };
+  if (sqlite3_open_v2(path.c_str(), &source, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK ||
+      sqlite3_open_v2(out.c_str(), &target, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+          SQLITE_OK) {
+    const std::string msg = source ? sqlite3_errmsg(source) : "out of memory";
+    close_both();
+    unlink(out.c_str());
+    return absl::UnavailableError(absl::StrCat("cannot open ", path, " or ", out, ": ", msg));
+  }
+  sqlite3_busy_timeout(source, 10'000);
+  sqlite3_backup* backup = sqlite3_backup_init(target, "main", source, "main");
+  int rc = backup == nullptr ? sqlite3_errcode(target) : SQLITE_OK;
+  if (backup != nullptr) {
+    // All pages in one step: the copy is a single read snapshot of the source.
+    do {
+      rc = sqlite3_backup_step(backup, -1);
+      if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) sqlite3_sleep(50);
+    } while (rc == SQLITE_BUSY || rc == SQLITE_LOCKED);
+    sqlite3_backup_finish(backup);
+  }
+  const std::string msg = sqlite3_errmsg(target);
+  close_both();
+  if (rc != SQLITE_DONE) {
+    unlink(out.c_str());
+    return absl::UnavailableError(absl::StrCat("backup of ", path, " failed: ", msg));
+  }
+  auto copy = Open(out);
+  if (!copy.ok()) {
+    unlink(out.c_str());
+    return copy.status();
+  }
+  absl::StatusOr<LedgerVerification> verified = (*copy)->VerifyLedger();
+  copy->reset();
+  if (!verified.ok() || !verified->ok) {
+    for (const char* suffix : {"", "-wal", "-shm"}) unlink((out + suffix).c_str());
+    return absl::DataLossError(
+        absl::StrCat("the backup's ledger does not verify (",
+                     verified.ok() ? verified->message : std::string(verified.status().message()),
+                     "); the copy was removed"));
+  }
+  return verified;
 }
 
 void SqliteStore::CheckpointLoop() {

@@ -20,6 +20,11 @@ class SqliteStore final : public Store {
  public:
   // Opens (creating if needed) the database at `path` and applies the schema.
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+  // A consistent copy of the database at `path` into the new file `out` with SQLite's online
+  // backup API (safe while a server writes to `path`: the copy is one snapshot), then opens the
+  // copy and verifies its ledger. AlreadyExists if `out` exists; DataLoss (and `out` removed) if
+  // the copy's ledger does not verify. Returns the copy's verification.
+  static absl::StatusOr<LedgerVerification> Backup(const std::string& path, const std::string& out);
   ~SqliteStore() override;
 
   absl::StatusOr<AccountRecord> CreateAccount(AccountRecord account) override;
