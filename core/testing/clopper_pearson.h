@@ -9,6 +9,19 @@
 
 namespace fairvault::testing {
 
+// The standard normal CDF and its inverse (bisection; |x| <= 40), for the audits' Gaussian
+// trade-off checks: an event with probability q under D' has at most Φ(Φ⁻¹(q) + μ) under D for
+// a μ-GDP release.
+inline double Phi(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+inline double PhiInverse(double p) {
+  double lo = -40, hi = 40;
+  for (int it = 0; it < 200; ++it) {
+    const double mid = (lo + hi) / 2;
+    (Phi(mid) < p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
 // P(Binomial(n, p) <= k), summed in log space.
 inline double BinomialCdf(int k, int n, double p) {
   if (p <= 0) return 1;

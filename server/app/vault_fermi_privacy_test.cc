@@ -55,6 +55,8 @@ namespace {
 
 using ::fairvault::testing::ClopperPearsonLower;
 using ::fairvault::testing::ClopperPearsonUpper;
+using ::fairvault::testing::Phi;
+using ::fairvault::testing::PhiInverse;
 
 constexpr int kSubjects = 100;
 constexpr double kG = 1000;     // |g| on every subject but 0
@@ -79,16 +81,6 @@ std::vector<double> ReleasedWeights(const v1::FairModel& model) {
     return {w.begin(), w.end()};
   }
   return {};
-}
-
-double Phi(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-double PhiInverse(double p) {
-  double lo = -40, hi = 40;
-  for (int it = 0; it < 200; ++it) {
-    const double mid = (lo + hi) / 2;
-    (Phi(mid) < p ? lo : hi) = mid;
-  }
-  return (lo + hi) / 2;
 }
 
 // One event E, favouring `favoured` (its frequency there bounded from below) against `other`.

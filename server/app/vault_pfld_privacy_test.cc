@@ -68,6 +68,8 @@ namespace {
 
 using ::fairvault::testing::ClopperPearsonLower;
 using ::fairvault::testing::ClopperPearsonUpper;
+using ::fairvault::testing::Phi;
+using ::fairvault::testing::PhiInverse;
 
 constexpr int kSubjects = 20;    // p0..p19: F for even i, M for odd i, except subject 0
 constexpr double kProbe = 1000;  // subject 0's feature; 0 for everyone else
@@ -81,16 +83,6 @@ constexpr double kAlpha = 1e-3 / (2 * kEvents);  // per one-sided Clopper-Pearso
 constexpr double kHalf = kSubjects / 2;
 constexpr double kGapD = 0.5 * kHalf - (1 + 0.5 * (kHalf - 1));       // S_M − S_F on D
 constexpr double kGapDPrime = (1 + 0.5 * kHalf) - 0.5 * (kHalf - 1);  // on D'
-
-double Phi(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-double PhiInverse(double p) {
-  double lo = -40, hi = 40;
-  for (int it = 0; it < 200; ++it) {
-    const double mid = (lo + hi) / 2;
-    (Phi(mid) < p ? lo : hi) = mid;
-  }
-  return (lo + hi) / 2;
-}
 
 // What one job released, read back from its artifact.
 struct Observation {
