@@ -8,6 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libglpk-dev libsqlite3-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  prometheus-cpp-dev
   "$@"
 )
 
