@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake g++ make pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libeigen3-dev libglpk-dev libsqlite3-dev libssl-dev
+  libabsl-dev libeigen3-dev libglpk-dev libsqlite3-dev libpq-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev
   "$@"

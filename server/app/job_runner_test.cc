@@ -289,7 +289,8 @@ TEST_F(JobRunnerTest, AJobInterruptedByShutdownIsReRunByTheNextRunner) {
     (void)stopped;
   }
   const JobRecord left = Job("job_a");
-  EXPECT_EQ(left.state, JobState::kRunning);  // for the next process to re-queue
+  EXPECT_EQ(left.state, JobState::kRunning);  // for the next runner to take over
+  EXPECT_EQ(left.lease_expires_micros, 0);     // at once: the lease was released
   EXPECT_EQ(left.attempts, 1);
   EXPECT_TRUE(left.artifact_id.empty());
 
@@ -312,6 +313,32 @@ TEST_F(JobRunnerTest, AJobInterruptedByShutdownIsReRunByTheNextRunner) {
   EXPECT_EQ(artifact->payload, "model of job_a attempt 2");
   // The re-run saw the randomness stored at submission.
   EXPECT_THAT(seeds, ::testing::ElementsAre(std::string(32, '\x05')));
+}
+
+TEST_F(JobRunnerTest, AJobWhoseRunnerDiedIsTakenOverWhenItsLeaseEnds) {
+  CreateJob("job_a");
+  // Another process claimed it and died without releasing it: its lease runs 5 s more.
+  ASSERT_OK(store_->StartJob("job_a", storage::JobLease{"dead-process", clock_.NowMicros(),
+                                                        clock_.NowMicros() + 5'000'000}));
+  std::atomic<int> runs{0};
+  JobRunner runner(
+      store_.get(), &clock_, 1,
+      [&](const JobRecord& job, JobControl& control) -> absl::StatusOr<ArtifactRecord> {
+        ++runs;
+        EXPECT_TRUE(control.Progress(10, 10));
+        return ArtifactFor(job);
+      },
+      /*lease_micros=*/300'000);  // the keeper looks every 100 ms
+  ASSERT_OK(runner.Start());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // several keeper rounds
+  EXPECT_EQ(runs.load(), 0);  // the lease has not ended
+  EXPECT_EQ(Job("job_a").lease_owner, "dead-process");
+  clock_.Advance(5'000'001);
+  ASSERT_TRUE(WaitForState("job_a", JobState::kSucceeded));
+  const JobRecord job = Job("job_a");
+  EXPECT_EQ(job.attempts, 2);
+  EXPECT_EQ(job.lease_owner, runner.owner());
+  EXPECT_EQ(runs.load(), 1);
 }
 
 TEST_F(JobRunnerTest, AFailingJobIsFailedWithItsMessage) {

@@ -193,10 +193,12 @@ TEST_F(VaultJobsTest, OnlyTheOwningCompanyCancelsAndTheChargeStays) {
 
 TEST_F(VaultJobsTest, CancellingAFinishedJobReturnsItUnchanged) {
   ASSERT_NO_FATAL_FAILURE(CreateJob(acme_, "job_acme"));
-  ASSERT_OK(store_->StartJob("job_acme", clock_.NowMicros()));
+  ASSERT_OK(store_->StartJob("job_acme", storage::JobLease{"runner", clock_.NowMicros(),
+                                                           clock_.NowMicros() + 30'000'000}));
   clock_.Advance(4'000'000);
   ASSERT_OK(store_->FinishJob(
-      "job_acme", storage::ArtifactRecord{"art_m", acme_.account_id, census_id_, 0, 1, "model"},
+      "job_acme", "runner",
+      storage::ArtifactRecord{"art_m", acme_.account_id, census_id_, 0, 1, "model"},
       clock_.NowMicros()));
   auto cancelled = Cancel(acme_, "job_acme");
   ASSERT_OK(cancelled);
@@ -211,15 +213,16 @@ TEST_F(VaultJobsTest, ElapsedSecondsCountFromTheStartUntilTheEnd) {
   ASSERT_NO_FATAL_FAILURE(CreateJob(acme_, "job_acme"));
   clock_.Advance(10'000'000);  // queued time does not count
   EXPECT_EQ(Get(acme_, "job_acme")->elapsed_seconds(), 0);
-  ASSERT_OK(store_->StartJob("job_acme", clock_.NowMicros()));
-  ASSERT_OK(store_->UpdateJobProgress("job_acme", 7, 40));
+  ASSERT_OK(store_->StartJob("job_acme", storage::JobLease{"runner", clock_.NowMicros(),
+                                                           clock_.NowMicros() + 30'000'000}));
+  ASSERT_OK(store_->UpdateJobProgress("job_acme", "runner", 7, 40));
   clock_.Advance(2'500'000);
   auto running = Get(acme_, "job_acme");
   ASSERT_OK(running);
   EXPECT_EQ(running->state(), v1::JOB_STATE_RUNNING);
   EXPECT_DOUBLE_EQ(running->elapsed_seconds(), 2.5);
   EXPECT_EQ(running->done(), 7);
-  ASSERT_OK(store_->FailJob("job_acme", "features are constant", clock_.NowMicros()));
+  ASSERT_OK(store_->FailJob("job_acme", "runner", "features are constant", clock_.NowMicros()));
   clock_.Advance(60'000'000);
   auto failed = Get(auditor_, "job_acme");
   ASSERT_OK(failed);

@@ -15,6 +15,7 @@
 #include "core/util/status_macros.h"
 #include "core/util/truncate.h"
 #include "server/storage/ledger_chain.h"
+#include "server/storage/store_common.h"
 
 namespace fairvault::server::storage {
 namespace {
@@ -24,7 +25,7 @@ using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate() brings a database to (PRAGMA user_version).
-constexpr int64_t kSchemaVersion = 3;
+constexpr int64_t kSchemaVersion = 4;
 
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS accounts(
@@ -86,7 +87,8 @@ CREATE TABLE IF NOT EXISTS jobs(
   total INTEGER NOT NULL DEFAULT 0, submitted_micros INTEGER NOT NULL,
   started_micros INTEGER NOT NULL DEFAULT 0, finished_micros INTEGER NOT NULL DEFAULT 0,
   attempts INTEGER NOT NULL DEFAULT 0, artifact_id TEXT NOT NULL DEFAULT '',
-  error TEXT NOT NULL DEFAULT '');
+  error TEXT NOT NULL DEFAULT '', lease_owner TEXT NOT NULL DEFAULT '',
+  lease_expires_micros INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS jobs_by_seq ON jobs(ledger_seq);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, ledger_seq);
 CREATE INDEX IF NOT EXISTS jobs_by_table ON jobs(table_handle, state);
@@ -269,7 +271,7 @@ absl::Status NotFoundIfNoRow(absl::StatusOr<bool> row, const std::string& what) 
 constexpr char kJobCols[] =
     "id, account_id, dataset_id, ledger_seq, idempotency_key, table_handle, algorithm, request, "
     "plan, seed, subject_limit, state, done, total, submitted_micros, started_micros, "
-    "finished_micros, attempts, artifact_id, error";
+    "finished_micros, attempts, artifact_id, error, lease_owner, lease_expires_micros";
 
 JobRecord ReadJob(const Stmt& s) {
   JobRecord j;
@@ -293,27 +295,9 @@ JobRecord ReadJob(const Stmt& s) {
   j.attempts = static_cast<int32_t>(s.Int(17));
   j.artifact_id = s.Text(18);
   j.error = s.Text(19);
+  j.lease_owner = s.Text(20);
+  j.lease_expires_micros = s.Int(21);
   return j;
-}
-
-std::string UnknownJob(const std::string& id) {
-  return absl::StrCat("unknown job_id '", core::Truncated(id), "'");
-}
-
-const char* JobStateName(int64_t state) {
-  switch (static_cast<JobState>(state)) {
-    case JobState::kQueued:
-      return "queued";
-    case JobState::kRunning:
-      return "running";
-    case JobState::kSucceeded:
-      return "succeeded";
-    case JobState::kFailed:
-      return "failed";
-    case JobState::kCancelled:
-      return "cancelled";
-  }
-  return "unknown";
 }
 
 }  // namespace
@@ -486,7 +470,16 @@ absl::Status SqliteStore::Migrate() {
         Exec("ALTER TABLE access_log ADD COLUMN new_decisions INTEGER NOT NULL DEFAULT -1"));
   }
   // Version 3: training jobs (issue 9 §4). A new table, so kSchema's CREATE TABLE IF NOT
-  // EXISTS has already added it (and its indexes) to an older database; no column changes.
+  // EXISTS has already added it (and its indexes) to an older database.
+  // Version 4: job leases (issue 11: runners in several processes take over each other's jobs).
+  ASSIGN_OR_RETURN(columns, columns_of("jobs"));
+  if (!columns.count("lease_owner")) {
+    RETURN_IF_ERROR(Exec("ALTER TABLE jobs ADD COLUMN lease_owner TEXT NOT NULL DEFAULT ''"));
+  }
+  if (!columns.count("lease_expires_micros")) {
+    RETURN_IF_ERROR(
+        Exec("ALTER TABLE jobs ADD COLUMN lease_expires_micros INTEGER NOT NULL DEFAULT 0"));
+  }
   return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
 }
 
@@ -500,10 +493,7 @@ absl::StatusOr<AccountRecord> SqliteStore::CreateAccount(AccountRecord account) 
   s.Bind(1, account.name).Bind(2, static_cast<int64_t>(account.role));
   s.BindBlob(3, account.key_salt).BindBlob(4, account.key_hash).Bind(5, account.created_micros);
   absl::Status st = s.Run();
-  if (absl::IsAlreadyExists(st)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("account name '", account.name, "' is taken; choose another name"));
-  }
+  if (absl::IsAlreadyExists(st)) return AccountNameTaken(account.name);
   RETURN_IF_ERROR(st);
   account.id = sqlite3_last_insert_rowid(db_);
   return account;
@@ -544,10 +534,7 @@ absl::StatusOr<DatasetRecord> SqliteStore::CreateDataset(DatasetRecord dataset) 
   Stmt s(db_, "INSERT INTO datasets(name, attributes, created_micros) VALUES(?,?,?)");
   s.Bind(1, dataset.name).BindBlob(2, dataset.attributes).Bind(3, dataset.created_micros);
   absl::Status st = s.Run();
-  if (absl::IsAlreadyExists(st)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "dataset '", dataset.name, "' already exists; choose another name or delete it first"));
-  }
+  if (absl::IsAlreadyExists(st)) return DatasetNameTaken(dataset.name);
   RETURN_IF_ERROR(st);
   dataset.id = sqlite3_last_insert_rowid(db_);
   return dataset;
@@ -562,9 +549,7 @@ absl::StatusOr<DatasetRecord> SqliteStore::DatasetLocked(const char* where, int6
     s.Bind(1, name);
   }
   RETURN_IF_ERROR(NotFoundIfNoRow(
-      s.Step(), name.empty() ? absl::StrCat("no dataset with id ", id)
-                             : absl::StrCat("unknown dataset '", core::Truncated(name),
-                                            "'; list datasets to see the names")));
+      s.Step(), name.empty() ? absl::StrCat("no dataset with id ", id) : UnknownDataset(name)));
   return ReadDataset(s);
 }
 
@@ -621,26 +606,26 @@ absl::StatusOr<std::string> SqliteStore::GetBatchDigest(int64_t dataset_id,
 }
 
 absl::Status SqliteStore::PutSubjectBatch(int64_t dataset_id, const std::string& batch_id,
-                                          const std::string& digest, int64_t rows,
-                                          const std::string& payload) {
+                                          const std::string& digest, int64_t expected_subject_count,
+                                          int64_t rows, const std::string& payload) {
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
   {
-    Stmt s(db_,
-           "INSERT INTO subject_batches(dataset_id, batch_id, digest, rows, seq, payload) "
-           "VALUES(?,?,?,?,(SELECT COALESCE(MAX(seq),0)+1 FROM subject_batches),?)");
-    s.Bind(1, dataset_id).Bind(2, batch_id).Bind(3, digest).Bind(4, rows).BindBlob(5, payload);
-    absl::Status st = s.Run();
-    if (absl::IsAlreadyExists(st)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("batch_id '", batch_id, "' was imported concurrently; retry"));
-    }
-    RETURN_IF_ERROR(st);
+    Stmt u(db_,
+           "UPDATE datasets SET subject_count = subject_count + ? WHERE id=? AND "
+           "subject_count=?");
+    u.Bind(1, rows).Bind(2, dataset_id).Bind(3, expected_subject_count);
+    RETURN_IF_ERROR(u.Run());
+    if (sqlite3_changes(db_) == 0) return DatasetChangedConcurrently(dataset_id);
   }
-  Stmt u(db_, "UPDATE datasets SET subject_count = subject_count + ? WHERE id=?");
-  u.Bind(1, rows).Bind(2, dataset_id);
-  RETURN_IF_ERROR(u.Run());
+  Stmt s(db_,
+         "INSERT INTO subject_batches(dataset_id, batch_id, digest, rows, seq, payload) "
+         "VALUES(?,?,?,?,(SELECT COALESCE(MAX(seq),0)+1 FROM subject_batches),?)");
+  s.Bind(1, dataset_id).Bind(2, batch_id).Bind(3, digest).Bind(4, rows).BindBlob(5, payload);
+  absl::Status st = s.Run();
+  if (absl::IsAlreadyExists(st)) return BatchImportedConcurrently(batch_id);
+  RETURN_IF_ERROR(st);
   return txn.Commit();
 }
 
@@ -703,13 +688,7 @@ absl::StatusOr<GrantRecord> SqliteStore::SetGrant(const GrantRecord& grant,
   s.Bind(1, grant.account_id).Bind(2, grant.dataset_id).Bind(3, grant.epsilon_micro);
   s.Bind(4, grant.delta);
   RETURN_IF_ERROR(s.Run());
-  LedgerRow row;
-  row.time_micros = now_micros;
-  row.kind = "grant";
-  row.account = account_name;
-  row.dataset = dataset_name;
-  row.epsilon = core::accounting::MicroToEpsilon(grant.epsilon_micro);
-  row.delta = grant.delta;
+  LedgerRow row = GrantLedgerRow(grant, account_name, dataset_name, now_micros);
   RETURN_IF_ERROR(AppendLedgerLocked(row, grant.account_id, grant.dataset_id));
   RETURN_IF_ERROR(txn.Commit());
   return grant;
@@ -737,12 +716,7 @@ absl::Status SqliteStore::SetCap(int64_t dataset_id, const std::string& dataset_
   Stmt s(db_, "UPDATE datasets SET cap_micro=?, cap_delta=? WHERE id=?");
   s.Bind(1, epsilon_micro).Bind(2, delta).Bind(3, dataset_id);
   RETURN_IF_ERROR(s.Run());
-  LedgerRow row;
-  row.time_micros = now_micros;
-  row.kind = "cap";
-  row.dataset = dataset_name;
-  row.epsilon = core::accounting::MicroToEpsilon(epsilon_micro);
-  row.delta = delta;
+  LedgerRow row = CapLedgerRow(dataset_name, epsilon_micro, delta, now_micros);
   RETURN_IF_ERROR(AppendLedgerLocked(row, 0, dataset_id));
   return txn.Commit();
 }
@@ -818,9 +792,7 @@ absl::StatusOr<TableRecord> SqliteStore::ReadTable(const std::string& handle, bo
                            : "SELECT handle, account_id, dataset_id, rows, expires_micros, '' "
                              "FROM company_tables WHERE handle=?");
   s.Bind(1, handle);
-  RETURN_IF_ERROR(NotFoundIfNoRow(
-      s.Step(), absl::StrCat("unknown table_handle '", core::Truncated(handle),
-                             "'; upload the table first (handles expire and are purged)")));
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), UnknownTable(handle)));
   return TableRecord{s.Text(0), s.Int(1), s.Int(2), s.Int(3), s.Int(4), s.Text(5)};
 }
 
@@ -864,9 +836,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (row) {
       if (s.Text(0) != request.params_digest) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "idempotency_key '", request.idempotency_key,
-            "' was already used with different parameters; use a new key for a new request"));
+        return IdempotencyKeyReused(request.idempotency_key);
       }
       RETURN_IF_ERROR(StoredFailure(s, 2));
       return ChargeOutcome{s.Text(1), true};
@@ -874,76 +844,27 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
   }
 
   // 2. The privacy filter, on the declared cost only.
-  auto grant = GrantLocked(request.account_id, request.dataset_id);
-  if (absl::IsNotFound(grant.status())) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("company '", request.account_name, "' has no budget grant on dataset '",
-                     request.dataset_name, "'; ask the regulator for a grant"));
-  }
-  RETURN_IF_ERROR(grant.status());
   ASSIGN_OR_RETURN(Spend spend, SpendLocked(request.account_id, request.dataset_id));
-  const int64_t spent_before = SpentEpsilonMicro(spend, grant->delta);
-  Spend after = spend;
-  after.Add(request.cost);
-  const int64_t spent_after = SpentEpsilonMicro(after, grant->delta);
-  if (spent_after > grant->epsilon_micro) {
-    const int64_t left = std::max<int64_t>(0, grant->epsilon_micro - spent_before);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("request costs epsilon=", request.epsilon, " (delta=", grant->delta,
-                     ") but the grant on dataset '", request.dataset_name, "' has epsilon ",
-                     core::accounting::MicroToEpsilon(left), " left of ",
-                     core::accounting::MicroToEpsilon(grant->epsilon_micro),
-                     "; ask for less or for a larger grant"));
-  }
-  ASSIGN_OR_RETURN(DatasetRecord dataset, DatasetLocked("id=?", request.dataset_id, ""));
-  if (dataset.cap_micro) {
-    ASSIGN_OR_RETURN(Spend all, DatasetSpendLocked(request.dataset_id));
-    const int64_t all_before = SpentEpsilonMicro(all, dataset.cap_delta);
-    all.Add(request.cost);
-    if (!request.cost.pure_epsilon_micro && dataset.cap_delta <= 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the dataset-wide cap on '", request.dataset_name,
-          "' has delta 0, which admits only pure-epsilon releases; use "
-          "NOISE_KIND_DISCRETE_LAPLACE or ask the regulator for a cap with delta > 0"));
-    }
-    if (SpentEpsilonMicro(all, dataset.cap_delta) > *dataset.cap_micro) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "request costs epsilon=", request.epsilon, " but the dataset-wide cap on '",
-          request.dataset_name, "' has epsilon ",
-          core::accounting::MicroToEpsilon(std::max<int64_t>(0, *dataset.cap_micro - all_before)),
-          " left of ", core::accounting::MicroToEpsilon(*dataset.cap_micro),
-          " across all companies; ask the regulator"));
-    }
-  }
+  absl::StatusOr<DatasetRecord> dataset = DatasetLocked("id=?", request.dataset_id, "");
+  ASSIGN_OR_RETURN(Admission admitted,
+                   AdmitCharge(request, GrantLocked(request.account_id, request.dataset_id), spend,
+                               dataset, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                 return DatasetSpendLocked(request.dataset_id);
+                               }));
 
   // 3. Compute the release inside the transaction, then debit and store it together.
   ASSIGN_OR_RETURN(auto head, LedgerHeadLocked());
   const int64_t seq = head.first + 1;
-  BudgetState state{*grant, after, spent_after};
-  absl::StatusOr<ChargeResult> computed = body(seq, state);
+  absl::StatusOr<ChargeResult> computed = body(seq, admitted.after);
   ChargeResult result;
   absl::Status failure;
   if (computed.ok()) {
     result = *std::move(computed);
   } else {
-    failure =
-        absl::Status(computed.status().code(),
-                     absl::StrCat(computed.status().message(),
-                                  " (this release was charged: its noise had already been drawn)"));
+    failure = ChargedFailure(computed.status());
   }
 
-  LedgerRow row;
-  row.time_micros = now_micros;
-  row.kind = "charge";
-  row.account = request.account_name;
-  row.dataset = request.dataset_name;
-  row.request_kind = request.request_kind;
-  row.idempotency_key = request.idempotency_key;
-  row.epsilon = request.epsilon;
-  row.delta = request.delta;
-  row.mechanism = request.mechanism;
-  row.pure_micro = request.cost.pure_epsilon_micro;
-  row.rdp_nano = request.cost.rdp_nano;
+  LedgerRow row = ChargeLedgerRow(request, now_micros);
   RETURN_IF_ERROR(AppendLedgerLocked(row, request.account_id, request.dataset_id));
   if (row.seq != seq) return absl::InternalError("ledger sequence moved inside a transaction");
   {
@@ -952,6 +873,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
            "rdp_nonpure) VALUES(?,?,?,?,?,?) ON CONFLICT(account_id, dataset_id) DO UPDATE SET "
            "releases=excluded.releases, pure_micro=excluded.pure_micro, "
            "rdp_all=excluded.rdp_all, rdp_nonpure=excluded.rdp_nonpure");
+    const Spend& after = admitted.after.spend;
     std::string all = EncodeInt64s(after.rdp_all_nano);
     std::string nonpure = EncodeInt64s(after.rdp_nonpure_nano);
     s.Bind(1, request.account_id).Bind(2, request.dataset_id).Bind(3, after.releases);
@@ -980,7 +902,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
     // Created queued and unstarted, paid for by this charge, whatever the record says.
     const JobRecord& j = *result.job;
     Stmt s(db_, absl::StrCat("INSERT INTO jobs(", kJobCols,
-                             ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,0,0,0,'','')")
+                             ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,0,0,0,'','','',0)")
                     .c_str());
     s.Bind(1, j.id).Bind(2, j.account_id).Bind(3, j.dataset_id).Bind(4, seq);
     s.Bind(5, j.idempotency_key).Bind(6, j.table_handle);
@@ -1101,114 +1023,61 @@ absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilte
   return out;
 }
 
+namespace {
+
+// Runs `sql` and calls `fn` on each row.
+absl::Status ForEachRow(sqlite3* db, const char* sql,
+                        const std::function<absl::Status(const Stmt&)>& fn) {
+  Stmt s(db, sql);
+  while (true) {
+    ASSIGN_OR_RETURN(bool has, s.Step());
+    if (!has) return absl::OkStatus();
+    RETURN_IF_ERROR(fn(s));
+  }
+}
+
+// What VerifyLedgerFrom reads, from SQLite (the caller holds the connection's mutex).
+class SqliteLedgerReader final : public LedgerReader {
+ public:
+  explicit SqliteLedgerReader(sqlite3* db) : db_(db) {}
+  absl::Status ForEachLedgerRow(const RowFn& fn) override {
+    return ForEachRow(db_,
+                      absl::StrCat("SELECT ", kLedgerCols, " FROM ledger ORDER BY seq").c_str(),
+                      [&](const Stmt& s) { return fn(ReadLedger(s), s.Int(3), s.Int(5)); });
+  }
+  absl::Status ForEachGrant(const GrantFn& fn) override {
+    return ForEachRow(db_, "SELECT account_id, dataset_id, epsilon_micro, delta FROM grants",
+                      [&](const Stmt& s) { return fn(s.Int(0), s.Int(1), s.Int(2), s.Double(3)); });
+  }
+  absl::Status ForEachCap(const CapFn& fn) override {
+    return ForEachRow(db_,
+                      "SELECT id, cap_micro, cap_delta FROM datasets WHERE cap_micro IS NOT NULL",
+                      [&](const Stmt& s) { return fn(s.Int(0), s.Int(1), s.Double(2)); });
+  }
+  absl::Status ForEachSpend(const SpendFn& fn) override {
+    return ForEachRow(
+        db_, "SELECT account_id, dataset_id, releases, pure_micro, rdp_all, rdp_nonpure FROM spend",
+        [&](const Stmt& s) -> absl::Status {
+          ASSIGN_OR_RETURN(Spend stored, ReadSpend(s, 2));
+          return fn(s.Int(0), s.Int(1), stored);
+        });
+  }
+  absl::StatusOr<bool> DatasetExists(int64_t dataset_id) override {
+    Stmt d(db_, "SELECT 1 FROM datasets WHERE id=?");
+    d.Bind(1, dataset_id);
+    return d.Step();
+  }
+
+ private:
+  sqlite3* db_;
+};
+
+}  // namespace
+
 absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
   absl::MutexLock lock(&mu_);
-  LedgerVerification v;
-  v.head_hash = kGenesisHash;
-  std::map<std::pair<int64_t, int64_t>, Spend> recomputed;
-  // The last grant per (account, dataset) and cap per dataset, as the ledger records them.
-  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, double>> grants;
-  std::map<int64_t, std::pair<int64_t, double>> caps;
-  auto fail = [&v](int64_t seq, std::string message) {
-    v.ok = false;
-    v.first_bad_seq = seq;
-    v.message = std::move(message);
-    return v;
-  };
-  {
-    Stmt s(db_, absl::StrCat("SELECT ", kLedgerCols, " FROM ledger ORDER BY seq").c_str());
-    int64_t expected_seq = 1;
-    while (true) {
-      ASSIGN_OR_RETURN(bool has, s.Step());
-      if (!has) break;
-      LedgerRow row = ReadLedger(s);
-      const int64_t account_id = s.Int(3), dataset_id = s.Int(5);
-      ++v.rows_checked;
-      if (row.seq != expected_seq) {
-        return fail(expected_seq,
-                    absl::StrCat("row ", expected_seq, " is missing (next is ", row.seq, ")"));
-      }
-      if (row.prev_hash != v.head_hash) {
-        return fail(row.seq,
-                    absl::StrCat("row ", row.seq, " does not chain to its predecessor's hash"));
-      }
-      if (LedgerRowHash(row, account_id, dataset_id) != row.hash) {
-        return fail(row.seq, absl::StrCat("row ", row.seq, " was modified: hash mismatch"));
-      }
-      if (row.kind == "charge") {
-        PrivacyCost cost{row.pure_micro, row.rdp_nano};
-        recomputed[{account_id, dataset_id}].Add(cost);
-      } else if (row.kind == "grant") {
-        grants[{account_id, dataset_id}] = {std::llround(row.epsilon * 1e6), row.delta};
-      } else if (row.kind == "cap") {
-        caps[dataset_id] = {std::llround(row.epsilon * 1e6), row.delta};
-      }
-      v.head_hash = row.hash;
-      ++expected_seq;
-    }
-  }
-  // The grants and caps the filter reads must be the last ones the ledger recorded.
-  {
-    Stmt g(db_, "SELECT account_id, dataset_id, epsilon_micro, delta FROM grants");
-    while (true) {
-      ASSIGN_OR_RETURN(bool has, g.Step());
-      if (!has) break;
-      auto it = grants.find({g.Int(0), g.Int(1)});
-      if (it == grants.end() || it->second != std::make_pair(g.Int(2), g.Double(3))) {
-        return fail(0, absl::StrCat("the grant of account ", g.Int(0), " on dataset ", g.Int(1),
-                                    " differs from the ledger's last grant row"));
-      }
-    }
-    Stmt c(db_, "SELECT id, cap_micro, cap_delta FROM datasets WHERE cap_micro IS NOT NULL");
-    while (true) {
-      ASSIGN_OR_RETURN(bool has, c.Step());
-      if (!has) break;
-      auto it = caps.find(c.Int(0));
-      if (it == caps.end() || it->second != std::make_pair(c.Int(1), c.Double(2))) {
-        return fail(0, absl::StrCat("the cap of dataset ", c.Int(0),
-                                    " differs from the ledger's last cap row"));
-      }
-      caps.erase(it);
-    }
-    // A cap the ledger set must still be in force (clearing it would lift the limit).
-    for (const auto& [dataset_id, cap] : caps) {
-      Stmt d(db_, "SELECT 1 FROM datasets WHERE id=?");
-      d.Bind(1, dataset_id);
-      ASSIGN_OR_RETURN(bool exists, d.Step());
-      if (exists) {
-        return fail(0, absl::StrCat("the cap of dataset ", dataset_id,
-                                    " was removed behind the ledger's back"));
-      }
-    }
-  }
-  // The spend totals the filter reads must equal the ledger's composition, both ways: a
-  // missing spend row would reset a budget. Deleted datasets keep their ledger rows but not
-  // their spend (dataset ids are never reused: AUTOINCREMENT).
-  {
-    Stmt s(db_,
-           "SELECT account_id, dataset_id, releases, pure_micro, rdp_all, rdp_nonpure FROM spend");
-    while (true) {
-      ASSIGN_OR_RETURN(bool has, s.Step());
-      if (!has) break;
-      ASSIGN_OR_RETURN(Spend stored, ReadSpend(s, 2));
-      auto it = recomputed.find({s.Int(0), s.Int(1)});
-      if (it == recomputed.end() || !(it->second == stored)) {
-        return fail(0, absl::StrCat("spend totals of account ", s.Int(0), " on dataset ", s.Int(1),
-                                    " differ from the ledger"));
-      }
-      recomputed.erase(it);
-    }
-  }
-  for (const auto& [ids, spend] : recomputed) {
-    Stmt d(db_, "SELECT 1 FROM datasets WHERE id=?");
-    d.Bind(1, ids.second);
-    ASSIGN_OR_RETURN(bool exists, d.Step());
-    if (exists) {
-      return fail(0, absl::StrCat("spend totals of account ", ids.first, " on dataset ", ids.second,
-                                  " are missing but the ledger charges them"));
-    }
-  }
-  return v;
+  SqliteLedgerReader reader(db_);
+  return VerifyLedgerFrom(reader);
 }
 
 // ---- jobs ----------------------------------------------------------------------------------
@@ -1220,15 +1089,10 @@ absl::StatusOr<JobRecord> SqliteStore::JobLocked(const std::string& id) {
   return ReadJob(s);
 }
 
-absl::Status SqliteStore::RequireRunningLocked(const std::string& id, const char* action) {
-  Stmt s(db_, "SELECT state FROM jobs WHERE id=?");
-  s.Bind(1, id);
-  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), UnknownJob(id)));
-  if (static_cast<JobState>(s.Int(0)) != JobState::kRunning) {
-    return absl::FailedPreconditionError(absl::StrCat("job '", id, "' is ", JobStateName(s.Int(0)),
-                                                      ", not running; cannot ", action, " it"));
-  }
-  return absl::OkStatus();
+absl::Status SqliteStore::RequireLeaseHolderLocked(const std::string& id, const std::string& owner,
+                                                   const char* action) {
+  ASSIGN_OR_RETURN(JobRecord job, JobLocked(id));
+  return RequireLeaseHolder(job, owner, action);
 }
 
 absl::StatusOr<JobRecord> SqliteStore::GetJob(const std::string& id) {
@@ -1269,45 +1133,48 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListUnfinishedJobs() {
   return out;
 }
 
-absl::StatusOr<JobRecord> SqliteStore::StartJob(const std::string& id, int64_t now_micros) {
+absl::StatusOr<JobRecord> SqliteStore::StartJob(const std::string& id, const JobLease& lease) {
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
-  // The state test and the change are one statement: of two claimants, one changes the row.
+  // The claimability test and the change are one statement: of two claimants, one changes the
+  // row. A re-run starts from scratch (from the same stored randomness), so its progress does.
   Stmt s(db_,
-         "UPDATE jobs SET state=2, attempts=attempts+1, started_micros=?, finished_micros=0 "
-         "WHERE id=? AND state=1");
-  s.Bind(1, now_micros).Bind(2, id);
+         "UPDATE jobs SET state=2, attempts=attempts+1, started_micros=?1, finished_micros=0, "
+         "done=0, lease_owner=?2, lease_expires_micros=?3 "
+         "WHERE id=?4 AND (state=1 OR (state=2 AND lease_expires_micros < ?1))");
+  s.Bind(1, lease.now_micros).Bind(2, lease.owner).Bind(3, lease.expires_micros).Bind(4, id);
   RETURN_IF_ERROR(s.Run());
-  if (sqlite3_changes(db_) == 0) {
-    ASSIGN_OR_RETURN(JobRecord job, JobLocked(id));
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job '", id, "' is ", JobStateName(static_cast<int64_t>(job.state)), ", not queued"));
-  }
+  const bool claimed = sqlite3_changes(db_) > 0;
   ASSIGN_OR_RETURN(JobRecord job, JobLocked(id));
+  if (!claimed) return NotClaimable(job, lease.now_micros);
   RETURN_IF_ERROR(txn.Commit());
   return job;
 }
 
-absl::Status SqliteStore::RequeueRunningJobs() {
+absl::Status SqliteStore::RenewJobLease(const std::string& id, const JobLease& lease) {
   absl::MutexLock lock(&mu_);
-  // A re-run starts from scratch (from the same stored randomness), so its progress does too.
-  return Exec("UPDATE jobs SET state=1, done=0 WHERE state=2");
+  Stmt s(db_, "UPDATE jobs SET lease_expires_micros=? WHERE id=? AND state=2 AND lease_owner=?");
+  s.Bind(1, lease.expires_micros).Bind(2, id).Bind(3, lease.owner);
+  RETURN_IF_ERROR(s.Run());
+  if (sqlite3_changes(db_) > 0) return absl::OkStatus();
+  return RequireLeaseHolderLocked(id, lease.owner, "renew the lease of");
 }
 
-absl::Status SqliteStore::UpdateJobProgress(const std::string& id, int64_t done, int64_t total) {
+absl::Status SqliteStore::UpdateJobProgress(const std::string& id, const std::string& owner,
+                                            int64_t done, int64_t total) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "UPDATE jobs SET done=?, total=? WHERE id=? AND state=2");
-  s.Bind(1, done).Bind(2, total).Bind(3, id);
+  Stmt s(db_, "UPDATE jobs SET done=?, total=? WHERE id=? AND state=2 AND lease_owner=?");
+  s.Bind(1, done).Bind(2, total).Bind(3, id).Bind(4, owner);
   return s.Run();
 }
 
-absl::Status SqliteStore::FinishJob(const std::string& id, const ArtifactRecord& artifact,
-                                    int64_t now_micros) {
+absl::Status SqliteStore::FinishJob(const std::string& id, const std::string& owner,
+                                    const ArtifactRecord& artifact, int64_t now_micros) {
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
-  RETURN_IF_ERROR(RequireRunningLocked(id, "finish"));
+  RETURN_IF_ERROR(RequireLeaseHolderLocked(id, owner, "finish"));
   {
     // The artifact was paid for by the job's charge.
     Stmt s(db_,
@@ -1325,12 +1192,12 @@ absl::Status SqliteStore::FinishJob(const std::string& id, const ArtifactRecord&
   return txn.Commit();
 }
 
-absl::Status SqliteStore::FailJob(const std::string& id, const std::string& error,
-                                  int64_t now_micros) {
+absl::Status SqliteStore::FailJob(const std::string& id, const std::string& owner,
+                                  const std::string& error, int64_t now_micros) {
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
-  RETURN_IF_ERROR(RequireRunningLocked(id, "fail"));
+  RETURN_IF_ERROR(RequireLeaseHolderLocked(id, owner, "fail"));
   Stmt u(db_, "UPDATE jobs SET state=4, error=?, finished_micros=? WHERE id=?");
   u.Bind(1, error).Bind(2, now_micros).Bind(3, id);
   RETURN_IF_ERROR(u.Run());
@@ -1341,11 +1208,8 @@ absl::StatusOr<JobRecord> SqliteStore::CancelJob(const std::string& id, int64_t 
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt u(db_,
-         "UPDATE jobs SET state=5, finished_micros=?, "
-         "error='cancelled by its company; the charge paid at submission stays' "
-         "WHERE id=? AND state IN (1, 2)");
-  u.Bind(1, now_micros).Bind(2, id);
+  Stmt u(db_, "UPDATE jobs SET state=5, finished_micros=?, error=? WHERE id=? AND state IN (1, 2)");
+  u.Bind(1, now_micros).Bind(2, std::string(kCancelledByCompany)).Bind(3, id);
   RETURN_IF_ERROR(u.Run());
   ASSIGN_OR_RETURN(JobRecord job, JobLocked(id));
   RETURN_IF_ERROR(txn.Commit());

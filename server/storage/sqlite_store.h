@@ -41,8 +41,8 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::string> GetBatchDigest(int64_t dataset_id,
                                              const std::string& batch_id) override;
   absl::Status PutSubjectBatch(int64_t dataset_id, const std::string& batch_id,
-                               const std::string& digest, int64_t rows,
-                               const std::string& payload) override;
+                               const std::string& digest, int64_t expected_subject_count,
+                               int64_t rows, const std::string& payload) override;
   absl::Status ForEachSubjectBatch(
       int64_t dataset_id, const std::function<absl::Status(const std::string&)>& fn) override;
 
@@ -68,12 +68,13 @@ class SqliteStore final : public Store {
   absl::StatusOr<JobRecord> GetJob(const std::string& id) override;
   absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
   absl::StatusOr<std::vector<JobRecord>> ListUnfinishedJobs() override;
-  absl::StatusOr<JobRecord> StartJob(const std::string& id, int64_t now_micros) override;
-  absl::Status RequeueRunningJobs() override;
-  absl::Status UpdateJobProgress(const std::string& id, int64_t done, int64_t total) override;
-  absl::Status FinishJob(const std::string& id, const ArtifactRecord& artifact,
-                         int64_t now_micros) override;
-  absl::Status FailJob(const std::string& id, const std::string& error,
+  absl::StatusOr<JobRecord> StartJob(const std::string& id, const JobLease& lease) override;
+  absl::Status RenewJobLease(const std::string& id, const JobLease& lease) override;
+  absl::Status UpdateJobProgress(const std::string& id, const std::string& owner, int64_t done,
+                                 int64_t total) override;
+  absl::Status FinishJob(const std::string& id, const std::string& owner,
+                         const ArtifactRecord& artifact, int64_t now_micros) override;
+  absl::Status FailJob(const std::string& id, const std::string& owner, const std::string& error,
                        int64_t now_micros) override;
   absl::StatusOr<JobRecord> CancelJob(const std::string& id, int64_t now_micros) override;
 
@@ -112,9 +113,10 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::pair<int64_t, std::string>> LedgerHeadLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<JobRecord> JobLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // NotFound for an unknown job, FailedPrecondition (naming `action`) unless it is running.
-  absl::Status RequireRunningLocked(const std::string& id, const char* action)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // NotFound for an unknown job, FailedPrecondition (naming `action`) unless it is running
+  // under `owner`'s lease.
+  absl::Status RequireLeaseHolderLocked(const std::string& id, const std::string& owner,
+                                        const char* action) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);

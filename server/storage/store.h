@@ -1,6 +1,7 @@
 // The abstract store behind the vault: accounts, datasets, subjects, grants, tables, the
 // hash-chained ledger, stored responses and artifacts. SQLite is one implementation
-// (sqlite_store.h). Every method is thread-safe.
+// (sqlite_store.h), PostgreSQL another (pg_store.h), which several vault processes share.
+// Every method is thread-safe.
 #ifndef FAIRVAULT_SERVER_STORAGE_STORE_H_
 #define FAIRVAULT_SERVER_STORAGE_STORE_H_
 
@@ -158,12 +159,12 @@ struct JobRecord {
   int64_t dataset_id = 0;
   int64_t ledger_seq = 0;
   std::string idempotency_key;
-  std::string table_handle;  // the table stays (is not purged) while the job is unfinished
-  int32_t algorithm = 0;     // v1::FairModelAlgorithm
-  std::string request;       // serialized v1::FitFairModelRequest
-  std::string plan;          // serialized noise plan (use-case specific), fixed at submission
-  std::string seed;          // 32 bytes: key of the job's ChaCha20 randomness, drawn at submission
-  int64_t subject_limit = 0; // subjects in the dataset at submission: the job joins only these
+  std::string table_handle;   // the table stays (is not purged) while the job is unfinished
+  int32_t algorithm = 0;      // v1::FairModelAlgorithm
+  std::string request;        // serialized v1::FitFairModelRequest
+  std::string plan;           // serialized noise plan (use-case specific), fixed at submission
+  std::string seed;           // 32 bytes: key of the job's ChaCha20 randomness, drawn at submission
+  int64_t subject_limit = 0;  // subjects in the dataset at submission: the job joins only these
   JobState state = JobState::kQueued;
   int64_t done = 0;
   int64_t total = 0;
@@ -171,8 +172,19 @@ struct JobRecord {
   int64_t started_micros = 0;   // start of the current (or last) attempt; 0 if never started
   int64_t finished_micros = 0;  // 0 while unfinished
   int32_t attempts = 0;         // times a runner started it
-  std::string artifact_id;      // when succeeded
-  std::string error;            // when failed or cancelled
+  // The runner holding it while running (replicas share the store): its owner id and the
+  // wall-clock time its lease ends. Another runner may take over a job whose lease ended.
+  std::string lease_owner;
+  int64_t lease_expires_micros = 0;
+  std::string artifact_id;  // when succeeded
+  std::string error;        // when failed or cancelled
+};
+
+// A runner's claim on a running job: who holds it, when it asks, and until when.
+struct JobLease {
+  std::string owner;
+  int64_t now_micros = 0;
+  int64_t expires_micros = 0;
 };
 
 struct JobFilter {
@@ -220,10 +232,12 @@ class Store {
   // Subject batches. The digest of a stored batch (NotFound if none).
   virtual absl::StatusOr<std::string> GetBatchDigest(int64_t dataset_id,
                                                      const std::string& batch_id) = 0;
-  // Stores a batch and adds `rows` to the dataset's subject count, atomically.
+  // Stores a batch and adds `rows` to the dataset's subject count, atomically, if the count is
+  // still `expected_subject_count` (what the importer checked the batch's keys against);
+  // Aborted otherwise (another process imported meanwhile), storing nothing.
   virtual absl::Status PutSubjectBatch(int64_t dataset_id, const std::string& batch_id,
-                                       const std::string& digest, int64_t rows,
-                                       const std::string& payload) = 0;
+                                       const std::string& digest, int64_t expected_subject_count,
+                                       int64_t rows, const std::string& payload) = 0;
   // Every batch payload of a dataset, in import order.
   virtual absl::Status ForEachSubjectBatch(
       int64_t dataset_id, const std::function<absl::Status(const std::string&)>& fn) = 0;
@@ -274,20 +288,26 @@ class Store {
   virtual absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
   // Queued and running jobs, oldest first.
   virtual absl::StatusOr<std::vector<JobRecord>> ListUnfinishedJobs() = 0;
-  // Claims a queued job: queued -> running, attempts + 1, started_micros = now. Returns the
-  // updated record; FailedPrecondition if it is not queued (taken, cancelled or finished).
-  virtual absl::StatusOr<JobRecord> StartJob(const std::string& id, int64_t now_micros) = 0;
-  // Running jobs back to queued (at start-up: their runner died with the process).
-  virtual absl::Status RequeueRunningJobs() = 0;
-  // Progress of a running job (ignored unless running).
-  virtual absl::Status UpdateJobProgress(const std::string& id, int64_t done, int64_t total) = 0;
+  // Claims a job for `lease.owner` until `lease.expires_micros`: a queued job, or a running
+  // one whose lease ended before `lease.now_micros` (its runner died: another replica or the
+  // next process takes it over and runs it again from the same stored randomness). Running,
+  // attempts + 1, started_micros = now, progress reset. Returns the updated record;
+  // FailedPrecondition if it is not claimable (held, cancelled or finished).
+  virtual absl::StatusOr<JobRecord> StartJob(const std::string& id, const JobLease& lease) = 0;
+  // Extends the lease of a job `lease.owner` holds; FailedPrecondition if it holds it no more
+  // (the job was cancelled, or taken over after the lease ended).
+  virtual absl::Status RenewJobLease(const std::string& id, const JobLease& lease) = 0;
+  // Progress of a running job (ignored unless running under `owner`).
+  virtual absl::Status UpdateJobProgress(const std::string& id, const std::string& owner,
+                                         int64_t done, int64_t total) = 0;
   // A running job's artifact and its state succeeded, in one transaction; FailedPrecondition
-  // (nothing stored) if the job is no longer running (cancelled meanwhile).
-  virtual absl::Status FinishJob(const std::string& id, const ArtifactRecord& artifact,
-                                 int64_t now_micros) = 0;
-  // A running job failed: state failed with `error`; FailedPrecondition if not running.
-  virtual absl::Status FailJob(const std::string& id, const std::string& error,
-                               int64_t now_micros) = 0;
+  // (nothing stored) unless the job is running under `owner` (cancelled or taken over).
+  virtual absl::Status FinishJob(const std::string& id, const std::string& owner,
+                                 const ArtifactRecord& artifact, int64_t now_micros) = 0;
+  // A running job failed: state failed with `error`; FailedPrecondition unless running under
+  // `owner`.
+  virtual absl::Status FailJob(const std::string& id, const std::string& owner,
+                               const std::string& error, int64_t now_micros) = 0;
   // Queued or running -> cancelled; returns the record (unchanged if already finished).
   virtual absl::StatusOr<JobRecord> CancelJob(const std::string& id, int64_t now_micros) = 0;
 

@@ -1,11 +1,14 @@
-// Tests of the SQLite store: the hash-chained ledger and its tamper detection, the atomic
+// Tests of the Store, one suite run against both backends (SQLite, and PostgreSQL on a private
+// server this binary starts): the hash-chained ledger and its tamper detection, the atomic
 // charge path (privacy filter, replays, rollback), persistence across reopen, table expiry,
-// training jobs (created with their charge, claimed once, finished with their artifact).
-#include "server/storage/sqlite_store.h"
+// training jobs (created with their charge, claimed once under a lease, finished with their
+// artifact), and — PostgreSQL's reason to exist — charges from several store instances at once.
+#include "server/storage/store.h"
 
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <limits>
@@ -18,9 +21,13 @@
 #include "absl/strings/str_cat.h"
 #include "core/accounting/accountant.h"
 #include "core/testing/status_matchers.h"
+#include "core/util/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/storage/ledger_chain.h"
+#include "server/storage/pg_store.h"
+#include "server/storage/sqlite_store.h"
+#include "server/storage/test_postgres.h"
 
 namespace fairvault::server::storage {
 namespace {
@@ -67,13 +74,49 @@ int64_t RawScalar(const std::string& path, const std::string& sql) {
   return value;
 }
 
-class SqliteStoreTest : public ::testing::Test {
+enum class Backend { kSqlite, kPostgres };
+
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kSqlite ? "Sqlite" : "Postgres";
+}
+
+// One PostgreSQL server for the whole binary (started on first use), one database per test.
+TestPostgres* SharedPostgres() {
+  static TestPostgres* pg = [] {
+    auto started = TestPostgres::Start();
+    if (!started.ok()) {
+      ADD_FAILURE() << started.status();
+      return static_cast<TestPostgres*>(nullptr);
+    }
+    return started->release();
+  }();
+  return pg;
+}
+
+// The lease a test's runner holds: one second from `now`.
+constexpr char kOwner[] = "runner-a";
+JobLease Lease(int64_t now, const std::string& owner = kOwner) {
+  return JobLease{owner, now, now + 1'000'000};
+}
+
+class StoreTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = absl::StrCat(::testing::TempDir(), "fairvault_sqlite_store_test_", info->name(), "_",
-                         getpid(), ".db");
-    RemoveFiles();
+    if (GetParam() == Backend::kSqlite) {
+      path_ = absl::StrCat(::testing::TempDir(), "fairvault_store_test_", info->name(), "_",
+                           getpid(), ".db");
+      std::replace(path_.begin() + ::testing::TempDir().size(), path_.end(), '/', '_');
+      RemoveFiles();
+    } else {
+      pg_ = SharedPostgres();
+      ASSERT_NE(pg_, nullptr);
+      static int databases = 0;
+      db_ = absl::StrCat("t", ++databases);
+      auto uri = pg_->CreateDatabase(db_);
+      ASSERT_OK(uri);
+      path_ = *uri;
+    }
     ASSERT_NO_FATAL_FAILURE(Reopen());
     acme_ = MakeAccount("acme", Role::kCompany);
     globex_ = MakeAccount("globex", Role::kCompany);
@@ -82,7 +125,11 @@ class SqliteStoreTest : public ::testing::Test {
 
   void TearDown() override {
     store_.reset();
-    RemoveFiles();
+    if (GetParam() == Backend::kSqlite) {
+      RemoveFiles();
+    } else if (pg_ != nullptr) {
+      pg_->Exec("postgres", absl::StrCat("DROP DATABASE IF EXISTS ", db_, " WITH (FORCE)"));
+    }
   }
 
   void RemoveFiles() {
@@ -91,12 +138,38 @@ class SqliteStoreTest : public ::testing::Test {
     }
   }
 
-  // Closes the store (if open) and opens the same file again.
+  // A second store on the same database (what another vault process opens).
+  absl::StatusOr<std::unique_ptr<Store>> OpenAnother() {
+    if (GetParam() == Backend::kSqlite) {
+      ASSIGN_OR_RETURN(auto s, SqliteStore::Open(path_));
+      return std::unique_ptr<Store>(std::move(s));
+    }
+    ASSIGN_OR_RETURN(auto s, PgStore::Open(path_));
+    return std::unique_ptr<Store>(std::move(s));
+  }
+
+  // Closes the store (if open) and opens the same database again.
   void Reopen() {
     store_.reset();
-    auto opened = SqliteStore::Open(path_);
+    auto opened = OpenAnother();
     ASSERT_OK(opened);
     store_ = *std::move(opened);
+  }
+
+  // Runs SQL through a raw connection: what someone with file or database access (not the
+  // vault) could do. Returns the database's error message, empty on success.
+  std::string Raw(const std::string& sql) {
+    return GetParam() == Backend::kSqlite ? RawExec(path_, sql) : pg_->Exec(db_, sql);
+  }
+  int64_t Scalar(const std::string& sql) {
+    return GetParam() == Backend::kSqlite ? RawScalar(path_, sql) : pg_->Scalar(db_, sql);
+  }
+  // SQL that lifts the ledger's append-only guard (triggers), as an attacker with database
+  // access could, before tampering.
+  std::string LiftLedgerGuard() {
+    return GetParam() == Backend::kSqlite
+               ? "DROP TRIGGER ledger_no_update; DROP TRIGGER ledger_no_delete; "
+               : "ALTER TABLE ledger DISABLE TRIGGER USER; ";
   }
 
   AccountRecord MakeAccount(const std::string& name, Role role) {
@@ -183,8 +256,10 @@ class SqliteStoreTest : public ::testing::Test {
     ASSERT_OK(Charge(Request(acme_, census_, "k2", 500'000)));
   }
 
-  std::string path_;
-  std::unique_ptr<SqliteStore> store_;
+  std::string path_;  // SQLite file, or PostgreSQL URI
+  TestPostgres* pg_ = nullptr;
+  std::string db_;  // PostgreSQL database name
+  std::unique_ptr<Store> store_;
   AccountRecord acme_, globex_;
   DatasetRecord census_;
   int64_t now_ = 1'700'000'000'000'000;
@@ -192,7 +267,7 @@ class SqliteStoreTest : public ::testing::Test {
 
 // ---- ledger hash chain -------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, LedgerRowsAreContiguousAndHashChained) {
+TEST_P(StoreTest, LedgerRowsAreContiguousAndHashChained) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
   const std::vector<LedgerRow> rows = Ledger();
   ASSERT_EQ(rows.size(), 5u);
@@ -224,14 +299,14 @@ TEST_F(SqliteStoreTest, LedgerRowsAreContiguousAndHashChained) {
   EXPECT_EQ(v.head_hash, rows.back().hash);
 }
 
-TEST_F(SqliteStoreTest, VerifyOkOnEmptyLedger) {
+TEST_P(StoreTest, VerifyOkOnEmptyLedger) {
   const LedgerVerification v = Verify();
   EXPECT_TRUE(v.ok);
   EXPECT_EQ(v.rows_checked, 0);
   EXPECT_EQ(v.head_hash, kGenesisHash);
 }
 
-TEST_F(SqliteStoreTest, ListLedgerFiltersByAccountDatasetAndSeq) {
+TEST_P(StoreTest, ListLedgerFiltersByAccountDatasetAndSeq) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
   LedgerFilter f;
   f.account = "acme";
@@ -256,11 +331,9 @@ TEST_F(SqliteStoreTest, ListLedgerFiltersByAccountDatasetAndSeq) {
   EXPECT_EQ(rows->size(), 2u);
 }
 
-TEST_F(SqliteStoreTest, VerifyDetectsEditedRow) {
+TEST_P(StoreTest, VerifyDetectsEditedRow) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
-  ASSERT_EQ(RawExec(path_,
-                    "DROP TRIGGER ledger_no_update; "
-                    "UPDATE ledger SET epsilon = epsilon * 0.5 WHERE seq = 3;"),
+  ASSERT_EQ(Raw(LiftLedgerGuard() + "UPDATE ledger SET epsilon = epsilon * 0.5 WHERE seq = 3;"),
             "");
   const LedgerVerification v = Verify();
   EXPECT_FALSE(v.ok);
@@ -268,42 +341,37 @@ TEST_F(SqliteStoreTest, VerifyDetectsEditedRow) {
   EXPECT_THAT(v.message, HasSubstr("row 3"));
 }
 
-TEST_F(SqliteStoreTest, VerifyDetectsEditedCostOfCharge) {
+TEST_P(StoreTest, VerifyDetectsEditedCostOfCharge) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
   // Lowering the recorded cost and the spend together still breaks the row's hash.
-  ASSERT_EQ(RawExec(path_,
-                    "DROP TRIGGER ledger_no_update; "
-                    "UPDATE ledger SET pure_micro = 1 WHERE seq = 5;"),
-            "");
+  ASSERT_EQ(Raw(LiftLedgerGuard() + "UPDATE ledger SET pure_micro = 1 WHERE seq = 5;"), "");
   const LedgerVerification v = Verify();
   EXPECT_FALSE(v.ok);
   EXPECT_EQ(v.first_bad_seq, 5);
 }
 
-TEST_F(SqliteStoreTest, VerifyDetectsDeletedMiddleRow) {
+TEST_P(StoreTest, VerifyDetectsDeletedMiddleRow) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
-  ASSERT_EQ(RawExec(path_, "DROP TRIGGER ledger_no_delete; DELETE FROM ledger WHERE seq = 2;"), "");
+  ASSERT_EQ(Raw(LiftLedgerGuard() + "DELETE FROM ledger WHERE seq = 2;"), "");
   const LedgerVerification v = Verify();
   EXPECT_FALSE(v.ok);
   EXPECT_EQ(v.first_bad_seq, 2);
 }
 
-TEST_F(SqliteStoreTest, VerifyDetectsRenumberedRows) {
+TEST_P(StoreTest, VerifyDetectsRenumberedRows) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
   // Closing the gap after a deletion still leaves a row that does not chain.
-  ASSERT_EQ(RawExec(path_,
-                    "DROP TRIGGER ledger_no_delete; DROP TRIGGER ledger_no_update; "
-                    "DELETE FROM ledger WHERE seq = 2; "
-                    "UPDATE ledger SET seq = seq - 1 WHERE seq > 2;"),
+  ASSERT_EQ(Raw(LiftLedgerGuard() + "DELETE FROM ledger WHERE seq = 2; "
+                                    "UPDATE ledger SET seq = seq - 1 WHERE seq > 2;"),
             "");
   const LedgerVerification v = Verify();
   EXPECT_FALSE(v.ok);
   EXPECT_EQ(v.first_bad_seq, 2);
 }
 
-TEST_F(SqliteStoreTest, VerifyDetectsEditedSpendTotals) {
+TEST_P(StoreTest, VerifyDetectsEditedSpendTotals) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
-  ASSERT_EQ(RawExec(path_, "UPDATE spend SET pure_micro = 0;"), "");
+  ASSERT_EQ(Raw("UPDATE spend SET pure_micro = 0;"), "");
   const LedgerVerification v = Verify();
   EXPECT_FALSE(v.ok);
   EXPECT_THAT(v.message, HasSubstr("spend"));
@@ -311,49 +379,48 @@ TEST_F(SqliteStoreTest, VerifyDetectsEditedSpendTotals) {
   EXPECT_EQ(SpentMicro(acme_, census_), 0);
 }
 
-TEST_F(SqliteStoreTest, VerifyDetectsDeletedSpendTotals) {
+TEST_P(StoreTest, VerifyDetectsDeletedSpendTotals) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
-  ASSERT_EQ(RawExec(path_, "DELETE FROM spend;"), "");
+  ASSERT_EQ(Raw("DELETE FROM spend;"), "");
   const LedgerVerification v = Verify();
   EXPECT_FALSE(v.ok) << "a deleted spend row resets a budget; the ledger must notice";
   EXPECT_THAT(v.message, HasSubstr("spend"));
 }
 
-TEST_F(SqliteStoreTest, VerifyDetectsInflatedReleaseCount) {
+TEST_P(StoreTest, VerifyDetectsInflatedReleaseCount) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
-  ASSERT_EQ(RawExec(path_, "UPDATE spend SET releases = releases + 1;"), "");
+  ASSERT_EQ(Raw("UPDATE spend SET releases = releases + 1;"), "");
   EXPECT_FALSE(Verify().ok);
 }
 
-TEST_F(SqliteStoreTest, VerifyDetectsARaisedGrantOrCap) {
+TEST_P(StoreTest, VerifyDetectsARaisedGrantOrCap) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
-  ASSERT_EQ(RawExec(path_, "UPDATE grants SET epsilon_micro = epsilon_micro * 10;"), "");
+  ASSERT_EQ(Raw("UPDATE grants SET epsilon_micro = epsilon_micro * 10;"), "");
   LedgerVerification v = Verify();
   EXPECT_FALSE(v.ok) << "a grant raised behind the ledger's back must be noticed";
   EXPECT_THAT(v.message, HasSubstr("grant"));
 }
 
-TEST_F(SqliteStoreTest, VerifyDetectsAClearedCap) {
+TEST_P(StoreTest, VerifyDetectsAClearedCap) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
-  ASSERT_EQ(RawExec(path_, "UPDATE datasets SET cap_micro = NULL;"), "");
+  ASSERT_EQ(Raw("UPDATE datasets SET cap_micro = NULL;"), "");
   LedgerVerification v = Verify();
   EXPECT_FALSE(v.ok) << "lifting a cap behind the ledger's back must be noticed";
   EXPECT_THAT(v.message, HasSubstr("cap"));
 }
 
-TEST_F(SqliteStoreTest, TriggersBlockLedgerUpdateAndDelete) {
+TEST_P(StoreTest, TriggersBlockLedgerUpdateAndDelete) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
-  EXPECT_THAT(RawExec(path_, "UPDATE ledger SET epsilon = 0 WHERE seq = 3;"),
-              HasSubstr("append-only"));
-  EXPECT_THAT(RawExec(path_, "DELETE FROM ledger WHERE seq = 3;"), HasSubstr("append-only"));
-  EXPECT_THAT(RawExec(path_, "DELETE FROM ledger;"), HasSubstr("append-only"));
+  EXPECT_THAT(Raw("UPDATE ledger SET epsilon = 0 WHERE seq = 3;"), HasSubstr("append-only"));
+  EXPECT_THAT(Raw("DELETE FROM ledger WHERE seq = 3;"), HasSubstr("append-only"));
+  EXPECT_THAT(Raw("DELETE FROM ledger;"), HasSubstr("append-only"));
   EXPECT_EQ(Ledger().size(), 5u);
   EXPECT_TRUE(Verify().ok);
 }
 
 // ---- the charge path ---------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, ChargeWithinGrantPassesSeqAndBudgetAfterToBody) {
+TEST_P(StoreTest, ChargeWithinGrantPassesSeqAndBudgetAfterToBody) {
   Grant(acme_, census_, 1'000'000);
   int64_t seen_seq = -1;
   BudgetState seen;
@@ -388,7 +455,7 @@ TEST_F(SqliteStoreTest, ChargeWithinGrantPassesSeqAndBudgetAfterToBody) {
   EXPECT_TRUE(Verify().ok);
 }
 
-TEST_F(SqliteStoreTest, ChargeOverBudgetIsRefusedBeforeBodyRuns) {
+TEST_P(StoreTest, ChargeOverBudgetIsRefusedBeforeBodyRuns) {
   Grant(acme_, census_, 500'000);
   ASSERT_OK(Charge(Request(acme_, census_, "k1", 300'000)));
   const size_t rows_before = Ledger().size();
@@ -408,7 +475,7 @@ TEST_F(SqliteStoreTest, ChargeOverBudgetIsRefusedBeforeBodyRuns) {
   EXPECT_TRUE(Verify().ok);
 }
 
-TEST_F(SqliteStoreTest, TenTenthsSpendExactlyOneAndTheEleventhIsRefused) {
+TEST_P(StoreTest, TenTenthsSpendExactlyOneAndTheEleventhIsRefused) {
   Grant(acme_, census_, 1'000'000, /*delta=*/0);
   for (int i = 0; i < 10; ++i) {
     ASSERT_OK(Charge(Request(acme_, census_, absl::StrCat("k", i), 100'000))) << i;
@@ -427,7 +494,7 @@ TEST_F(SqliteStoreTest, TenTenthsSpendExactlyOneAndTheEleventhIsRefused) {
   EXPECT_EQ(budget->spend.pure_micro, 1'000'000);
 }
 
-TEST_F(SqliteStoreTest, DatasetCapLimitsTheSumOverCompanies) {
+TEST_P(StoreTest, DatasetCapLimitsTheSumOverCompanies) {
   Grant(acme_, census_, 1'000'000);
   Grant(globex_, census_, 1'000'000);
   ASSERT_OK(store_->SetCap(census_.id, census_.name, 1'500'000, 0, ++now_));
@@ -450,14 +517,14 @@ TEST_F(SqliteStoreTest, DatasetCapLimitsTheSumOverCompanies) {
               StatusIs(absl::StatusCode::kResourceExhausted, "cap"));
 }
 
-TEST_F(SqliteStoreTest, CapOnOtherDatasetDoesNotLimit) {
+TEST_P(StoreTest, CapOnOtherDatasetDoesNotLimit) {
   DatasetRecord other = MakeDataset("other");
   Grant(acme_, census_, 1'000'000);
   ASSERT_OK(store_->SetCap(other.id, other.name, 1, 0, ++now_));
   EXPECT_OK(Charge(Request(acme_, census_, "k", 1'000'000)));
 }
 
-TEST_F(SqliteStoreTest, ReplayReturnsStoredPayloadWithoutCharging) {
+TEST_P(StoreTest, ReplayReturnsStoredPayloadWithoutCharging) {
   Grant(acme_, census_, 1'000'000);
   auto first = Charge(Request(acme_, census_, "k1", 400'000));
   ASSERT_OK(first);
@@ -485,7 +552,7 @@ TEST_F(SqliteStoreTest, ReplayReturnsStoredPayloadWithoutCharging) {
   EXPECT_EQ(SpentMicro(acme_, census_), 1'000'000);
 }
 
-TEST_F(SqliteStoreTest, IdempotencyKeysArePerAccount) {
+TEST_P(StoreTest, IdempotencyKeysArePerAccount) {
   Grant(acme_, census_, 1'000'000);
   Grant(globex_, census_, 1'000'000);
   auto a = Charge(Request(acme_, census_, "same", 100'000, "d1"));
@@ -496,7 +563,7 @@ TEST_F(SqliteStoreTest, IdempotencyKeysArePerAccount) {
   EXPECT_EQ(SpentMicro(globex_, census_), 100'000);
 }
 
-TEST_F(SqliteStoreTest, SameKeyWithDifferentDigestIsRefused) {
+TEST_P(StoreTest, SameKeyWithDifferentDigestIsRefused) {
   Grant(acme_, census_, 1'000'000);
   ASSERT_OK(Charge(Request(acme_, census_, "k1", 100'000, "digest-a")));
   const size_t rows = Ledger().size();
@@ -509,7 +576,7 @@ TEST_F(SqliteStoreTest, SameKeyWithDifferentDigestIsRefused) {
   EXPECT_EQ(SpentMicro(acme_, census_), 100'000);
 }
 
-TEST_F(SqliteStoreTest, DatasetSpendSaturatesInsteadOfWrapping) {
+TEST_P(StoreTest, DatasetSpendSaturatesInsteadOfWrapping) {
   // Three companies each spend just under epsilon 1e6 with a tiny-sigma Gaussian: per company the
   // curve's top orders hold ~3.6e18 nano-units, so the dataset-wide sum of the three exceeds
   // INT64_MAX there. A wrapping sum turns those orders negative, the conversion then reports a
@@ -541,7 +608,7 @@ TEST_F(SqliteStoreTest, DatasetSpendSaturatesInsteadOfWrapping) {
               StatusIs(absl::StatusCode::kResourceExhausted, "dataset-wide cap"));
 }
 
-TEST_F(SqliteStoreTest, FailingBodyIsChargedAndReplaysItsFailure) {
+TEST_P(StoreTest, FailingBodyIsChargedAndReplaysItsFailure) {
   Grant(acme_, census_, 1'000'000);
   ASSERT_OK(Charge(Request(acme_, census_, "k0", 100'000)));
   const size_t rows = Ledger().size();
@@ -573,7 +640,7 @@ TEST_F(SqliteStoreTest, FailingBodyIsChargedAndReplaysItsFailure) {
   EXPECT_THAT(store_->GetArtifact("art_x"), StatusIs(absl::StatusCode::kNotFound));
 }
 
-TEST_F(SqliteStoreTest, ChargeWithoutGrantIsPermissionDenied) {
+TEST_P(StoreTest, ChargeWithoutGrantIsPermissionDenied) {
   bool called = false;
   EXPECT_THAT(store_->Charge(Request(acme_, census_, "k1", 100'000), ++now_, Body(&called)),
               StatusIs(absl::StatusCode::kPermissionDenied, "no budget grant"));
@@ -582,7 +649,7 @@ TEST_F(SqliteStoreTest, ChargeWithoutGrantIsPermissionDenied) {
   EXPECT_THAT(store_->GetBudget(acme_.id, census_.id), StatusIs(absl::StatusCode::kNotFound));
 }
 
-TEST_F(SqliteStoreTest, LoweredGrantStopsSpending) {
+TEST_P(StoreTest, LoweredGrantStopsSpending) {
   Grant(acme_, census_, 1'000'000);
   ASSERT_OK(Charge(Request(acme_, census_, "k1", 600'000)));
   Grant(acme_, census_, 500'000);
@@ -594,14 +661,14 @@ TEST_F(SqliteStoreTest, LoweredGrantStopsSpending) {
 
 // ---- persistence -------------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, EverythingSurvivesCloseAndReopen) {
+TEST_P(StoreTest, EverythingSurvivesCloseAndReopen) {
   ASSERT_NO_FATAL_FAILURE(BuildLedger());
   bool called = false;
   ArtifactRecord artifact{"art_1", acme_.id, census_.id, 0, 77, "artifact-bytes"};
   auto with_artifact =
       store_->Charge(Request(acme_, census_, "k3", 100'000, "d3"), ++now_, Body(&called, artifact));
   ASSERT_OK(with_artifact);
-  ASSERT_OK(store_->PutSubjectBatch(census_.id, "b1", "bd", 3, "batch-bytes"));
+  ASSERT_OK(store_->PutSubjectBatch(census_.id, "b1", "bd", 0, 3, "batch-bytes"));
   ASSERT_OK(store_->PutTable(TableRecord{"tbl_1", acme_.id, census_.id, 3, now_ + 1000, "tbl"}));
   const std::vector<LedgerRow> ledger_before = Ledger();
   const std::string head_before = Verify().head_hash;
@@ -668,7 +735,7 @@ TEST_F(SqliteStoreTest, EverythingSurvivesCloseAndReopen) {
 
 // ---- datasets ----------------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, DeletedDatasetKeepsLedgerVerifiableAndIsNotReusedById) {
+TEST_P(StoreTest, DeletedDatasetKeepsLedgerVerifiableAndIsNotReusedById) {
   Grant(acme_, census_, 1'000'000);
   ASSERT_OK(Charge(Request(acme_, census_, "k1", 700'000)));
   ASSERT_OK(store_->DeleteDataset(census_.id));
@@ -688,7 +755,7 @@ TEST_F(SqliteStoreTest, DeletedDatasetKeepsLedgerVerifiableAndIsNotReusedById) {
   EXPECT_TRUE(v.ok) << v.message;
 }
 
-TEST_F(SqliteStoreTest, DeletedDatasetTakesItsArtifactsDecisionsWithIt) {
+TEST_P(StoreTest, DeletedDatasetTakesItsArtifactsDecisionsWithIt) {
   Grant(acme_, census_, 1'000'000);
   DatasetRecord other = MakeDataset("other");
   Grant(acme_, other, 1'000'000);
@@ -715,13 +782,13 @@ TEST_F(SqliteStoreTest, DeletedDatasetTakesItsArtifactsDecisionsWithIt) {
   ASSERT_EQ(kept->size(), 1u);
   EXPECT_EQ(kept->at("s1").output, 1);
   // The decisions table holds nothing else.
-  EXPECT_EQ(RawScalar(path_, "SELECT COUNT(*) FROM decisions"), 1);
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM decisions"), 1);
 }
 
 // Decisions and their access-log row are one transaction: a decision the store refuses (here
 // a subject already decided, against the primary key) leaves no log row, and a logged call's
 // decisions are all there.
-TEST_F(SqliteStoreTest, DecisionsAndTheirAccessLogRowCommitTogether) {
+TEST_P(StoreTest, DecisionsAndTheirAccessLogRowCommitTogether) {
   auto seq = store_->RecordDecisions("art", {{"s1", 1, 0}, {"s2", 0, 1}},
                                      AccessLogRow{0, 5, "acme", "census", "art", 3, 2});
   ASSERT_OK(seq);
@@ -734,25 +801,27 @@ TEST_F(SqliteStoreTest, DecisionsAndTheirAccessLogRowCommitTogether) {
   EXPECT_EQ((*log)[0].seq, *seq);
   EXPECT_EQ((*log)[0].rows, 3);
   EXPECT_EQ((*log)[0].new_decisions, 2);
-  EXPECT_EQ(RawScalar(path_, "SELECT COUNT(*) FROM decisions"), 2);  // s3 rolled back
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM decisions"), 2);  // s3 rolled back
 }
 
-TEST_F(SqliteStoreTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
+// SQLite's migrations from versions that shipped before PostgreSQL existed.
+class SqliteMigrationTest : public StoreTest {};
+
+TEST_P(SqliteMigrationTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
   Grant(acme_, census_, 1'000'000);
   ASSERT_OK(Charge(Request(acme_, census_, "k1", 100'000)));
   const std::string payload = store_->GetStoredResponse(acme_.id, "k1")->payload;
   store_.reset();
   // The responses table as the first release shipped it, holding the stored response.
-  ASSERT_EQ(RawExec(path_,
-                    "CREATE TABLE old_responses("
-                    "  account_id INTEGER NOT NULL, idempotency_key TEXT NOT NULL,"
-                    "  request_kind TEXT NOT NULL, params_digest TEXT NOT NULL,"
-                    "  ledger_seq INTEGER NOT NULL, payload BLOB NOT NULL,"
-                    "  PRIMARY KEY(account_id, idempotency_key));"
-                    "INSERT INTO old_responses SELECT account_id, idempotency_key, request_kind,"
-                    "  params_digest, ledger_seq, payload FROM responses;"
-                    "DROP TABLE responses; ALTER TABLE old_responses RENAME TO responses;"
-                    "PRAGMA user_version=0"),
+  ASSERT_EQ(Raw("CREATE TABLE old_responses("
+                "  account_id INTEGER NOT NULL, idempotency_key TEXT NOT NULL,"
+                "  request_kind TEXT NOT NULL, params_digest TEXT NOT NULL,"
+                "  ledger_seq INTEGER NOT NULL, payload BLOB NOT NULL,"
+                "  PRIMARY KEY(account_id, idempotency_key));"
+                "INSERT INTO old_responses SELECT account_id, idempotency_key, request_kind,"
+                "  params_digest, ledger_seq, payload FROM responses;"
+                "DROP TABLE responses; ALTER TABLE old_responses RENAME TO responses;"
+                "PRAGMA user_version=0"),
             "");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
@@ -763,23 +832,22 @@ TEST_F(SqliteStoreTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
   EXPECT_EQ(replay->response_payload, payload);
   ASSERT_OK(Charge(Request(acme_, census_, "k2", 100'000)));
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
-  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 3);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
   // Opening again is a no-op.
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
 }
 
-TEST_F(SqliteStoreTest, AccessLogFromVersion1IsMigratedOnOpen) {
+TEST_P(SqliteMigrationTest, AccessLogFromVersion1IsMigratedOnOpen) {
   store_.reset();
   // The access log as schema version 1 had it, with one logged call.
-  ASSERT_EQ(RawExec(path_,
-                    "DROP TABLE access_log;"
-                    "CREATE TABLE access_log(seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-                    "  time_micros INTEGER NOT NULL, account TEXT NOT NULL, dataset TEXT NOT NULL,"
-                    "  artifact_id TEXT NOT NULL, rows INTEGER NOT NULL);"
-                    "INSERT INTO access_log(time_micros, account, dataset, artifact_id, rows)"
-                    "  VALUES(7, 'acme', 'census', 'art', 40);"
-                    "PRAGMA user_version=1"),
+  ASSERT_EQ(Raw("DROP TABLE access_log;"
+                "CREATE TABLE access_log(seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+                "  time_micros INTEGER NOT NULL, account TEXT NOT NULL, dataset TEXT NOT NULL,"
+                "  artifact_id TEXT NOT NULL, rows INTEGER NOT NULL);"
+                "INSERT INTO access_log(time_micros, account, dataset, artifact_id, rows)"
+                "  VALUES(7, 'acme', 'census', 'art', 40);"
+                "PRAGMA user_version=1"),
             "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
   ASSERT_OK(store_->RecordDecisions("art", {{"s1", 1, 0}},
@@ -790,13 +858,19 @@ TEST_F(SqliteStoreTest, AccessLogFromVersion1IsMigratedOnOpen) {
   EXPECT_EQ((*log)[0].rows, 40);
   EXPECT_EQ((*log)[0].new_decisions, -1);  // not recorded then
   EXPECT_EQ((*log)[1].new_decisions, 1);
-  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 3);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
 }
 
-TEST_F(SqliteStoreTest, SubjectBatchesAccumulateInOrder) {
-  ASSERT_OK(store_->PutSubjectBatch(census_.id, "b1", "d1", 2, "one"));
-  ASSERT_OK(store_->PutSubjectBatch(census_.id, "b2", "d2", 5, "two"));
-  EXPECT_THAT(store_->PutSubjectBatch(census_.id, "b1", "d1", 2, "one"),
+TEST_P(StoreTest, SubjectBatchesAccumulateInOrder) {
+  ASSERT_OK(store_->PutSubjectBatch(census_.id, "b1", "d1", 0, 2, "one"));
+  // An importer whose index predates b1 (another process imported it meanwhile) is refused,
+  // and stores nothing: its keys were not checked against b1's.
+  EXPECT_THAT(store_->PutSubjectBatch(census_.id, "b2", "d2", 0, 5, "two"),
+              StatusIs(absl::StatusCode::kAborted, "another vault process"));
+  EXPECT_THAT(store_->GetBatchDigest(census_.id, "b2"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(store_->GetDatasetById(census_.id)->subject_count, 2);
+  ASSERT_OK(store_->PutSubjectBatch(census_.id, "b2", "d2", 2, 5, "two"));
+  EXPECT_THAT(store_->PutSubjectBatch(census_.id, "b1", "d1", 7, 2, "one"),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   auto d = store_->GetDataset("census");
   ASSERT_OK(d);
@@ -810,7 +884,7 @@ TEST_F(SqliteStoreTest, SubjectBatchesAccumulateInOrder) {
   EXPECT_THAT(store_->GetBatchDigest(census_.id, "b3"), StatusIs(absl::StatusCode::kNotFound));
 }
 
-TEST_F(SqliteStoreTest, DuplicateNamesAreAlreadyExists) {
+TEST_P(StoreTest, DuplicateNamesAreAlreadyExists) {
   AccountRecord a;
   a.name = "acme";
   EXPECT_THAT(store_->CreateAccount(a), StatusIs(absl::StatusCode::kAlreadyExists, "acme"));
@@ -821,7 +895,7 @@ TEST_F(SqliteStoreTest, DuplicateNamesAreAlreadyExists) {
 
 // ---- tables ------------------------------------------------------------------------------------
 
-TEST_F(SqliteStoreTest, PurgeExpiredTablesRemovesOnlyExpiredOnes) {
+TEST_P(StoreTest, PurgeExpiredTablesRemovesOnlyExpiredOnes) {
   ASSERT_OK(store_->PutTable(TableRecord{"t100", acme_.id, census_.id, 1, 100, "a"}));
   ASSERT_OK(store_->PutTable(TableRecord{"t200", acme_.id, census_.id, 1, 200, "b"}));
   ASSERT_OK(store_->PutTable(TableRecord{"t300", globex_.id, census_.id, 1, 300, "c"}));
@@ -869,10 +943,10 @@ JobRecord NewJob(const std::string& id, const AccountRecord& a, const DatasetRec
   return j;
 }
 
-class SqliteStoreJobTest : public SqliteStoreTest {
+class StoreJobTest : public StoreTest {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(SqliteStoreTest::SetUp());
+    ASSERT_NO_FATAL_FAILURE(StoreTest::SetUp());
     Grant(acme_, census_, 10'000'000);
     Grant(globex_, census_, 10'000'000);
   }
@@ -908,7 +982,7 @@ class SqliteStoreJobTest : public SqliteStoreTest {
   }
 };
 
-TEST_F(SqliteStoreJobTest, JobIsCreatedQueuedWithItsCharge) {
+TEST_P(StoreJobTest, JobIsCreatedQueuedWithItsCharge) {
   const int64_t before = SpentMicro(acme_, census_);
   const int64_t seq = Submit(NewJob("job_a", acme_, census_));
   ASSERT_GT(seq, 0);
@@ -946,7 +1020,7 @@ TEST_F(SqliteStoreJobTest, JobIsCreatedQueuedWithItsCharge) {
   EXPECT_EQ(all->size(), 1u);
 }
 
-TEST_F(SqliteStoreJobTest, FailingBodyIsChargedButCreatesNoJob) {
+TEST_P(StoreJobTest, FailingBodyIsChargedButCreatesNoJob) {
   const size_t rows = Ledger().size();
   auto failed = store_->Charge(Request(acme_, census_, "k1", 100'000), ++now_,
                                [](int64_t, const BudgetState&) -> absl::StatusOr<ChargeResult> {
@@ -954,7 +1028,7 @@ TEST_F(SqliteStoreJobTest, FailingBodyIsChargedButCreatesNoJob) {
                                });
   EXPECT_THAT(failed, StatusIs(absl::StatusCode::kInvalidArgument, "bad plan"));
   EXPECT_EQ(Ledger().size(), rows + 1);  // charged, as every failed release
-  EXPECT_EQ(RawScalar(path_, "SELECT COUNT(*) FROM jobs"), 0);
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM jobs"), 0);
 
   // A body that fails after building its job still creates none: the job is only the
   // successful result's.
@@ -973,10 +1047,10 @@ TEST_F(SqliteStoreJobTest, FailingBodyIsChargedButCreatesNoJob) {
   bool called = false;
   EXPECT_THAT(store_->Charge(Request(acme_, census_, "k3", 100'000'000), ++now_, Body(&called)),
               StatusIs(absl::StatusCode::kResourceExhausted));
-  EXPECT_EQ(RawScalar(path_, "SELECT COUNT(*) FROM jobs"), 0);
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM jobs"), 0);
 }
 
-TEST_F(SqliteStoreJobTest, AJobThatCannotBeStoredRollsBackItsCharge) {
+TEST_P(StoreJobTest, AJobThatCannotBeStoredRollsBackItsCharge) {
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
   const size_t rows = Ledger().size();
   const int64_t spent = SpentMicro(acme_, census_);
@@ -994,20 +1068,20 @@ TEST_F(SqliteStoreJobTest, AJobThatCannotBeStoredRollsBackItsCharge) {
   EXPECT_TRUE(Verify().ok);
 }
 
-TEST_F(SqliteStoreJobTest, StartClaimsAQueuedJobOnce) {
+TEST_P(StoreJobTest, StartClaimsAQueuedJobOnce) {
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
-  auto started = store_->StartJob("job_a", 5'000);
+  auto started = store_->StartJob("job_a", Lease(5'000));
   ASSERT_OK(started);
   EXPECT_EQ(started->state, JobState::kRunning);
   EXPECT_EQ(started->attempts, 1);
   EXPECT_EQ(started->started_micros, 5'000);
-  EXPECT_THAT(store_->StartJob("job_a", 6'000),
+  EXPECT_THAT(store_->StartJob("job_a", Lease(6'000)),
               StatusIs(absl::StatusCode::kFailedPrecondition, "running"));
-  EXPECT_THAT(store_->StartJob("job_zzz", 6'000), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store_->StartJob("job_zzz", Lease(6'000)), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(Job("job_a").started_micros, 5'000);
 }
 
-TEST_F(SqliteStoreJobTest, OfTwoThreadsClaimingTheSameJobExactlyOneWins) {
+TEST_P(StoreJobTest, OfTwoThreadsClaimingTheSameJobExactlyOneWins) {
   for (int round = 0; round < 20; ++round) {
     const std::string id = absl::StrCat("job_", round);
     ASSERT_GT(Submit(NewJob(id, acme_, census_)), 0);
@@ -1015,7 +1089,7 @@ TEST_F(SqliteStoreJobTest, OfTwoThreadsClaimingTheSameJobExactlyOneWins) {
     std::atomic<bool> go{false};
     auto claim = [&] {
       while (!go.load()) std::this_thread::yield();
-      auto s = store_->StartJob(id, 7'000);
+      auto s = store_->StartJob(id, Lease(7'000));
       if (s.ok()) {
         ++wins;
       } else if (absl::IsFailedPrecondition(s.status())) {
@@ -1032,22 +1106,22 @@ TEST_F(SqliteStoreJobTest, OfTwoThreadsClaimingTheSameJobExactlyOneWins) {
   }
 }
 
-TEST_F(SqliteStoreJobTest, ProgressIsRecordedOnlyWhileRunning) {
+TEST_P(StoreJobTest, ProgressIsRecordedOnlyWhileRunning) {
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
-  ASSERT_OK(store_->UpdateJobProgress("job_a", 5, 60));  // queued: ignored
+  ASSERT_OK(store_->UpdateJobProgress("job_a", kOwner, 5, 60));  // queued: ignored
   EXPECT_EQ(Job("job_a").done, 0);
-  ASSERT_OK(store_->StartJob("job_a", 1));
-  ASSERT_OK(store_->UpdateJobProgress("job_a", 5, 60));
+  ASSERT_OK(store_->StartJob("job_a", Lease(1)));
+  ASSERT_OK(store_->UpdateJobProgress("job_a", kOwner, 5, 60));
   EXPECT_EQ(Job("job_a").done, 5);
   EXPECT_EQ(Job("job_a").total, 60);
 }
 
-TEST_F(SqliteStoreJobTest, FinishStoresTheArtifactAndSucceeds) {
+TEST_P(StoreJobTest, FinishStoresTheArtifactAndSucceeds) {
   const int64_t seq = Submit(NewJob("job_a", acme_, census_));
-  ASSERT_OK(store_->StartJob("job_a", 1'000));
-  ASSERT_OK(store_->UpdateJobProgress("job_a", 10, 50));
-  ASSERT_OK(store_->FinishJob("job_a", ArtifactRecord{"art_j", acme_.id, census_.id, 0, 9, "model"},
-                              2'000));
+  ASSERT_OK(store_->StartJob("job_a", Lease(1'000)));
+  ASSERT_OK(store_->UpdateJobProgress("job_a", kOwner, 10, 50));
+  ASSERT_OK(store_->FinishJob("job_a", kOwner,
+                              ArtifactRecord{"art_j", acme_.id, census_.id, 0, 9, "model"}, 2'000));
   const JobRecord job = Job("job_a");
   EXPECT_EQ(job.state, JobState::kSucceeded);
   EXPECT_EQ(job.artifact_id, "art_j");
@@ -1059,9 +1133,9 @@ TEST_F(SqliteStoreJobTest, FinishStoresTheArtifactAndSucceeds) {
   EXPECT_EQ(art->payload, "model");
   EXPECT_EQ(art->ledger_seq, seq);  // paid by the submission's charge
   // Finishing twice is refused and changes nothing.
-  EXPECT_THAT(
-      store_->FinishJob("job_a", ArtifactRecord{"art_k", acme_.id, census_.id, 0, 9, "m"}, 3'000),
-      StatusIs(absl::StatusCode::kFailedPrecondition, "succeeded"));
+  EXPECT_THAT(store_->FinishJob("job_a", kOwner,
+                                ArtifactRecord{"art_k", acme_.id, census_.id, 0, 9, "m"}, 3'000),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "succeeded"));
   EXPECT_THAT(store_->GetArtifact("art_k"), StatusIs(absl::StatusCode::kNotFound));
   // Cancelling a finished job returns it unchanged.
   auto cancelled = store_->CancelJob("job_a", 4'000);
@@ -1070,25 +1144,26 @@ TEST_F(SqliteStoreJobTest, FinishStoresTheArtifactAndSucceeds) {
   EXPECT_EQ(cancelled->finished_micros, 2'000);
 }
 
-TEST_F(SqliteStoreJobTest, FinishAfterCancelIsRefusedAndStoresNoArtifact) {
+TEST_P(StoreJobTest, FinishAfterCancelIsRefusedAndStoresNoArtifact) {
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
-  ASSERT_OK(store_->StartJob("job_a", 1'000));
+  ASSERT_OK(store_->StartJob("job_a", Lease(1'000)));
   auto cancelled = store_->CancelJob("job_a", 1'500);
   ASSERT_OK(cancelled);
   EXPECT_EQ(cancelled->state, JobState::kCancelled);
   EXPECT_EQ(cancelled->finished_micros, 1'500);
   EXPECT_THAT(cancelled->error, HasSubstr("cancelled"));
-  EXPECT_THAT(
-      store_->FinishJob("job_a", ArtifactRecord{"art_j", acme_.id, census_.id, 0, 9, "m"}, 2'000),
-      StatusIs(absl::StatusCode::kFailedPrecondition, "cancelled"));
+  EXPECT_THAT(store_->FinishJob("job_a", kOwner,
+                                ArtifactRecord{"art_j", acme_.id, census_.id, 0, 9, "m"}, 2'000),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "cancelled"));
   EXPECT_THAT(store_->GetArtifact("art_j"), StatusIs(absl::StatusCode::kNotFound));
-  EXPECT_THAT(store_->FailJob("job_a", "late", 2'000),
+  EXPECT_THAT(store_->FailJob("job_a", kOwner, "late", 2'000),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   const JobRecord job = Job("job_a");
   EXPECT_EQ(job.state, JobState::kCancelled);
   EXPECT_TRUE(job.artifact_id.empty());
   // A cancelled job cannot be claimed again.
-  EXPECT_THAT(store_->StartJob("job_a", 3'000), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store_->StartJob("job_a", Lease(3'000)),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   // A queued job can be cancelled too.
   ASSERT_GT(Submit(NewJob("job_b", acme_, census_)), 0);
   auto queued = store_->CancelJob("job_b", 3'500);
@@ -1098,48 +1173,71 @@ TEST_F(SqliteStoreJobTest, FinishAfterCancelIsRefusedAndStoresNoArtifact) {
   EXPECT_THAT(store_->CancelJob("job_zzz", 1), StatusIs(absl::StatusCode::kNotFound));
 }
 
-TEST_F(SqliteStoreJobTest, FailRecordsTheErrorOfARunningJob) {
+TEST_P(StoreJobTest, FailRecordsTheErrorOfARunningJob) {
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
-  EXPECT_THAT(store_->FailJob("job_a", "too early", 1),
+  EXPECT_THAT(store_->FailJob("job_a", kOwner, "too early", 1),
               StatusIs(absl::StatusCode::kFailedPrecondition, "queued"));
-  ASSERT_OK(store_->StartJob("job_a", 1'000));
-  ASSERT_OK(store_->FailJob("job_a", "features are constant", 2'000));
+  ASSERT_OK(store_->StartJob("job_a", Lease(1'000)));
+  ASSERT_OK(store_->FailJob("job_a", kOwner, "features are constant", 2'000));
   const JobRecord job = Job("job_a");
   EXPECT_EQ(job.state, JobState::kFailed);
   EXPECT_EQ(job.error, "features are constant");
   EXPECT_EQ(job.finished_micros, 2'000);
-  EXPECT_THAT(store_->FailJob("job_zzz", "x", 1), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store_->FailJob("job_zzz", kOwner, "x", 1), StatusIs(absl::StatusCode::kNotFound));
 }
 
-TEST_F(SqliteStoreJobTest, RequeuePutsRunningJobsBackOldestFirst) {
-  for (const char* id : {"job_1", "job_2", "job_3", "job_4"}) {
+TEST_P(StoreJobTest, AnotherRunnerTakesOverOnlyAfterTheLeaseEnds) {
+  for (const char* id : {"job_1", "job_2", "job_3"}) {
     ASSERT_GT(Submit(NewJob(id, acme_, census_)), 0);
   }
-  ASSERT_OK(store_->StartJob("job_1", 1'000));
-  ASSERT_OK(store_->UpdateJobProgress("job_1", 7, 50));
-  ASSERT_OK(store_->StartJob("job_2", 1'000));
-  ASSERT_OK(store_->FailJob("job_2", "x", 1'100));
-  ASSERT_OK(store_->StartJob("job_3", 1'000));
-  ASSERT_OK(store_->RequeueRunningJobs());
+  ASSERT_OK(store_->StartJob("job_1", Lease(1'000)));  // lease until 1'001'000
+  ASSERT_OK(store_->UpdateJobProgress("job_1", kOwner, 7, 50));
+  ASSERT_OK(store_->StartJob("job_2", Lease(1'000)));
+  ASSERT_OK(store_->FailJob("job_2", kOwner, "x", 1'100));
 
-  const JobRecord one = Job("job_1");
-  EXPECT_EQ(one.state, JobState::kQueued);
-  EXPECT_EQ(one.done, 0);  // a re-run starts over
-  EXPECT_EQ(one.attempts, 1);
-  EXPECT_EQ(Job("job_2").state, JobState::kFailed);  // finished jobs stay finished
+  // While the lease lasts, no one else may claim the job, and renewing extends it.
+  EXPECT_THAT(store_->StartJob("job_1", Lease(500'000, "runner-b")),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "lease"));
+  ASSERT_OK(store_->RenewJobLease("job_1", Lease(900'000)));  // now until 1'900'000
+  EXPECT_THAT(store_->StartJob("job_1", Lease(1'500'000, "runner-b")),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(Job("job_1").lease_expires_micros, 1'900'000);
+
+  // Once it ended (the runner died), another runner takes over and starts from scratch.
+  auto taken = store_->StartJob("job_1", Lease(2'000'000, "runner-b"));
+  ASSERT_OK(taken);
+  EXPECT_EQ(taken->attempts, 2);
+  EXPECT_EQ(taken->done, 0);
+  EXPECT_EQ(taken->lease_owner, "runner-b");
+  EXPECT_EQ(taken->started_micros, 2'000'000);
+  // The old holder can no longer renew, report progress, finish or fail it.
+  EXPECT_THAT(store_->RenewJobLease("job_1", Lease(2'100'000)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "taken over"));
+  ASSERT_OK(store_->UpdateJobProgress("job_1", kOwner, 9, 50));  // ignored
+  EXPECT_EQ(Job("job_1").done, 0);
+  EXPECT_THAT(
+      store_->FinishJob("job_1", kOwner, ArtifactRecord{"art_old", acme_.id, census_.id, 0, 9, "m"},
+                        2'200'000),
+      StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store_->FailJob("job_1", kOwner, "late", 2'200'000),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store_->GetArtifact("art_old"), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(store_->FinishJob(
+      "job_1", "runner-b", ArtifactRecord{"art_new", acme_.id, census_.id, 0, 9, "m"}, 2'300'000));
+  EXPECT_EQ(Job("job_1").state, JobState::kSucceeded);
+
+  // A released lease (expiry 0, at shutdown) is claimable at once; finished jobs never are.
+  ASSERT_OK(store_->StartJob("job_3", Lease(3'000'000)));
+  ASSERT_OK(store_->RenewJobLease("job_3", JobLease{kOwner, 0, 0}));
+  ASSERT_OK(store_->StartJob("job_3", Lease(3'000'001, "runner-b")));
+  EXPECT_THAT(store_->StartJob("job_2", Lease(9'000'000'000, "runner-b")),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "failed"));
   auto unfinished = store_->ListUnfinishedJobs();
   ASSERT_OK(unfinished);
-  EXPECT_THAT(Ids(*unfinished), ::testing::ElementsAre("job_1", "job_3", "job_4"));
-  auto again = store_->StartJob("job_1", 5'000);
-  ASSERT_OK(again);
-  EXPECT_EQ(again->attempts, 2);
-  EXPECT_EQ(again->started_micros, 5'000);
-  unfinished = store_->ListUnfinishedJobs();
-  ASSERT_OK(unfinished);
-  EXPECT_THAT(Ids(*unfinished), ::testing::ElementsAre("job_1", "job_3", "job_4"));
+  EXPECT_THAT(Ids(*unfinished), ::testing::ElementsAre("job_3"));
 }
 
-TEST_F(SqliteStoreJobTest, ListIsNewestFirstWithFilters) {
+TEST_P(StoreJobTest, ListIsNewestFirstWithFilters) {
   DatasetRecord other = MakeDataset("other");
   Grant(acme_, other, 10'000'000);
   ASSERT_GT(Submit(NewJob("job_1", acme_, census_)), 0);
@@ -1161,7 +1259,7 @@ TEST_F(SqliteStoreJobTest, ListIsNewestFirstWithFilters) {
   EXPECT_THAT(Ids(*both), ::testing::ElementsAre("job_4"));
 }
 
-TEST_F(SqliteStoreJobTest, PurgeKeepsTheTableOfAnUnfinishedJob) {
+TEST_P(StoreJobTest, PurgeKeepsTheTableOfAnUnfinishedJob) {
   ASSERT_OK(store_->PutTable(TableRecord{"t_queued", acme_.id, census_.id, 1, 100, "a"}));
   ASSERT_OK(store_->PutTable(TableRecord{"t_running", acme_.id, census_.id, 1, 100, "b"}));
   ASSERT_OK(store_->PutTable(TableRecord{"t_done", acme_.id, census_.id, 1, 100, "c"}));
@@ -1169,9 +1267,9 @@ TEST_F(SqliteStoreJobTest, PurgeKeepsTheTableOfAnUnfinishedJob) {
   ASSERT_GT(Submit(NewJob("job_q", acme_, census_, "t_queued")), 0);
   ASSERT_GT(Submit(NewJob("job_r", acme_, census_, "t_running")), 0);
   ASSERT_GT(Submit(NewJob("job_d", acme_, census_, "t_done")), 0);
-  ASSERT_OK(store_->StartJob("job_r", 1));
-  ASSERT_OK(store_->StartJob("job_d", 1));
-  ASSERT_OK(store_->FailJob("job_d", "x", 2));
+  ASSERT_OK(store_->StartJob("job_r", Lease(1)));
+  ASSERT_OK(store_->StartJob("job_d", Lease(1)));
+  ASSERT_OK(store_->FailJob("job_d", kOwner, "x", 2));
 
   auto purged = store_->PurgeExpiredTables(1'000);
   ASSERT_OK(purged);
@@ -1190,12 +1288,12 @@ TEST_F(SqliteStoreJobTest, PurgeKeepsTheTableOfAnUnfinishedJob) {
   EXPECT_OK(store_->GetTable("t_running"));
 }
 
-TEST_F(SqliteStoreJobTest, DeletedDatasetTakesItsJobsWithIt) {
+TEST_P(StoreJobTest, DeletedDatasetTakesItsJobsWithIt) {
   DatasetRecord other = MakeDataset("other");
   Grant(acme_, other, 10'000'000);
   ASSERT_GT(Submit(NewJob("job_c", acme_, census_)), 0);
   ASSERT_GT(Submit(NewJob("job_o", acme_, other)), 0);
-  ASSERT_OK(store_->StartJob("job_c", 1));
+  ASSERT_OK(store_->StartJob("job_c", Lease(1)));
   ASSERT_OK(store_->DeleteDataset(census_.id));
   EXPECT_THAT(store_->GetJob("job_c"), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_OK(store_->GetJob("job_o"));
@@ -1203,18 +1301,18 @@ TEST_F(SqliteStoreJobTest, DeletedDatasetTakesItsJobsWithIt) {
   ASSERT_OK(unfinished);
   EXPECT_THAT(Ids(*unfinished), ::testing::ElementsAre("job_o"));
   // The runner of a deleted job finds it gone.
-  EXPECT_THAT(
-      store_->FinishJob("job_c", ArtifactRecord{"art_c", acme_.id, census_.id, 0, 1, "m"}, 2),
-      StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store_->FinishJob("job_c", kOwner,
+                                ArtifactRecord{"art_c", acme_.id, census_.id, 0, 1, "m"}, 2),
+              StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(store_->GetArtifact("art_c"), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_TRUE(Verify().ok);
 }
 
-TEST_F(SqliteStoreJobTest, JobsSurviveCloseAndReopen) {
+TEST_P(StoreJobTest, JobsSurviveCloseAndReopen) {
   const int64_t seq = Submit(NewJob("job_a", acme_, census_));
   ASSERT_GT(Submit(NewJob("job_b", globex_, census_)), 0);
-  ASSERT_OK(store_->StartJob("job_a", 1'000));
-  ASSERT_OK(store_->UpdateJobProgress("job_a", 3, 50));
+  ASSERT_OK(store_->StartJob("job_a", Lease(1'000)));
+  ASSERT_OK(store_->UpdateJobProgress("job_a", kOwner, 3, 50));
   const JobRecord before = Job("job_a");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
@@ -1229,10 +1327,10 @@ TEST_F(SqliteStoreJobTest, JobsSurviveCloseAndReopen) {
   EXPECT_EQ(after.attempts, 1);
   EXPECT_EQ(after.started_micros, 1'000);
   EXPECT_EQ(Job("job_b").state, JobState::kQueued);
-  ASSERT_OK(store_->RequeueRunningJobs());
-  ASSERT_OK(store_->StartJob("job_a", 2'000));
-  ASSERT_OK(
-      store_->FinishJob("job_a", ArtifactRecord{"art_a", acme_.id, census_.id, 0, 1, "m"}, 3'000));
+  // The process that held it died with the store closed: another takes it over later.
+  ASSERT_OK(store_->StartJob("job_a", Lease(2'000'000, "runner-b")));
+  ASSERT_OK(store_->FinishJob("job_a", "runner-b",
+                              ArtifactRecord{"art_a", acme_.id, census_.id, 0, 1, "m"}, 3'000));
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(Job("job_a").state, JobState::kSucceeded);
@@ -1241,14 +1339,105 @@ TEST_F(SqliteStoreJobTest, JobsSurviveCloseAndReopen) {
   EXPECT_TRUE(Verify().ok);
 }
 
-TEST_F(SqliteStoreJobTest, DatabaseFromVersion2GainsTheJobsTableOnOpen) {
+class SqliteJobMigrationTest : public StoreJobTest {};
+
+TEST_P(SqliteJobMigrationTest, DatabaseFromVersion2GainsTheJobsTableOnOpen) {
   store_.reset();
-  ASSERT_EQ(RawExec(path_, "DROP TABLE jobs; PRAGMA user_version=2"), "");
+  ASSERT_EQ(Raw("DROP TABLE jobs; PRAGMA user_version=2"), "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(RawScalar(path_, "PRAGMA user_version"), 3);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
   EXPECT_EQ(Job("job_a").state, JobState::kQueued);
 }
+
+TEST_P(SqliteJobMigrationTest, DatabaseFromVersion3GainsJobLeasesOnOpen) {
+  ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
+  store_.reset();
+  ASSERT_EQ(Raw("ALTER TABLE jobs DROP COLUMN lease_owner; "
+                "ALTER TABLE jobs DROP COLUMN lease_expires_micros; PRAGMA user_version=3"),
+            "");
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
+  auto started = store_->StartJob("job_a", Lease(5'000));
+  ASSERT_OK(started);
+  EXPECT_EQ(started->lease_owner, kOwner);
+  EXPECT_EQ(started->lease_expires_micros, 1'005'000);
+}
+
+TEST_P(StoreTest, SchemaVersionIsRecordedAndReopeningKeepsIt) {
+  const std::string query =
+      GetParam() == Backend::kSqlite ? "PRAGMA user_version" : "SELECT version FROM schema_version";
+  EXPECT_EQ(Scalar(query), 4);
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(Scalar(query), 4);
+  if (GetParam() == Backend::kPostgres) {
+    EXPECT_EQ(Scalar("SELECT COUNT(*) FROM schema_version"), 1);
+  }
+}
+
+// What replicas do: several store instances (each its own connections, as separate processes
+// have) charge one grant and one dataset cap at once. Exactly the admissible number of
+// releases succeed, every seq is used once, and the ledger verifies.
+TEST_P(StoreTest, ChargesFromSeveralStoresOnOneDatabaseNeverOverspend) {
+  Grant(acme_, census_, 3'000'000);  // 30 releases of 0.1 by the grant...
+  Grant(globex_, census_, 3'000'000);
+  ASSERT_OK(store_->SetCap(census_.id, census_.name, 4'500'000, 0, ++now_));  // ...45 by the cap
+  std::vector<std::unique_ptr<Store>> stores;
+  for (int i = 0; i < 2; ++i) {
+    auto another = OpenAnother();
+    ASSERT_OK(another);
+    stores.push_back(*std::move(another));
+  }
+  constexpr int kThreads = 16, kAttempts = 8;  // 128 attempts
+  std::atomic<int> admitted{0}, refused{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Store* store = stores[t % 2].get();
+      const AccountRecord& who = t % 4 < 2 ? acme_ : globex_;
+      for (int i = 0; i < kAttempts; ++i) {
+        bool called = false;
+        auto outcome = store->Charge(Request(who, census_, absl::StrCat("t", t, "-", i), 100'000),
+                                     now_ + 1 + t * kAttempts + i, Body(&called));
+        if (outcome.ok()) {
+          ++admitted;
+        } else if (absl::IsResourceExhausted(outcome.status())) {
+          EXPECT_FALSE(called);  // refused before the body ran
+          ++refused;
+        } else {
+          ADD_FAILURE() << outcome.status();
+          ++other;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(admitted.load(), 45);
+  EXPECT_EQ(refused.load(), kThreads * kAttempts - 45);
+  EXPECT_EQ(other.load(), 0);
+  const std::vector<LedgerRow> rows = Ledger();
+  int charges = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].seq, static_cast<int64_t>(i + 1));
+    charges += rows[i].kind == "charge";
+  }
+  EXPECT_EQ(charges, 45);
+  EXPECT_LE(SpentMicro(acme_, census_), 3'000'000);
+  EXPECT_LE(SpentMicro(globex_, census_), 3'000'000);
+  EXPECT_EQ(SpentMicro(acme_, census_) + SpentMicro(globex_, census_), 4'500'000);
+  const LedgerVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_EQ(v.rows_checked, static_cast<int64_t>(rows.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
+INSTANTIATE_TEST_SUITE_P(Backends, StoreJobTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
+INSTANTIATE_TEST_SUITE_P(Sqlite, SqliteMigrationTest, ::testing::Values(Backend::kSqlite),
+                         BackendName);
+INSTANTIATE_TEST_SUITE_P(Sqlite, SqliteJobMigrationTest, ::testing::Values(Backend::kSqlite),
+                         BackendName);
 
 }  // namespace
 }  // namespace fairvault::server::storage

@@ -1,0 +1,119 @@
+// PostgreSQL implementation of Store (libpq), for several vault processes (replicas) sharing
+// one database. Every ledger append — grants, caps and charges — first locks the one 'ledger'
+// row of the `heads` table (SELECT ... FOR UPDATE), so appends are serial across processes: the
+// hash chain cannot fork, and the privacy filter's reads of grants and spend, the debit, the
+// ledger row and the stored response commit in one READ COMMITTED transaction that no other
+// charge interleaves with. A lost connection or a restarting server is reported as
+// Unavailable (retryable); its transaction was rolled back by the server.
+#ifndef FAIRVAULT_SERVER_STORAGE_PG_STORE_H_
+#define FAIRVAULT_SERVER_STORAGE_PG_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/storage/store.h"
+
+struct pg_conn;
+
+namespace fairvault::server::storage {
+
+// True for a --db value that names a PostgreSQL database (a postgresql:// or postgres:// URI).
+bool IsPostgresUri(const std::string& db);
+
+class PgStore final : public Store {
+ public:
+  // Connects with the libpq connection URI or string `conninfo` (up to `pool_size`
+  // connections, opened as needed) and brings the schema to the current version (under an
+  // advisory lock: replicas starting together apply it once).
+  static absl::StatusOr<std::unique_ptr<PgStore>> Open(const std::string& conninfo,
+                                                       int pool_size = 8);
+  ~PgStore() override;
+
+  absl::StatusOr<AccountRecord> CreateAccount(AccountRecord account) override;
+  absl::StatusOr<AccountRecord> GetAccountById(int64_t id) override;
+  absl::StatusOr<AccountRecord> GetAccountByName(const std::string& name) override;
+  absl::StatusOr<std::vector<AccountRecord>> ListAccounts() override;
+
+  absl::StatusOr<DatasetRecord> CreateDataset(DatasetRecord dataset) override;
+  absl::StatusOr<DatasetRecord> GetDataset(const std::string& name) override;
+  absl::StatusOr<DatasetRecord> GetDatasetById(int64_t id) override;
+  absl::StatusOr<std::vector<DatasetRecord>> ListDatasets() override;
+  absl::Status DeleteDataset(int64_t dataset_id) override;
+
+  absl::StatusOr<std::string> GetBatchDigest(int64_t dataset_id,
+                                             const std::string& batch_id) override;
+  absl::Status PutSubjectBatch(int64_t dataset_id, const std::string& batch_id,
+                               const std::string& digest, int64_t expected_subject_count,
+                               int64_t rows, const std::string& payload) override;
+  absl::Status ForEachSubjectBatch(
+      int64_t dataset_id, const std::function<absl::Status(const std::string&)>& fn) override;
+
+  absl::StatusOr<GrantRecord> SetGrant(const GrantRecord& grant, const std::string& account_name,
+                                       const std::string& dataset_name,
+                                       int64_t now_micros) override;
+  absl::StatusOr<std::vector<GrantRecord>> ListGrants() override;
+  absl::Status SetCap(int64_t dataset_id, const std::string& dataset_name, int64_t epsilon_micro,
+                      double delta, int64_t now_micros) override;
+  absl::StatusOr<BudgetState> GetBudget(int64_t account_id, int64_t dataset_id) override;
+  absl::StatusOr<core::accounting::Spend> GetDatasetSpend(int64_t dataset_id) override;
+
+  absl::Status PutTable(const TableRecord& table) override;
+  absl::StatusOr<TableRecord> GetTable(const std::string& handle) override;
+  absl::StatusOr<TableRecord> GetTableInfo(const std::string& handle) override;
+  absl::StatusOr<int64_t> PurgeExpiredTables(int64_t now_micros) override;
+
+  absl::StatusOr<StoredResponse> GetStoredResponse(int64_t account_id,
+                                                   const std::string& key) override;
+  absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& request, int64_t now_micros,
+                                       const ChargeBody& body) override;
+  absl::StatusOr<ArtifactRecord> GetArtifact(const std::string& id) override;
+  absl::StatusOr<JobRecord> GetJob(const std::string& id) override;
+  absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  absl::StatusOr<std::vector<JobRecord>> ListUnfinishedJobs() override;
+  absl::StatusOr<JobRecord> StartJob(const std::string& id, const JobLease& lease) override;
+  absl::Status RenewJobLease(const std::string& id, const JobLease& lease) override;
+  absl::Status UpdateJobProgress(const std::string& id, const std::string& owner, int64_t done,
+                                 int64_t total) override;
+  absl::Status FinishJob(const std::string& id, const std::string& owner,
+                         const ArtifactRecord& artifact, int64_t now_micros) override;
+  absl::Status FailJob(const std::string& id, const std::string& owner, const std::string& error,
+                       int64_t now_micros) override;
+  absl::StatusOr<JobRecord> CancelJob(const std::string& id, int64_t now_micros) override;
+
+  absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) override;
+  absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> GetDecisions(
+      const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) override;
+  absl::StatusOr<int64_t> RecordDecisions(const std::string& artifact_id,
+                                          const std::vector<DecisionRow>& rows,
+                                          const AccessLogRow& log) override;
+
+  absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) override;
+  absl::StatusOr<LedgerVerification> VerifyLedger() override;
+
+  class Conn;  // one libpq connection (pg_store.cc)
+
+ private:
+  PgStore(std::string conninfo, int pool_size);
+  absl::StatusOr<TableRecord> ReadTable(const std::string& handle, bool with_payload);
+  // A connection from the pool (opened or re-opened as needed), returned to it by the deleter.
+  struct Release {
+    PgStore* store;
+    void operator()(Conn* conn) const;
+  };
+  using Borrowed = std::unique_ptr<Conn, Release>;
+  absl::StatusOr<Borrowed> Borrow();
+
+  const std::string conninfo_;
+  const int pool_size_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Conn>> idle_ ABSL_GUARDED_BY(mu_);
+  int open_ ABSL_GUARDED_BY(mu_) = 0;  // connections in existence (idle or borrowed)
+};
+
+}  // namespace fairvault::server::storage
+
+#endif  // FAIRVAULT_SERVER_STORAGE_PG_STORE_H_

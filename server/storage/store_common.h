@@ -1,0 +1,97 @@
+// What every Store backend decides the same way, whatever its SQL: the privacy filter's
+// admission of a declared cost, the ledger rows a grant, a cap and a charge append, the
+// ledger's verification against the totals the filter reads, and the wording of the errors a
+// caller sees. SQLite (sqlite_store.cc) and PostgreSQL (pg_store.cc) differ only in how they
+// read and write rows.
+#ifndef FAIRVAULT_SERVER_STORAGE_STORE_COMMON_H_
+#define FAIRVAULT_SERVER_STORAGE_STORE_COMMON_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/accounting/accountant.h"
+#include "server/storage/store.h"
+
+namespace fairvault::server::storage {
+
+// The budget after an admitted charge.
+struct Admission {
+  BudgetState after;
+};
+
+// The privacy filter on the declared cost alone: the grant (NotFound: none), this company's
+// spend, the dataset (for its cap) and, only when it has a cap, the composed spend of all
+// companies on it. PermissionDenied without a grant, ResourceExhausted when the cost does not
+// fit the grant or the cap, FailedPrecondition for a non-pure cost under a cap with delta 0.
+absl::StatusOr<Admission> AdmitCharge(
+    const ChargeRequest& request, const absl::StatusOr<GrantRecord>& grant,
+    const core::accounting::Spend& spend, const absl::StatusOr<DatasetRecord>& dataset,
+    const std::function<absl::StatusOr<core::accounting::Spend>()>& dataset_spend);
+
+// The ledger rows (without seq and hashes, which the append fills in).
+LedgerRow GrantLedgerRow(const GrantRecord& grant, const std::string& account_name,
+                         const std::string& dataset_name, int64_t now_micros);
+LedgerRow CapLedgerRow(const std::string& dataset_name, int64_t epsilon_micro, double delta,
+                       int64_t now_micros);
+LedgerRow ChargeLedgerRow(const ChargeRequest& request, int64_t now_micros);
+
+// A failure of a charge's body after its noise was drawn: kept, stored and returned.
+absl::Status ChargedFailure(const absl::Status& computed);
+
+// FailedPrecondition for a replay whose parameters differ from the stored request's.
+absl::Status IdempotencyKeyReused(const std::string& key);
+
+// What VerifyLedger reads from a backend: the ledger in seq order (with the ids each row
+// refers to) and the state the filter reads (grants, caps, spend totals, live datasets).
+class LedgerReader {
+ public:
+  using RowFn =
+      std::function<absl::Status(const LedgerRow&, int64_t account_id, int64_t dataset_id)>;
+  // (account_id, dataset_id, epsilon_micro, delta) of each grant.
+  using GrantFn = std::function<absl::Status(int64_t, int64_t, int64_t, double)>;
+  // (dataset_id, cap_micro, cap_delta) of each dataset with a cap.
+  using CapFn = std::function<absl::Status(int64_t, int64_t, double)>;
+  using SpendFn = std::function<absl::Status(int64_t account_id, int64_t dataset_id,
+                                             const core::accounting::Spend&)>;
+
+  virtual ~LedgerReader() = default;
+  virtual absl::Status ForEachLedgerRow(const RowFn& fn) = 0;
+  virtual absl::Status ForEachGrant(const GrantFn& fn) = 0;
+  virtual absl::Status ForEachCap(const CapFn& fn) = 0;
+  virtual absl::Status ForEachSpend(const SpendFn& fn) = 0;
+  virtual absl::StatusOr<bool> DatasetExists(int64_t dataset_id) = 0;
+};
+
+// Recomputes the hash chain and the spend totals from the ledger rows and checks the grants,
+// caps and totals the filter reads against them (both ways: a missing spend row would reset a
+// budget). Read from one snapshot of the store.
+absl::StatusOr<LedgerVerification> VerifyLedgerFrom(LedgerReader& reader);
+
+// Error texts shared by the backends.
+std::string UnknownJob(const std::string& id);
+const char* JobStateName(JobState state);
+absl::Status AccountNameTaken(const std::string& name);
+absl::Status DatasetNameTaken(const std::string& name);
+std::string UnknownDataset(const std::string& name);
+std::string UnknownTable(const std::string& handle);
+absl::Status BatchImportedConcurrently(const std::string& batch_id);
+// Aborted: the dataset's subject count is not what the importer's index was built on (another
+// vault process imported meanwhile).
+absl::Status DatasetChangedConcurrently(int64_t dataset_id);
+// FailedPrecondition unless `job` is running under `owner`'s lease (naming `action`).
+absl::Status RequireLeaseHolder(const JobRecord& job, const std::string& owner, const char* action);
+// FailedPrecondition for a claim of a job that is neither queued nor running on an expired
+// lease.
+absl::Status NotClaimable(const JobRecord& job, int64_t now_micros);
+
+// The text of a cancelled job's error.
+inline constexpr char kCancelledByCompany[] =
+    "cancelled by its company; the charge paid at submission stays";
+
+}  // namespace fairvault::server::storage
+
+#endif  // FAIRVAULT_SERVER_STORAGE_STORE_COMMON_H_
