@@ -35,27 +35,50 @@ const std::vector<FlagSpec>& ConnectionFlags() {
   return *flags;
 }
 
+namespace {
+
+// --key, --key-file (first line) or FAIRVAULT_API_KEY; a usage error when none is given.
+absl::StatusOr<std::string> ApiKey(const ParsedFlags& flags) {
+  std::string api_key;
+  if (flags.Has("key")) {
+    api_key = flags.Get("key");
+  } else if (flags.Has("key-file")) {
+    absl::StatusOr<std::string> content = ReadFileToString(flags.Get("key-file"));
+    if (!content.ok()) return content.status();
+    absl::string_view key = *content;
+    key = key.substr(0, key.find('\n'));
+    api_key = std::string(absl::StripAsciiWhitespace(key));
+  } else if (const char* env_key = std::getenv("FAIRVAULT_API_KEY"); env_key != nullptr) {
+    api_key = env_key;
+  }
+  if (api_key.empty()) {
+    return UsageError("no API key: pass --key KEY or --key-file FILE, or set FAIRVAULT_API_KEY");
+  }
+  return api_key;
+}
+
+}  // namespace
+
 absl::StatusOr<Client*> Context::client() {
+  return Connect(/*with_key=*/true, ClientOptions().deadline_seconds);
+}
+
+absl::StatusOr<Client*> Context::keyless_client(double default_deadline_seconds) {
+  return Connect(/*with_key=*/false, default_deadline_seconds);
+}
+
+absl::StatusOr<Client*> Context::Connect(bool with_key, double default_deadline_seconds) {
   if (client_ != nullptr) return client_.get();
   ClientOptions options;
   const char* env_server = std::getenv("FAIRVAULT_SERVER");
   options.target = flags_.Get(
       "server", env_server != nullptr && *env_server != '\0' ? env_server : "127.0.0.1:50051");
-  if (flags_.Has("key")) {
-    options.api_key = flags_.Get("key");
-  } else if (flags_.Has("key-file")) {
-    absl::StatusOr<std::string> content = ReadFileToString(flags_.Get("key-file"));
-    if (!content.ok()) return content.status();
-    absl::string_view key = *content;
-    key = key.substr(0, key.find('\n'));
-    options.api_key = std::string(absl::StripAsciiWhitespace(key));
-  } else if (const char* env_key = std::getenv("FAIRVAULT_API_KEY"); env_key != nullptr) {
-    options.api_key = env_key;
+  if (with_key) {
+    absl::StatusOr<std::string> key = ApiKey(flags_);
+    if (!key.ok()) return key.status();
+    options.api_key = *std::move(key);
   }
-  if (options.api_key.empty()) {
-    return UsageError("no API key: pass --key KEY or --key-file FILE, or set FAIRVAULT_API_KEY");
-  }
-  absl::StatusOr<double> deadline = flags_.GetDouble("deadline", options.deadline_seconds);
+  absl::StatusOr<double> deadline = flags_.GetDouble("deadline", default_deadline_seconds);
   if (!deadline.ok()) return deadline.status();
   options.deadline_seconds = *deadline;
   if (flags_.Has("tls-ca")) {

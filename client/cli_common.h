@@ -47,6 +47,7 @@ std::vector<Command> AuditCommands();      // cli_audit.cc: audit classifier|reg
 std::vector<Command> DecideCommands();     // cli_decide.cc: postprocess regression, decide
 std::vector<Command> EoScoresCommands();   // cli_eo_scores.cc: postprocess eo-scores
 std::vector<Command> ReportCommands();     // cli_report.cc: report audit|sweep (local)
+std::vector<Command> HealthCommands();     // cli_health.cc: health
 // cli_models.cc: predict, best-response, model fit, job status|wait|list|cancel
 std::vector<Command> ModelCommands();
 
@@ -58,10 +59,16 @@ class Context {
   explicit Context(ParsedFlags flags) : flags_(std::move(flags)) {}
   const ParsedFlags& flags() const { return flags_; }
   absl::StatusOr<Client*> client();
+  // For calls the server answers without a key (`health`): no API key is read or sent, and
+  // `default_deadline_seconds` applies when --deadline is absent.
+  absl::StatusOr<Client*> keyless_client(double default_deadline_seconds);
   // --json: print protobuf responses as JSON instead of tables.
   bool json() const { return flags_.GetBool("json"); }
 
  private:
+  // Creates client_ from the connection flags (once per run).
+  absl::StatusOr<Client*> Connect(bool with_key, double default_deadline_seconds);
+
   ParsedFlags flags_;
   std::unique_ptr<Client> client_;
 };

@@ -122,7 +122,8 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, const ClientOptions& opti
       channel_(std::move(channel)),
       regulator_(v1::RegulatorService::NewStub(channel_)),
       company_(v1::CompanyService::NewStub(channel_)),
-      auditor_(v1::AuditorService::NewStub(channel_)) {}
+      auditor_(v1::AuditorService::NewStub(channel_)),
+      health_(grpc::health::v1::Health::NewStub(channel_)) {}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   absl::Status valid = options.Validate();
@@ -469,6 +470,18 @@ absl::StatusOr<v1::GetJobResponse> Client::AuditorGetJob(const v1::GetJobRequest
 
 absl::StatusOr<v1::ListJobsResponse> Client::AuditorListJobs(const v1::ListJobsRequest& req) {
   return CallUnary(auditor_.get(), &v1::AuditorService::Stub::ListJobs, NewContext().get(), req);
+}
+
+// ----- grpc.health.v1.Health -----
+
+absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Client::CheckHealth(
+    const std::string& service) {
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse> resp =
+      CallUnary(health_.get(), &grpc::health::v1::Health::Stub::Check, NewContext().get(), req);
+  if (!resp.ok()) return resp.status();
+  return resp->status();
 }
 
 }  // namespace fairvault::client

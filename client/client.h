@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "fairvault/v1/fairvault.grpc.pb.h"
 #include "fairvault/v1/fairvault.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace fairvault::client {
@@ -164,6 +165,16 @@ class Client {
   absl::StatusOr<v1::GetJobResponse> AuditorGetJob(const v1::GetJobRequest& req);
   absl::StatusOr<v1::ListJobsResponse> AuditorListJobs(const v1::ListJobsRequest& req = {});
 
+  // The gRPC target this client connects to (as given in the options).
+  const std::string& target() const { return options_.target; }
+
+  // --- grpc.health.v1.Health (the standard health protocol; no API key needed) ---
+  // The serving status of `service`: "" asks about the server as a whole, and the vault also
+  // answers for each of its services by full name ("fairvault.v1.CompanyService"). NotFound
+  // when the server does not know the name, Unavailable when it cannot be reached.
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> CheckHealth(
+      const std::string& service = "");
+
  private:
   Client(std::shared_ptr<grpc::Channel> channel, const ClientOptions& options);
   // A context carrying the deadline and the authorization metadata.
@@ -174,6 +185,7 @@ class Client {
   std::unique_ptr<v1::RegulatorService::Stub> regulator_;
   std::unique_ptr<v1::CompanyService::Stub> company_;
   std::unique_ptr<v1::AuditorService::Stub> auditor_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
 };
 
 }  // namespace fairvault::client

@@ -29,6 +29,7 @@ std::vector<Section> AllSections() {
   return {{"Regulator", RegulatorCommands()},
           {"Company", std::move(company)},
           {"Auditor", AuditorCommands()},
+          {"Operations (no API key)", HealthCommands()},
           {"Local (no server)", std::move(local)}};
 }
 
@@ -67,7 +68,8 @@ int Fail(const absl::Status& status, const std::string& help_hint) {
   std::cerr << "error: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
             << "\n";
   if (status.code() == absl::StatusCode::kUnavailable) {
-    std::cerr << "(is the vault running? set --server or FAIRVAULT_SERVER)\n";
+    std::cerr << "(is the vault running? set --server or FAIRVAULT_SERVER; a TLS vault needs "
+                 "--tls-ca)\n";
   } else if (status.code() == absl::StatusCode::kUnauthenticated) {
     std::cerr << "(check the API key: --key, --key-file or FAIRVAULT_API_KEY)\n";
   }

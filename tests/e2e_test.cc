@@ -9,7 +9,6 @@
 #include "core/testing/status_matchers.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "tests/health.grpc.pb.h"
 #include "tests/reflection.grpc.pb.h"
 #include "tests/vault_fixture.h"
 
@@ -41,25 +40,18 @@ class EndToEndTest : public VaultFixture {
   Population population_;
 };
 
-// The empty name and each of the vault's services by name report SERVING; an unknown name is
-// NOT_FOUND (the standard protocol's answer).
+// The empty name and each of the vault's services by name report SERVING, to a client
+// without an API key; an unknown name is NOT_FOUND (the standard protocol's answer).
 TEST_F(EndToEndTest, HealthServiceReportsServingPerService) {
-  auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
-  auto stub = grpc::health::v1::Health::NewStub(channel);
+  std::unique_ptr<client::Client> anonymous = server_->Connect("");
   for (const char* name : {"", "fairvault.v1.RegulatorService", "fairvault.v1.CompanyService",
                            "fairvault.v1.AuditorService"}) {
-    grpc::ClientContext ctx;
-    grpc::health::v1::HealthCheckRequest req;
-    req.set_service(name);
-    grpc::health::v1::HealthCheckResponse resp;
-    ASSERT_TRUE(stub->Check(&ctx, req, &resp).ok()) << name;
-    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << name;
+    auto status = anonymous->CheckHealth(name);
+    ASSERT_OK(status) << name;
+    EXPECT_EQ(*status, grpc::health::v1::HealthCheckResponse::SERVING) << name;
   }
-  grpc::ClientContext ctx;
-  grpc::health::v1::HealthCheckRequest req;
-  req.set_service("fairvault.v1.NoSuchService");
-  grpc::health::v1::HealthCheckResponse resp;
-  EXPECT_EQ(stub->Check(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(anonymous->CheckHealth("fairvault.v1.NoSuchService"),
+              StatusIs(absl::StatusCode::kNotFound));
 }
 
 // Server reflection lists the vault's services (and the health service), and describes them.
