@@ -3,6 +3,7 @@
 //   fairvault-server bootstrap --db vault.db --name regulator
 //   fairvault-server serve --db vault.db [--listen 127.0.0.1:50051]
 //       [--tls-cert cert.pem --tls-key key.pem] [--job-workers 1]
+//       [--metrics-listen 127.0.0.1:9464]
 #include <malloc.h>
 #include <signal.h>
 
@@ -21,7 +22,9 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/app/vault.h"
+#include "server/grpc/metrics_interceptor.h"
 #include "server/grpc/services.h"
+#include "server/http/metrics_endpoint.h"
 #include "server/storage/sqlite_store.h"
 
 #ifndef FAIRVAULT_VERSION
@@ -41,12 +44,14 @@ constexpr char kUsage[] =
     "      SQLite's online backup) into the new FILE and verifies the copy's ledger; a copy\n"
     "      that does not verify is removed and the exit status is 1.\n"
     "  fairvault-server serve --db PATH [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
-    "                         [--job-workers N]\n"
+    "                         [--job-workers N] [--metrics-listen IPv4:PORT]\n"
     "      Serves the vault (default listen address 127.0.0.1:50051). SIGTERM/SIGINT stop it\n"
     "      gracefully. --job-workers: threads that run training jobs (default 1); jobs a\n"
     "      previous run left unfinished are re-queued at start. The health service reports\n"
     "      SERVING for \"\" and for each of the vault's services by name; gRPC server\n"
-    "      reflection lists them.\n";
+    "      reflection lists them.\n"
+    "      --metrics-listen: serve Prometheus metrics at http://IPv4:PORT/metrics (off by\n"
+    "      default; no authentication: use loopback or a private network).\n";
 
 int Usage(const std::string& error) {
   if (!error.empty()) std::cerr << "error: " << error << "\n";
@@ -139,7 +144,9 @@ int Backup(std::map<std::string, std::string>& flags) {
 
 int Serve(std::map<std::string, std::string>& flags) {
   std::string error;
-  if (!OnlyKnownFlags(flags, {"db", "listen", "tls-cert", "tls-key", "job-workers"}, &error)) {
+  if (!OnlyKnownFlags(flags,
+                      {"db", "listen", "tls-cert", "tls-key", "job-workers", "metrics-listen"},
+                      &error)) {
     return Usage(error);
   }
   if (flags["db"].empty()) return Usage("serve needs --db");
@@ -165,6 +172,22 @@ int Serve(std::map<std::string, std::string>& flags) {
     std::cerr << "error: " << store.status() << "\n";
     return 1;
   }
+  // Metrics (declared before everything that counts into them) and their endpoint.
+  std::unique_ptr<Metrics> metrics;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint;
+  if (flags.count("metrics-listen")) {
+    metrics = std::make_unique<Metrics>(ServedMethodNames());
+    auto endpoint = MetricsEndpoint::Start(flags["metrics-listen"], metrics->registry());
+    if (absl::IsInvalidArgument(endpoint.status())) {
+      return Usage(std::string(endpoint.status().message()));
+    }
+    if (!endpoint.ok()) {
+      std::cerr << "error: " << endpoint.status().message() << "\n";
+      return 1;
+    }
+    metrics_endpoint = *std::move(endpoint);
+    options.metrics = metrics.get();
+  }
   RealClock clock;
   core::SecureBitGen gen;
   Vault vault(store->get(), &clock, gen, options);
@@ -174,7 +197,7 @@ int Serve(std::map<std::string, std::string>& flags) {
     return 1;
   }
   RegulatorServiceImpl regulator(&vault);
-  CompanyServiceImpl company(&vault);
+  CompanyServiceImpl company(&vault, metrics.get());
   AuditorServiceImpl auditor(&vault);
 
   std::shared_ptr<grpc::ServerCredentials> credentials;
@@ -204,6 +227,11 @@ int Serve(std::map<std::string, std::string>& flags) {
   builder.RegisterService(&regulator);
   builder.RegisterService(&company);
   builder.RegisterService(&auditor);
+  if (metrics != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
+    counting.push_back(std::make_unique<MetricsInterceptorFactory>(metrics.get()));
+    builder.experimental().SetInterceptorCreators(std::move(counting));
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::cerr << "error: cannot listen on " << listen << "\n";
@@ -218,6 +246,9 @@ int Serve(std::map<std::string, std::string>& flags) {
   }
   // Scripts wait for this line (the real port when --listen ends in :0).
   std::cout << "fairvault-server listening on port " << port << std::endl;
+  if (metrics_endpoint != nullptr) {
+    std::cout << "fairvault-server metrics on port " << metrics_endpoint->port() << std::endl;
+  }
 
   std::thread stopper([&] {
     int sig = 0;

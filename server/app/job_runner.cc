@@ -81,6 +81,7 @@ absl::Status JobRunner::Start() {
       queue_.push_back(job.id);
     }
   }
+  PublishLoad();
   started_ = true;
   for (int i = 0; i < workers_; ++i) threads_.emplace_back([this] { Work(); });
   return absl::OkStatus();
@@ -94,6 +95,7 @@ void JobRunner::Submit(const std::string& job_id) {
     return;
   }
   queue_.push_back(job_id);
+  PublishLoad();
 }
 
 void JobRunner::Cancel(const std::string& job_id) {
@@ -101,11 +103,18 @@ void JobRunner::Cancel(const std::string& job_id) {
   queue_.erase(std::remove(queue_.begin(), queue_.end(), job_id), queue_.end());
   // Only a running job has a Control to tell; the set entry goes when its worker is done.
   if (running_.count(job_id) > 0) cancelled_.insert(job_id);
+  PublishLoad();
 }
 
 int JobRunner::Pending() {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(queue_.size() + running_.size());
+}
+
+void JobRunner::PublishLoad() {
+  if (metrics_ != nullptr) {
+    metrics_->SetJobLoad(static_cast<int>(queue_.size()), static_cast<int>(running_.size()));
+  }
 }
 
 void JobRunner::Work() {
@@ -120,6 +129,7 @@ void JobRunner::Work() {
       id = std::move(queue_.front());
       queue_.pop_front();
       running_.insert(id);
+      PublishLoad();
     }
     // The claim is the store's: a job cancelled or taken meanwhile is not run.
     absl::StatusOr<storage::JobRecord> job = store_->StartJob(id, clock_->NowMicros());
@@ -130,10 +140,12 @@ void JobRunner::Work() {
         absl::Status s = store_->FinishJob(id, *artifact, clock_->NowMicros());
         // FailedPrecondition: cancelled while it ran (it stays cancelled, without artifact).
         if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "artifact not stored", s);
+        if (s.ok() && metrics_ != nullptr) metrics_->RecordJobFinished(JobOutcome::kSucceeded);
       } else if (!absl::IsAborted(artifact.status())) {
         absl::Status s =
             store_->FailJob(id, std::string(artifact.status().message()), clock_->NowMicros());
         if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "failure not stored", s);
+        if (s.ok() && metrics_ != nullptr) metrics_->RecordJobFinished(JobOutcome::kFailed);
       }
       // Aborted: stopped on request; whoever asked owns the state (cancelled, or left running
       // at shutdown for the next process to re-queue).
@@ -143,6 +155,7 @@ void JobRunner::Work() {
     absl::MutexLock lock(&mu_);
     running_.erase(id);
     cancelled_.erase(id);
+    PublishLoad();
   }
 }
 

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/app/clock.h"
+#include "server/app/metrics.h"
 #include "server/storage/store.h"
 
 namespace fairvault::server {
@@ -54,15 +55,20 @@ class JobRunner {
   void Cancel(const std::string& job_id);
   // Jobs queued in memory plus running: for the queue-length limit.
   int Pending();
+  // Where to count this runner's queued and running jobs and the jobs it finishes (null: not
+  // counted). Call before Start.
+  void set_metrics(Metrics* metrics) { metrics_ = metrics; }
 
  private:
   class Control;
   void Work();
+  void PublishLoad() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   storage::Store* store_;
   const Clock* clock_;
   const int workers_;
   RunFn run_;
+  Metrics* metrics_ = nullptr;
   absl::Mutex mu_;
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> running_ ABSL_GUARDED_BY(mu_);

@@ -26,6 +26,7 @@
 #include "server/app/chunk_source.h"
 #include "server/app/clock.h"
 #include "server/app/job_runner.h"
+#include "server/app/metrics.h"
 #include "server/app/subject_index.h"
 #include "server/storage/records.pb.h"
 #include "server/storage/store.h"
@@ -45,6 +46,8 @@ struct VaultOptions {
   int max_pending_jobs = 16;
   int64_t max_job_cells = 200'000'000;
   int max_job_rounds = 100'000;
+  // The operators' metrics (not owned; must outlive the vault), or null for none.
+  Metrics* metrics = nullptr;
   absl::Status Validate() const;
 };
 

@@ -15,6 +15,7 @@
 #include "core/util/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "server/app/metrics.h"
 #include "server/app/vault.h"
 #include "server/app/vault_internal.h"
 #include "server/util/crypto.h"
@@ -72,6 +73,21 @@ inline storage::ArtifactRecord ArtifactRecordOf(const v1::Artifact& artifact, co
   return record;
 }
 
+// A spending request turned down by the privacy filter (or the job queue): counted as a
+// refusal for the operators' metrics, and marked so that the gRPC handler does not count it
+// again.
+inline absl::Status Refused(Metrics* metrics, const std::string& kind, Refusal reason,
+                            absl::Status status) {
+  if (metrics != nullptr) metrics->RecordRefusal(kind, reason);
+  return MarkCounted(std::move(status));
+}
+
+// A stored response (or stored failure) returned instead of a charge.
+inline absl::Status Replayed(Metrics* metrics, const std::string& kind, absl::Status status) {
+  if (metrics != nullptr) metrics->RecordReplay(kind);
+  return MarkCounted(std::move(status));
+}
+
 template <typename Response>
 absl::StatusOr<Response> ParseStored(const std::string& payload) {
   Response resp;
@@ -100,7 +116,9 @@ absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
         "idempotency_key '", release.idempotency_key,
         "' was already used with different parameters; use a new key for a new request"));
   }
-  RETURN_IF_ERROR(stored->failure);  // a charged release that failed fails again
+  // A charged release that failed fails again.
+  RETURN_IF_ERROR(
+      charge_internal::Replayed(options_.metrics, release.request_kind, stored->failure));
   ASSIGN_OR_RETURN(Response resp, charge_internal::ParseStored<Response>(stored->payload));
   return std::optional<Response>(std::move(resp));
 }
@@ -145,16 +163,20 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
     const double sensitivity = release.parts[0].sensitivity;
     auto budget = store_->GetBudget(caller.account_id, release.dataset_id);
     if (absl::IsNotFound(budget.status())) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("company '", caller.name, "' has no budget grant on dataset '",
-                       release.dataset_name, "'; ask the regulator for a grant"));
+      return charge_internal::Refused(
+          options_.metrics, release.request_kind, Refusal::kNoGrant,
+          absl::PermissionDeniedError(
+              absl::StrCat("company '", caller.name, "' has no budget grant on dataset '",
+                           release.dataset_name, "'; ask the regulator for a grant")));
     }
     RETURN_IF_ERROR(budget.status());
     if (budget->grant.delta <= 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("noise: discrete Gaussian needs a grant with delta > 0; the grant on '",
-                       release.dataset_name,
-                       "' has delta 0 — use NOISE_KIND_DISCRETE_LAPLACE (CLI: --noise laplace)"));
+      return charge_internal::Refused(
+          options_.metrics, release.request_kind, Refusal::kDeltaRequired,
+          absl::FailedPreconditionError(absl::StrCat(
+              "noise: discrete Gaussian needs a grant with delta > 0; the grant on '",
+              release.dataset_name,
+              "' has delta 0 — use NOISE_KIND_DISCRETE_LAPLACE (CLI: --noise laplace)")));
     }
     charge.delta = budget->grant.delta;
     ASSIGN_OR_RETURN(double sigma, charge_internal::accounting::CalibrateGaussianSigma(
@@ -197,29 +219,56 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
     }
   }
 
-  ASSIGN_OR_RETURN(
-      storage::ChargeOutcome outcome,
-      store_->Charge(
-          charge, clock_->NowMicros(),
-          [&](int64_t seq,
-              const storage::BudgetState& after) -> absl::StatusOr<storage::ChargeResult> {
-            Response resp;
-            ASSIGN_OR_RETURN(auto artifact, fill(noises, seq, &resp));
-            v1::Charge* c = resp.mutable_charge();
-            *c->mutable_cost() = cost;
-            *c->mutable_budget_after() =
-                internal::MakeBudget(release.dataset_name, caller.name, after.grant.epsilon_micro,
-                                     after.grant.delta, after.spend);
-            c->set_ledger_seq(seq);
-            storage::ChargeResult result{charge_internal::SerializeDeterministic(resp),
-                                         std::move(artifact), std::nullopt};
-            if (release.job_out != nullptr && release.job_out->has_value()) {
-              result.job = **release.job_out;
-              result.job->ledger_seq = seq;
-            }
-            return result;
-          }));
-  return charge_internal::ParseStored<Response>(outcome.response_payload);
+  absl::Status body_failure;  // the release's own failure, once its noise was drawn
+  absl::StatusOr<storage::ChargeOutcome> outcome = store_->Charge(
+      charge, clock_->NowMicros(),
+      [&](int64_t seq, const storage::BudgetState& after) -> absl::StatusOr<storage::ChargeResult> {
+        Response resp;
+        absl::StatusOr<std::optional<storage::ArtifactRecord>> artifact = fill(noises, seq, &resp);
+        if (!artifact.ok()) {
+          body_failure = artifact.status();
+          return body_failure;
+        }
+        v1::Charge* c = resp.mutable_charge();
+        *c->mutable_cost() = cost;
+        *c->mutable_budget_after() =
+            internal::MakeBudget(release.dataset_name, caller.name, after.grant.epsilon_micro,
+                                 after.grant.delta, after.spend);
+        c->set_ledger_seq(seq);
+        storage::ChargeResult result{charge_internal::SerializeDeterministic(resp),
+                                     *std::move(artifact), std::nullopt};
+        if (release.job_out != nullptr && release.job_out->has_value()) {
+          result.job = **release.job_out;
+          result.job->ledger_seq = seq;
+        }
+        return result;
+      });
+  Metrics* metrics = options_.metrics;
+  if (!outcome.ok()) {
+    const absl::Status& status = outcome.status();
+    // The store kept the charge and stored the body's failure (storage::ChargedFailure: same
+    // code, the body's message and a note), or returned a concurrent retry's stored failure.
+    if (!body_failure.ok() && status.code() == body_failure.code() &&
+        absl::StartsWith(status.message(), body_failure.message())) {
+      if (metrics != nullptr) metrics->RecordCharge(release.request_kind, /*failed=*/true);
+      return MarkCounted(status);
+    }
+    if (body_failure.ok() && absl::StrContains(status.message(), "this release was charged")) {
+      return charge_internal::Replayed(metrics, release.request_kind, status);
+    }
+    if (std::optional<Refusal> refusal = FilterRefusal(status); refusal && body_failure.ok()) {
+      return charge_internal::Refused(metrics, release.request_kind, *refusal, status);
+    }
+    return status;  // not charged: the gRPC handler counts it by its code
+  }
+  if (metrics != nullptr) {
+    if (outcome->replayed) {
+      metrics->RecordReplay(release.request_kind);
+    } else {
+      metrics->RecordCharge(release.request_kind, /*failed=*/false);
+    }
+  }
+  return charge_internal::ParseStored<Response>(outcome->response_payload);
 }
 
 }  // namespace fairvault::server

@@ -145,16 +145,25 @@ absl::StatusOr<v1::CancelJobResponse> Vault::CancelJob(const Caller& caller,
                                                        const v1::CancelJobRequest& req) {
   RETURN_IF_ERROR(internal::RequireRole(caller, {Role::kCompany}));
   ASSIGN_OR_RETURN(storage::JobRecord record, LoadJob(store_, caller, req.job_id()));
+  const bool unfinished = record.state == JobState::kQueued || record.state == JobState::kRunning;
   // The store decides (a finished job comes back unchanged); then a running job is told.
   ASSIGN_OR_RETURN(record, store_->CancelJob(record.id, clock_->NowMicros()));
-  if (record.state == JobState::kCancelled) jobs_->Cancel(record.id);
+  if (record.state == JobState::kCancelled) {
+    jobs_->Cancel(record.id);
+    if (unfinished && options_.metrics != nullptr) {
+      options_.metrics->RecordJobFinished(JobOutcome::kCancelled);
+    }
+  }
   NameCache names(store_);
   v1::CancelJobResponse resp;
   ASSIGN_OR_RETURN(*resp.mutable_job(), ToProtoJob(record, names, clock_->NowMicros()));
   return resp;
 }
 
-absl::Status Vault::StartJobs() { return jobs_->Start(); }
+absl::Status Vault::StartJobs() {
+  jobs_->set_metrics(options_.metrics);
+  return jobs_->Start();
+}
 
 void Vault::SubmitJob(const std::string& job_id) { jobs_->Submit(job_id); }
 

@@ -492,17 +492,21 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     }
   }
   if (PendingJobs() >= options_.max_pending_jobs) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the vault is running its limit of ", options_.max_pending_jobs,
-                     " training jobs; retry later (nothing was charged)"));
+    return charge_internal::Refused(
+        options_.metrics, release.request_kind, Refusal::kJobQueueFull,
+        absl::ResourceExhaustedError(
+            absl::StrCat("the vault is running its limit of ", options_.max_pending_jobs,
+                         " training jobs; retry later (nothing was charged)")));
   }
 
   // 4. The noise plan from the total (epsilon, grant delta) through the accountant.
   auto budget = store_->GetBudget(caller.account_id, release.dataset_id);
   if (absl::IsNotFound(budget.status())) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("company '", caller.name, "' has no budget grant on dataset '",
-                     release.dataset_name, "'; ask the regulator for a grant"));
+    return charge_internal::Refused(
+        options_.metrics, release.request_kind, Refusal::kNoGrant,
+        absl::PermissionDeniedError(
+            absl::StrCat("company '", caller.name, "' has no budget grant on dataset '",
+                         release.dataset_name, "'; ask the regulator for a grant")));
   }
   RETURN_IF_ERROR(budget.status());
   const double delta = budget->grant.delta;

@@ -14,13 +14,31 @@ namespace {
 
 // Runs `use_case(caller)` for an authenticated caller and moves its result into `resp`.
 template <typename Response, typename UseCase>
-grpc::Status Handle(Vault& vault, grpc::ServerContext* ctx, Response* resp, UseCase use_case) {
+absl::Status Run(Vault& vault, grpc::ServerContext* ctx, Response* resp, UseCase use_case) {
   absl::StatusOr<Caller> caller = AuthenticateCall(vault, *ctx);
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (!caller.ok()) return caller.status();
   absl::StatusOr<Response> result = use_case(*caller);
-  if (!result.ok()) return ToGrpcStatus(result.status());
+  if (!result.ok()) return result.status();
   *resp = *std::move(result);
-  return grpc::Status::OK;
+  return absl::OkStatus();
+}
+
+template <typename Response, typename UseCase>
+grpc::Status Handle(Vault& vault, grpc::ServerContext* ctx, Response* resp, UseCase use_case) {
+  return ToGrpcStatus(Run(vault, ctx, resp, std::move(use_case)));
+}
+
+// As Handle, for a spending call of request kind `kind`: a failure the charge path did not
+// count (a charge, a replay or the privacy filter's refusal) is a refusal by its code, counted
+// here for the operators' metrics.
+template <typename Response, typename UseCase>
+grpc::Status HandleSpending(Vault& vault, Metrics* metrics, const char* kind,
+                            grpc::ServerContext* ctx, Response* resp, UseCase use_case) {
+  absl::Status status = Run(vault, ctx, resp, std::move(use_case));
+  if (metrics != nullptr && !status.ok() && !IsCounted(status)) {
+    metrics->RecordRefusal(kind, RefusalFromCode(status.code()));
+  }
+  return ToGrpcStatus(status);
 }
 
 // Why a live call's stream stopped early, as the status the call ends with.
@@ -218,37 +236,38 @@ grpc::Status CompanyServiceImpl::UploadTable(grpc::ServerContext* ctx,
 grpc::Status CompanyServiceImpl::NoisyCounts(grpc::ServerContext* ctx,
                                              const v1::NoisyCountsRequest* req,
                                              v1::NoisyCountsResponse* resp) {
-  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->NoisyCounts(c, *req); });
+  return HandleSpending(*vault_, metrics_, "NoisyCounts", ctx, resp,
+                        [&](const Caller& c) { return vault_->NoisyCounts(c, *req); });
 }
 grpc::Status CompanyServiceImpl::FitEqualizedOddsPostProcessor(
     grpc::ServerContext* ctx, const v1::FitEqualizedOddsRequest* req,
     v1::FitEqualizedOddsResponse* resp) {
-  return Handle(*vault_, ctx, resp,
-                [&](const Caller& c) { return vault_->FitEqualizedOdds(c, *req); });
+  return HandleSpending(*vault_, metrics_, "FitEqualizedOddsPostProcessor", ctx, resp,
+                        [&](const Caller& c) { return vault_->FitEqualizedOdds(c, *req); });
 }
 grpc::Status CompanyServiceImpl::FitStatisticalParityPostProcessor(
     grpc::ServerContext* ctx, const v1::FitStatisticalParityRequest* req,
     v1::FitStatisticalParityResponse* resp) {
-  return Handle(*vault_, ctx, resp,
-                [&](const Caller& c) { return vault_->FitStatisticalParity(c, *req); });
+  return HandleSpending(*vault_, metrics_, "FitStatisticalParityPostProcessor", ctx, resp,
+                        [&](const Caller& c) { return vault_->FitStatisticalParity(c, *req); });
 }
 grpc::Status CompanyServiceImpl::FitEqualizedOddsScoresPostProcessor(
     grpc::ServerContext* ctx, const v1::FitEqualizedOddsScoresRequest* req,
     v1::FitEqualizedOddsScoresResponse* resp) {
-  return Handle(*vault_, ctx, resp,
-                [&](const Caller& c) { return vault_->FitEqualizedOddsScores(c, *req); });
+  return HandleSpending(*vault_, metrics_, "FitEqualizedOddsScoresPostProcessor", ctx, resp,
+                        [&](const Caller& c) { return vault_->FitEqualizedOddsScores(c, *req); });
 }
 grpc::Status CompanyServiceImpl::AuditClassifier(grpc::ServerContext* ctx,
                                                  const v1::AuditClassifierRequest* req,
                                                  v1::AuditClassifierResponse* resp) {
-  return Handle(*vault_, ctx, resp,
-                [&](const Caller& c) { return vault_->AuditClassifier(c, *req); });
+  return HandleSpending(*vault_, metrics_, "AuditClassifier", ctx, resp,
+                        [&](const Caller& c) { return vault_->AuditClassifier(c, *req); });
 }
 grpc::Status CompanyServiceImpl::AuditRegressor(grpc::ServerContext* ctx,
                                                 const v1::AuditRegressorRequest* req,
                                                 v1::AuditRegressorResponse* resp) {
-  return Handle(*vault_, ctx, resp,
-                [&](const Caller& c) { return vault_->AuditRegressor(c, *req); });
+  return HandleSpending(*vault_, metrics_, "AuditRegressor", ctx, resp,
+                        [&](const Caller& c) { return vault_->AuditRegressor(c, *req); });
 }
 grpc::Status CompanyServiceImpl::Decide(grpc::ServerContext* ctx, const v1::DecideRequest* req,
                                         v1::DecideResponse* resp) {
@@ -257,12 +276,14 @@ grpc::Status CompanyServiceImpl::Decide(grpc::ServerContext* ctx, const v1::Deci
 grpc::Status CompanyServiceImpl::BestResponse(grpc::ServerContext* ctx,
                                               const v1::BestResponseRequest* req,
                                               v1::BestResponseResponse* resp) {
-  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->BestResponse(c, *req); });
+  return HandleSpending(*vault_, metrics_, "BestResponse", ctx, resp,
+                        [&](const Caller& c) { return vault_->BestResponse(c, *req); });
 }
 grpc::Status CompanyServiceImpl::FitFairModel(grpc::ServerContext* ctx,
                                               const v1::FitFairModelRequest* req,
                                               v1::FitFairModelResponse* resp) {
-  return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->FitFairModel(c, *req); });
+  return HandleSpending(*vault_, metrics_, "FitFairModel", ctx, resp,
+                        [&](const Caller& c) { return vault_->FitFairModel(c, *req); });
 }
 // As ListLedger: CompanyService shows the caller's own jobs, AuditorService every company's.
 grpc::Status CompanyServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,

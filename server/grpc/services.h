@@ -4,6 +4,7 @@
 
 #include "absl/status/statusor.h"
 #include "fairvault/v1/fairvault.grpc.pb.h"
+#include "server/app/metrics.h"
 #include "server/app/vault.h"
 
 namespace fairvault::server {
@@ -41,7 +42,9 @@ class RegulatorServiceImpl final : public v1::RegulatorService::Service {
 
 class CompanyServiceImpl final : public v1::CompanyService::Service {
  public:
-  explicit CompanyServiceImpl(Vault* vault) : vault_(vault) {}
+  // `metrics` (may be null) counts the spending calls' refusals.
+  explicit CompanyServiceImpl(Vault* vault, Metrics* metrics = nullptr)
+      : vault_(vault), metrics_(metrics) {}
   grpc::Status UploadTable(grpc::ServerContext* ctx,
                            grpc::ServerReader<v1::UploadTableRequest>* reader,
                            v1::UploadTableResponse* resp) override;
@@ -81,6 +84,7 @@ class CompanyServiceImpl final : public v1::CompanyService::Service {
 
  private:
   Vault* vault_;
+  Metrics* metrics_;
 };
 
 class AuditorServiceImpl final : public v1::AuditorService::Service {
