@@ -29,6 +29,12 @@ class ServerProcess {
   absl::StatusOr<std::string> Bootstrap(const std::string& name);
   // `fairvault-server backup --db <this db> --out out` (the server may be running); its stdout.
   absl::StatusOr<std::string> Backup(const std::string& out) const;
+  // Extra `serve` flags for the next Start(), e.g. {"--metrics-listen", "127.0.0.1:0"} (then
+  // Start also waits for the metrics port).
+  void set_serve_flags(std::vector<std::string> flags) { serve_flags_ = std::move(flags); }
+  // Appends the server's stdout and stderr to the file `path` (instead of a pipe and the test's
+  // stderr), for tests that read what the server logs.
+  void set_log_path(std::string path) { log_path_ = std::move(path); }
   // Starts `fairvault-server serve` on 127.0.0.1:0 and waits for its port.
   absl::Status Start();
   // SIGTERM and wait (graceful), or SIGKILL and wait (crash).
@@ -36,6 +42,8 @@ class ServerProcess {
   absl::Status Kill();
 
   int port() const { return port_; }
+  // The metrics endpoint's port (0 unless started with --metrics-listen).
+  int metrics_port() const { return metrics_port_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   const std::string& db_path() const { return db_path_; }
   // A client for `api_key` (empty: no key).
@@ -46,6 +54,9 @@ class ServerProcess {
   std::string db_path_;
   pid_t pid_ = -1;
   int port_ = 0;
+  int metrics_port_ = 0;
+  std::vector<std::string> serve_flags_;
+  std::string log_path_;
 };
 
 }  // namespace fairvault::testing

@@ -32,10 +32,12 @@ Population MakePopulation(int n, uint64_t seed) {
 }
 
 void VaultFixture::StartVault(const Population& population, double epsilon, double delta) {
-  server_ = std::make_unique<ServerProcess>(TempDatabasePath("e2e"));
+  server_ = std::make_unique<ServerProcess>(db_.empty() ? TempDatabasePath("e2e") : db_);
   auto key = server_->Bootstrap("regulator");
   ASSERT_OK(key);
   regulator_key_ = *key;
+  server_->set_serve_flags(serve_flags_);
+  if (!server_log_.empty()) server_->set_log_path(server_log_);
   ASSERT_OK(server_->Start());
   regulator_ = server_->Connect(regulator_key_);
   ASSERT_NE(regulator_, nullptr);

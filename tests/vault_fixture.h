@@ -31,6 +31,11 @@ class VaultFixture : public ::testing::Test {
   void StartVault(const Population& population, double epsilon, double delta);
   void TearDown() override;
 
+  // Set before StartVault: the --db (a new SQLite file when empty; a postgresql:// URI selects
+  // PostgreSQL), extra `serve` flags, and a file for the server's stdout and stderr.
+  std::string db_;
+  std::vector<std::string> serve_flags_;
+  std::string server_log_;
   std::unique_ptr<ServerProcess> server_;
   std::string regulator_key_, company_key_, auditor_key_;
   std::unique_ptr<client::Client> regulator_, company_, auditor_;
