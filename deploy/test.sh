@@ -5,9 +5,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # chromium: the browser test of the HTML reports (tests/report_chromium_test.cc) loads them.
 # postgresql: the store suite and the replica tests start a private PostgreSQL server
 # (initdb + pg_ctl in a temporary directory, as the unprivileged postgres user).
-"$root/deploy/install-deps.sh" chromium postgresql
+# docker-compose: `docker-compose config` validates deploy/docker-compose.yml (no Docker engine
+# is needed or used; tests/deploy/compose_config_test.sh). openssl: deploy/make-certs.sh.
+"$root/deploy/install-deps.sh" chromium postgresql docker-compose openssl
 "$root/deploy/build.sh"
 cd "$root/build"
 # A missing browser fails the browser test here instead of skipping it.
 export FAIRVAULT_REQUIRE_CHROMIUM=1
+# Likewise a missing docker-compose fails the compose test.
+export FAIRVAULT_REQUIRE_DOCKER_COMPOSE=1
 ctest --output-on-failure -j2 --timeout 900
