@@ -53,6 +53,17 @@ double Total(const std::string& text, const std::string& name) {
   return sum;
 }
 
+// One unary call by full method name with an empty request (a valid health check for service
+// "", or any name a client chooses); the response is read into an empty message.
+grpc::Status CallRaw(const std::string& target, const std::string& method) {
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  grpc::internal::RpcMethod rpc(method.c_str(), grpc::internal::RpcMethod::NORMAL_RPC, channel);
+  grpc::ClientContext ctx;
+  v1::ListDatasetsRequest req;
+  v1::ListDatasetsRequest resp;  // no fields: any response parses
+  return grpc::internal::BlockingUnaryCall(channel.get(), rpc, &ctx, req, &resp);
+}
+
 class MetricsEndToEndTest : public VaultFixture {
  protected:
   void StartWithMetrics(const Population& population, double epsilon, double delta) {
@@ -154,6 +165,8 @@ TEST_F(MetricsEndToEndTest, CountersMoveByExactlyWhatWasDone) {
               StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(regulator_->NoisyCounts(Counts("c7", 1)),
               StatusIs(absl::StatusCode::kPermissionDenied));
+  // The health service is counted too, under its own method name.
+  EXPECT_TRUE(CallRaw(server_->target(), "/grpc.health.v1.Health/Check").ok());
 
   const std::string after = ScrapeIdle();
   auto delta = [&](const std::string& series) {
@@ -167,6 +180,7 @@ TEST_F(MetricsEndToEndTest, CountersMoveByExactlyWhatWasDone) {
   EXPECT_EQ(delta(Requests("/fairvault.v1.CompanyService/FitFairModel", "OK")), 1);
   EXPECT_EQ(delta(Requests("/fairvault.v1.CompanyService/GetJob", "OK")), polls);
   EXPECT_EQ(delta(Requests("/fairvault.v1.RegulatorService/SetDatasetCap", "OK")), 1);
+  EXPECT_EQ(delta(Requests("/grpc.health.v1.Health/Check", "OK")), 1);
   EXPECT_EQ(delta(absl::StrCat("fairvault_grpc_request_duration_seconds_count{code=\"OK\","
                                "method=\"",
                                kCounts, "\"}")),
@@ -213,16 +227,6 @@ TEST(MetricsServeFlagTest, OffByDefaultAndBadAddressesAreUsageErrors) {
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// One call to a method the server does not have, under a name the client chose.
-grpc::Status CallUnknownMethod(const std::string& target, const std::string& method) {
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  grpc::internal::RpcMethod rpc(method.c_str(), grpc::internal::RpcMethod::NORMAL_RPC, channel);
-  grpc::ClientContext ctx;
-  v1::GetBudgetRequest req;
-  v1::GetBudgetResponse resp;
-  return grpc::internal::BlockingUnaryCall(channel.get(), rpc, &ctx, req, &resp);
 }
 
 // A vault whose subjects, categories, company columns and names are all distinctive strings;
@@ -375,8 +379,7 @@ TEST(MetricsNoLeakTest, NoDataOrNameAppearsInMetricsOrLog) {
   // A wrong key built from a subject key, a method name with one in it, and a metrics path.
   EXPECT_THAT(server.Connect("fv_1_subj-7f3a9-as-key")->GetBudget(),
               StatusIs(absl::StatusCode::kUnauthenticated));
-  EXPECT_EQ(CallUnknownMethod(server.target(), "/fairvault.v1.CompanyService/subj-7f3a9-method")
-                .error_code(),
+  EXPECT_EQ(CallRaw(server.target(), "/fairvault.v1.CompanyService/subj-7f3a9-method").error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
   auto not_found = HttpGet(server.metrics_port(), "/subj-7f3a9-path");
   ASSERT_OK(not_found);
