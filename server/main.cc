@@ -25,6 +25,7 @@
 #include "server/grpc/metrics_interceptor.h"
 #include "server/grpc/services.h"
 #include "server/http/metrics_endpoint.h"
+#include "server/storage/pg_store.h"
 #include "server/storage/sqlite_store.h"
 
 #ifndef FAIRVAULT_VERSION
@@ -36,18 +37,24 @@ namespace {
 
 constexpr char kUsage[] =
     "usage:\n"
-    "  fairvault-server bootstrap --db PATH --name NAME\n"
+    "  --db DB is a SQLite file (created if missing; one server process) or a PostgreSQL\n"
+    "  URI postgresql://USER@HOST:PORT/NAME?passfile=... (several replicas may share it).\n"
+    "  fairvault-server bootstrap --db DB --name NAME\n"
     "      Creates a regulator account in the database and prints its API key once.\n"
     "  fairvault-server --version\n"
     "  fairvault-server backup --db PATH --out FILE\n"
     "      Copies the database (also while a server runs on it: one consistent snapshot,\n"
     "      SQLite's online backup) into the new FILE and verifies the copy's ledger; a copy\n"
     "      that does not verify is removed and the exit status is 1.\n"
-    "  fairvault-server serve --db PATH [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
-    "                         [--job-workers N] [--metrics-listen IPv4:PORT]\n"
+    "  fairvault-server serve --db DB [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
+    "                         [--job-workers N] [--job-lease-seconds S]\n"
+    "                         [--metrics-listen IPv4:PORT]\n"
     "      Serves the vault (default listen address 127.0.0.1:50051). SIGTERM/SIGINT stop it\n"
-    "      gracefully. --job-workers: threads that run training jobs (default 1); jobs a\n"
-    "      previous run left unfinished are re-queued at start. The health service reports\n"
+    "      gracefully. --job-workers: threads that run training jobs (default 1). A running\n"
+    "      job is leased to its process for --job-lease-seconds (default 30), renewed while it\n"
+    "      runs; a job whose process died is taken over by any server on the same database\n"
+    "      once its lease ends (at shutdown leases are released at once). The health service "
+    "reports\n"
     "      SERVING for \"\" and for each of the vault's services by name; gRPC server\n"
     "      reflection lists them.\n"
     "      --metrics-listen: serve Prometheus metrics at http://IPv4:PORT/metrics (off by\n"
@@ -92,6 +99,19 @@ bool ReadFile(const std::string& path, std::string* out) {
 
 // UsageError unless every flag is one the command knows (a typo must not, say, silently
 // start a plaintext server).
+// --db: a postgresql:// URI selects PostgreSQL (replicas share it), anything else is a SQLite
+// file.
+absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore(const std::string& db) {
+  if (storage::IsPostgresUri(db)) {
+    auto store = storage::PgStore::Open(db);
+    if (!store.ok()) return store.status();
+    return std::unique_ptr<storage::Store>(*std::move(store));
+  }
+  auto store = storage::SqliteStore::Open(db);
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<storage::Store>(*std::move(store));
+}
+
 bool OnlyKnownFlags(const std::map<std::string, std::string>& flags,
                     std::initializer_list<const char*> known, std::string* error) {
   for (const auto& [name, value] : flags) {
@@ -109,7 +129,7 @@ int Bootstrap(std::map<std::string, std::string>& flags) {
   std::string error;
   if (!OnlyKnownFlags(flags, {"db", "name"}, &error)) return Usage(error);
   if (flags["db"].empty() || flags["name"].empty()) return Usage("bootstrap needs --db and --name");
-  auto store = storage::SqliteStore::Open(flags["db"]);
+  auto store = OpenStore(flags["db"]);
   if (!store.ok()) {
     std::cerr << "error: " << store.status() << "\n";
     return 1;
@@ -145,7 +165,8 @@ int Backup(std::map<std::string, std::string>& flags) {
 int Serve(std::map<std::string, std::string>& flags) {
   std::string error;
   if (!OnlyKnownFlags(flags,
-                      {"db", "listen", "tls-cert", "tls-key", "job-workers", "metrics-listen"},
+                      {"db", "listen", "tls-cert", "tls-key", "job-workers", "job-lease-seconds",
+                       "metrics-listen"},
                       &error)) {
     return Usage(error);
   }
@@ -155,6 +176,14 @@ int Serve(std::map<std::string, std::string>& flags) {
   if (flags.count("job-workers") && !absl::SimpleAtoi(flags["job-workers"], &options.job_workers)) {
     return Usage(
         absl::StrCat("--job-workers must be an integer (got '", flags["job-workers"], "')"));
+  }
+  if (flags.count("job-lease-seconds")) {
+    int seconds = 0;
+    if (!absl::SimpleAtoi(flags["job-lease-seconds"], &seconds)) {
+      return Usage(absl::StrCat("--job-lease-seconds must be an integer (got '",
+                                flags["job-lease-seconds"], "')"));
+    }
+    options.job_lease_micros = int64_t{seconds} * 1'000'000;
   }
   if (absl::Status valid = options.Validate(); !valid.ok()) {
     return Usage(absl::StrCat("--job-workers: ", valid.message()));
@@ -167,7 +196,7 @@ int Serve(std::map<std::string, std::string>& flags) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto store = storage::SqliteStore::Open(flags["db"]);
+  auto store = OpenStore(flags["db"]);
   if (!store.ok()) {
     std::cerr << "error: " << store.status() << "\n";
     return 1;

@@ -2,6 +2,8 @@
 // claim jobs in the store, run them and store their outcome.
 #include "server/app/job_runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -9,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
+#include "server/util/crypto.h"
 
 namespace fairvault::server {
 namespace {
@@ -20,6 +23,13 @@ constexpr std::chrono::milliseconds kProgressPeriod(200);
 // A store failure the runner cannot hand to anyone (a worker thread has no caller).
 void Report(const std::string& job_id, const char* what, const absl::Status& status) {
   std::cerr << "fairvault: job " << job_id << ": " << what << ": " << status << "\n";
+}
+
+// "host:pid:random": unique per runner, readable in the jobs table.
+std::string NewOwnerId() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrCat(host, ":", getpid(), ":", HexEncode(RandomBytes(6)));
 }
 
 }  // namespace
@@ -38,7 +48,7 @@ class JobRunner::Control final : public JobControl {
       written_ = true;
       last_write_ = now;
       // Progress is advisory: a failed write must not stop the training.
-      absl::Status s = runner_->store_->UpdateJobProgress(job_id_, done, total);
+      absl::Status s = runner_->store_->UpdateJobProgress(job_id_, runner_->owner_, done, total);
       if (!s.ok()) Report(job_id_, "progress not recorded", s);
     }
     return true;
@@ -51,8 +61,14 @@ class JobRunner::Control final : public JobControl {
   std::chrono::steady_clock::time_point last_write_;
 };
 
-JobRunner::JobRunner(storage::Store* store, const Clock* clock, int workers, RunFn run)
-    : store_(store), clock_(clock), workers_(workers), run_(std::move(run)) {}
+JobRunner::JobRunner(storage::Store* store, const Clock* clock, int workers, RunFn run,
+                     int64_t lease_micros)
+    : store_(store),
+      clock_(clock),
+      workers_(workers),
+      run_(std::move(run)),
+      lease_micros_(lease_micros),
+      owner_(NewOwnerId()) {}
 
 JobRunner::~JobRunner() {
   {
@@ -60,6 +76,11 @@ JobRunner::~JobRunner() {
     stopping_ = true;
   }
   for (std::thread& t : threads_) t.join();
+  if (keeper_.joinable()) keeper_.join();
+}
+
+storage::JobLease JobRunner::LeaseFrom(int64_t now_micros) const {
+  return storage::JobLease{owner_, now_micros, now_micros + lease_micros_};
 }
 
 absl::Status JobRunner::Start() {
@@ -71,20 +92,61 @@ absl::Status JobRunner::Start() {
     absl::MutexLock lock(&mu_);
     if (started_) return absl::FailedPreconditionError("the job runner was started already");
   }
-  // Jobs left running belong to a runner that died with its process.
-  RETURN_IF_ERROR(store_->RequeueRunningJobs());
+  if (lease_micros_ < 3'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the job lease must be at least 3 ms (got ", lease_micros_, " us)"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return absl::FailedPreconditionError("the job runner was started already");
+    started_ = true;
+  }
+  RETURN_IF_ERROR(Scan());
+  absl::MutexLock lock(&mu_);
+  for (int i = 0; i < workers_; ++i) threads_.emplace_back([this] { Work(); });
+  keeper_ = std::thread([this] { Keep(); });
+  return absl::OkStatus();
+}
+
+absl::Status JobRunner::Scan() {
+  const int64_t now = clock_->NowMicros();
   ASSIGN_OR_RETURN(std::vector<storage::JobRecord> unfinished, store_->ListUnfinishedJobs());
   absl::MutexLock lock(&mu_);
-  if (started_) return absl::FailedPreconditionError("the job runner was started already");
   for (const storage::JobRecord& job : unfinished) {
-    if (std::find(queue_.begin(), queue_.end(), job.id) == queue_.end()) {
+    const bool claimable =
+        job.state == storage::JobState::kQueued ||
+        (job.state == storage::JobState::kRunning && job.lease_expires_micros < now);
+    if (claimable && running_.count(job.id) == 0 &&
+        std::find(queue_.begin(), queue_.end(), job.id) == queue_.end()) {
       queue_.push_back(job.id);
     }
   }
   PublishLoad();
-  started_ = true;
-  for (int i = 0; i < workers_; ++i) threads_.emplace_back([this] { Work(); });
   return absl::OkStatus();
+}
+
+void JobRunner::Keep() {
+  const absl::Duration period = std::min(absl::Seconds(1), absl::Microseconds(lease_micros_ / 3));
+  while (true) {
+    std::vector<std::string> running;
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) return;
+      running.assign(running_.begin(), running_.end());
+    }
+    for (const std::string& id : running) {
+      absl::Status renewed = store_->RenewJobLease(id, LeaseFrom(clock_->NowMicros()));
+      if (absl::IsFailedPrecondition(renewed) || absl::IsNotFound(renewed)) {
+        // Cancelled, or taken over after a lease this runner could not renew in time: stop it
+        // (its FinishJob would be refused anyway).
+        absl::MutexLock lock(&mu_);
+        if (running_.count(id) > 0) cancelled_.insert(id);
+      } else if (!renewed.ok()) {
+        Report(id, "lease not renewed", renewed);
+      }
+    }
+    if (absl::Status scanned = Scan(); !scanned.ok()) Report("*", "jobs not listed", scanned);
+  }
 }
 
 void JobRunner::Submit(const std::string& job_id) {
@@ -117,6 +179,11 @@ void JobRunner::PublishLoad() {
   }
 }
 
+bool JobRunner::Stopping() {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
+}
+
 void JobRunner::Work() {
   while (true) {
     std::string id;
@@ -132,23 +199,27 @@ void JobRunner::Work() {
       PublishLoad();
     }
     // The claim is the store's: a job cancelled or taken meanwhile is not run.
-    absl::StatusOr<storage::JobRecord> job = store_->StartJob(id, clock_->NowMicros());
+    absl::StatusOr<storage::JobRecord> job = store_->StartJob(id, LeaseFrom(clock_->NowMicros()));
     if (job.ok()) {
       Control control(this, id);
       absl::StatusOr<storage::ArtifactRecord> artifact = run_(*job, control);
       if (artifact.ok()) {
-        absl::Status s = store_->FinishJob(id, *artifact, clock_->NowMicros());
-        // FailedPrecondition: cancelled while it ran (it stays cancelled, without artifact).
+        absl::Status s = store_->FinishJob(id, owner_, *artifact, clock_->NowMicros());
+        // FailedPrecondition: cancelled while it ran (it stays cancelled, without artifact),
+        // or taken over by another runner (which stores the same artifact).
         if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "artifact not stored", s);
         if (s.ok() && metrics_ != nullptr) metrics_->RecordJobFinished(JobOutcome::kSucceeded);
       } else if (!absl::IsAborted(artifact.status())) {
-        absl::Status s =
-            store_->FailJob(id, std::string(artifact.status().message()), clock_->NowMicros());
+        absl::Status s = store_->FailJob(id, owner_, std::string(artifact.status().message()),
+                                         clock_->NowMicros());
         if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "failure not stored", s);
         if (s.ok() && metrics_ != nullptr) metrics_->RecordJobFinished(JobOutcome::kFailed);
+      } else if (Stopping()) {
+        // Stopped by shutdown: the lease ends now, so another runner takes the job over at
+        // once. (Stopped by a cancel, the canceller owns the state.)
+        absl::Status s = store_->RenewJobLease(id, storage::JobLease{owner_, 0, 0});
+        if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "lease not released", s);
       }
-      // Aborted: stopped on request; whoever asked owns the state (cancelled, or left running
-      // at shutdown for the next process to re-queue).
     } else if (!absl::IsFailedPrecondition(job.status())) {
       Report(id, "not started", job.status());
     }

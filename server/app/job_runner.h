@@ -1,8 +1,10 @@
 // The training-job machinery (issue 9 §4): a bounded pool of worker threads that runs jobs the
 // charge path created. A job is claimed in the store (queued -> running), run by a function of
-// its record, and finished atomically with its artifact. Jobs left running by a dead process
-// are re-queued at start-up and run again from the same stored randomness, so they produce
-// the same artifact. Training never holds the ledger's write lock or a gRPC thread.
+// its record, and finished atomically with its artifact. Several runners (one per vault
+// process, replicas on one PostgreSQL) share the store: a claim is a lease the runner renews
+// while the job runs; a job whose runner died (its lease ended) is taken over by any runner and
+// run again from the same stored randomness, so it produces the same artifact. Training never
+// holds the ledger's write lock or a gRPC thread.
 #ifndef FAIRVAULT_SERVER_APP_JOB_RUNNER_H_
 #define FAIRVAULT_SERVER_APP_JOB_RUNNER_H_
 
@@ -38,16 +40,24 @@ class JobRunner {
   // Returning Aborted means "stopped on request": the runner then leaves the job's state to
   // whoever stopped it (cancelled stays cancelled; at shutdown it stays running and is
   // re-queued by the next process).
-  using RunFn = std::function<absl::StatusOr<storage::ArtifactRecord>(
-      const storage::JobRecord& job, JobControl& control)>;
+  using RunFn = std::function<absl::StatusOr<storage::ArtifactRecord>(const storage::JobRecord& job,
+                                                                      JobControl& control)>;
 
-  JobRunner(storage::Store* store, const Clock* clock, int workers, RunFn run);
-  // Stops the workers: running jobs are asked to stop and are left for the next start.
+  static constexpr int64_t kDefaultLeaseMicros = 30'000'000;
+
+  // `lease_micros`: how long a claim lasts without renewal, so how long a dead runner's job
+  // waits before another takes it over. Renewed every lease/3 (at most every second).
+  JobRunner(storage::Store* store, const Clock* clock, int workers, RunFn run,
+            int64_t lease_micros = kDefaultLeaseMicros);
+  // Stops the workers: running jobs are asked to stop and their leases released, so another
+  // runner (or the next process) takes them over at once.
   ~JobRunner();
   JobRunner(const JobRunner&) = delete;
   JobRunner& operator=(const JobRunner&) = delete;
 
-  // Re-queues jobs left running, queues every unfinished job and starts the workers.
+  // Queues every unfinished job (queued, or running on a lease that ended) and starts the
+  // workers and the keeper, which renews this runner's leases and picks up jobs other runners
+  // submitted or left behind.
   absl::Status Start();
   // A job was created (committed): queue it.
   void Submit(const std::string& job_id);
@@ -58,17 +68,28 @@ class JobRunner {
   // Where to count this runner's queued and running jobs and the jobs it finishes (null: not
   // counted). Call before Start.
   void set_metrics(Metrics* metrics) { metrics_ = metrics; }
+  // This runner's lease owner id (host, process and random suffix).
+  const std::string& owner() const { return owner_; }
 
  private:
   class Control;
   void Work();
   void PublishLoad() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every period: renews the leases of running jobs (a lost lease stops its job) and queues
+  // claimable jobs from the store.
+  void Keep();
+  // Queues the claimable unfinished jobs that are neither queued nor running here.
+  absl::Status Scan();
+  storage::JobLease LeaseFrom(int64_t now_micros) const;
+  bool Stopping();
 
   storage::Store* store_;
   const Clock* clock_;
   const int workers_;
   RunFn run_;
   Metrics* metrics_ = nullptr;
+  const int64_t lease_micros_;
+  const std::string owner_;
   absl::Mutex mu_;
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> running_ ABSL_GUARDED_BY(mu_);
@@ -76,6 +97,7 @@ class JobRunner {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
+  std::thread keeper_;
 };
 
 }  // namespace fairvault::server

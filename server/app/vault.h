@@ -43,6 +43,9 @@ struct VaultOptions {
   // Training jobs: worker threads, jobs queued or running at once (a submission beyond it is
   // refused before charging), rows x features of one job, rounds of one job.
   int job_workers = 1;
+  // How long a job's claim lasts unrenewed: a job whose process died is taken over by another
+  // process (or the restarted one) after at most this long.
+  int64_t job_lease_micros = 30'000'000;
   int max_pending_jobs = 16;
   int64_t max_job_cells = 200'000'000;
   int max_job_rounds = 100'000;

@@ -28,6 +28,10 @@ absl::Status VaultOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("job_workers must be 1..256 (got ", job_workers, ")"));
   }
+  if (job_lease_micros < 1'000'000 || job_lease_micros > 3'600'000'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job_lease_seconds must be 1..3600 (got ", job_lease_micros / 1e6, ")"));
+  }
   if (max_pending_jobs < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_pending_jobs must be >= 1 (got ", max_pending_jobs, ")"));
@@ -52,7 +56,8 @@ Vault::Vault(storage::Store* store, const Clock* clock, absl::BitGenRef gen, Vau
           store_, clock_, options_.job_workers,
           [this](const storage::JobRecord& job, JobControl& control) {
             return RunJob(job, control);
-          })) {}
+          },
+          options_.job_lease_micros)) {}
 
 // ---- accounts --------------------------------------------------------------------------------
 
@@ -225,7 +230,10 @@ absl::StatusOr<std::shared_ptr<Vault::IndexSlot>> Vault::LoadIndex(
     slot = entry;
   }
   absl::MutexLock lock(&slot->mu);
-  if (slot->loaded) return slot;
+  // Loaded and current: another vault process on the same store (a replica) may have imported
+  // subjects since, which `dataset`, read from the store, counts. Batches are read in import
+  // order, so a reloaded index keeps every subject's position.
+  if (slot->loaded && slot->index->size() >= dataset.subject_count) return slot;
   ASSIGN_OR_RETURN(auto attrs, DatasetAttributes(dataset));
   auto index = std::make_unique<SubjectIndex>(static_cast<int>(attrs.size()));
   index->Reserve(dataset.subject_count);
@@ -341,6 +349,7 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
 
   ASSIGN_OR_RETURN(auto slot, LoadIndex(dataset));
   absl::MutexLock index_lock(&slot->mu);
+  const int64_t subjects_before = slot->index->size();
   // One pass over the keys finds repeats within the batch and subjects imported before.
   if (auto repeat = slot->index->Append(batch.keys(), batch.codes())) {
     if (repeat->earlier_position >= 0) {
@@ -356,10 +365,14 @@ absl::StatusOr<v1::ImportAttributesResponse> Vault::ImportAttributes(
   // A caller who gave up must not find half a batch, nor a whole one it was told failed.
   absl::Status stored = stream.live();
   if (stored.ok()) {
-    stored = store_->PutSubjectBatch(dataset.id, header.batch_id(), digest, row, payload);
+    // Stored only if no other process imported since the index was read: the keys were
+    // checked against every subject.
+    stored = store_->PutSubjectBatch(dataset.id, header.batch_id(), digest, subjects_before, row,
+                                     payload);
   }
   if (!stored.ok()) {
     slot->index->RemoveLast(batch.keys());
+    if (absl::IsAborted(stored)) slot->loaded = false;  // reread with the other's import
     return stored;
   }
   resp.set_rows_imported(row);
