@@ -18,7 +18,12 @@ namespace v1 = ::fairvault::v1;
 
 class JobRestartTest : public VaultFixture {
  protected:
-  void SetUp() override { StartVault(MakePopulation(5000, 11), /*epsilon=*/10, /*delta=*/0); }
+  // The job's lease is 2 s (not the default 30): the restarted server takes the job of the
+  // killed one over once that lease has ended.
+  void SetUp() override {
+    serve_flags_ = {"--job-lease-seconds", "2"};
+    StartVault(MakePopulation(5000, 11), /*epsilon=*/10, /*delta=*/0);
+  }
 
   // Polls until the job leaves QUEUED/RUNNING (at most 120 s) and returns it.
   static v1::Job WaitFor(client::Client& company, const std::string& id) {
@@ -93,6 +98,7 @@ TEST_F(JobRestartTest, KilledMidJobFinishesWithTheSameArtifactAsAnUninterruptedR
   ASSERT_FALSE(after_crash.empty());
 
   ServerProcess other(copy);
+  other.set_serve_flags(serve_flags_);
   ASSERT_OK(other.Start());
   auto other_company = other.Connect(company_key_);
   const v1::Job rerun = WaitFor(*other_company, job_id);

@@ -243,7 +243,9 @@ class PgStore::Conn {
       message.pop_back();
     }
     absl::Status status;
-    if (!ok() || IsConnectionLoss(sqlstate)) {
+    // No SQLSTATE: libpq's own error, not the server's; e.g. "server closed the connection
+    // unexpectedly" while PQstatus still says CONNECTION_OK (seen under pg_ctl stop -m immediate).
+    if (!ok() || sqlstate == nullptr || IsConnectionLoss(sqlstate)) {
       status = absl::UnavailableError(
           absl::StrCat("the database is unavailable (", message, "); retry"));
     } else if (sqlstate != nullptr && std::strcmp(sqlstate, "23505") == 0) {
