@@ -1,7 +1,14 @@
 // The vault over loopback with the ledger on disk: importing 1M subjects, uploading and
-// joining a 1M-row table, NoisyCounts over it, and charged requests per second. One real
-// server process serves every benchmark; the database lives in $TMPDIR.
+// joining a 1M-row table, NoisyCounts over it, and charged requests per second on SQLite and on
+// PostgreSQL beside the disk's raw sync rate. One real server process on SQLite serves the
+// release benchmarks; charged requests get a server per backend. Databases live in $TMPDIR
+// (SQLite, default /tmp) and /tmp (PostgreSQL).
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <random>
@@ -9,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
+#include "server/storage/test_postgres.h"
 #include "tests/server_process.h"
 
 namespace fairvault::bench {
@@ -54,10 +62,11 @@ World& GetWorld() {
   return *world;
 }
 
-// Creates a dataset with attributes sex{F,M} and band{u,v} (4 joint groups), imports every
-// key, grants acme.
-std::string NewPopulatedDataset(World& w) {
-  const std::string name = absl::StrCat("pop", w.datasets++);
+// Creates a dataset with attributes sex{F,M} and band{u,v} (4 joint groups), imports `keys`
+// (two categories per key), grants acme.
+std::string PopulateDataset(client::Client& regulator, const std::string& name,
+                            const std::vector<std::string>& keys,
+                            const std::vector<std::string>& categories) {
   v1::CreateDatasetRequest ds;
   ds.set_name(name);
   auto* a = ds.add_attributes();
@@ -68,20 +77,25 @@ std::string NewPopulatedDataset(World& w) {
   a->set_name("band");
   a->add_categories("u");
   a->add_categories("v");
-  if (!w.regulator->CreateDataset(ds).ok()) std::abort();
+  if (!regulator.CreateDataset(ds).ok()) std::abort();
   v1::ImportHeader header;
   header.set_dataset(name);
   header.set_batch_id("all");
   header.add_attributes("sex");
   header.add_attributes("band");
-  if (!w.regulator->ImportAttributes(header, w.keys, w.categories).ok()) std::abort();
+  if (!regulator.ImportAttributes(header, keys, categories).ok()) std::abort();
   v1::GrantBudgetRequest grant;
   grant.set_company("acme");
   grant.set_dataset(name);
   grant.set_epsilon(100000);
   grant.set_delta(1e-6);
-  if (!w.regulator->GrantBudget(grant).ok()) std::abort();
+  if (!regulator.GrantBudget(grant).ok()) std::abort();
   return name;
+}
+
+// A dataset of all kRows keys.
+std::string NewPopulatedDataset(World& w) {
+  return PopulateDataset(*w.regulator, absl::StrCat("pop", w.datasets++), w.keys, w.categories);
 }
 
 // One populated dataset shared by the benchmarks that only need one (created on first use, so
@@ -98,7 +112,7 @@ struct PreparedTable {
 };
 
 // The company's table in memory (its own work, outside the timed upload).
-PreparedTable Prepare(World& w, const std::string& dataset, int rows) {
+PreparedTable Prepare(const std::vector<std::string>& keys, const std::string& dataset, int rows) {
   PreparedTable t;
   v1::TableHeader& header = t.header;
   header.set_dataset(dataset);
@@ -117,7 +131,7 @@ PreparedTable Prepare(World& w, const std::string& dataset, int rows) {
   t.columns.resize(4);
   std::mt19937_64 gen(7);
   std::normal_distribution<double> normal(0.5, 0.2);
-  t.keys.assign(w.keys.begin(), w.keys.begin() + rows);
+  t.keys.assign(keys.begin(), keys.begin() + rows);
   for (int i = 0; i < rows; ++i) {
     t.columns[0].add_categorical(i % 3 == 0 ? "north" : (i % 3 == 1 ? "south" : "east"));
     t.columns[1].add_numeric(i % 2);
@@ -135,7 +149,7 @@ absl::StatusOr<v1::UploadTableResponse> Upload(World& w, const PreparedTable& t)
 // (e.g. under --benchmark_filter).
 const std::string& BigTable(World& w) {
   if (w.big_table.empty()) {
-    auto resp = Upload(w, Prepare(w, NewPopulatedDataset(w), kRows));
+    auto resp = Upload(w, Prepare(w.keys, NewPopulatedDataset(w), kRows));
     if (!resp.ok()) std::abort();
     w.big_table = resp->table_handle();
   }
@@ -151,7 +165,7 @@ BENCHMARK(BM_Import1MSubjects)->Unit(benchmark::kMillisecond)->Iterations(2)->Us
 
 void BM_UploadAndJoin1MRows(benchmark::State& state) {
   World& w = GetWorld();
-  const PreparedTable table = Prepare(w, NewPopulatedDataset(w), kRows);
+  const PreparedTable table = Prepare(w.keys, NewPopulatedDataset(w), kRows);
   for (auto _ : state) {
     auto resp = Upload(w, table);
     if (!resp.ok() || resp->rows_in_vault() != kRows) state.SkipWithError("upload failed");
@@ -266,7 +280,7 @@ void BM_ReleaseByRows(benchmark::State& state) {
   const int rows = static_cast<int>(state.range(1));
   static std::map<int, std::string> tables;  // rows -> handle, uploaded outside the timed loop
   if (tables.count(rows) == 0) {
-    auto resp = Upload(w, Prepare(w, SharedDataset(w), rows));
+    auto resp = Upload(w, Prepare(w.keys, SharedDataset(w), rows));
     if (!resp.ok()) std::abort();
     tables[rows] = resp->table_handle();
   }
@@ -332,32 +346,223 @@ void BM_HistogramFloor1MRows(benchmark::State& state) {
 }
 BENCHMARK(BM_HistogramFloor1MRows)->Unit(benchmark::kMillisecond);
 
-// Small charged requests (a 1,000-row table, one fsync'd ledger transaction each).
-void BM_ChargedRequests(benchmark::State& state) {
-  World& w = GetWorld();
-  static std::atomic<int> counter{0};
-  if (state.thread_index() == 0 && w.small_table.empty()) {
-    auto resp = Upload(w, Prepare(w, SharedDataset(w), 1000));
-    if (!resp.ok()) std::abort();
-    w.small_table = resp->table_handle();
+// The disk's raw sync rate, the ceiling of one-commit-per-charge: write 4 KiB and sync, in a
+// loop, on a file in the databases' directory ($TMPDIR or /tmp). Arg 0 overwrites blocks of a
+// preallocated 1 MiB file and calls fdatasync (what a WAL commit does: PostgreSQL's default
+// wal_sync_method, SQLite's reused WAL); arg 1 appends and calls fsync (the file grows, so the
+// inode is written too). With several threads each thread syncs a file of its own.
+void BM_FsyncFloor(benchmark::State& state) {
+  const bool append = state.range(0) == 1;
+  const std::string path = testing::TempDatabasePath("fsync-floor");
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) {
+    state.SkipWithError("cannot create the file");
+    return;
   }
-  auto client = w.company.get();
+  constexpr int kBlock = 4096, kBlocks = 256;
+  const std::vector<char> block(kBlock, 'x');
+  bool ok = true;
+  if (!append) {
+    for (int i = 0; i < kBlocks; ++i) ok = ok && write(fd, block.data(), kBlock) == kBlock;
+    ok = ok && fsync(fd) == 0;
+  }
+  off_t offset = 0;
+  for (auto _ : state) {
+    ok = ok && pwrite(fd, block.data(), kBlock, offset) == kBlock;
+    offset = append ? offset + kBlock : (offset + kBlock) % (kBlock * kBlocks);
+    ok = ok && (append ? fsync(fd) : fdatasync(fd)) == 0;
+  }
+  close(fd);
+  unlink(path.c_str());
+  if (!ok) state.SkipWithError("write or sync failed");
+  state.counters["syncs_per_s"] =
+      benchmark::Counter(state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_FsyncFloor)
+    ->ArgName("append")
+    ->Arg(0)
+    ->Arg(1)
+    ->Threads(1)
+    ->Threads(8)
+    ->UseRealTime()
+    ->MinTime(3);
+
+// What batching several charges per SQLite transaction could reach, without the vault: a
+// SQLite file as the server opens it (WAL, synchronous=FULL), inserting one 256-byte row per
+// "charge", state.range(0) rows per transaction (one WAL sync per commit). The vault commits
+// each charge on its own (batch 1); batch > 1 is the ceiling of a group commit it does not do.
+void BM_SqliteCommitFloor(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  const std::string path = testing::TempDatabasePath("commit-floor");
+  sqlite3* db = nullptr;
+  bool ok = sqlite3_open(path.c_str(), &db) == SQLITE_OK;
+  auto exec = [&](const char* sql) {
+    ok = ok && sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+  };
+  exec("PRAGMA journal_mode=WAL");
+  exec("PRAGMA synchronous=FULL");
+  exec("CREATE TABLE ledger (seq INTEGER PRIMARY KEY, row BLOB)");
+  sqlite3_stmt* insert = nullptr;
+  ok = ok && sqlite3_prepare_v2(db, "INSERT INTO ledger (row) VALUES (?)", -1, &insert, nullptr) ==
+                 SQLITE_OK;
+  const std::string row(256, 'r');
+  int64_t charges = 0;
+  for (auto _ : state) {
+    exec("BEGIN IMMEDIATE");
+    for (int i = 0; i < batch && ok; ++i) {
+      sqlite3_bind_blob(insert, 1, row.data(), static_cast<int>(row.size()), SQLITE_STATIC);
+      ok = sqlite3_step(insert) == SQLITE_DONE && sqlite3_reset(insert) == SQLITE_OK;
+    }
+    exec("COMMIT");
+    charges += batch;
+  }
+  sqlite3_finalize(insert);
+  sqlite3_close(db);
+  for (const char* suffix : {"", "-wal", "-shm"}) unlink((path + suffix).c_str());
+  if (!ok) state.SkipWithError("SQLite failed");
+  state.counters["charges_per_s"] =
+      benchmark::Counter(static_cast<double>(charges), benchmark::Counter::kIsRate);
+  state.counters["commits_per_s"] =
+      benchmark::Counter(state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SqliteCommitFloor)
+    ->ArgName("batch")
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(32)
+    ->UseRealTime()
+    ->MinTime(3);
+
+// Charged requests on each backend, a server of its own: kSqlite, a SQLite file in $TMPDIR or
+// /tmp (WAL, synchronous=FULL); kPostgres, a private PostgreSQL with fsync on, its data
+// directory under /tmp (the same disk); kPostgresCommitDelay, the same server with
+// commit_delay = 1 ms and commit_siblings = 1 (PostgreSQL's group commit made to wait for
+// company).
+enum ChargeBackend : int64_t { kSqlite = 0, kPostgres = 1, kPostgresCommitDelay = 2 };
+
+struct ChargeWorld {
+  std::unique_ptr<server::storage::TestPostgres> pg;  // declared first: destroyed last
+  std::unique_ptr<ServerProcess> server;
+  std::unique_ptr<client::Client> company;
+  std::string table;
+};
+
+ChargeWorld* charge_worlds[2] = {nullptr, nullptr};
+
+// A server on the backend with a 1,000-subject dataset, acme's grant and a 1,000-row table.
+ChargeWorld* NewChargeWorld(bool postgres) {
+  auto* w = new ChargeWorld;
+  std::string db = testing::TempDatabasePath("charges");
+  if (postgres) {
+    auto pg =
+        server::storage::TestPostgres::Start(server::storage::TestPostgres::Options{.fsync = true});
+    if (!pg.ok()) {
+      fprintf(stderr, "PostgreSQL: %s\n", pg.status().ToString().c_str());
+      std::abort();
+    }
+    w->pg = *std::move(pg);
+    auto uri = w->pg->CreateDatabase("charges");
+    if (!uri.ok()) std::abort();
+    db = *uri;
+    fprintf(stderr, "PostgreSQL (fsync on) in %s\n", w->pg->dir().c_str());
+  }
+  fprintf(stderr, "charged-request server on %s\n", db.c_str());
+  w->server = std::make_unique<ServerProcess>(db);
+  auto key = w->server->Bootstrap("regulator");
+  if (!key.ok() || !w->server->Start().ok()) std::abort();
+  auto regulator = w->server->Connect(*key);
+  v1::CreateAccountRequest acct;
+  acct.set_name("acme");
+  acct.set_role(v1::ROLE_COMPANY);
+  w->company = w->server->Connect(regulator->CreateAccount(acct)->api_key());
+  std::mt19937_64 gen(2);
+  std::vector<std::string> keys, categories;
+  for (int i = 0; i < 1000; ++i) {
+    keys.push_back(absl::StrFormat("%016x%016x%016x%016x", gen(), gen(), gen(), i));
+    categories.push_back(gen() % 2 ? "F" : "M");
+    categories.push_back(gen() % 3 ? "u" : "v");
+  }
+  const std::string dataset = PopulateDataset(*regulator, "small", keys, categories);
+  const PreparedTable t = Prepare(keys, dataset, 1000);
+  auto resp = w->company->UploadTable(t.header, t.keys, t.columns);
+  if (!resp.ok()) std::abort();
+  w->table = resp->table_handle();
+  charge_worlds[postgres ? 1 : 0] = w;
+  return w;
+}
+
+ChargeWorld& GetChargeWorld(ChargeBackend backend) {
+  if (backend == kSqlite) {
+    static ChargeWorld* sqlite = NewChargeWorld(false);  // thread-safe static initialisation
+    return *sqlite;
+  }
+  static ChargeWorld* postgres = NewChargeWorld(true);
+  return *postgres;
+}
+
+// Small charged requests (NoisyCounts on the 1,000-row table, ε = 0.001): each is one ledger
+// transaction, serialised against every other charge, one commit = one sync of the WAL.
+// state.range(0) is the ChargeBackend; the threads are the concurrent clients (one channel).
+void BM_ChargedRequests(benchmark::State& state) {
+  const auto backend = static_cast<ChargeBackend>(state.range(0));
+  ChargeWorld& w = GetChargeWorld(backend);
+  if (backend != kSqlite && state.thread_index() == 0) {
+    const bool delay = backend == kPostgresCommitDelay;
+    const std::string error =
+        w.pg->Exec("postgres", absl::StrCat("ALTER SYSTEM SET commit_delay = ", delay ? 1000 : 0)) +
+        w.pg->Exec("postgres", absl::StrCat("ALTER SYSTEM SET commit_siblings = ", delay ? 1 : 5)) +
+        w.pg->Exec("postgres", "SELECT pg_reload_conf()");
+    if (!error.empty()) {
+      state.SkipWithError(error.c_str());
+      return;
+    }
+    // The postmaster rereads its configuration asynchronously; new connections then see it.
+    const int64_t want = delay ? 1000 : 0;
+    bool applied = false;
+    for (int i = 0; i < 100 && !applied; ++i) {
+      usleep(100'000);
+      applied = w.pg->Scalar("charges",
+                             "SELECT setting::int FROM pg_settings WHERE name = "
+                             "'commit_delay'") == want;
+    }
+    if (!applied) {
+      state.SkipWithError("commit_delay was not applied within 10 s");
+      return;
+    }
+  }
+  static std::atomic<int> counter{0};
   for (auto _ : state) {
     v1::NoisyCountsRequest req;
     req.set_idempotency_key(absl::StrCat("small-", counter++));
-    req.set_table_handle(w.small_table);
+    req.set_table_handle(w.table);
     req.set_epsilon(0.001);
-    if (!client->NoisyCounts(req).ok()) state.SkipWithError("charged request failed");
+    if (!w.company->NoisyCounts(req).ok()) state.SkipWithError("charged request failed");
   }
   state.SetItemsProcessed(state.iterations());
+  state.counters["charges_per_s"] =
+      benchmark::Counter(state.iterations(), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_ChargedRequests)->UseRealTime()->Threads(1)->Threads(4)->Threads(16)->MinTime(3);
+BENCHMARK(BM_ChargedRequests)
+    ->ArgName("backend")
+    ->Arg(kSqlite)
+    ->Arg(kPostgres)
+    ->Arg(kPostgresCommitDelay)
+    ->Threads(1)
+    ->Threads(8)
+    ->Threads(32)
+    ->UseRealTime()
+    ->MinTime(3);
 
 }  // namespace
 
 // Stops the shared server (if a benchmark started it) so no process outlives the run.
 void StopWorld() {
   if (world_instance != nullptr) world_instance->server.reset();
+  for (ChargeWorld* w : charge_worlds) {
+    if (w == nullptr) continue;
+    w->server.reset();
+    w->pg.reset();
+  }
 }
 
 }  // namespace fairvault::bench
