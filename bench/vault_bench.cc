@@ -508,10 +508,12 @@ void BM_ChargedRequests(benchmark::State& state) {
   ChargeWorld& w = GetChargeWorld(backend);
   if (backend != kSqlite && state.thread_index() == 0) {
     const bool delay = backend == kPostgresCommitDelay;
-    const std::string error =
-        w.pg->Exec("postgres", absl::StrCat("ALTER SYSTEM SET commit_delay = ", delay ? 1000 : 0)) +
-        w.pg->Exec("postgres", absl::StrCat("ALTER SYSTEM SET commit_siblings = ", delay ? 1 : 5)) +
-        w.pg->Exec("postgres", "SELECT pg_reload_conf()");
+    // One statement after the other (the operands of + may be evaluated in any order).
+    std::string error =
+        w.pg->Exec("postgres", absl::StrCat("ALTER SYSTEM SET commit_delay = ", delay ? 1000 : 0));
+    error +=
+        w.pg->Exec("postgres", absl::StrCat("ALTER SYSTEM SET commit_siblings = ", delay ? 1 : 5));
+    error += w.pg->Exec("postgres", "SELECT pg_reload_conf()");
     if (!error.empty()) {
       state.SkipWithError(error.c_str());
       return;
