@@ -6,6 +6,7 @@
 //       [--metrics-listen 127.0.0.1:9464]
 #include <malloc.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -46,6 +47,10 @@ constexpr char kUsage[] =
     "      Copies the database (also while a server runs on it: one consistent snapshot,\n"
     "      SQLite's online backup) into the new FILE and verifies the copy's ledger; a copy\n"
     "      that does not verify is removed and the exit status is 1.\n"
+    "  fairvault-server migrate --from FILE --to postgresql://...\n"
+    "      Copies the SQLite vault FILE (stop its server first) into an empty PostgreSQL\n"
+    "      database in one transaction, ids and seqs kept. Refuses unless FILE's ledger\n"
+    "      verifies; checks that the copy verifies with the same head hash.\n"
     "  fairvault-server serve --db DB [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
     "                         [--job-workers N] [--job-lease-seconds S]\n"
     "                         [--metrics-listen IPv4:PORT]\n"
@@ -159,6 +164,31 @@ int Backup(std::map<std::string, std::string>& flags) {
   }
   std::cout << "backup " << flags["out"] << ": ledger verified, " << verified->rows_checked
             << " rows, head hash " << verified->head_hash << "\n";
+  return 0;
+}
+
+int Migrate(std::map<std::string, std::string>& flags) {
+  std::string error;
+  if (!OnlyKnownFlags(flags, {"from", "to"}, &error)) return Usage(error);
+  if (flags["from"].empty() || !storage::IsPostgresUri(flags["to"])) {
+    return Usage("migrate needs --from SQLITE_FILE and --to postgresql://...");
+  }
+  if (access(flags["from"].c_str(), R_OK) != 0) {
+    return Usage(absl::StrCat("--from: cannot read ", flags["from"]));
+  }
+  auto target = storage::PgStore::Open(flags["to"]);
+  if (!target.ok()) {
+    std::cerr << "error: " << target.status() << "\n";
+    return 1;
+  }
+  auto report = (*target)->ImportSqlite(flags["from"]);
+  if (!report.ok()) {
+    std::cerr << "error: " << report.status() << "\n";
+    return 1;
+  }
+  for (const auto& [table, rows] : report->rows) std::cout << table << ": " << rows << " rows\n";
+  std::cout << "migrated: ledger verified on both sides, " << report->copy.rows_checked
+            << " rows, head hash " << report->copy.head_hash << "\n";
   return 0;
 }
 
@@ -323,5 +353,6 @@ int main(int argc, char** argv) {
   if (command == "bootstrap") return Bootstrap(flags);
   if (command == "serve") return Serve(flags);
   if (command == "backup") return Backup(flags);
+  if (command == "migrate") return Migrate(flags);
   return Usage(absl::StrCat("unknown command '", command, "'"));
 }

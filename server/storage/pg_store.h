@@ -8,6 +8,7 @@
 #ifndef FAIRVAULT_SERVER_STORAGE_PG_STORE_H_
 #define FAIRVAULT_SERVER_STORAGE_PG_STORE_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,13 @@ namespace fairvault::server::storage {
 // True for a --db value that names a PostgreSQL database (a postgresql:// or postgres:// URI).
 bool IsPostgresUri(const std::string& db);
 
+// What a migration from SQLite copied.
+struct ImportReport {
+  LedgerVerification source;            // the SQLite vault's ledger, verified before the copy
+  LedgerVerification copy;              // the PostgreSQL copy's, verified after it
+  std::map<std::string, int64_t> rows;  // rows copied per table
+};
+
 class PgStore final : public Store {
  public:
   // Connects with the libpq connection URI or string `conninfo` (up to `pool_size`
@@ -32,6 +40,13 @@ class PgStore final : public Store {
   static absl::StatusOr<std::unique_ptr<PgStore>> Open(const std::string& conninfo,
                                                        int pool_size = 8);
   ~PgStore() override;
+
+  // Copies the SQLite vault at `sqlite_path` into this database, which must hold no vault yet
+  // (FailedPrecondition otherwise), in one transaction: every table row for row, ids and seqs
+  // kept. Refuses (copying nothing) unless the source's ledger verifies; after the copy the
+  // copy's ledger must verify with the source's head hash (DataLoss otherwise: a server was
+  // writing to the file). Stop the SQLite server first.
+  absl::StatusOr<ImportReport> ImportSqlite(const std::string& sqlite_path);
 
   absl::StatusOr<AccountRecord> CreateAccount(AccountRecord account) override;
   absl::StatusOr<AccountRecord> GetAccountById(int64_t id) override;
