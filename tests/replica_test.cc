@@ -501,6 +501,8 @@ TEST_F(ReplicaTest, JobOfAKilledReplicaIsTakenOverAndEndsWithTheUndisturbedArtif
   ASSERT_EQ(rerun.state(), v1::JOB_STATE_SUCCEEDED) << rerun.error();
   EXPECT_EQ(rerun.artifact_id(), taken.artifact_id());
   EXPECT_EQ(ArtifactBytes(*other_company, rerun.artifact_id()), after_crash);
+  // The restored dump is a whole vault: its ledger verifies (and chains the job's charge).
+  CheckLedger(other, {});
   ASSERT_OK(other.Stop());
   std::printf(
       "replica_test job takeover: replica A killed after %lld/60000 rounds; B finished the "
