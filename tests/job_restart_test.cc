@@ -51,16 +51,7 @@ class JobRestartTest : public VaultFixture {
 };
 
 TEST_F(JobRestartTest, KilledMidJobFinishesWithTheSameArtifactAsAnUninterruptedRun) {
-  v1::FitFairModelRequest fit;
-  fit.set_idempotency_key("long-job");
-  fit.set_table_handle(table_handle_);
-  fit.set_algorithm(v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
-  fit.add_feature_columns("prediction");
-  fit.set_label_column("label");
-  fit.add_attributes("sex");
-  fit.set_epsilon(5);
-  fit.set_gamma(0.01);
-  fit.set_rounds(60000);
+  const v1::FitFairModelRequest fit = LongTrainingJob(table_handle_);
   auto submitted = company_->FitFairModel(fit);
   ASSERT_OK(submitted);
   const std::string job_id = submitted->job().id();

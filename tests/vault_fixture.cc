@@ -117,4 +117,18 @@ void VaultFixture::TearDown() {
   server_.reset();
 }
 
+v1::FitFairModelRequest LongTrainingJob(const std::string& table_handle) {
+  v1::FitFairModelRequest fit;
+  fit.set_idempotency_key("long-job");
+  fit.set_table_handle(table_handle);
+  fit.set_algorithm(v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
+  fit.add_feature_columns("prediction");
+  fit.set_label_column("label");
+  fit.add_attributes("sex");
+  fit.set_epsilon(5);
+  fit.set_gamma(0.01);
+  fit.set_rounds(60000);
+  return fit;
+}
+
 }  // namespace fairvault::testing

@@ -25,6 +25,10 @@ struct Population {
 // Deterministic synthetic population of n subjects (seeded).
 Population MakePopulation(int n, uint64_t seed);
 
+// A DP-oracle learner job of 60,000 rounds on the fixture's table ("prediction" → "label", by
+// sex, ε 5, γ 0.01): long enough to kill its server mid-run, deterministic given its seed.
+v1::FitFairModelRequest LongTrainingJob(const std::string& table_handle);
+
 class VaultFixture : public ::testing::Test {
  protected:
   // Starts the server and loads `population` with a grant of (epsilon, delta) for acme.
