@@ -132,7 +132,7 @@ void JobRunner::Keep() {
     {
       absl::MutexLock lock(&mu_);
       if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) return;
-      running.assign(running_.begin(), running_.end());
+      running.assign(claimed_.begin(), claimed_.end());
     }
     for (const std::string& id : running) {
       absl::Status renewed = store_->RenewJobLease(id, LeaseFrom(clock_->NowMicros()));
@@ -140,7 +140,7 @@ void JobRunner::Keep() {
         // Cancelled, or taken over after a lease this runner could not renew in time: stop it
         // (its FinishJob would be refused anyway).
         absl::MutexLock lock(&mu_);
-        if (running_.count(id) > 0) cancelled_.insert(id);
+        if (claimed_.count(id) > 0) cancelled_.insert(id);
       } else if (!renewed.ok()) {
         Report(id, "lease not renewed", renewed);
       }
@@ -201,6 +201,10 @@ void JobRunner::Work() {
     // The claim is the store's: a job cancelled or taken meanwhile is not run.
     absl::StatusOr<storage::JobRecord> job = store_->StartJob(id, LeaseFrom(clock_->NowMicros()));
     if (job.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        claimed_.insert(id);
+      }
       Control control(this, id);
       absl::StatusOr<storage::ArtifactRecord> artifact = run_(*job, control);
       if (artifact.ok()) {
@@ -225,6 +229,7 @@ void JobRunner::Work() {
     }
     absl::MutexLock lock(&mu_);
     running_.erase(id);
+    claimed_.erase(id);
     cancelled_.erase(id);
     PublishLoad();
   }

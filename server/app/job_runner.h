@@ -93,6 +93,9 @@ class JobRunner {
   absl::Mutex mu_;
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> running_ ABSL_GUARDED_BY(mu_);
+  // Of those, the ones this runner has claimed in the store (holds a lease on): only these are
+  // renewed (a job taken from the queue but not yet claimed has no lease to renew).
+  std::set<std::string> claimed_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> cancelled_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

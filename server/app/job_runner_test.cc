@@ -290,7 +290,7 @@ TEST_F(JobRunnerTest, AJobInterruptedByShutdownIsReRunByTheNextRunner) {
   }
   const JobRecord left = Job("job_a");
   EXPECT_EQ(left.state, JobState::kRunning);  // for the next runner to take over
-  EXPECT_EQ(left.lease_expires_micros, 0);     // at once: the lease was released
+  EXPECT_EQ(left.lease_expires_micros, 0);    // at once: the lease was released
   EXPECT_EQ(left.attempts, 1);
   EXPECT_TRUE(left.artifact_id.empty());
 
@@ -331,7 +331,7 @@ TEST_F(JobRunnerTest, AJobWhoseRunnerDiedIsTakenOverWhenItsLeaseEnds) {
       /*lease_micros=*/300'000);  // the keeper looks every 100 ms
   ASSERT_OK(runner.Start());
   std::this_thread::sleep_for(std::chrono::milliseconds(400));  // several keeper rounds
-  EXPECT_EQ(runs.load(), 0);  // the lease has not ended
+  EXPECT_EQ(runs.load(), 0);                                    // the lease has not ended
   EXPECT_EQ(Job("job_a").lease_owner, "dead-process");
   clock_.Advance(5'000'001);
   ASSERT_TRUE(WaitForState("job_a", JobState::kSucceeded));
@@ -339,6 +339,29 @@ TEST_F(JobRunnerTest, AJobWhoseRunnerDiedIsTakenOverWhenItsLeaseEnds) {
   EXPECT_EQ(job.attempts, 2);
   EXPECT_EQ(job.lease_owner, runner.owner());
   EXPECT_EQ(runs.load(), 1);
+}
+
+// The keeper renews only jobs this runner has claimed: renewing one taken from the queue but
+// not yet claimed fails (it is still queued), and once stopped the job kept its lease without
+// ever finishing. With a keeper round every millisecond and a clock that never lets a lease
+// end, every job must still finish.
+TEST_F(JobRunnerTest, ShortJobsAllFinishWhileTheKeeperRenewsEveryMillisecond) {
+  constexpr int kJobs = 150;
+  for (int i = 0; i < kJobs; ++i) CreateJob(absl::StrCat("job_", i));
+  JobRunner runner(
+      store_.get(), &clock_, 2,
+      [&](const JobRecord& job, JobControl& control) -> absl::StatusOr<ArtifactRecord> {
+        for (int step = 0; step < 3; ++step) {
+          if (!control.Progress(step, 3)) return absl::AbortedError("stopped");
+          std::this_thread::sleep_for(std::chrono::microseconds(300));
+        }
+        return ArtifactFor(job);
+      },
+      /*lease_micros=*/3'000);
+  ASSERT_OK(runner.Start());
+  for (int i = 0; i < kJobs; ++i) {
+    ASSERT_TRUE(WaitForState(absl::StrCat("job_", i), JobState::kSucceeded)) << "job_" << i;
+  }
 }
 
 TEST_F(JobRunnerTest, AFailingJobIsFailedWithItsMessage) {
