@@ -39,6 +39,56 @@ absl::StatusOr<Rational> FineRationalAtLeast(double x) {
   return RationalAtLeast(x, uint64_t{1} << log2_den);
 }
 
+// The two-sided standard normal quantile: z with P(|Z| <= z) = confidence (bisection on erfc).
+double NormalTwoSidedQuantile(double confidence) {
+  double lo = 0, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    if (std::erfc(mid / std::sqrt(2.0)) > 1 - confidence) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return hi;
+}
+
+// Discrete Laplace, pmf ∝ q^|k| with q = exp(-1/t): P(|X| > w) = 2 q^(w+1) / (1 + q).
+int64_t LaplaceHalfWidth(double t, double confidence) {
+  const double q = std::exp(-1 / t);
+  const auto tail = [&](int64_t w) {
+    return 2 * std::pow(q, static_cast<double>(w + 1)) / (1 + q);
+  };
+  const double guess = std::log((1 - confidence) * (1 + q) / 2) / std::log(q) - 1;
+  int64_t w = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(guess)));
+  // The closed form up to floating-point rounding: settle on the exact smallest w.
+  while (w > 0 && tail(w - 1) <= 1 - confidence) --w;
+  while (tail(w) > 1 - confidence) ++w;
+  return w;
+}
+
+// Discrete Gaussian, pmf ∝ exp(-k^2 / (2 sigma^2)): the mass summed exactly for sigma up to
+// 1000; above, the continuous normal quantile rounded up, which the discrete distribution's
+// smaller tails only make conservative.
+int64_t GaussianHalfWidth(double sigma, double confidence) {
+  if (sigma > 1000) {
+    return static_cast<int64_t>(std::ceil(NormalTwoSidedQuantile(confidence) * sigma));
+  }
+  const auto weight = [&](int64_t k) {
+    return std::exp(-static_cast<double>(k) * static_cast<double>(k) / (2 * sigma * sigma));
+  };
+  const int64_t kmax = static_cast<int64_t>(std::ceil(40 * sigma)) + 2;
+  double total = weight(0);
+  for (int64_t k = 1; k <= kmax; ++k) total += 2 * weight(k);
+  double inside = weight(0);
+  int64_t w = 0;
+  while (inside < confidence * total && w < kmax) {
+    ++w;
+    inside += 2 * weight(w);
+  }
+  return w;
+}
+
 class DiscreteLaplaceNoise final : public IntegerNoise {
  public:
   explicit DiscreteLaplaceNoise(Rational scale) : scale_(scale) {}
@@ -47,6 +97,9 @@ class DiscreteLaplaceNoise final : public IntegerNoise {
   }
   std::string Name() const override { return "discrete_laplace"; }
   double Scale() const override { return scale_.ToDouble(); }
+  int64_t HalfWidth(double confidence) const override {
+    return LaplaceHalfWidth(Scale(), confidence);
+  }
 
  private:
   Rational scale_;
@@ -60,6 +113,9 @@ class DiscreteGaussianNoise final : public IntegerNoise {
   }
   std::string Name() const override { return "discrete_gaussian"; }
   double Scale() const override { return std::sqrt(sigma_squared_.ToDouble()); }
+  int64_t HalfWidth(double confidence) const override {
+    return GaussianHalfWidth(Scale(), confidence);
+  }
 
  private:
   Rational sigma_squared_;
@@ -70,6 +126,7 @@ class ZeroNoise final : public IntegerNoise {
   int64_t AddNoise(int64_t value, absl::BitGenRef) const override { return value; }
   std::string Name() const override { return "none"; }
   double Scale() const override { return 0; }
+  int64_t HalfWidth(double) const override { return 0; }
 };
 
 }  // namespace
@@ -97,5 +154,23 @@ absl::StatusOr<std::unique_ptr<IntegerNoise>> MakeDiscreteGaussianNoise(double s
 }
 
 std::unique_ptr<IntegerNoise> MakeZeroNoise() { return std::make_unique<ZeroNoise>(); }
+
+absl::StatusOr<int64_t> NoiseHalfWidth(const std::string& mechanism, double scale,
+                                       double confidence) {
+  RETURN_IF_ERROR(ValidateInOpenRange(confidence, 0, 1, "confidence"));
+  if (mechanism == "discrete_laplace") {
+    ASSIGN_OR_RETURN(auto noise, MakeDiscreteLaplaceNoise(scale));
+    return noise->HalfWidth(confidence);
+  }
+  if (mechanism == "discrete_gaussian") {
+    ASSIGN_OR_RETURN(auto noise, MakeDiscreteGaussianNoise(scale));
+    return noise->HalfWidth(confidence);
+  }
+  if (mechanism == "gaussian") {
+    RETURN_IF_ERROR(ValidateIsFiniteAndPositive(scale, "scale"));
+    return static_cast<int64_t>(std::ceil(NormalTwoSidedQuantile(confidence) * scale));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("mechanism: no half-width for '", mechanism, "'"));
+}
 
 }  // namespace fairvault::core::dp

@@ -24,7 +24,17 @@ class IntegerNoise {
   virtual std::string Name() const = 0;
   // The distribution's parameter: Laplace scale t or Gaussian sigma; 0 for none.
   virtual double Scale() const = 0;
+  // The smallest integer w >= 0 with P(|noise| <= w) >= confidence, for confidence in (0, 1):
+  // value ± w is a confidence interval for the value behind one noisy integer. A function of
+  // the scale alone (public). 0 for test doubles that do not override it.
+  virtual int64_t HalfWidth(double /*confidence*/) const { return 0; }
 };
+
+// HalfWidth of the noise a Cost part describes: mechanism "discrete_laplace" (scale t),
+// "discrete_gaussian" (sigma) or "gaussian" (continuous sigma, the rounded-up normal
+// quantile). InvalidArgument for another mechanism or a scale the samplers refuse.
+absl::StatusOr<int64_t> NoiseHalfWidth(const std::string& mechanism, double scale,
+                                       double confidence);
 
 // The largest discrete Laplace scale the exact sampler represents (numerator <= 2^40 over
 // denominator 1).

@@ -73,6 +73,7 @@ learn::NoiseFactory Borrow(const core::dp::IntegerNoise& noise, double planned_s
     int64_t AddNoise(int64_t v, absl::BitGenRef gen) const override { return n_.AddNoise(v, gen); }
     std::string Name() const override { return n_.Name(); }
     double Scale() const override { return n_.Scale(); }
+    int64_t HalfWidth(double confidence) const override { return n_.HalfWidth(confidence); }
 
    private:
     const core::dp::IntegerNoise& n_;
