@@ -1,0 +1,132 @@
+"""The channel under :class:`fairvault.Vault`: credentials, the API key as metadata,
+deadlines, retries with backoff, and gRPC errors turned into typed exceptions."""
+from __future__ import annotations
+
+import os
+import random
+import time
+from typing import Any, Callable, Iterable, Optional, Sequence, Tuple
+
+import grpc
+
+from fairvault import errors
+from fairvault._proto import pb_grpc
+
+__all__ = ["Connection", "DEFAULT_SERVER"]
+
+#: The CLI's default server address.
+DEFAULT_SERVER = "127.0.0.1:50051"
+
+
+def _read_key_file(path: str) -> str:
+    # As the CLI: the first line, surrounding whitespace stripped.
+    with open(path, encoding="utf-8") as f:
+        return f.readline().strip()
+
+
+class Connection:
+    """One gRPC channel to the vault with the three service stubs.
+
+    Args:
+        server: ``HOST:PORT``; default ``$FAIRVAULT_SERVER`` or ``127.0.0.1:50051``.
+        key: the API key; default from ``key_file``, else ``$FAIRVAULT_API_KEY``.
+        key_file: a file whose first line is the API key.
+        tls_ca: PEM file of the CA that signed the server's certificate: TLS when given.
+        tls_server_name: the name to expect in the server's certificate, if not the host's.
+        deadline: seconds per call (uploads of large tables need minutes).
+        retries: how many times a retryable failure (UNAVAILABLE, ABORTED) is retried.
+        backoff: first retry delay in seconds, doubled each time (with jitter).
+        interceptors: gRPC client interceptors (for tests and tracing).
+        max_message_bytes: largest message in each direction (the server's 64 MiB).
+    """
+
+    def __init__(self, server: Optional[str] = None, key: Optional[str] = None,
+                 key_file: Optional[str] = None, tls_ca: Optional[str] = None,
+                 tls_server_name: Optional[str] = None, deadline: float = 600.0,
+                 retries: int = 3, backoff: float = 0.2,
+                 interceptors: Sequence[Any] = (), max_message_bytes: int = 64 << 20) -> None:
+        self.server = server or os.environ.get("FAIRVAULT_SERVER") or DEFAULT_SERVER
+        if key is None and key_file is not None:
+            key = _read_key_file(key_file)
+        if key is None:
+            key = os.environ.get("FAIRVAULT_API_KEY") or None
+        if key is not None and any(c <= " " or c > "~" for c in key):
+            raise ValueError("the API key must be printable ASCII without spaces (check for a "
+                             "stray newline in the key file)")
+        if not deadline > 0:
+            raise ValueError(f"deadline must be > 0 seconds (got {deadline})")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0 (got {retries})")
+        self._key = key
+        self.deadline = float(deadline)
+        self.retries = int(retries)
+        self.backoff = float(backoff)
+        options = [("grpc.max_receive_message_length", max_message_bytes),
+                   ("grpc.max_send_message_length", max_message_bytes)]
+        if tls_ca is not None:
+            with open(tls_ca, "rb") as f:
+                credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            channel = grpc.secure_channel(self.server, credentials, options=options)
+        else:
+            channel = grpc.insecure_channel(self.server, options=options)
+        self._raw_channel = channel
+        if interceptors:
+            channel = grpc.intercept_channel(channel, *interceptors)
+        self.channel = channel
+        self.regulator = pb_grpc.RegulatorServiceStub(channel)
+        self.company = pb_grpc.CompanyServiceStub(channel)
+        self.auditor = pb_grpc.AuditorServiceStub(channel)
+
+    @property
+    def has_key(self) -> bool:
+        return self._key is not None
+
+    def metadata(self) -> Tuple[Tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self._key}"),) if self._key else ()
+
+    def close(self) -> None:
+        self._raw_channel.close()
+
+    def _sleep(self, attempt: int) -> None:
+        delay = self.backoff * (2 ** attempt)
+        time.sleep(delay * (0.5 + random.random() / 2))
+
+    def call(self, method: Callable, request: Any, *, retry: bool,
+             timeout: Optional[float] = None) -> Tuple[Any, Any]:
+        """Calls a unary method; returns (response, call) with the call's trailing metadata.
+
+        With ``retry``, UNAVAILABLE and ABORTED are retried with the very same request (so a
+        spending request keeps its idempotency key: a replay returns the stored release and
+        charges once).
+        """
+        attempt = 0
+        while True:
+            try:
+                return method.with_call(request, metadata=self.metadata(),
+                                        timeout=timeout or self.deadline)
+            except grpc.RpcError as error:
+                failure = errors.from_rpc_error(error, request)
+            if retry and failure.retryable and attempt < self.retries:
+                self._sleep(attempt)
+                attempt += 1
+                continue
+            raise failure
+
+    def stream(self, method: Callable, requests: Callable[[], Iterable[Any]], header: Any, *,
+               retry: bool, timeout: Optional[float] = None) -> Tuple[Any, Any]:
+        """Calls a client-streaming method with ``requests()``; a retry resends from the start
+        (streams are all or nothing: a failed one stored nothing)."""
+        attempt = 0
+        while True:
+            try:
+                return method.with_call(iter(requests()), metadata=self.metadata(),
+                                        timeout=timeout or self.deadline)
+            except grpc.RpcError as error:
+                failure = errors.from_rpc_error(error, header)
+            if retry and failure.retryable and attempt < self.retries:
+                self._sleep(attempt)
+                attempt += 1
+                continue
+            raise failure

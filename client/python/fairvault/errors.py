@@ -1,0 +1,243 @@
+"""Typed exceptions for the vault's gRPC status codes (docs/api.md, "Status codes").
+
+Every failed call raises a subclass of :class:`FairvaultError` carrying the gRPC status code,
+the server's message and any status details. ``except fairvault.BudgetExhausted`` then reads
+like the situation it handles.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Optional, Sequence
+
+import grpc
+
+__all__ = [
+    "FairvaultError",
+    "InvalidArgument",
+    "NotFound",
+    "AlreadyExists",
+    "PermissionDenied",
+    "Unauthenticated",
+    "BudgetExhausted",
+    "FailedPrecondition",
+    "Aborted",
+    "Unavailable",
+    "DeadlineExceeded",
+    "Cancelled",
+    "DataLoss",
+    "Internal",
+    "JobFailed",
+    "from_rpc_error",
+]
+
+
+class FairvaultError(Exception):
+    """A call the vault (or the transport) refused.
+
+    Attributes:
+        code: the :class:`grpc.StatusCode`.
+        message: the server's status message (what was wrong and what to do).
+        details: the status details, if any (``grpc.RpcError.debug_error_string`` is not
+            included: it may carry addresses).
+        retryable: whether repeating the same call (with the same idempotency key) may
+            succeed. The client retries these itself a few times before raising.
+    """
+
+    retryable = False
+
+    def __init__(self, code: grpc.StatusCode, message: str, details: Any = None) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+class InvalidArgument(FairvaultError):
+    """A malformed or out-of-range field (INVALID_ARGUMENT).
+
+    Attributes:
+        field: the request field the server named at the start of its message
+            (``"epsilon must be finite and > 0 (got -1)"`` → ``"epsilon"``,
+            ``"columns: at most 4 columns may be crossed"`` → ``"columns"``), or None when
+            the message does not start with one of the request's fields.
+    """
+
+    def __init__(self, code: grpc.StatusCode, message: str, details: Any = None,
+                 field: Optional[str] = None) -> None:
+        super().__init__(code, message, details)
+        self.field = field
+
+
+class NotFound(FairvaultError):
+    """Unknown dataset, account, table handle, artifact or job (NOT_FOUND)."""
+
+
+class AlreadyExists(FairvaultError):
+    """The account or dataset name is taken (ALREADY_EXISTS)."""
+
+
+class PermissionDenied(FairvaultError):
+    """Wrong role for the method, another company's object, or no grant (PERMISSION_DENIED)."""
+
+
+class Unauthenticated(FairvaultError):
+    """Missing, malformed or wrong API key (UNAUTHENTICATED)."""
+
+
+class BudgetExhausted(FairvaultError):
+    """The declared cost does not fit the grant or the dataset cap (RESOURCE_EXHAUSTED).
+
+    Attributes:
+        requested: the epsilon the request stated, when the message says it.
+        remaining: epsilon left on the grant (or on the cap, see ``scope``). Parsed from the
+            message; when the message does not say, the client asks ``GetBudget`` for it
+            (None if that fails too).
+        granted: the grant's (or cap's) total epsilon, when known.
+        dataset: the dataset the budget is on, when known.
+        scope: ``"grant"`` (the company's own grant) or ``"cap"`` (the dataset-wide cap over
+            all companies), when known.
+        budget: the ``fairvault.v1.Budget`` fetched with GetBudget, when the client fetched it.
+    """
+
+    def __init__(self, code: grpc.StatusCode, message: str, details: Any = None) -> None:
+        super().__init__(code, message, details)
+        self.requested: Optional[float] = None
+        self.remaining: Optional[float] = None
+        self.granted: Optional[float] = None
+        self.dataset: Optional[str] = None
+        self.scope: Optional[str] = None
+        self.budget: Any = None
+        self._parse(message)
+
+    # request costs epsilon=<e> (delta=<d>) but the grant on dataset '<ds>' has epsilon <left>
+    # left of <granted>; ... / ... but the dataset-wide cap on '<ds>' has epsilon <left> left
+    # of <cap> across all companies; ...
+    _PATTERN = re.compile(
+        r"request costs epsilon=(?P<requested>[-+0-9.eE]+).*? but the "
+        r"(?P<scope>grant on dataset|dataset-wide cap on) '(?P<dataset>[^']*)' has epsilon "
+        r"(?P<remaining>[-+0-9.eE]+) left of (?P<granted>[-+0-9.eE]+)")
+
+    def _parse(self, message: str) -> None:
+        match = self._PATTERN.search(message)
+        if match is None:
+            return
+        try:
+            self.requested = float(match["requested"])
+            self.remaining = float(match["remaining"])
+            self.granted = float(match["granted"])
+        except ValueError:
+            return
+        self.dataset = match["dataset"]
+        self.scope = "grant" if match["scope"].startswith("grant") else "cap"
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.budget is not None and self.remaining is not None:
+            text += f" (epsilon remaining on '{self.dataset}': {self.remaining:g})"
+        return text
+
+
+class FailedPrecondition(FairvaultError):
+    """Wrong state: a reused idempotency key or batch id, an expired table, ... (FAILED_PRECONDITION)."""
+
+
+class Aborted(FairvaultError):
+    """The operation was aborted, e.g. by a concurrent transaction (ABORTED); retryable."""
+
+    retryable = True
+
+
+class Unavailable(FairvaultError):
+    """Server unreachable or the connection dropped (UNAVAILABLE); retryable."""
+
+    retryable = True
+
+
+class DeadlineExceeded(FairvaultError):
+    """The call's deadline passed (DEADLINE_EXCEEDED)."""
+
+
+class Cancelled(FairvaultError):
+    """The call was cancelled (CANCELLED); a cancelled stream stored nothing."""
+
+
+class DataLoss(FairvaultError):
+    """A stored record does not parse, or a row count mismatch (DATA_LOSS)."""
+
+
+class Internal(FairvaultError):
+    """A server error: SQLite, a solver failure (INTERNAL)."""
+
+
+class JobFailed(FairvaultError):
+    """A training job ended FAILED or CANCELLED (its charge stays). ``job`` is the Job."""
+
+    def __init__(self, job: Any) -> None:
+        state = job.DESCRIPTOR.fields_by_name["state"].enum_type.values_by_number[job.state].name
+        super().__init__(grpc.StatusCode.ABORTED if state.endswith("CANCELLED")
+                         else grpc.StatusCode.UNKNOWN,
+                         f"job {job.id} ended {state}: {job.error}")
+        self.job = job
+
+
+_BY_CODE = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: BudgetExhausted,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.ABORTED: Aborted,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.CANCELLED: Cancelled,
+    grpc.StatusCode.DATA_LOSS: DataLoss,
+    grpc.StatusCode.INTERNAL: Internal,
+}
+
+# A field path at the start of a message: "epsilon", "header.dataset", "columns[2]".
+_FIELD = re.compile(r"^(?P<path>[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*)(?:\[\d+\])?"
+                    r"(?P<sep>:| must | is | has | may | cannot | needs )")
+
+
+def field_of(message: str, field_names: Sequence[str] = ()) -> Optional[str]:
+    """The request field an INVALID_ARGUMENT message starts with, or None.
+
+    ``"<field>: ..."`` always counts; ``"<field> must ..."`` (and is/has/may/...) counts only
+    when the first part of the path is one of ``field_names`` (the request's fields), so that
+    "no table row has ..." does not yield "no".
+    """
+    match = _FIELD.match(message)
+    if match is None:
+        return None
+    path = match["path"]
+    if match["sep"] == ":" or path.split(".")[0] in field_names:
+        return path
+    return None
+
+
+def from_rpc_error(error: grpc.RpcError, request: Any = None) -> FairvaultError:
+    """The typed exception for a failed call; ``request`` (a proto message) helps name a field."""
+    code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
+    message = error.details() if callable(getattr(error, "details", None)) else str(error)
+    message = message or ""
+    details = None
+    trailing = getattr(error, "trailing_metadata", None)
+    if callable(trailing):
+        try:
+            details = next((v for k, v in (trailing() or ()) if k == "grpc-status-details-bin"),
+                           None)
+        except Exception:  # a fake or half-built error object: no details
+            details = None
+    cls = _BY_CODE.get(code, FairvaultError)
+    if cls is InvalidArgument:
+        names: list = []
+        if request is not None and hasattr(request, "DESCRIPTOR"):
+            names = [f.name for f in request.DESCRIPTOR.fields]
+            # Streams and previews wrap the request: accept the inner message's fields too.
+            for f in request.DESCRIPTOR.fields:
+                if f.message_type is not None:
+                    names += [g.name for g in f.message_type.fields]
+        return InvalidArgument(code, message, details, field=field_of(message, names))
+    return cls(code, message, details)

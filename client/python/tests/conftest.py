@@ -1,0 +1,170 @@
+"""pytest fixtures: a real fairvault-server on a temporary SQLite database, loaded with a
+synthetic population, and Vault connections for its regulator, companies and auditor.
+
+The server and CLI binaries come from $FAIRVAULT_SERVER_BINARY and $FAIRVAULT_CLI_BINARY
+(ctest sets both; see client/python/CMakeLists.txt), else from build/ in the repository.
+As tests/server_process.cc does: `fairvault-server bootstrap`, then `serve --listen
+127.0.0.1:0` and the port from its "fairvault-server listening on port N" line.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import pathlib
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterator, List
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fairvault
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+POPULATION_SIZE = 2000
+SEXES = ["F", "M"]
+RACES = ["A", "B", "C"]
+
+
+def _binary(env: str, relative: str) -> str:
+    path = os.environ.get(env) or str(ROOT / "build" / relative)
+    if not os.access(path, os.X_OK):
+        pytest.exit(f"{path} is not an executable: build it or set {env}", returncode=2)
+    return path
+
+
+def make_population(n: int, seed: int) -> pd.DataFrame:
+    """Deterministic synthetic subjects: key, sex, race, region, label, prediction, score."""
+    rng = np.random.default_rng(seed)
+    sex = rng.integers(0, 2, n)
+    race = rng.choice(3, n, p=[0.6, 0.3, 0.1])
+    label = (rng.random(n) < 0.3 + 0.2 * sex).astype(int)
+    prediction = np.where(rng.random(n) < 0.8, label, 1 - label)
+    score = np.clip(0.25 + 0.5 * label + rng.normal(0, 0.2, n), 0, 1)
+    return pd.DataFrame({
+        "key": [f"s{i:05d}" for i in range(n)],
+        "sex": [SEXES[s] for s in sex],
+        "race": [RACES[r] for r in race],
+        "region": np.where(rng.random(n) < 0.5, "north", "south"),
+        "label": label,
+        "prediction": prediction,
+        "score": score,
+    })
+
+
+@dataclass
+class VaultServer:
+    """A running server and what the fixture loaded into it."""
+
+    server_binary: str
+    cli_binary: str
+    target: str
+    regulator_key: str
+    tmp: pathlib.Path
+    population: pd.DataFrame
+    dataset: str = "pop"
+    _names: Iterator[int] = field(default_factory=lambda: itertools.count())
+    keys: Dict[str, str] = field(default_factory=dict)
+
+    def vault(self, key: str, **options) -> fairvault.Vault:
+        return fairvault.Vault(self.target, key=key, **options)
+
+    @property
+    def regulator(self) -> fairvault.Vault:
+        return self.vault(self.regulator_key)
+
+    def new_company(self, epsilon: float = 1000.0, delta: float = 0.0,
+                    dataset: str = "", **options) -> fairvault.Vault:
+        """A fresh company account with its own grant (tests do not share budgets)."""
+        name = f"co{next(self._names)}"
+        key = self.regulator.create_account(name, "company").api_key
+        self.regulator.grant_budget(name, dataset or self.dataset, epsilon, delta)
+        self.keys[name] = key
+        vault = self.vault(key, **options)
+        vault.name = name  # for the tests' messages
+        return vault
+
+    def new_auditor(self) -> fairvault.Vault:
+        name = f"aud{next(self._names)}"
+        return self.vault(self.regulator.create_account(name, "auditor").api_key)
+
+    def cli(self, *args: str, key: str = "", check: bool = True) -> subprocess.CompletedProcess:
+        """Runs the CLI against this server."""
+        env = dict(os.environ, FAIRVAULT_SERVER=self.target)
+        env.pop("FAIRVAULT_API_KEY", None)
+        if key:
+            env["FAIRVAULT_API_KEY"] = key
+        result = subprocess.run([self.cli_binary, *args], env=env, capture_output=True,
+                                text=True, timeout=120)
+        if check and result.returncode != 0:
+            raise AssertionError(f"fairvault {' '.join(args)} exited {result.returncode}:\n"
+                                 f"{result.stdout}\n{result.stderr}")
+        return result
+
+
+@pytest.fixture(scope="session")
+def vault_server() -> Iterator[VaultServer]:
+    server_binary = _binary("FAIRVAULT_SERVER_BINARY", "server/fairvault-server")
+    cli_binary = _binary("FAIRVAULT_CLI_BINARY", "client/fairvault")
+    with tempfile.TemporaryDirectory(prefix="fairvault-pytest-") as tmp_name:
+        tmp = pathlib.Path(tmp_name)
+        db = tmp / "vault.db"
+        regulator_key = subprocess.run(
+            [server_binary, "bootstrap", "--db", str(db), "--name", "regulator"],
+            check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+        log = open(tmp / "server.log", "w")
+        process = subprocess.Popen([server_binary, "serve", "--db", str(db), "--listen",
+                                    "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=log,
+                                   text=True)
+        try:
+            port = _read_port(process)
+            population = make_population(POPULATION_SIZE, seed=20261123)
+            server = VaultServer(server_binary, cli_binary, f"127.0.0.1:{port}", regulator_key,
+                                 tmp, population)
+            regulator = server.regulator
+            regulator.create_dataset("pop", {"sex": SEXES, "race": RACES})
+            imported = regulator.import_attributes(population, "pop", ["sex", "race"], "key")
+            assert imported.rows_imported == POPULATION_SIZE
+            yield server
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            log.close()
+
+
+def _read_port(process: subprocess.Popen) -> int:
+    prefix = "fairvault-server listening on port "
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"fairvault-server exited ({process.poll()}) before listening")
+        if line.startswith(prefix):
+            return int(line[len(prefix):].strip())
+    raise RuntimeError("fairvault-server printed no port line within 60 s")
+
+
+@pytest.fixture
+def company(vault_server: VaultServer) -> fairvault.Vault:
+    """A fresh company with a grant of epsilon 1000 on "pop"."""
+    return vault_server.new_company()
+
+
+@pytest.fixture
+def table(vault_server: VaultServer, company: fairvault.Vault) -> fairvault.TableHandle:
+    """The population's company columns uploaded by `company`."""
+    df = vault_server.population
+    return company.upload_table(df, "pop", "key", numeric=["label", "prediction", "score"],
+                                categorical=["region"])
+
+
+def true_counts(df: pd.DataFrame, columns: List[str], attributes: List[str]) -> Callable:
+    counts = df.groupby(columns + attributes).size()
+    return lambda *k: int(counts.get(tuple(k), 0))

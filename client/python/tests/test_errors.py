@@ -1,0 +1,150 @@
+"""Typed exceptions, idempotent retries and replays against the real server."""
+from __future__ import annotations
+
+import grpc
+import pytest
+
+import fairvault
+from fairvault import errors
+
+
+def test_overspend_raises_budget_exhausted_with_what_is_left(vault_server, table) -> None:
+    company = vault_server.new_company(epsilon=1.0)
+    handle = company.upload_table(vault_server.population, "pop", "key", numeric=["label"])
+    company.noisy_counts(handle, epsilon=0.4, attributes=["sex"])
+    with pytest.raises(fairvault.BudgetExhausted) as refused:
+        company.noisy_counts(handle, epsilon=0.7, attributes=["sex"])
+    e = refused.value
+    assert e.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert e.remaining == pytest.approx(0.6) and e.granted == pytest.approx(1.0)
+    assert e.requested == pytest.approx(0.7)
+    assert (e.dataset, e.scope) == ("pop", "grant")
+    assert e.budget.epsilon_remaining == pytest.approx(0.6)
+    # Nothing was charged by the refusal.
+    assert company.get_budget("pop")[0].epsilon_spent == pytest.approx(0.4)
+
+
+def test_cap_refusal_says_cap(vault_server) -> None:
+    regulator = vault_server.regulator
+    regulator.create_dataset("capped", {"sex": ["F", "M"]})
+    regulator.import_attributes(vault_server.population, "capped", ["sex"], "key")
+    regulator.set_dataset_cap("capped", epsilon=0.5)
+    company = vault_server.new_company(epsilon=10, dataset="capped")
+    handle = company.upload_table(vault_server.population, "capped", "key", numeric=["label"])
+    with pytest.raises(fairvault.BudgetExhausted) as refused:
+        company.noisy_counts(handle, epsilon=0.6)
+    assert refused.value.scope == "cap" and refused.value.remaining == pytest.approx(0.5)
+
+
+def test_invalid_argument_names_the_field(company, table) -> None:
+    with pytest.raises(fairvault.InvalidArgument) as bad:
+        company.noisy_counts(table, epsilon=-1)
+    assert bad.value.field == "epsilon"
+    with pytest.raises(fairvault.InvalidArgument) as bad:
+        company.noisy_counts(table, epsilon=1, columns=["region", "label", "score", "region",
+                                                         "label"])
+    assert bad.value.field == "columns"
+    with pytest.raises(fairvault.InvalidArgument) as bad:
+        company.noisy_counts(table, epsilon=1, idempotency_key="vault:mine")
+    assert bad.value.field == "idempotency_key"
+
+
+def test_field_parsing() -> None:
+    assert errors.field_of("columns: at most 4", []) == "columns"
+    assert errors.field_of("header.dataset: unknown", []) == "header.dataset"
+    assert errors.field_of("epsilon must be finite and > 0 (got -1)", ["epsilon"]) == "epsilon"
+    assert errors.field_of("no table row has a subject key in the vault", ["table_handle"]) is None
+    assert errors.field_of("epsilon must be finite", []) is None
+
+
+def test_roles_and_keys(vault_server, company) -> None:
+    with pytest.raises(fairvault.PermissionDenied):
+        company.create_dataset("mine", {"sex": ["F", "M"]})
+    with pytest.raises(fairvault.PermissionDenied):
+        company.list_budgets()
+    with pytest.raises(fairvault.Unauthenticated):
+        fairvault.Vault(vault_server.target, key="fv_1_" + "0" * 64).list_datasets()
+    with pytest.raises(fairvault.NotFound):
+        company.noisy_counts("tbl_" + "0" * 32, epsilon=1)
+    with pytest.raises(fairvault.AlreadyExists):
+        vault_server.regulator.create_dataset("pop", {"sex": ["F", "M"]})
+
+
+def test_replay_returns_the_stored_bytes_and_charges_once(company, table) -> None:
+    first = company.noisy_counts(table, epsilon=0.5, attributes=["sex"], idempotency_key="k-1")
+    spent = company.get_budget("pop")[0].epsilon_spent
+    again = company.noisy_counts(table, epsilon=0.5, attributes=["sex"], idempotency_key="k-1")
+    assert again.response.SerializeToString() == first.response.SerializeToString()
+    assert company.get_budget("pop")[0].epsilon_spent == spent
+    assert not first.replayed and first.replayed_ledger_seq is None
+    assert again.replayed and again.replayed_ledger_seq == first.charge.ledger_seq
+    with pytest.raises(fairvault.FailedPrecondition):
+        company.noisy_counts(table, epsilon=0.6, attributes=["sex"], idempotency_key="k-1")
+
+
+class _LostResponse(grpc.RpcError):
+    """What a dropped connection after the server answered looks like to the client."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "connection reset (simulated)"
+
+    def trailing_metadata(self):
+        return ()
+
+
+class _DropFirstResponse(grpc.UnaryUnaryClientInterceptor):
+    """Sends each call; loses the answer of the first NoisyCounts (the server did charge)."""
+
+    def __init__(self) -> None:
+        self.keys = []
+
+    def intercept_unary_unary(self, continuation, details, request):
+        outcome = continuation(details, request)
+        if details.method.endswith("/NoisyCounts"):
+            self.keys.append(request.idempotency_key)
+            if len(self.keys) == 1:
+                outcome.result()  # the server answered (and charged)...
+                raise _LostResponse()  # ...but the answer never arrived
+        return outcome
+
+
+def test_retry_after_unavailable_keeps_the_key_and_charges_once(vault_server) -> None:
+    interceptor = _DropFirstResponse()
+    company = vault_server.new_company(epsilon=10, interceptors=[interceptor], backoff=0.01)
+    handle = company.upload_table(vault_server.population, "pop", "key", numeric=["label"])
+    result = company.noisy_counts(handle, epsilon=0.25, attributes=["sex"])
+    assert len(interceptor.keys) == 2 and interceptor.keys[0] == interceptor.keys[1]
+    assert result.idempotency_key == interceptor.keys[0]
+    assert company.get_budget("pop")[0].epsilon_spent == pytest.approx(0.25)
+    ledger = company.list_ledger()
+    assert list(ledger[ledger.kind == "charge"].idempotency_key) == [result.idempotency_key]
+    assert result.replayed and result.replayed_ledger_seq == result.charge.ledger_seq
+
+
+def test_unavailable_after_retries(vault_server) -> None:
+    import socket
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    vault = fairvault.Vault(f"127.0.0.1:{port}", key="x", retries=2, backoff=0.01, deadline=5)
+    with pytest.raises(fairvault.Unavailable) as down:
+        vault.get_budget()
+    assert down.value.retryable
+
+
+def test_preview_charges_nothing(company, table) -> None:
+    preview = company.noisy_counts(table, epsilon=2, attributes=["sex", "race"], preview=True)
+    assert isinstance(preview, fairvault.Preview)
+    assert preview.admitted and preview.cost.epsilon == pytest.approx(2)
+    assert preview.budget_after.epsilon_remaining == pytest.approx(
+        preview.budget_now.epsilon_remaining - 2)
+    assert preview.groups == 6 and preview.rows > 0
+    assert list(preview.accuracy.columns)[:3] == ["name", "mechanism", "noise_scale"]
+    assert company.get_budget("pop")[0].epsilon_spent == 0
+    assert (company.list_ledger().kind == "charge").sum() == 0
+    # Too expensive: not admitted, with the refusal it would get.
+    refused = company.audit_classifier(table, "prediction", "label", epsilon=5000, preview=True)
+    assert not refused.admitted and refused.refusal_code == "RESOURCE_EXHAUSTED"

@@ -1,0 +1,156 @@
+"""Vault against the real server: uploads round-trip into exact counts, DataFrames out,
+audits, decisions, jobs, auditor views, health."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import fairvault
+from conftest import POPULATION_SIZE, true_counts
+
+
+def test_import_is_replayed_by_default_batch_id(vault_server) -> None:
+    again = vault_server.regulator.import_attributes(vault_server.population, "pop",
+                                                     ["sex", "race"], "key")
+    assert again.replayed and again.subject_count == POPULATION_SIZE
+
+
+def test_upload_round_trip_counts_exact_at_large_epsilon(vault_server, company, table) -> None:
+    df = vault_server.population
+    assert (table.row_count, table.rows_in_vault) == (POPULATION_SIZE, POPULATION_SIZE)
+    assert isinstance(table, str) and table.startswith("tbl_")
+    # Discrete Laplace with t = 2/epsilon = 0.005: P(some cell's noise != 0) < 8 e^-200.
+    result = company.noisy_counts(table, epsilon=400, columns=["region", "label"],
+                                  attributes=["sex"])
+    cells = result.cells
+    assert list(cells.columns) == ["region", "label", "group", "noisy_count", "ci_low", "ci_high"]
+    assert len(cells) == 2 * 2 * 2 and result.rows_used == POPULATION_SIZE
+    expected = true_counts(df.assign(label=df.label.astype(str)), ["region", "label"], ["sex"])
+    for row in cells.itertuples():
+        assert row.noisy_count == expected(row.region, row.label, row.group)
+        assert row.ci_low <= row.noisy_count <= row.ci_high
+    # Cell order: columns slowest, group fastest, values sorted as strings.
+    assert list(cells.group[:2]) == ["F", "M"]
+    assert list(cells.region) == ["north"] * 4 + ["south"] * 4
+    assert result.charge.cost.epsilon == pytest.approx(400)
+    assert not result.replayed and result.idempotency_key.startswith("py-")
+
+
+def test_counts_intervals_cover_at_small_epsilon(vault_server, company, table) -> None:
+    result = company.noisy_counts(table, epsilon=0.5, attributes=["sex", "race"])
+    cells = result.cells
+    assert list(cells.group) == [f"{s}|{r}" for s in ["F", "M"] for r in ["A", "B", "C"]]
+    w = result.noise_half_width
+    assert w > 0
+    assert (cells.ci_high - cells.noisy_count == w).all()
+    assert (cells.ci_low == np.maximum(cells.noisy_count - w, 0)).all()
+
+
+def test_upload_checks_values_before_sending(company, vault_server) -> None:
+    df = vault_server.population.head(10).copy()
+    df.loc[3, "score"] = np.nan
+    with pytest.raises(ValueError, match="score.*finite"):
+        company.upload_table(df, "pop", "key", numeric=["score"])
+    df = vault_server.population.head(10).copy()
+    df.loc[5, "key"] = df.loc[2, "key"]
+    with pytest.raises(ValueError, match="row 5 repeats the subject key of row 2"):
+        company.upload_table(df, "pop", "key", numeric=["label"])
+
+
+def test_upload_in_many_chunks_and_default_columns(vault_server, company) -> None:
+    df = vault_server.population[["key", "region", "label"]]
+    table = company.upload_table(df, "pop", "key", chunk_rows=7, progress=True)
+    assert table.row_count == POPULATION_SIZE
+    counts = company.noisy_counts(table, epsilon=400, columns=["label"], attributes=["race"])
+    expected = true_counts(df.assign(label=df.label.astype(str),
+                                     race=vault_server.population.race), ["label"], ["race"])
+    assert [c.noisy_count for c in counts.response.cells] == [
+        expected(c.values[0], c.group) for c in counts.response.cells]
+
+
+def test_audit_classifier_frames(vault_server, company, table) -> None:
+    audit = company.audit_classifier(table, "prediction", "label", epsilon=50,
+                                     attributes=["sex"])
+    groups = audit.groups
+    assert list(groups.index) == ["F", "M"]
+    for metric in ("selection_rate", "tpr", "fpr", "error"):
+        assert (groups[f"{metric}_lo"] <= groups[metric]).all()
+        assert (groups[metric] <= groups[f"{metric}_hi"]).all()
+    df = vault_server.population
+    for sex in ("F", "M"):
+        rows = df[df.sex == sex]
+        assert groups.loc[sex, "selection_rate"] == pytest.approx(rows.prediction.mean(), abs=0.02)
+    assert list(audit.violations.index) == ["demographic_parity", "equalized_odds"]
+
+
+def test_audit_regressor_frames(company, table) -> None:
+    audit = company.audit_regressor(table, "score", lo=0, hi=1, bins=10, epsilon=50,
+                                    attributes=["sex"])
+    assert list(audit.groups.index) == ["F", "M"]
+    assert all(len(h) == 10 for h in audit.groups.histogram)
+    assert audit.max_ks["lo"] <= audit.max_ks["estimate"] <= audit.max_ks["hi"]
+
+
+def test_fit_and_decide(vault_server, company, table) -> None:
+    fit = company.fit_equalized_odds(table, "prediction", "label", epsilon=20, gamma=0.05,
+                                     attributes=["sex"], decision_floor=0.05)
+    artifact = fit.response.artifact
+    assert artifact.id and fit.charge.ledger_seq > 0
+    assert company.get_artifact(artifact.id).id == artifact.id
+    df = vault_server.population.head(50)
+    keys = df.key.set_axis(range(100, 150))
+    decided = company.decide(artifact.id, keys, df.prediction)
+    assert isinstance(decided.outputs, pd.Series)
+    assert list(decided.outputs.index) == list(range(100, 150))
+    assert set(decided.outputs.unique()) <= {0.0, 1.0}
+    assert decided.licence_charged
+    # Asking again returns the stored decisions, charging nothing more.
+    again = company.decide(artifact.id, list(df.key), df.prediction.to_numpy(), chunk_rows=20)
+    assert isinstance(again.outputs, np.ndarray) and len(again.responses) == 3
+    assert (again.outputs == decided.outputs.to_numpy()).all()
+    assert again.rows_already_decided == 50 and not again.licence_charged
+    log = vault_server.regulator.list_access_log()
+    assert (log.artifact_id == artifact.id).sum() == 1 + 3
+
+
+def test_fair_model_job(company, table) -> None:
+    submitted = company.fit_fair_model(table, "dp_oracle_learner", "label", epsilon=5,
+                                       features=["score", "prediction"], attributes=["sex"],
+                                       gamma=0.05, rounds=5)
+    job = company.wait_job(submitted.response.job.id, timeout=60, poll_seconds=0.2,
+                           progress=False)
+    assert job.state == fairvault.vault.pb.JOB_STATE_SUCCEEDED and job.artifact_id
+    jobs = company.list_jobs()
+    assert job.id in set(jobs.id)
+    assert company.get_artifact(job.artifact_id).HasField("fair_model")
+
+
+def test_ledger_budgets_and_auditor_views(vault_server, company, table) -> None:
+    company.noisy_counts(table, epsilon=1.5, attributes=["sex"])
+    budget, = company.get_budget("pop")
+    assert budget.epsilon_spent == pytest.approx(1.5)
+    ledger = company.list_ledger()
+    assert list(ledger.kind) == ["grant", "charge"]
+    assert ledger.seq.dtype == np.int64
+    auditor = vault_server.new_auditor()
+    budgets = auditor.list_budgets(company=company.name)
+    assert list(budgets.epsilon_spent) == [pytest.approx(1.5)]
+    assert auditor.verify_ledger(auditor=True).ok
+    assert len(auditor.list_ledger(company=company.name, auditor=True)) == 2
+
+
+def test_health(vault_server) -> None:
+    assert fairvault.Vault(vault_server.target).health() == "SERVING"
+    with pytest.raises(fairvault.NotFound):
+        fairvault.Vault(vault_server.target).health("no.such.Service")
+
+
+def test_environment_configures_the_connection(vault_server, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("FAIRVAULT_SERVER", vault_server.target)
+    monkeypatch.setenv("FAIRVAULT_API_KEY", vault_server.regulator_key)
+    assert "pop" in set(fairvault.Vault().list_datasets().name)
+    key_file = tmp_path / "key"
+    key_file.write_text(vault_server.regulator_key + "\n")
+    monkeypatch.delenv("FAIRVAULT_API_KEY")
+    assert len(fairvault.Vault(key_file=str(key_file)).list_accounts()) >= 1
