@@ -7,7 +7,6 @@ import json
 import pandas as pd
 import pytest
 
-import fairvault
 from fairvault.pseudonymise import pseudonymise, pseudonymise_all, read_secret_file
 
 SECRET = b"pytest-hmac-secret-0123456789abcdef"

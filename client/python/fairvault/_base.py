@@ -1,0 +1,144 @@
+"""The plumbing under :class:`fairvault.Vault`: the connection, how reads, actions and
+spending calls are made, and small argument helpers shared by its methods."""
+from __future__ import annotations
+
+import secrets
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from fairvault import errors
+from fairvault._proto import enum_value, pb
+from fairvault.connection import Connection
+from fairvault.pseudonymise import read_secret_file, secret_bytes
+from fairvault.results import messages_frame
+
+__all__ = ["VaultBase", "TableHandle", "new_idempotency_key"]
+
+Secret = Union[bytes, str, None]
+
+
+def new_idempotency_key() -> str:
+    """A fresh random idempotency key: ``py-`` and 32 hex characters (128 bits)."""
+    return "py-" + secrets.token_hex(16)
+
+
+class TableHandle(str):
+    """A table handle (``tbl_...``) that also carries its upload's response.
+
+    It is a ``str``, so it can be passed wherever a handle is expected.
+    """
+
+    response: Any
+    dataset: str
+
+    def __new__(cls, response: Any, dataset: str) -> "TableHandle":
+        handle = super().__new__(cls, response.table_handle)
+        handle.response = response
+        handle.dataset = dataset
+        return handle
+
+    @property
+    def row_count(self) -> int:
+        return self.response.row_count
+
+    @property
+    def rows_in_vault(self) -> int:
+        return self.response.rows_in_vault
+
+    @property
+    def expires_unix(self) -> int:
+        return self.response.expires_unix
+
+
+def _secret(hmac_secret: Secret, hmac_secret_file: Optional[str]) -> Optional[bytes]:
+    if hmac_secret is not None and hmac_secret_file is not None:
+        raise ValueError("give hmac_secret or hmac_secret_file, not both")
+    if hmac_secret_file is not None:
+        return read_secret_file(hmac_secret_file)
+    return secret_bytes(hmac_secret) if hmac_secret is not None else None
+
+
+def _unmatched(value: Union[str, int]) -> int:
+    return enum_value(pb.UnmatchedKeys, value, "UNMATCHED_KEYS_")
+
+
+def _list(values: Union[None, str, Sequence[str]]) -> List[str]:
+    if values is None:
+        return []
+    return [values] if isinstance(values, str) else [str(v) for v in values]
+
+
+# Fields of FitFairModelRequest given by name to fit_fair_model(**options) that are enums.
+_FAIR_MODEL_ENUMS = {"model": (pb.ModelFamily, "MODEL_FAMILY_"),
+                     "fairness": (pb.FairnessNotion, "FAIRNESS_NOTION_")}
+
+
+class VaultBase:
+    """The connection and the call helpers; :class:`fairvault.Vault` adds the methods."""
+
+    def __init__(self, server: Optional[str] = None, key: Optional[str] = None,
+                 key_file: Optional[str] = None, tls_ca: Optional[str] = None,
+                 **options: Any) -> None:
+        self._conn = Connection(server, key=key, key_file=key_file, tls_ca=tls_ca, **options)
+        self._table_datasets: Dict[str, str] = {}
+
+    @property
+    def server(self) -> str:
+        return self._conn.server
+
+    def close(self) -> None:
+        """Closes the channel."""
+        self._conn.close()
+
+    def __enter__(self) -> "VaultBase":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Vault({self.server!r})"
+
+    # ----- plumbing ---------------------------------------------------------------------
+
+    def _read(self, stub: Any, method: str, request: Any) -> Any:
+        response, _ = self._conn.call(getattr(stub, method), request, retry=True)
+        return response
+
+    def _act(self, stub: Any, method: str, request: Any) -> Any:
+        response, _ = self._conn.call(getattr(stub, method), request, retry=False)
+        return response
+
+    def _spend(self, method: str, request: Any, result: type, idempotency_key: Optional[str],
+               preview: bool) -> Any:
+        request.idempotency_key = idempotency_key or new_idempotency_key()
+        if preview:
+            return self.preview_release(request)
+        try:
+            response, call = self._conn.call(getattr(self._conn.company, method), request,
+                                             retry=True)
+        except errors.BudgetExhausted as refusal:
+            self._explain_budget(refusal, getattr(request, "table_handle", ""))
+            raise
+        return result(response, request.idempotency_key, call.trailing_metadata())
+
+    def _explain_budget(self, refusal: errors.BudgetExhausted, table: str) -> None:
+        """Fills in what is left when the refusal's message did not say, from GetBudget."""
+        dataset = refusal.dataset or self._table_datasets.get(table)
+        if not dataset or refusal.scope == "cap":
+            return
+        try:
+            budgets = self.get_budget(dataset)
+        except errors.FairvaultError:
+            return
+        if budgets:
+            refusal.budget = budgets[0]
+            refusal.dataset = dataset
+            if refusal.remaining is None:
+                refusal.remaining = budgets[0].epsilon_remaining
+                refusal.granted = budgets[0].epsilon_granted
+                refusal.scope = "grant"
+
+    @staticmethod
+    def _frame(messages: Sequence[Any], as_frame: bool) -> Any:
+        return messages_frame(list(messages)) if as_frame else list(messages)
+
