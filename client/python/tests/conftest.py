@@ -68,9 +68,18 @@ class VaultServer:
     dataset: str = "pop"
     _names: Iterator[int] = field(default_factory=lambda: itertools.count())
     keys: Dict[str, str] = field(default_factory=dict)
+    # Every Vault made here, closed before the server stops: the server's graceful shutdown
+    # waits seconds for open client connections.
+    opened: List[fairvault.Vault] = field(default_factory=list)
 
-    def vault(self, key: str, **options) -> fairvault.Vault:
-        return fairvault.Vault(self.target, key=key, **options)
+    def vault(self, key: str = "", **options) -> fairvault.Vault:
+        vault = fairvault.Vault(options.pop("target", self.target), key=key or None, **options)
+        self.opened.append(vault)
+        return vault
+
+    def close_all(self) -> None:
+        for vault in self.opened:
+            vault.close()
 
     @property
     def regulator(self) -> fairvault.Vault:
@@ -105,40 +114,6 @@ class VaultServer:
         return result
 
 
-@pytest.fixture(scope="session")
-def vault_server() -> Iterator[VaultServer]:
-    server_binary = _binary("FAIRVAULT_SERVER_BINARY", "server/fairvault-server")
-    cli_binary = _binary("FAIRVAULT_CLI_BINARY", "client/fairvault")
-    with tempfile.TemporaryDirectory(prefix="fairvault-pytest-") as tmp_name:
-        tmp = pathlib.Path(tmp_name)
-        db = tmp / "vault.db"
-        regulator_key = subprocess.run(
-            [server_binary, "bootstrap", "--db", str(db), "--name", "regulator"],
-            check=True, capture_output=True, text=True, timeout=60).stdout.strip()
-        log = open(tmp / "server.log", "w")
-        process = subprocess.Popen([server_binary, "serve", "--db", str(db), "--listen",
-                                    "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=log,
-                                   text=True)
-        try:
-            port = _read_port(process)
-            population = make_population(POPULATION_SIZE, seed=20261123)
-            server = VaultServer(server_binary, cli_binary, f"127.0.0.1:{port}", regulator_key,
-                                 tmp, population)
-            regulator = server.regulator
-            regulator.create_dataset("pop", {"sex": SEXES, "race": RACES})
-            imported = regulator.import_attributes(population, "pop", ["sex", "race"], "key")
-            assert imported.rows_imported == POPULATION_SIZE
-            yield server
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            log.close()
-
-
 def _read_port(process: subprocess.Popen) -> int:
     prefix = "fairvault-server listening on port "
     deadline = time.monotonic() + 60
@@ -149,6 +124,59 @@ def _read_port(process: subprocess.Popen) -> int:
         if line.startswith(prefix):
             return int(line[len(prefix):].strip())
     raise RuntimeError("fairvault-server printed no port line within 60 s")
+
+
+class ServerProcess:
+    """`fairvault-server serve` on a database, on a free loopback port, until stop()."""
+
+    def __init__(self, binary: str, db: pathlib.Path, *flags: str) -> None:
+        self.log = open(db.with_suffix(".log"), "w")
+        self.process = subprocess.Popen(
+            [binary, "serve", "--db", str(db), "--listen", "127.0.0.1:0", *flags],
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
+        try:
+            self.port = _read_port(self.process)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+def bootstrap(binary: str, db: pathlib.Path) -> str:
+    """`fairvault-server bootstrap`: the first regulator's API key."""
+    return subprocess.run([binary, "bootstrap", "--db", str(db), "--name", "regulator"],
+                          check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def vault_server() -> Iterator[VaultServer]:
+    server_binary = _binary("FAIRVAULT_SERVER_BINARY", "server/fairvault-server")
+    cli_binary = _binary("FAIRVAULT_CLI_BINARY", "client/fairvault")
+    with tempfile.TemporaryDirectory(prefix="fairvault-pytest-") as tmp_name:
+        tmp = pathlib.Path(tmp_name)
+        db = tmp / "vault.db"
+        regulator_key = bootstrap(server_binary, db)
+        process = ServerProcess(server_binary, db)
+        try:
+            population = make_population(POPULATION_SIZE, seed=20261123)
+            server = VaultServer(server_binary, cli_binary, f"127.0.0.1:{process.port}",
+                                 regulator_key, tmp, population)
+            regulator = server.regulator
+            regulator.create_dataset("pop", {"sex": SEXES, "race": RACES})
+            imported = regulator.import_attributes(population, "pop", ["sex", "race"], "key")
+            assert imported.rows_imported == POPULATION_SIZE
+            yield server
+            server.close_all()
+        finally:
+            process.stop()
 
 
 @pytest.fixture

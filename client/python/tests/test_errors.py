@@ -63,7 +63,7 @@ def test_roles_and_keys(vault_server, company) -> None:
     with pytest.raises(fairvault.PermissionDenied):
         company.list_budgets()
     with pytest.raises(fairvault.Unauthenticated):
-        fairvault.Vault(vault_server.target, key="fv_1_" + "0" * 64).list_datasets()
+        vault_server.vault("fv_1_" + "0" * 64).list_datasets()
     with pytest.raises(fairvault.NotFound):
         company.noisy_counts("tbl_" + "0" * 32, epsilon=1)
     with pytest.raises(fairvault.AlreadyExists):
@@ -129,8 +129,8 @@ def test_unavailable_after_retries(vault_server) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    vault = fairvault.Vault(f"127.0.0.1:{port}", key="x", retries=2, backoff=0.01, deadline=5)
-    with pytest.raises(fairvault.Unavailable) as down:
+    with fairvault.Vault(f"127.0.0.1:{port}", key="x", retries=2, backoff=0.01,
+                         deadline=5) as vault, pytest.raises(fairvault.Unavailable) as down:
         vault.get_budget()
     assert down.value.retryable
 
@@ -148,3 +148,41 @@ def test_preview_charges_nothing(company, table) -> None:
     # Too expensive: not admitted, with the refusal it would get.
     refused = company.audit_classifier(table, "prediction", "label", epsilon=5000, preview=True)
     assert not refused.admitted and refused.refusal_code == "RESOURCE_EXHAUSTED"
+
+
+class _FailFirstStream(grpc.StreamUnaryClientInterceptor):
+    """Fails the first upload stream midway (after two messages), as a dropped connection."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def intercept_stream_unary(self, continuation, details, request_iterator):
+        self.attempts += 1
+        if self.attempts == 1:
+            next(request_iterator), next(request_iterator)  # header and a first chunk
+            raise _LostResponse()
+        return continuation(details, request_iterator)
+
+
+def test_upload_is_resent_whole_after_unavailable(vault_server) -> None:
+    interceptor = _FailFirstStream()
+    company = vault_server.new_company(interceptors=[interceptor], backoff=0.01)
+    table = company.upload_table(vault_server.population, "pop", "key", numeric=["label"],
+                                 chunk_rows=100)
+    assert interceptor.attempts == 2
+    assert (table.row_count, table.rows_in_vault) == (len(vault_server.population),) * 2
+
+
+def test_import_with_attribute_mapping_and_conflicting_batch(vault_server) -> None:
+    regulator = vault_server.regulator
+    regulator.create_dataset("mapped", {"sex": ["F", "M"]})
+    people = vault_server.population.rename(columns={"sex": "gender"}).head(100)
+    first = regulator.import_attributes(people, "mapped", {"sex": "gender"}, "key",
+                                        batch_id="b1")
+    assert (first.rows_imported, first.subject_count) == (100, 100)
+    changed = people.assign(gender=["F"] * 100)
+    with pytest.raises(fairvault.FailedPrecondition):
+        regulator.import_attributes(changed, "mapped", {"sex": "gender"}, "key", batch_id="b1")
+    with pytest.raises(fairvault.InvalidArgument):
+        regulator.import_attributes(people.assign(gender="X"), "mapped", {"sex": "gender"},
+                                    "key")

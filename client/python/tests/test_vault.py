@@ -141,16 +141,52 @@ def test_ledger_budgets_and_auditor_views(vault_server, company, table) -> None:
 
 
 def test_health(vault_server) -> None:
-    assert fairvault.Vault(vault_server.target).health() == "SERVING"
+    anonymous = vault_server.vault()
+    assert anonymous.health() == "SERVING"
     with pytest.raises(fairvault.NotFound):
-        fairvault.Vault(vault_server.target).health("no.such.Service")
+        anonymous.health("no.such.Service")
 
 
 def test_environment_configures_the_connection(vault_server, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("FAIRVAULT_SERVER", vault_server.target)
     monkeypatch.setenv("FAIRVAULT_API_KEY", vault_server.regulator_key)
-    assert "pop" in set(fairvault.Vault().list_datasets().name)
+    with fairvault.Vault() as from_env:
+        assert "pop" in set(from_env.list_datasets().name)
     key_file = tmp_path / "key"
     key_file.write_text(vault_server.regulator_key + "\n")
     monkeypatch.delenv("FAIRVAULT_API_KEY")
-    assert len(fairvault.Vault(key_file=str(key_file)).list_accounts()) >= 1
+    with fairvault.Vault(key_file=str(key_file)) as from_file:
+        assert len(from_file.list_accounts()) >= 1
+
+
+def test_tls_with_the_deploy_certificates(vault_server, tmp_path) -> None:
+    """A server with deploy/make-certs.sh's certificate: the CA makes the channel, the wrong
+    name does not."""
+    from conftest import ROOT, ServerProcess, bootstrap
+    import shutil
+    import subprocess
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl (deploy/make-certs.sh) is not installed")
+    certs = tmp_path / "certs"
+    subprocess.run([str(ROOT / "deploy" / "make-certs.sh"), str(certs), "localhost",
+                    "127.0.0.1"], check=True, capture_output=True, timeout=60)
+    db = tmp_path / "tls.db"
+    key = bootstrap(vault_server.server_binary, db)
+    server = ServerProcess(vault_server.server_binary, db, "--tls-cert",
+                           str(certs / "server.pem"), "--tls-key", str(certs / "server.key"))
+    ca = str(certs / "ca.pem")
+    vault = fairvault.Vault(f"localhost:{server.port}", key=key, tls_ca=ca, retries=0)
+    wrong = fairvault.Vault(f"127.0.0.1:{server.port}", key=key, tls_ca=ca,
+                            tls_server_name="evil.example", retries=0, deadline=5)
+    plaintext = fairvault.Vault(f"127.0.0.1:{server.port}", key=key, retries=0, deadline=5)
+    try:
+        assert vault.health() == "SERVING"
+        assert len(vault.list_accounts()) == 1
+        with pytest.raises(fairvault.Unavailable):
+            wrong.list_accounts()
+        with pytest.raises(fairvault.Unavailable):
+            plaintext.list_accounts()
+    finally:
+        for v in (vault, wrong, plaintext):  # open channels would slow the server's shutdown
+            v.close()
+        server.stop()
