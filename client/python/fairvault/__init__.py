@@ -14,7 +14,7 @@ from typing import Any
 from fairvault.errors import (Aborted, AlreadyExists, BudgetExhausted, FailedPrecondition,
                               FairvaultError, InvalidArgument, JobFailed, NotFound,
                               PermissionDenied, Unauthenticated, Unavailable)
-from fairvault.pseudonymise import pseudonymise, read_secret_file
+from fairvault.pseudonymise import pseudonymise, pseudonymise_all, read_secret_file
 from fairvault.results import (ClassifierAudit, CountsRelease, Decisions, Preview,
                                RegressorAudit, Release)
 from fairvault.vault import TableHandle, Vault, new_idempotency_key
@@ -22,7 +22,8 @@ from fairvault.vault import TableHandle, Vault, new_idempotency_key
 __version__ = "0.10.0"
 
 __all__ = [
-    "Vault", "TableHandle", "new_idempotency_key", "pseudonymise", "read_secret_file",
+    "Vault", "TableHandle", "new_idempotency_key", "pseudonymise", "pseudonymise_all",
+    "read_secret_file",
     "Release", "CountsRelease", "ClassifierAudit", "RegressorAudit", "Decisions", "Preview",
     "FairvaultError", "InvalidArgument", "NotFound", "AlreadyExists", "PermissionDenied",
     "Unauthenticated", "BudgetExhausted", "FailedPrecondition", "Aborted", "Unavailable",

@@ -19,7 +19,13 @@ def test_rfc4231_vectors() -> None:
     assert pseudonymise("Jefe", "what do ya want for nothing?") == (
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
     ids = ["a", "Zoë", "", "x" * 300]
-    assert pseudonymise_all(SECRET, ids) == [pseudonymise(SECRET, i) for i in ids]
+    # The fast path against Python's hmac module, with short, block-sized and long secrets.
+    for secret in (SECRET, b"k" * 64, b"long" * 40, "Jefe-secret-text-ü"):
+        assert pseudonymise_all(secret, ids) == [pseudonymise(secret, i) for i in ids]
+    # RFC 4231 test case 6: a 131-byte key (hashed first).
+    assert pseudonymise_all(b"\xaa" * 131, [
+        "Test Using Larger Than Block-Size Key - Hash Key First"]) == [
+        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"]
 
 
 def test_secret_file_is_read_like_the_cli(tmp_path) -> None:
