@@ -166,8 +166,12 @@ class Vault(ReleaseMethods):
             while True:
                 job = self.get_job(job_id, auditor=auditor)
                 if progress and bar is None and job.total > 0:
-                    from tqdm.auto import tqdm
-                    bar = tqdm(total=job.total, desc=f"job {job.id}", unit="step")
+                    try:
+                        from tqdm.auto import tqdm
+                    except ImportError:  # no python3-tqdm: wait without a bar
+                        progress = False
+                    else:
+                        bar = tqdm(total=job.total, desc=f"job {job.id}", unit="step")
                 if bar is not None:
                     bar.update(max(0, job.done - bar.n))
                 if job.state in terminal:

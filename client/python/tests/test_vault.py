@@ -190,3 +190,14 @@ def test_tls_with_the_deploy_certificates(vault_server, tmp_path) -> None:
         for v in (vault, wrong, plaintext):  # open channels would slow the server's shutdown
             v.close()
         server.stop()
+
+
+def test_keys_from_the_index_or_row_numbers(vault_server, company) -> None:
+    df = vault_server.population
+    by_index = company.upload_table(df.set_index("key")[["label"]], "pop")
+    assert by_index.rows_in_vault == len(df)
+    by_row = company.upload_table(df[["label"]], "pop", "@row")  # row-0, row-1, ...: not subjects
+    assert (by_row.row_count, by_row.rows_in_vault) == (len(df), 0)
+    with pytest.raises(ValueError, match="floats"):
+        company.upload_table(df.assign(key=1.0 * np.arange(len(df))), "pop", "key",
+                             numeric=["label"])
