@@ -65,7 +65,8 @@ class ReleaseMethods(VaultBase):
     def noisy_counts(self, table: str, epsilon: float, columns: Sequence[str] = (),
                      attributes: Sequence[str] = (), *, noise: Union[str, int] = "laplace",
                      unmatched: Union[str, int] = "reject",
-                     idempotency_key: Optional[str] = None, preview: bool = False) -> Any:
+                     idempotency_key: Optional[str] = None,
+                     preview: bool = False) -> Union[CountsRelease, Preview]:
         """A noisy contingency table: protected groups × up to four of the table's columns.
 
         ``noise``: ``"laplace"`` (pure ε) or ``"gaussian"`` (a grant with δ > 0);
@@ -84,7 +85,8 @@ class ReleaseMethods(VaultBase):
                            beta: float = 0.0, decision_floor: float = 0.0,
                            min_group_count: Optional[float] = None, all_pairs: bool = False,
                            unmatched: Union[str, int] = "reject",
-                           idempotency_key: Optional[str] = None, preview: bool = False) -> Any:
+                           idempotency_key: Optional[str] = None,
+                           preview: bool = False) -> Union[Release, Preview]:
         """DP equalized-odds post-processor for binary predictions (``response.artifact``);
         ``decision_floor > 0`` makes it usable with :meth:`decide`."""
         request = pb.FitEqualizedOddsRequest(
@@ -102,7 +104,7 @@ class ReleaseMethods(VaultBase):
                                decision_floor: float = 0.0,
                                unmatched: Union[str, int] = "reject",
                                idempotency_key: Optional[str] = None,
-                               preview: bool = False) -> Any:
+                               preview: bool = False) -> Union[Release, Preview]:
         """DP statistical-parity post-processor for a regressor's scores on [lo, hi] in
         ``bins`` bins; ``solver``: ``auto``, ``linear_program`` or ``quantile``."""
         request = pb.FitStatisticalParityRequest(
@@ -119,7 +121,7 @@ class ReleaseMethods(VaultBase):
                                   non_monotone: bool = False, decision_floor: float = 0.0,
                                   unmatched: Union[str, int] = "reject",
                                   idempotency_key: Optional[str] = None,
-                                  preview: bool = False) -> Any:
+                                  preview: bool = False) -> Union[Release, Preview]:
         """DP equalized odds from a classifier's scores (noisy ROC curves, group thresholds)."""
         request = pb.FitEqualizedOddsScoresRequest(
             table_handle=table, score_column=score_column, label_column=label_column,
@@ -132,7 +134,8 @@ class ReleaseMethods(VaultBase):
     def audit_classifier(self, table: str, prediction_column: str, label_column: str,
                          epsilon: float, attributes: Sequence[str] = (), *,
                          confidence: float = 0.0, unmatched: Union[str, int] = "reject",
-                         idempotency_key: Optional[str] = None, preview: bool = False) -> Any:
+                         idempotency_key: Optional[str] = None,
+                         preview: bool = False) -> Union[ClassifierAudit, Preview]:
         """Private per-group rates and DP/EO violations with intervals: a
         :class:`~fairvault.results.ClassifierAudit` (``.groups``, ``.violations``)."""
         request = pb.AuditClassifierRequest(
@@ -145,7 +148,8 @@ class ReleaseMethods(VaultBase):
     def audit_regressor(self, table: str, score_column: str, lo: float, hi: float, bins: int,
                         epsilon: float, attributes: Sequence[str] = (), *,
                         confidence: float = 0.0, unmatched: Union[str, int] = "reject",
-                        idempotency_key: Optional[str] = None, preview: bool = False) -> Any:
+                        idempotency_key: Optional[str] = None,
+                        preview: bool = False) -> Union[RegressorAudit, Preview]:
         """Private per-group means, histograms and max KS: a
         :class:`~fairvault.results.RegressorAudit` (``.groups``, ``.max_ks``)."""
         request = pb.AuditRegressorRequest(
@@ -160,7 +164,8 @@ class ReleaseMethods(VaultBase):
                       oracle: Union[str, int] = "least_squares", clip_l1: float = 0.0,
                       no_intercept: bool = False, mass_floor: float = 0.0,
                       unmatched: Union[str, int] = "reject",
-                      idempotency_key: Optional[str] = None, preview: bool = False) -> Any:
+                      idempotency_key: Optional[str] = None,
+                      preview: bool = False) -> Union[Release, Preview]:
         """One private best response to the auditor's λ (a linear-classifier artifact);
         ``masses_key`` is the idempotency key of an earlier ``noisy_counts(columns=[label])``."""
         request = pb.BestResponseRequest(
@@ -176,7 +181,7 @@ class ReleaseMethods(VaultBase):
                        features: Sequence[str] = (), attributes: Sequence[str] = (), *,
                        gamma: float = 0.0, unmatched: Union[str, int] = "reject",
                        idempotency_key: Optional[str] = None, preview: bool = False,
-                       **options: Any) -> Any:
+                       **options: Any) -> Union[Release, Preview]:
         """Submits a managed fair learner (charged now); ``response.job`` is its training job
         (follow it with :meth:`wait_job`).
 
@@ -197,7 +202,7 @@ class ReleaseMethods(VaultBase):
 
     def decide(self, artifact_id: str, keys: Any, values: Any, *, hmac_secret: Secret = None,
                hmac_secret_file: Optional[str] = None, chunk_rows: int = DECIDE_CHUNK_ROWS,
-               preview: bool = False) -> Any:
+               preview: bool = False) -> Union[Decisions, Preview]:
         """The vault's post-processed decisions for subjects in the vault.
 
         ``keys``: raw subject ids (pseudonymised with the secret, if given), as a sequence or
