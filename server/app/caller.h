@@ -3,16 +3,33 @@
 #define FAIRVAULT_SERVER_APP_CALLER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "fairvault/v1/fairvault.pb.h"
 #include "server/storage/store.h"
 
 namespace fairvault::server {
+
+// What a spending use-case tells its gRPC handler besides the response (not stored with it).
+struct CallOutputs {
+  // The response (or the failure) is a stored release returned again: its ledger seq. Sent as
+  // trailing metadata `fairvault-replayed-ledger-seq`.
+  std::optional<int64_t> replayed_ledger_seq;
+  // Non-null: price the release instead of charging it (PreviewRelease). The charge path fills
+  // it, sets `priced` and stops the use-case before anything is charged or stored.
+  v1::PreviewReleaseResponse* preview = nullptr;
+  bool priced = false;
+};
 
 struct Caller {
   int64_t account_id = 0;
   std::string name;
   storage::Role role = storage::Role::kCompany;
+  // Per-call outputs of a spending use-case; null where nobody reads them.
+  CallOutputs* outputs = nullptr;
+
+  bool Previewing() const { return outputs != nullptr && outputs->preview != nullptr; }
 };
 
 }  // namespace fairvault::server

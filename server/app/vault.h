@@ -159,6 +159,9 @@ class Vault {
   absl::StatusOr<v1::GetBudgetResponse> GetBudget(const Caller& caller,
                                                   const v1::GetBudgetRequest& req);
   // Companies see their own rows; auditors and the regulator see any.
+  // Prices a spending request without charging it (docs/privacy.md, "Previews").
+  absl::StatusOr<v1::PreviewReleaseResponse> PreviewRelease(const Caller& caller,
+                                                            const v1::PreviewReleaseRequest& req);
   absl::StatusOr<v1::ListLedgerResponse> ListLedger(const Caller& caller,
                                                     const v1::ListLedgerRequest& req);
 
@@ -228,6 +231,13 @@ class Vault {
     v1::Cost composed_cost;
     // Set by a fill that creates a training job: stored with the charge (ledger_seq filled in).
     std::optional<storage::JobRecord>* job_out = nullptr;
+    // Public sizes for a preview's accuracy: rows entering the release, protected groups.
+    int64_t rows = 0;
+    int64_t groups = 0;
+    void SizesFrom(const JoinedRows& joined) {
+      rows = static_cast<int64_t>(joined.table_rows.size());
+      groups = joined.num_groups;
+    }
   };
   using Noises = std::vector<std::unique_ptr<core::dp::IntegerNoise>>;
   // Fills a response (everything but `charge`) with the given noise, one per part; returns the
@@ -242,6 +252,15 @@ class Vault {
   template <typename Response>
   absl::StatusOr<std::optional<Response>> Replay(const Caller& caller,
                                                  const PreparedRelease& release);
+  // A preview's answer, in place of a charge: cost, accuracy at the release's public sizes,
+  // and what the privacy filter would say now (read-only). Returns the status that stops the
+  // use-case (caller.outputs->priced tells PreviewRelease it is not an error).
+  absl::Status Price(const Caller& caller, const PreparedRelease& release,
+                     const storage::ChargeRequest& charge, const v1::Cost& cost,
+                     const Noises& noises);
+  // A preview of a request whose key already holds a stored release (or failure).
+  absl::Status PriceReplay(const Caller& caller, const PreparedRelease& release,
+                           const storage::StoredResponse& stored, const v1::Cost& cost);
   // The one charge path: declared cost -> privacy filter -> release -> ledger + stored
   // response, atomically (storage::Store::Charge).
   template <typename Response>

@@ -92,6 +92,7 @@ absl::StatusOr<Vault::ScoredRows> Vault::LoadScores(
   ASSIGN_OR_RETURN(int column,
                    internal::ColumnIndex(*out.table.table, score_column, "score_column"));
   ASSIGN_OR_RETURN(out.joined, Join(out.table, attributes, unmatched));
+  release->SizesFrom(out.joined);
   ASSIGN_OR_RETURN(out.scores, internal::NumericColumn(*out.table.table, column,
                                                        out.joined.table_rows, "score_column"));
   ASSIGN_OR_RETURN(out.counts, pp::HistogramCounts(out.scores, out.joined.group,
@@ -254,6 +255,7 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
   ASSIGN_OR_RETURN(int label_col,
                    internal::ColumnIndex(*table.table, req.label_column(), "label_column"));
   ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
+  release.SizesFrom(joined);
   ASSIGN_OR_RETURN(auto pred, internal::BinaryColumn(*table.table, pred_col, joined.table_rows,
                                                      "prediction_column"));
   ASSIGN_OR_RETURN(auto label, internal::BinaryColumn(*table.table, label_col, joined.table_rows,

@@ -116,6 +116,18 @@ absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
         "idempotency_key '", release.idempotency_key,
         "' was already used with different parameters; use a new key for a new request"));
   }
+  // The decision licence is a part of Decide, whose call itself is fresh: not a replay.
+  if (caller.outputs != nullptr && release.request_kind != kDecisionLicenceKind) {
+    caller.outputs->replayed_ledger_seq = stored->ledger_seq;
+  }
+  if (caller.Previewing()) {
+    v1::Cost cost;
+    if (stored->failure.ok()) {
+      ASSIGN_OR_RETURN(Response resp, charge_internal::ParseStored<Response>(stored->payload));
+      cost = resp.charge().cost();
+    }
+    return PriceReplay(caller, release, *stored, cost);
+  }
   // A charged release that failed fails again.
   RETURN_IF_ERROR(
       charge_internal::Replayed(options_.metrics, release.request_kind, stored->failure));
@@ -219,6 +231,8 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
     }
   }
 
+  if (caller.Previewing()) return Price(caller, release, charge, cost, noises);
+
   absl::Status body_failure;  // the release's own failure, once its noise was drawn
   absl::StatusOr<storage::ChargeOutcome> outcome = store_->Charge(
       charge, clock_->NowMicros(),
@@ -268,7 +282,14 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
       metrics->RecordCharge(release.request_kind, /*failed=*/false);
     }
   }
-  return charge_internal::ParseStored<Response>(outcome->response_payload);
+  ASSIGN_OR_RETURN(Response resp,
+                   charge_internal::ParseStored<Response>(outcome->response_payload));
+  // A concurrent call with the same key committed first: its stored response is returned.
+  if (outcome->replayed && caller.outputs != nullptr &&
+      release.request_kind != kDecisionLicenceKind) {
+    caller.outputs->replayed_ledger_seq = resp.charge().ledger_seq();
+  }
+  return resp;
 }
 
 }  // namespace fairvault::server

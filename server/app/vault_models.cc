@@ -235,6 +235,7 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
   release.dataset_id = table.dataset.id;
   release.dataset_name = table.dataset.name;
   ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
+  release.SizesFrom(joined);
   const int k = joined.num_groups;
   if (k < 2) return absl::InvalidArgumentError("attributes: the game needs at least two groups");
   if (req.lambda_size() != learn::ConstraintCount(k)) {
@@ -454,6 +455,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   release.dataset_id = table.dataset.id;
   release.dataset_name = table.dataset.name;
   ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
+  release.SizesFrom(joined);
   if (joined.num_groups < 2) {
     return absl::InvalidArgumentError("attributes: a fair model needs at least two groups");
   }

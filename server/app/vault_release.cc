@@ -27,6 +27,8 @@ namespace accounting = core::accounting;
 namespace {
 
 constexpr int64_t kMaxCells = 100'000;
+// Level of the confidence interval each noisy count comes with.
+constexpr double kCountConfidence = 0.95;
 
 }  // namespace
 
@@ -72,6 +74,7 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
     columns.push_back(c);
   }
   ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
+  release.SizesFrom(joined);
 
   // Domains of the company's columns are the company's own (public) values: those of the
   // used rows, in string order, from the table's cached dictionary of each column.
@@ -115,6 +118,10 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
       [&](const Noises& noises, int64_t,
           v1::NoisyCountsResponse* resp) -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
         const core::dp::IntegerNoise& noise = *noises[0];
+        // Intervals from the public noise scale alone: post-processing of each noisy count.
+        const int64_t half_width = noise.HalfWidth(kCountConfidence);
+        resp->set_confidence(kCountConfidence);
+        resp->set_noise_half_width(half_width);
         *resp->mutable_columns() = req.columns();
         for (const auto& a : joined.attributes) resp->add_attributes(a);
         resp->set_rows_used(n);
@@ -130,7 +137,10 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
           }
           for (auto& v : values) out->add_values(std::move(v));
           out->set_group(joined.group_labels[cell % joined.num_groups]);
-          out->set_noisy_count(noise.AddNoise(counts[cell], gen_));
+          const int64_t noisy = noise.AddNoise(counts[cell], gen_);
+          out->set_noisy_count(noisy);
+          out->set_ci_low(std::max<int64_t>(0, noisy - half_width));
+          out->set_ci_high(noisy > INT64_MAX - half_width ? INT64_MAX : noisy + half_width);
         }
         return std::optional<storage::ArtifactRecord>();
       });
@@ -166,6 +176,7 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
   ASSIGN_OR_RETURN(int label_col,
                    internal::ColumnIndex(*table.table, req.label_column(), "label_column"));
   ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
+  release.SizesFrom(joined);
   if (joined.num_groups < 2) {
     return absl::InvalidArgumentError("attributes: equalized odds needs at least two groups");
   }

@@ -31,12 +31,23 @@ grpc::Status Handle(Vault& vault, grpc::ServerContext* ctx, Response* resp, UseC
 // As Handle, for a spending call of request kind `kind`: a failure the charge path did not
 // count (a charge, a replay or the privacy filter's refusal) is a refusal by its code, counted
 // here for the operators' metrics.
+// A replayed response (or stored failure) says so in trailing metadata, outside the stored
+// bytes.
 template <typename Response, typename UseCase>
 grpc::Status HandleSpending(Vault& vault, Metrics* metrics, const char* kind,
                             grpc::ServerContext* ctx, Response* resp, UseCase use_case) {
-  absl::Status status = Run(vault, ctx, resp, std::move(use_case));
+  CallOutputs outputs;
+  absl::Status status = Run(vault, ctx, resp, [&](const Caller& c) {
+    Caller with_outputs = c;
+    with_outputs.outputs = &outputs;
+    return use_case(with_outputs);
+  });
   if (metrics != nullptr && !status.ok() && !IsCounted(status)) {
     metrics->RecordRefusal(kind, RefusalFromCode(status.code()));
+  }
+  if (outputs.replayed_ledger_seq) {
+    ctx->AddTrailingMetadata(kReplayedLedgerSeqMetadata,
+                             absl::StrCat(*outputs.replayed_ledger_seq));
   }
   return ToGrpcStatus(status);
 }
@@ -318,6 +329,12 @@ grpc::Status CompanyServiceImpl::GetBudget(grpc::ServerContext* ctx,
                                            const v1::GetBudgetRequest* req,
                                            v1::GetBudgetResponse* resp) {
   return Handle(*vault_, ctx, resp, [&](const Caller& c) { return vault_->GetBudget(c, *req); });
+}
+grpc::Status CompanyServiceImpl::PreviewRelease(grpc::ServerContext* ctx,
+                                                const v1::PreviewReleaseRequest* req,
+                                                v1::PreviewReleaseResponse* resp) {
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) { return vault_->PreviewRelease(c, *req); });
 }
 grpc::Status CompanyServiceImpl::ListLedger(grpc::ServerContext* ctx,
                                             const v1::ListLedgerRequest* req,

@@ -9,6 +9,9 @@
 
 namespace fairvault::server {
 
+// Trailing metadata on a replayed spending response: the original ledger seq (decimal).
+inline constexpr char kReplayedLedgerSeqMetadata[] = "fairvault-replayed-ledger-seq";
+
 // The caller behind a call's bearer key ("authorization: Bearer fv_..."). The only place
 // that reads credentials.
 absl::StatusOr<Caller> AuthenticateCall(Vault& vault, const grpc::ServerContext& context);
@@ -81,6 +84,8 @@ class CompanyServiceImpl final : public v1::CompanyService::Service {
                          v1::GetBudgetResponse* resp) override;
   grpc::Status ListLedger(grpc::ServerContext* ctx, const v1::ListLedgerRequest* req,
                           v1::ListLedgerResponse* resp) override;
+  grpc::Status PreviewRelease(grpc::ServerContext* ctx, const v1::PreviewReleaseRequest* req,
+                              v1::PreviewReleaseResponse* resp) override;
 
  private:
   Vault* vault_;
