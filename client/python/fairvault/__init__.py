@@ -28,6 +28,11 @@ __all__ = [
     "FairvaultError", "InvalidArgument", "NotFound", "AlreadyExists", "PermissionDenied",
     "Unauthenticated", "BudgetExhausted", "FailedPrecondition", "Aborted", "Unavailable",
     "JobFailed",
+    # Lazy (below): the Fairlearn-style layer.
+    "private_metric_frame", "PrivateMetricFrame", "PrivateEqualizedOdds",
+    "PrivateEqualizedOddsScores", "PrivateStatisticalParityRegressor", "FairModel",
+    "FairModelApplier", "EqualizedOddsApplier", "StatisticalParityApplier", "applier_for",
+    "load_artifact",
 ]
 
 # The estimators' modules, imported on first use of one of their names (fairvault.FairModel,

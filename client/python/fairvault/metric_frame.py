@@ -107,7 +107,8 @@ class PrivateMetricFrame:
         self.small_group_threshold = float(report.small_group_threshold)
         self.charge = response.charge if response.HasField("charge") else None
         self.rows_dropped = int(response.rows_dropped)
-        index = pd.Index([g.group for g in report.groups], name="+".join(self.attributes) or "group")
+        index = pd.Index([g.group for g in report.groups],
+                         name="|".join(self.attributes) or "group")
         data: dict = {}
         for metric in METRICS:
             if metric == "accuracy":
@@ -157,13 +158,20 @@ class PrivateMetricFrame:
     def group_max(self) -> pd.Series:
         return self.metrics.max()
 
-    def difference(self, intervals: bool = False):
-        """max − min over groups, per metric (a Series). With ``intervals=True``: a DataFrame
-        with columns ``difference``, ``lo``, ``hi``, where ``lo``/``hi`` are the vault's
-        released violation intervals (selection_rate: demographic parity) and NaN for metrics
-        the release has no interval for; plus a row ``equalized_odds`` (max of the TPR and FPR
-        differences) with its released interval."""
-        diff = self.group_max() - self.group_min()
+    def difference(self, method: str = "between_groups", intervals: bool = False):
+        """Per metric, as Fairlearn's: ``between_groups`` max − min over groups,
+        ``to_overall`` the largest |group − overall| (a Series). With ``intervals=True``
+        (between groups only): a DataFrame with columns ``difference``, ``lo``, ``hi``, where
+        ``lo``/``hi`` are the vault's released violation intervals (selection_rate:
+        demographic parity) and NaN for metrics the release has no interval for; plus a row
+        ``equalized_odds`` (the larger of the TPR and FPR differences) with its interval."""
+        if method == "to_overall":
+            if intervals:
+                raise ValueError("the release has intervals for between-group differences only")
+            return (self.metrics - self.overall).abs().max().rename("difference")
+        if method != "between_groups":
+            raise ValueError(f"method must be 'between_groups' or 'to_overall' (got {method!r})")
+        diff = (self.group_max() - self.group_min()).rename("difference")
         if not intervals:
             return diff
         out = pd.DataFrame({"difference": diff, "lo": np.nan, "hi": np.nan})
@@ -172,9 +180,16 @@ class PrivateMetricFrame:
         out.loc["equalized_odds"] = [eo["estimate"], eo["lo"], eo["hi"]]
         return out
 
-    def ratio(self) -> pd.Series:
-        """min / max over groups, per metric (NaN where the max is 0). No interval is released
-        for ratios."""
+    def ratio(self, method: str = "between_groups") -> pd.Series:
+        """Per metric, as Fairlearn's: ``between_groups`` min / max over groups,
+        ``to_overall`` the smallest of group/overall and overall/group (NaN where a
+        denominator is 0). No interval is released for ratios."""
+        if method == "to_overall":
+            m, o = self.metrics, self.overall
+            r = np.minimum(m / o.where(o > 0), o / m.where(m > 0))
+            return r.min().rename("ratio")
+        if method != "between_groups":
+            raise ValueError(f"method must be 'between_groups' or 'to_overall' (got {method!r})")
         mx = self.group_max()
         return (self.group_min() / mx.where(mx > 0)).rename("ratio")
 

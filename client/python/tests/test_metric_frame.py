@@ -108,6 +108,24 @@ def test_a_table_handle_and_small_epsilon(population, fair_company) -> None:
                                        key_column="key")
 
 
+def test_joint_groups_and_differences_to_overall(company, table) -> None:
+    frame = fairvault.private_metric_frame(company, table, "label", "prediction", 2.0)
+    assert frame.by_group.index.name == "sex|race"
+    assert list(frame.by_group.index) == [f"{s}|{r}" for s in "FM" for r in "ABC"]
+    metrics = frame.by_group[["selection_rate", "accuracy"]]
+    to_overall = frame.difference(method="to_overall")
+    assert to_overall["selection_rate"] == pytest.approx(
+        (metrics.selection_rate - frame.overall["selection_rate"]).abs().max())
+    ratio = frame.ratio(method="to_overall")["accuracy"]
+    assert ratio == pytest.approx(min(min(a / frame.overall["accuracy"],
+                                          frame.overall["accuracy"] / a)
+                                      for a in metrics.accuracy))
+    with pytest.raises(ValueError, match="between-group differences only"):
+        frame.difference(method="to_overall", intervals=True)
+    with pytest.raises(ValueError, match="method must be"):
+        frame.ratio(method="largest")
+
+
 def test_plot_draws_each_group_with_its_interval(population, fair_company, tmp_path) -> None:
     frame = fairvault.private_metric_frame(fair_company, population.head(4000), "label",
                                            "prediction", 2.0, dataset=DATASET,
