@@ -210,3 +210,20 @@ def test_preview_on_fit_prices_without_charging(population, fair_company) -> Non
                                 rounds=3)
     assert model.fit(df, preview=True).cost.epsilon == pytest.approx(1.5)
     assert remaining(fair_company) == budget
+
+
+def test_fair_model_from_the_exponential_mechanism_predicts_its_column(population,
+                                                                       fair_company) -> None:
+    df = population.head(4000).assign(
+        always=1, never=0, biased=population.prediction.head(4000),
+        threshold=(population.x1.head(4000) + population.x2.head(4000) > 0.5).astype(int))
+    candidates = ["always", "never", "biased", "threshold"]
+    model = fairvault.FairModel(fair_company, DATASET, algorithm="exponential_mechanism",
+                                epsilon=2.0, attributes=["sex"], gamma=0.05, key_column="key",
+                                progress=False, hypothesis_columns=candidates)
+    model.fit(df)
+    chosen = model.artifact_.fair_model.hypothesis_column
+    assert chosen == candidates[model.artifact_.fair_model.hypothesis_index]
+    assert model.applier_.input_columns == [chosen]
+    assert np.array_equal(model.predict(df), df[chosen].to_numpy())
+    assert np.array_equal(model.predict_proba(df), df[chosen].to_numpy())
