@@ -159,7 +159,9 @@ with contextlib.suppress(ImportError):
     import matplotlib
     matplotlib.use("Agg")
     ax = before.plot()
-    ax.figure.savefig(pathlib.Path(tempfile.gettempdir()) / "adult_python_audit.png")
+    chart = pathlib.Path(tempfile.gettempdir()) / "adult_python_audit.png"
+    ax.figure.savefig(chart)
+    print(f"audit chart: {chart}")
 
 # %% A DP equalized-odds post-processor (epsilon 1, gamma 0.01, decision floor 0.1)
 eo = fairvault.PrivateEqualizedOdds(acme, args.dataset, epsilon=1.0, gamma=0.01,
