@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/cli_common.h"
+#include "client/cli_spend.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {
@@ -99,20 +100,17 @@ std::string FormatRegressorReport(const v1::RegressorAuditReport& r) {
 
 // Writes --out (the whole response as JSON, the input of `report audit`) and prints.
 template <typename Response>
-absl::Status Finish(Context& ctx, const Response& resp, const std::string& report_text,
-                    const std::string& key) {
+absl::Status Finish(Context& ctx, const Response& resp, const CallInfo& info,
+                    const std::string& report_text, const std::string& key) {
   const std::string out_path = ctx.flags().Get("out");
   if (!out_path.empty()) RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp)));
-  if (ctx.json()) {
-    PrintJson(resp);
-    return absl::OkStatus();
-  }
-  std::cout << report_text << "rows dropped as unmatched: " << resp.rows_dropped() << "\n"
-            << FormatCharge(resp.charge()) << ReplayHint(key);
+  std::string text = absl::StrCat(report_text, "rows dropped as unmatched: ", resp.rows_dropped(),
+                                  "\n", FormatCharge(resp.charge()), ReplayHint(key));
   if (!out_path.empty()) {
-    std::cout << "wrote " << out_path << " (render it with `fairvault report audit --audit "
-              << out_path << " --out report.html`)\n";
+    absl::StrAppend(&text, "wrote ", out_path, " (render it with `fairvault report audit --audit ",
+                    out_path, " --out report.html`)\n");
   }
+  PrintSpending(ctx, resp, resp.charge(), info, text);
   return absl::OkStatus();
 }
 
@@ -129,10 +127,16 @@ absl::Status AuditClassifier(Context& ctx) {
   ASSIGN_OR_RETURN(const double confidence, Confidence(flags));
   req.set_confidence(confidence);
   req.set_unmatched(Unmatched(flags));
+  if (flags.GetBool("dry-run")) {
+    v1::PreviewReleaseRequest preview;
+    *preview.mutable_audit_classifier() = req;
+    return RunPreview(ctx, preview);
+  }
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
-  ASSIGN_OR_RETURN(const v1::AuditClassifierResponse resp, client->AuditClassifier(req));
-  return Finish(ctx, resp, FormatClassifierReport(resp.report()), req.idempotency_key());
+  CallInfo info;
+  ASSIGN_OR_RETURN(const v1::AuditClassifierResponse resp, client->AuditClassifier(req, &info));
+  return Finish(ctx, resp, info, FormatClassifierReport(resp.report()), req.idempotency_key());
 }
 
 absl::Status AuditRegressor(Context& ctx) {
@@ -144,10 +148,16 @@ absl::Status AuditRegressor(Context& ctx) {
   ASSIGN_OR_RETURN(const double confidence, Confidence(flags));
   req.set_confidence(confidence);
   req.set_unmatched(Unmatched(flags));
+  if (flags.GetBool("dry-run")) {
+    v1::PreviewReleaseRequest preview;
+    *preview.mutable_audit_regressor() = req;
+    return RunPreview(ctx, preview);
+  }
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
-  ASSIGN_OR_RETURN(const v1::AuditRegressorResponse resp, client->AuditRegressor(req));
-  return Finish(ctx, resp, FormatRegressorReport(resp.report()), req.idempotency_key());
+  CallInfo info;
+  ASSIGN_OR_RETURN(const v1::AuditRegressorResponse resp, client->AuditRegressor(req, &info));
+  return Finish(ctx, resp, info, FormatRegressorReport(resp.report()), req.idempotency_key());
 }
 
 }  // namespace
@@ -175,7 +185,8 @@ std::vector<Command> AuditCommands() {
         confidence,
         DropUnmatchedFlag(),
         IdempotencyFlag(),
-        out},
+        out,
+        DryRunFlag()},
        true,
        AuditClassifier},
       {"audit regressor",
@@ -189,8 +200,8 @@ std::vector<Command> AuditCommands() {
   std::vector<FlagSpec>& regressor = commands[1].flags;
   regressor.insert(regressor.begin(),
                    {table, {"score-column", "COL", "numeric column with the scores", true}});
-  for (const FlagSpec& f :
-       {AttributesFlag(), epsilon, confidence, DropUnmatchedFlag(), IdempotencyFlag(), out}) {
+  for (const FlagSpec& f : {AttributesFlag(), epsilon, confidence, DropUnmatchedFlag(),
+                            IdempotencyFlag(), out, DryRunFlag()}) {
     regressor.push_back(f);
   }
   return commands;

@@ -31,6 +31,9 @@ struct Command {
   std::vector<FlagSpec> flags;  // the command's own flags
   bool remote = true;           // talks to the vault (accepts the connection flags)
   std::function<absl::Status(Context&)> run;
+  // Exit 1 on every failure but a usage error (2), instead of the status classes of
+  // cli_exit.h: `health`, whose 0/1 is what container health checks read (Docker reserves 2).
+  bool binary_exit = false;
 };
 
 // Flags every remote command accepts (before or after the command words):
@@ -91,8 +94,8 @@ FlagSpec AttributesFlag();
 v1::UnmatchedKeys Unmatched(const ParsedFlags& flags);
 // --idempotency-key, or a fresh random key.
 std::string IdempotencyKey(const ParsedFlags& flags);
-// One line saying what the idempotency key does (a replay is indistinguishable from the
-// first call, so the CLI cannot say which one it got).
+// One line saying what the idempotency key does (whether this call was a replay is said
+// separately, from the response's trailing metadata: PrintSpending).
 std::string ReplayHint(const std::string& key);
 // How to use a fitted attribute-aware artifact with `fairvault decide`, or why it cannot be
 // (a non-finite decision log-ratio bound) and what else can be done with it; `value_name`
@@ -146,6 +149,9 @@ std::string RoleName(v1::Role role);
 // Multi-line summary of what a spending call cost (each part of a composed release) and
 // what is left.
 std::string FormatCharge(const v1::Charge& charge);
+// "epsilon E[, delta d] (mechanism, noise scale s, sensitivity S)" and a line per part of a
+// composed release.
+std::string FormatCost(const v1::Cost& cost);
 std::string FormatBudgets(const google::protobuf::RepeatedPtrField<v1::Budget>& budgets);
 std::string FormatLedger(const google::protobuf::RepeatedPtrField<v1::LedgerEntry>& entries);
 std::string FormatVerify(const v1::VerifyLedgerResponse& response);
@@ -246,29 +252,33 @@ std::string RandomIdempotencyKey();
 // Validates a positive epsilon from the flags (a usage error otherwise).
 absl::StatusOr<double> RequiredEpsilon(const ParsedFlags& flags);
 
+// Prints a spending call's response (cli_spend.cc). With --json: its JSON with "replayed" and
+// "replayed_ledger_seq" first, and "budget_now" (fetched) on a replay. Else `text` on stdout
+// and, on a replay, "stored release from ledger seq N, not charged again; ..." on stderr.
+void PrintSpending(Context& ctx, const google::protobuf::Message& resp, const v1::Charge& charge,
+                   const CallInfo& info, const std::string& text);
+
 // Prints the response of a score post-processor fit (`postprocess regression`,
 // `postprocess eo-scores`): JSON with --json, else the artifact, rows dropped and scores
-// clipped, the charge and the hints; the artifact alone to `out_path` when set.
+// clipped, the charge and the hints (and whether it was a replay, from `info`); the artifact
+// alone to `out_path` when set.
 template <typename Response>
-absl::Status PrintScoreFit(Context& ctx, const Response& resp, const std::string& out_path,
-                           const std::string& idempotency_key, double decision_log_ratio_bound,
-                           bool applicable_locally) {
+absl::Status PrintScoreFit(Context& ctx, const Response& resp, const CallInfo& info,
+                           const std::string& out_path, const std::string& idempotency_key,
+                           double decision_log_ratio_bound, bool applicable_locally) {
   // The artifact alone: `fairvault apply-eo --artifact` reads it back.
   if (!out_path.empty()) {
     absl::Status written = WriteStringToFile(out_path, ToJson(resp.artifact()));
     if (!written.ok()) return written;
   }
-  if (ctx.json()) {
-    PrintJson(resp);
-    return absl::OkStatus();
-  }
-  std::cout << FormatArtifact(resp.artifact())
-            << "rows dropped as unmatched: " << resp.rows_dropped()
-            << "\nscores clipped into [lo, hi]: " << resp.scores_clipped() << "\n"
-            << FormatCharge(resp.charge()) << ReplayHint(idempotency_key)
-            << DecideHint(resp.artifact().id(), decision_log_ratio_bound, "SCORE",
-                          applicable_locally);
-  if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
+  std::string text =
+      FormatArtifact(resp.artifact()) +
+      "rows dropped as unmatched: " + std::to_string(resp.rows_dropped()) +
+      "\nscores clipped into [lo, hi]: " + std::to_string(resp.scores_clipped()) + "\n" +
+      FormatCharge(resp.charge()) + ReplayHint(idempotency_key) +
+      DecideHint(resp.artifact().id(), decision_log_ratio_bound, "SCORE", applicable_locally);
+  if (!out_path.empty()) text += "wrote " + out_path + "\n";
+  PrintSpending(ctx, resp, resp.charge(), info, text);
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/cli_common.h"
+#include "client/cli_spend.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {
@@ -123,37 +124,45 @@ absl::Status Counts(Context& ctx) {
   req.set_epsilon(epsilon);
   req.set_unmatched(Unmatched(flags));
   const std::string out_path = flags.Get("out");
+  if (flags.GetBool("dry-run")) {
+    v1::PreviewReleaseRequest preview;
+    *preview.mutable_noisy_counts() = req;
+    return RunPreview(ctx, preview);
+  }
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
-  ASSIGN_OR_RETURN(v1::NoisyCountsResponse resp, client->NoisyCounts(req));
+  CallInfo info;
+  ASSIGN_OR_RETURN(v1::NoisyCountsResponse resp, client->NoisyCounts(req, &info));
 
+  // Each cell with its confidence interval from the noise alone (level resp.confidence()).
   std::vector<std::string> csv_header(resp.columns().begin(), resp.columns().end());
-  csv_header.push_back("group");
-  csv_header.push_back("noisy_count");
+  for (const char* name : {"group", "noisy_count", "ci_low", "ci_high"}) csv_header.push_back(name);
   std::vector<std::vector<std::string>> rows;
   for (const v1::CountCell& cell : resp.cells()) {
     std::vector<std::string> row(cell.values().begin(), cell.values().end());
     row.push_back(cell.group());
     row.push_back(absl::StrCat(cell.noisy_count()));
+    row.push_back(absl::StrCat(cell.ci_low()));
+    row.push_back(absl::StrCat(cell.ci_high()));
     rows.push_back(std::move(row));
   }
   if (!out_path.empty()) {
     RETURN_IF_ERROR(WriteStringToFile(
         out_path, IsJsonPath(out_path) ? ToJson(resp) : FormatCsv(csv_header, rows)));
   }
-  if (ctx.json()) {
-    PrintJson(resp);
-    return absl::OkStatus();
-  }
   std::vector<std::string> upper;
   for (const std::string& h : csv_header) upper.push_back(absl::AsciiStrToUpper(h));
   TextTable table(upper);
   for (auto& row : rows) table.AddRow(std::move(row));
-  std::cout << "groups over [" << absl::StrJoin(resp.attributes(), ", ") << "]\n"
-            << table.Render() << "rows used: " << resp.rows_used()
-            << ", rows dropped as unmatched: " << resp.rows_dropped() << "\n"
-            << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key());
-  if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
+  std::string text =
+      absl::StrCat("groups over [", absl::StrJoin(resp.attributes(), ", "), "]\n", table.Render(),
+                   "[CI_LOW, CI_HIGH]: ", Num(100 * resp.confidence()),
+                   "% confidence interval of each true count from the noise alone (noisy count ± ",
+                   resp.noise_half_width(), ", never below 0)\nrows used: ", resp.rows_used(),
+                   ", rows dropped as unmatched: ", resp.rows_dropped(), "\n",
+                   FormatCharge(resp.charge()), ReplayHint(req.idempotency_key()));
+  if (!out_path.empty()) absl::StrAppend(&text, "wrote ", out_path, "\n");
+  PrintSpending(ctx, resp, resp.charge(), info, text);
   return absl::OkStatus();
 }
 
@@ -181,24 +190,27 @@ absl::Status PostprocessEo(Context& ctx) {
   }
   req.set_unmatched(Unmatched(flags));
   const std::string out_path = flags.Get("out");
+  if (flags.GetBool("dry-run")) {
+    v1::PreviewReleaseRequest preview;
+    *preview.mutable_fit_equalized_odds() = req;
+    return RunPreview(ctx, preview);
+  }
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
-  ASSIGN_OR_RETURN(v1::FitEqualizedOddsResponse resp, client->FitEqualizedOddsPostProcessor(req));
+  CallInfo info;
+  ASSIGN_OR_RETURN(v1::FitEqualizedOddsResponse resp,
+                   client->FitEqualizedOddsPostProcessor(req, &info));
   if (!out_path.empty()) {
     // The artifact alone: `fairvault apply-eo --artifact` reads it back.
     RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp.artifact())));
   }
-  if (ctx.json()) {
-    PrintJson(resp);
-    return absl::OkStatus();
-  }
-  std::cout << FormatArtifact(resp.artifact())
-            << "rows dropped as unmatched: " << resp.rows_dropped() << "\n"
-            << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key())
-            << DecideHint(resp.artifact().id(),
-                          resp.artifact().equalized_odds().decision_log_ratio_bound(), "PRED",
-                          /*applicable_locally=*/true);
-  if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
+  std::string text = absl::StrCat(
+      FormatArtifact(resp.artifact()), "rows dropped as unmatched: ", resp.rows_dropped(), "\n",
+      FormatCharge(resp.charge()), ReplayHint(req.idempotency_key()),
+      DecideHint(resp.artifact().id(), resp.artifact().equalized_odds().decision_log_ratio_bound(),
+                 "PRED", /*applicable_locally=*/true));
+  if (!out_path.empty()) absl::StrAppend(&text, "wrote ", out_path, "\n");
+  PrintSpending(ctx, resp, resp.charge(), info, text);
   return absl::OkStatus();
 }
 
@@ -303,7 +315,8 @@ std::vector<Command> CompanyCommands() {
       {"counts",
        "noisy contingency counts of table columns x protected groups (company)",
        "Spends --epsilon of your grant (discrete Laplace, or discrete Gaussian at the grant's "
-       "delta).",
+       "delta).\nEach cell comes with a 95% confidence interval [CI_LOW, CI_HIGH] for its true "
+       "count,\nfrom the noise alone (its half-width depends only on the noise scale).",
        {{"table", "HANDLE", "table handle from `table upload`", true},
         {"columns", "COL,...", "categorical table columns to cross with the groups (0..4)", false,
          true},
@@ -312,7 +325,10 @@ std::vector<Command> CompanyCommands() {
         {"noise", "laplace|gaussian", "noise distribution (default laplace)"},
         DropUnmatchedFlag(),
         IdempotencyFlag(),
-        {"out", "FILE", "also write the cells as CSV (or the response as JSON if FILE.json)"}},
+        {"out", "FILE",
+         "also write the cells (with ci_low, ci_high) as CSV, or the response as JSON if "
+         "FILE.json"},
+        DryRunFlag()},
        true,
        Counts},
       {"postprocess eo",
@@ -334,7 +350,8 @@ std::vector<Command> CompanyCommands() {
          "are left out of the constraints (default 8 ln(4K/beta)/epsilon; 0 excludes none)"},
         DropUnmatchedFlag(),
         IdempotencyFlag(),
-        {"out", "FILE", "write the artifact as JSON (input of apply-eo)"}},
+        {"out", "FILE", "write the artifact as JSON (input of apply-eo)"},
+        DryRunFlag()},
        true,
        PostprocessEo},
       {"artifact get",

@@ -1,6 +1,7 @@
 // Attribute-aware post-processing in the vault (company): fitting the statistical-parity
 // regression post-processor (`postprocess regression`) and asking the vault for decisions of
 // such an artifact, or an equalized-odds one, for subjects it holds (`decide`).
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli_common.h"
+#include "client/cli_spend.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {
@@ -41,11 +43,17 @@ absl::Status PostprocessRegression(Context& ctx) {
   req.set_solver(solver);
   req.set_unmatched(Unmatched(flags));
   const std::string out_path = flags.Get("out");
+  if (flags.GetBool("dry-run")) {
+    v1::PreviewReleaseRequest preview;
+    *preview.mutable_fit_statistical_parity() = req;
+    return RunPreview(ctx, preview);
+  }
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
+  CallInfo info;
   ASSIGN_OR_RETURN(const v1::FitStatisticalParityResponse resp,
-                   client->FitStatisticalParityPostProcessor(req));
-  return PrintScoreFit(ctx, resp, out_path, req.idempotency_key(),
+                   client->FitStatisticalParityPostProcessor(req, &info));
+  return PrintScoreFit(ctx, resp, info, out_path, req.idempotency_key(),
                        resp.artifact().statistical_parity().decision_log_ratio_bound(),
                        /*applicable_locally=*/false);
 }
@@ -98,15 +106,31 @@ absl::Status Decide(Context& ctx) {
   }
 
   const std::string artifact_id = flags.Get("artifact-id");
+  if (flags.GetBool("dry-run")) {
+    // The first call's rows: only the first Decide with an artifact charges its licence.
+    const size_t first = std::min(keys.size(), static_cast<size_t>(chunk_rows));
+    v1::PreviewReleaseRequest preview;
+    v1::DecideRequest* req = preview.mutable_decide();
+    req->set_artifact_id(artifact_id);
+    for (size_t r = 0; r < first; ++r) {
+      req->add_subject_keys(keys[r]);
+      req->add_values(values[r]);
+    }
+    return RunPreview(ctx, preview,
+                      first < keys.size()
+                          ? absl::StrCat("(priced on the first call's ", first, " of ", keys.size(),
+                                         " rows: later calls never charge the licence)\n")
+                          : "");
+  }
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   absl::StatusOr<DecideResult> decided =
       client->DecideInChunks(artifact_id, keys, values, static_cast<size_t>(chunk_rows));
   if (!decided.ok() && secret.empty() &&
       absl::StrContains(decided.status().message(), "is not in dataset")) {
-    return absl::Status(decided.status().code(),
-                        absl::StrCat(decided.status().message(),
-                                     " (if the regulator imported pseudonyms, pass the same "
-                                     "--hmac-secret-file)"));
+    return WithMessage(decided.status(),
+                       absl::StrCat(decided.status().message(),
+                                    " (if the regulator imported pseudonyms, pass the same "
+                                    "--hmac-secret-file)"));
   }
   ASSIGN_OR_RETURN(const DecideResult result, std::move(decided));
   table.header.push_back(output_column);
@@ -164,7 +188,8 @@ std::vector<Command> DecideCommands() {
            AttributesFlag(),
            DropUnmatchedFlag(),
            IdempotencyFlag(),
-           {"out", "FILE.json", "write the artifact as JSON"}}) {
+           {"out", "FILE.json", "write the artifact as JSON"},
+           DryRunFlag()}) {
     regression.push_back(f);
   }
   return {
@@ -192,7 +217,8 @@ std::vector<Command> DecideCommands() {
          "pseudonymise keys as hex HMAC-SHA256 with the secret in FILE (>= 16 bytes)"},
         {"output-column", "NAME", "name of the added column (default decision)"},
         {"out", "FILE", "output CSV (default: stdout, summary on stderr)"},
-        {"chunk-rows", "N", absl::StrCat("rows per Decide call (default ", kDecideChunkRows, ")")}},
+        {"chunk-rows", "N", absl::StrCat("rows per Decide call (default ", kDecideChunkRows, ")")},
+        DryRunFlag()},
        true,
        Decide},
   };

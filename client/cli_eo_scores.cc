@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cli_common.h"
+#include "client/cli_spend.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {
@@ -26,11 +27,17 @@ absl::Status PostprocessEoScores(Context& ctx) {
   req.set_decision_floor(floor);
   req.set_unmatched(Unmatched(flags));
   const std::string out_path = flags.Get("out");
+  if (flags.GetBool("dry-run")) {
+    v1::PreviewReleaseRequest preview;
+    *preview.mutable_fit_equalized_odds_scores() = req;
+    return RunPreview(ctx, preview);
+  }
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
+  CallInfo info;
   ASSIGN_OR_RETURN(const v1::FitEqualizedOddsScoresResponse resp,
-                   client->FitEqualizedOddsScoresPostProcessor(req));
-  return PrintScoreFit(ctx, resp, out_path, req.idempotency_key(),
+                   client->FitEqualizedOddsScoresPostProcessor(req, &info));
+  return PrintScoreFit(ctx, resp, info, out_path, req.idempotency_key(),
                        resp.artifact().equalized_odds_scores().decision_log_ratio_bound(),
                        /*applicable_locally=*/true);
 }
@@ -57,7 +64,8 @@ std::vector<Command> EoScoresCommands() {
             "artifact (default 0; decide refuses it unless its bound is finite)"},
            DropUnmatchedFlag(),
            IdempotencyFlag(),
-           {"out", "FILE", "write the artifact as JSON (input of apply-eo)"}}) {
+           {"out", "FILE", "write the artifact as JSON (input of apply-eo)"},
+           DryRunFlag()}) {
     flags.push_back(f);
   }
   return {{"postprocess eo-scores",

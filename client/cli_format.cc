@@ -10,14 +10,12 @@
 
 namespace fairvault::client::cli {
 
-std::string FormatCharge(const v1::Charge& charge) {
-  const v1::Cost& cost = charge.cost();
-  const v1::Budget& budget = charge.budget_after();
+std::string FormatCost(const v1::Cost& cost) {
   auto mechanism = [](const v1::Cost& c) {
     return absl::StrCat(c.mechanism().empty() ? "?" : c.mechanism(), ", noise scale ",
                         Num(c.noise_scale()), ", sensitivity ", Num(c.sensitivity()));
   };
-  std::string out = absl::StrCat("charged: epsilon ", Num(cost.epsilon()));
+  std::string out = absl::StrCat("epsilon ", Num(cost.epsilon()));
   if (cost.delta() > 0) absl::StrAppend(&out, ", delta ", Num(cost.delta()));
   if (cost.parts().empty()) {
     absl::StrAppend(&out, " (", mechanism(cost), ")\n");
@@ -29,6 +27,12 @@ std::string FormatCharge(const v1::Charge& charge) {
                       Num(part.epsilon()), " (", mechanism(part), ")\n");
     }
   }
+  return out;
+}
+
+std::string FormatCharge(const v1::Charge& charge) {
+  const v1::Budget& budget = charge.budget_after();
+  std::string out = absl::StrCat("charged: ", FormatCost(charge.cost()));
   absl::StrAppend(&out, "budget:  spent ", Num(budget.epsilon_spent()), " of ",
                   Num(budget.epsilon_granted()), " on dataset '", budget.dataset(), "', remaining ",
                   Num(budget.epsilon_remaining()), " (releases: ", budget.releases(),

@@ -65,7 +65,8 @@ std::vector<Command> HealthCommands() {
          "service to ask about: \"\" (default) for the whole server, or a full name such as "
          "fairvault.v1.CompanyService"}},
        true,
-       Health},
+       Health,
+       /*binary_exit=*/true},
   };
 }
 

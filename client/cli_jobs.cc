@@ -263,7 +263,7 @@ std::vector<Command> JobCommands() {
       {"job wait", "wait for a training job to end (company; --auditor)",
        "Polls the job, with a progress line on stderr (\"round t of T, elapsed\"). Exit status\n"
        "0 on SUCCEEDED (prints the artifact id), 1 with the job's error on FAILED or\n"
-       "CANCELLED, or when --timeout passes (the job keeps running).",
+       "CANCELLED, 6 when --timeout passes (the job keeps running).",
        wait, true, JobWait},
       {"job list",
        "list training jobs, newest first (company: your own; auditor, regulator: --auditor)",

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/cli_spend.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {
@@ -77,22 +78,26 @@ absl::Status BestResponse(Context& ctx) {
   ASSIGN_OR_RETURN(const v1::BestResponseOracle oracle, Oracle(flags));
   req.set_oracle(oracle);
 
+  if (flags.GetBool("dry-run")) {
+    v1::PreviewReleaseRequest preview;
+    *preview.mutable_best_response() = req;
+    return RunPreview(ctx, preview);
+  }
+
   ASSIGN_OR_RETURN(Client * client, ctx.client());
-  ASSIGN_OR_RETURN(const v1::BestResponseResponse resp, client->BestResponse(req));
+  CallInfo info;
+  ASSIGN_OR_RETURN(const v1::BestResponseResponse resp, client->BestResponse(req, &info));
   const std::string out_path = flags.Get("out");
   if (!out_path.empty()) RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp.artifact())));
-  if (ctx.json()) {
-    PrintJson(resp);
-    return absl::OkStatus();
-  }
-  std::cout << "artifact: " << resp.artifact().id() << "\nrows used: " << resp.rows_used()
-            << "  rows dropped as unmatched: " << resp.rows_dropped()
-            << "\nsensitivity (L1, of the noised vector): " << Num(resp.sensitivity())
-            << "  (largest change of one row's cost: " << Num(resp.cost_change_bound())
-            << ", largest row L1 norm: " << Num(resp.max_row_l1()) << ")\n"
-            << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key())
-            << PredictHint(resp.artifact().id());
-  if (!out_path.empty()) std::cout << "wrote " << out_path << "\n";
+  std::string text = absl::StrCat(
+      "artifact: ", resp.artifact().id(), "\nrows used: ", resp.rows_used(),
+      "  rows dropped as unmatched: ", resp.rows_dropped(),
+      "\nsensitivity (L1, of the noised vector): ", Num(resp.sensitivity()),
+      "  (largest change of one row's cost: ", Num(resp.cost_change_bound()),
+      ", largest row L1 norm: ", Num(resp.max_row_l1()), ")\n", FormatCharge(resp.charge()),
+      ReplayHint(req.idempotency_key()), PredictHint(resp.artifact().id()));
+  if (!out_path.empty()) absl::StrAppend(&text, "wrote ", out_path, "\n");
+  PrintSpending(ctx, resp, resp.charge(), info, text);
   return absl::OkStatus();
 }
 
@@ -259,19 +264,24 @@ absl::Status ModelFit(Context& ctx) {
     return UsageError("--timeout and --interval go with --wait");
   }
 
-  ASSIGN_OR_RETURN(Client * client, ctx.client());
-  ASSIGN_OR_RETURN(const v1::FitFairModelResponse resp, client->FitFairModel(req));
-  if (ctx.json()) {
-    PrintJson(resp);
-  } else {
-    std::cout << "job: " << resp.job().id() << " (" << StateName(resp.job().state()) << ", "
-              << AlgorithmName(resp.job().algorithm()) << ")\n"
-              << FormatCharge(resp.charge()) << ReplayHint(req.idempotency_key());
-    for (const std::string& note : resp.notes()) std::cout << "note: " << note << "\n";
-    if (!flags.GetBool("wait")) {
-      std::cout << "follow it with: fairvault job wait " << resp.job().id() << "\n";
-    }
+  if (flags.GetBool("dry-run")) {
+    if (flags.GetBool("wait")) return UsageError("--dry-run submits no job to --wait for");
+    v1::PreviewReleaseRequest preview;
+    *preview.mutable_fit_fair_model() = req;
+    return RunPreview(ctx, preview);
   }
+
+  ASSIGN_OR_RETURN(Client * client, ctx.client());
+  CallInfo info;
+  ASSIGN_OR_RETURN(const v1::FitFairModelResponse resp, client->FitFairModel(req, &info));
+  std::string text = absl::StrCat("job: ", resp.job().id(), " (", StateName(resp.job().state()),
+                                  ", ", AlgorithmName(resp.job().algorithm()), ")\n",
+                                  FormatCharge(resp.charge()), ReplayHint(req.idempotency_key()));
+  for (const std::string& note : resp.notes()) absl::StrAppend(&text, "note: ", note, "\n");
+  if (!flags.GetBool("wait")) {
+    absl::StrAppend(&text, "follow it with: fairvault job wait ", resp.job().id(), "\n");
+  }
+  PrintSpending(ctx, resp, resp.charge(), info, text);
   if (!flags.GetBool("wait")) return absl::OkStatus();
   std::cout.flush();
   return WaitForJob(ctx, client, resp.job().id(), /*auditor=*/false, wait);
@@ -309,7 +319,8 @@ std::vector<Command> ModelCommands() {
             "least_squares: noise on the group-dependent part (Jagielski et al.); ftpl: noise "
             "on every row's cost (Cummings et al.)",
             true},
-           {"out", "FILE", "also write the artifact as JSON (input of predict --artifact-file)"}}) {
+           {"out", "FILE", "also write the artifact as JSON (input of predict --artifact-file)"},
+           DryRunFlag()}) {
     best_response.push_back(std::move(f));
   }
   std::vector<FlagSpec> fit = LearnerFlags();
@@ -355,7 +366,8 @@ std::vector<Command> ModelCommands() {
            {"fairness-lambda", "L", "dp_fermi: weight of the ERMI term (>= 0; default 0)"},
            {"marginals-share", "S",
             "dp_fermi, pf_ld: share of epsilon spent on the group marginals (default 0.1)"},
-           {"wait", "", "then wait for the job like `job wait` (exit status as there)"}}) {
+           {"wait", "", "then wait for the job like `job wait` (exit status as there)"},
+           DryRunFlag()}) {
     fit.push_back(std::move(f));
   }
   for (FlagSpec& f : WaitFlags()) fit.push_back(std::move(f));

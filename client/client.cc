@@ -7,20 +7,47 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace fairvault::client {
 namespace {
 
-// Calls a unary stub method and converts the outcome.
+constexpr char kFromVaultPayload[] = "type.fairvault/client.from-vault";
+constexpr char kReplayedPayload[] = "type.fairvault/client.replayed-ledger-seq";
+
+// The replayed ledger seq in a finished call's trailing metadata, or 0 (absent or malformed).
+int64_t ReplayedSeqOf(const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find(kReplayedLedgerSeqMetadata);
+  if (it == trailers.end()) return 0;
+  int64_t seq = 0;
+  if (!absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &seq) || seq < 0) {
+    return 0;
+  }
+  return seq;
+}
+
+// Calls a unary stub method and converts the outcome; with `info`, also reads the trailing
+// metadata (a replay marks a failed call's status too).
 template <typename Stub, typename Req, typename Resp>
-absl::StatusOr<Resp> CallUnary(Stub* stub,
-                               grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&,
-                                                            Resp*),
-                               grpc::ClientContext* context, const Req& request) {
+absl::StatusOr<Resp> CallUnary(
+    Stub* stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+    grpc::ClientContext* context, const Req& request, CallInfo* info = nullptr) {
   Resp response;
   grpc::Status status = (stub->*method)(context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (info != nullptr) {
+    *info = CallInfo();
+    info->replayed_ledger_seq = ReplayedSeqOf(*context);
+  }
+  if (!status.ok()) {
+    absl::Status converted = FromGrpcStatus(status);
+    if (info != nullptr && info->replayed_ledger_seq > 0) {
+      converted.SetPayload(kReplayedPayload, absl::Cord(absl::StrCat(info->replayed_ledger_seq)));
+    }
+    return converted;
+  }
   return response;
 }
 
@@ -114,7 +141,28 @@ absl::Status ClientOptions::Validate() const {
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   // gRPC and Abseil share the canonical code numbering 0..16.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  absl::Status converted(static_cast<absl::StatusCode>(status.error_code()),
+                         status.error_message());
+  converted.SetPayload(kFromVaultPayload, absl::Cord("1"));
+  return converted;
+}
+
+absl::Status WithMessage(const absl::Status& status, absl::string_view message) {
+  absl::Status out(status.code(), message);
+  status.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
+bool IsFromVault(const absl::Status& status) {
+  return status.GetPayload(kFromVaultPayload).has_value();
+}
+
+int64_t ReplayedLedgerSeq(const absl::Status& status) {
+  const auto payload = status.GetPayload(kReplayedPayload);
+  int64_t seq = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &seq)) return 0;
+  return seq;
 }
 
 Client::Client(std::shared_ptr<grpc::Channel> channel, const ClientOptions& options)
@@ -323,37 +371,39 @@ absl::StatusOr<v1::UploadTableResponse> Client::UploadTableStream(
   return result;
 }
 
-absl::StatusOr<v1::NoisyCountsResponse> Client::NoisyCounts(const v1::NoisyCountsRequest& req) {
-  return CallUnary(company_.get(), &v1::CompanyService::Stub::NoisyCounts, NewContext().get(), req);
+absl::StatusOr<v1::NoisyCountsResponse> Client::NoisyCounts(const v1::NoisyCountsRequest& req,
+                                                            CallInfo* info) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::NoisyCounts, NewContext().get(), req,
+                   info);
 }
 
 absl::StatusOr<v1::FitEqualizedOddsResponse> Client::FitEqualizedOddsPostProcessor(
-    const v1::FitEqualizedOddsRequest& req) {
+    const v1::FitEqualizedOddsRequest& req, CallInfo* info) {
   return CallUnary(company_.get(), &v1::CompanyService::Stub::FitEqualizedOddsPostProcessor,
-                   NewContext().get(), req);
+                   NewContext().get(), req, info);
 }
 
 absl::StatusOr<v1::FitStatisticalParityResponse> Client::FitStatisticalParityPostProcessor(
-    const v1::FitStatisticalParityRequest& req) {
+    const v1::FitStatisticalParityRequest& req, CallInfo* info) {
   return CallUnary(company_.get(), &v1::CompanyService::Stub::FitStatisticalParityPostProcessor,
-                   NewContext().get(), req);
+                   NewContext().get(), req, info);
 }
 absl::StatusOr<v1::FitEqualizedOddsScoresResponse> Client::FitEqualizedOddsScoresPostProcessor(
-    const v1::FitEqualizedOddsScoresRequest& req) {
+    const v1::FitEqualizedOddsScoresRequest& req, CallInfo* info) {
   return CallUnary(company_.get(), &v1::CompanyService::Stub::FitEqualizedOddsScoresPostProcessor,
-                   NewContext().get(), req);
+                   NewContext().get(), req, info);
 }
 
 absl::StatusOr<v1::AuditClassifierResponse> Client::AuditClassifier(
-    const v1::AuditClassifierRequest& req) {
+    const v1::AuditClassifierRequest& req, CallInfo* info) {
   return CallUnary(company_.get(), &v1::CompanyService::Stub::AuditClassifier, NewContext().get(),
-                   req);
+                   req, info);
 }
 
 absl::StatusOr<v1::AuditRegressorResponse> Client::AuditRegressor(
-    const v1::AuditRegressorRequest& req) {
+    const v1::AuditRegressorRequest& req, CallInfo* info) {
   return CallUnary(company_.get(), &v1::CompanyService::Stub::AuditRegressor, NewContext().get(),
-                   req);
+                   req, info);
 }
 
 absl::StatusOr<v1::DecideResponse> Client::Decide(const v1::DecideRequest& req) {
@@ -385,8 +435,8 @@ absl::StatusOr<DecideResult> Client::DecideInChunks(const std::string& artifact_
     if (!resp.ok()) {
       if (begin == 0) return resp.status();
       // The earlier calls were answered and logged: say so, so that a retry can resume.
-      return absl::Status(
-          resp.status().code(),
+      return WithMessage(
+          resp.status(),
           absl::StrCat("rows ", begin, "..", end - 1, ": ", resp.status().message(), " (rows 0..",
                        begin - 1, " were already decided in ", result.access_log_seqs.size(),
                        " call(s), access-log seqs ", result.access_log_seqs.front(), "..",
@@ -407,14 +457,16 @@ absl::StatusOr<DecideResult> Client::DecideInChunks(const std::string& artifact_
   return result;
 }
 
-absl::StatusOr<v1::BestResponseResponse> Client::BestResponse(const v1::BestResponseRequest& req) {
-  return CallUnary(company_.get(), &v1::CompanyService::Stub::BestResponse, NewContext().get(),
-                   req);
+absl::StatusOr<v1::BestResponseResponse> Client::BestResponse(const v1::BestResponseRequest& req,
+                                                              CallInfo* info) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::BestResponse, NewContext().get(), req,
+                   info);
 }
 
-absl::StatusOr<v1::FitFairModelResponse> Client::FitFairModel(const v1::FitFairModelRequest& req) {
-  return CallUnary(company_.get(), &v1::CompanyService::Stub::FitFairModel, NewContext().get(),
-                   req);
+absl::StatusOr<v1::FitFairModelResponse> Client::FitFairModel(const v1::FitFairModelRequest& req,
+                                                              CallInfo* info) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::FitFairModel, NewContext().get(), req,
+                   info);
 }
 
 absl::StatusOr<v1::GetJobResponse> Client::GetJob(const v1::GetJobRequest& req) {
@@ -439,6 +491,12 @@ absl::StatusOr<v1::GetBudgetResponse> Client::GetBudget(const v1::GetBudgetReque
 
 absl::StatusOr<v1::ListLedgerResponse> Client::ListLedger(const v1::ListLedgerRequest& req) {
   return CallUnary(company_.get(), &v1::CompanyService::Stub::ListLedger, NewContext().get(), req);
+}
+
+absl::StatusOr<v1::PreviewReleaseResponse> Client::PreviewRelease(
+    const v1::PreviewReleaseRequest& req) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::PreviewRelease, NewContext().get(),
+                   req);
 }
 
 // ----- AuditorService -----

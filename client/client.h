@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "fairvault/v1/fairvault.grpc.pb.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -41,8 +42,28 @@ struct ClientOptions {
 };
 
 // The one mapping from gRPC status to absl::Status: same code (the numeric values agree),
-// same message.
+// same message, marked as the vault's (IsFromVault).
 absl::Status FromGrpcStatus(const grpc::Status& status);
+// True when `status` is an RPC's status (the vault's answer, or gRPC's own: UNAVAILABLE,
+// DEADLINE_EXCEEDED), false when the client library or the caller made it (local input).
+bool IsFromVault(const absl::Status& status);
+// `status` with another message, keeping its code and payloads (IsFromVault, replays).
+absl::Status WithMessage(const absl::Status& status, absl::string_view message);
+
+// The trailing metadata entry a replayed spending response carries (proto `Charge`): the
+// ledger seq of the original release, in decimal.
+inline constexpr char kReplayedLedgerSeqMetadata[] = "fairvault-replayed-ledger-seq";
+
+// What a spending call's trailing metadata said, beside its response.
+struct CallInfo {
+  // The ledger seq of the stored release (or stored failure) the vault returned again for a
+  // reused idempotency key: nothing was charged by this call, and the response's
+  // charge.budget_after is as of that seq. 0 for a fresh call.
+  int64_t replayed_ledger_seq = 0;
+};
+// The replayed ledger seq a failed spending call's status carries (the vault returned a
+// stored failure again, charging nothing), or 0.
+int64_t ReplayedLedgerSeq(const absl::Status& status);
 
 // Rows per Decide call used by Client::DecideInChunks unless told otherwise: about 15 MB of
 // request with 64-character pseudonyms, well under the default message limit.
@@ -104,6 +125,9 @@ class Client {
   absl::StatusOr<v1::VerifyLedgerResponse> VerifyLedger(const v1::VerifyLedgerRequest& req = {});
 
   // --- CompanyService (company role) ---
+  // Spending calls take an optional `info`, filled in on success and on failure (a replay is
+  // also marked on a failed call's status: ReplayedLedgerSeq).
+
   // Streams the header, then chunks of at most `chunk_rows` rows; each chunk carries that
   // row range of every column. `columns[c]` holds column c of header.columns(): `numeric`
   // values for numeric columns, `categorical` for categorical ones, keys.size() of them.
@@ -115,17 +139,19 @@ class Client {
   // Streams a table chunk by chunk, as ImportAttributesStream.
   absl::StatusOr<v1::UploadTableResponse> UploadTableStream(
       const v1::TableHeader& header, const ChunkProducer<v1::TableChunk>& next);
-  absl::StatusOr<v1::NoisyCountsResponse> NoisyCounts(const v1::NoisyCountsRequest& req);
+  absl::StatusOr<v1::NoisyCountsResponse> NoisyCounts(const v1::NoisyCountsRequest& req,
+                                                      CallInfo* info = nullptr);
   absl::StatusOr<v1::FitEqualizedOddsResponse> FitEqualizedOddsPostProcessor(
-      const v1::FitEqualizedOddsRequest& req);
+      const v1::FitEqualizedOddsRequest& req, CallInfo* info = nullptr);
   absl::StatusOr<v1::FitStatisticalParityResponse> FitStatisticalParityPostProcessor(
-      const v1::FitStatisticalParityRequest& req);
+      const v1::FitStatisticalParityRequest& req, CallInfo* info = nullptr);
   absl::StatusOr<v1::FitEqualizedOddsScoresResponse> FitEqualizedOddsScoresPostProcessor(
-      const v1::FitEqualizedOddsScoresRequest& req);
+      const v1::FitEqualizedOddsScoresRequest& req, CallInfo* info = nullptr);
   // One spending call each: a whole fairness report as one composed release.
-  absl::StatusOr<v1::AuditClassifierResponse> AuditClassifier(
-      const v1::AuditClassifierRequest& req);
-  absl::StatusOr<v1::AuditRegressorResponse> AuditRegressor(const v1::AuditRegressorRequest& req);
+  absl::StatusOr<v1::AuditClassifierResponse> AuditClassifier(const v1::AuditClassifierRequest& req,
+                                                              CallInfo* info = nullptr);
+  absl::StatusOr<v1::AuditRegressorResponse> AuditRegressor(const v1::AuditRegressorRequest& req,
+                                                            CallInfo* info = nullptr);
   // One Decide call as is (the server caps the rows per call; see DecideInChunks).
   absl::StatusOr<v1::DecideResponse> Decide(const v1::DecideRequest& req);
   // Decisions for any number of rows: consecutive calls of at most `chunk_rows` rows each,
@@ -138,9 +164,11 @@ class Client {
                                               const std::vector<double>& values,
                                               size_t chunk_rows = kDecideChunkRows);
   // A private best response to the auditor's λ: one charged release, a FairModel artifact.
-  absl::StatusOr<v1::BestResponseResponse> BestResponse(const v1::BestResponseRequest& req);
+  absl::StatusOr<v1::BestResponseResponse> BestResponse(const v1::BestResponseRequest& req,
+                                                        CallInfo* info = nullptr);
   // Submits a managed learner: charged at submission; returns the QUEUED job (poll GetJob).
-  absl::StatusOr<v1::FitFairModelResponse> FitFairModel(const v1::FitFairModelRequest& req);
+  absl::StatusOr<v1::FitFairModelResponse> FitFairModel(const v1::FitFairModelRequest& req,
+                                                        CallInfo* info = nullptr);
   // The caller's own training jobs.
   absl::StatusOr<v1::GetJobResponse> GetJob(const v1::GetJobRequest& req);
   absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& req = {});
@@ -150,6 +178,8 @@ class Client {
   absl::StatusOr<v1::GetBudgetResponse> GetBudget(const v1::GetBudgetRequest& req = {});
   // The caller's own ledger rows.
   absl::StatusOr<v1::ListLedgerResponse> ListLedger(const v1::ListLedgerRequest& req = {});
+  // What a spending request would charge and how noisy it would be; charges nothing.
+  absl::StatusOr<v1::PreviewReleaseResponse> PreviewRelease(const v1::PreviewReleaseRequest& req);
 
   // --- AuditorService (auditor and regulator roles) ---
   absl::StatusOr<v1::ListLedgerResponse> AuditorListLedger(const v1::ListLedgerRequest& req = {});

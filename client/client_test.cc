@@ -77,6 +77,23 @@ class FakeCompany final : public v1::CompanyService::Service {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "epsilon 2 exceeds the remaining budget 1.5");
   }
+  // A replay when the idempotency key is "replayed": the trailing metadata names seq 42.
+  grpc::Status AuditClassifier(grpc::ServerContext* context,
+                               const v1::AuditClassifierRequest* request,
+                               v1::AuditClassifierResponse* response) override {
+    if (request->idempotency_key() == "replayed") {
+      context->AddTrailingMetadata(kReplayedLedgerSeqMetadata, "42");
+    }
+    response->mutable_charge()->set_ledger_seq(42);
+    return grpc::Status::OK;
+  }
+  // A stored failure replayed: an error status with the replay metadata.
+  grpc::Status FitEqualizedOddsPostProcessor(grpc::ServerContext* context,
+                                             const v1::FitEqualizedOddsRequest* request,
+                                             v1::FitEqualizedOddsResponse* response) override {
+    context->AddTrailingMetadata(kReplayedLedgerSeqMetadata, "7");
+    return grpc::Status(grpc::StatusCode::INTERNAL, "glpk: the LP failed (charged)");
+  }
   // Doubles each value; the n-th call (0-based) reports bound 0.1 * n and access-log seq
   // 100 + n, and fails when n == fail_decide_call.
   grpc::Status Decide(grpc::ServerContext* context, const v1::DecideRequest* request,
@@ -357,6 +374,43 @@ TEST_F(ClientTest, JobCallsGoToTheirServiceWithTheKey) {
               StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(client_->FitFairModel(v1::FitFairModelRequest()),
               StatusIs(absl::StatusCode::kUnimplemented));
+}
+
+TEST_F(ClientTest, ReplayedLedgerSeqComesFromTrailingMetadata) {
+  v1::AuditClassifierRequest req;
+  req.set_idempotency_key("fresh");
+  CallInfo info;
+  info.replayed_ledger_seq = -1;  // overwritten by every call
+  ASSERT_OK(client_->AuditClassifier(req, &info));
+  EXPECT_EQ(info.replayed_ledger_seq, 0);
+  req.set_idempotency_key("replayed");
+  ASSERT_OK(client_->AuditClassifier(req, &info));
+  EXPECT_EQ(info.replayed_ledger_seq, 42);
+  ASSERT_OK(client_->AuditClassifier(req));  // info is optional
+
+  // A replayed stored failure: the status says so too, and stays the vault's.
+  absl::StatusOr<v1::FitEqualizedOddsResponse> failed =
+      client_->FitEqualizedOddsPostProcessor(v1::FitEqualizedOddsRequest(), &info);
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kInternal, "glpk"));
+  EXPECT_EQ(info.replayed_ledger_seq, 7);
+  EXPECT_EQ(ReplayedLedgerSeq(failed.status()), 7);
+  EXPECT_TRUE(IsFromVault(failed.status()));
+  EXPECT_EQ(ReplayedLedgerSeq(WithMessage(failed.status(), "other words")), 7);
+  // A fresh failure carries no replay.
+  absl::StatusOr<v1::NoisyCountsResponse> refused =
+      client_->NoisyCounts(v1::NoisyCountsRequest(), &info);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(info.replayed_ledger_seq, 0);
+  EXPECT_EQ(ReplayedLedgerSeq(refused.status()), 0);
+}
+
+TEST_F(ClientTest, OnlyRpcStatusesAreFromTheVault) {
+  EXPECT_TRUE(IsFromVault(client_->CancelJob(v1::CancelJobRequest()).status()));
+  // Refused by the library before anything is sent.
+  absl::StatusOr<DecideResult> local = client_->DecideInChunks("art_1", {"k0"}, {});
+  EXPECT_THAT(local, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_FALSE(IsFromVault(local.status()));
+  EXPECT_FALSE(IsFromVault(absl::NotFoundError("cannot open 'x.csv'")));
 }
 
 TEST(FromGrpcStatusTest, MapsEveryCodeOneToOne) {

@@ -1,13 +1,15 @@
 // `fairvault`: the command-line client of the vault. Parses the command words and flags,
-// runs one command, prints "error: <CODE>: <message>" and exits 1 on failure (2 on a
-// command-line mistake).
+// runs one command, and on failure prints "error: <CODE>: <message>" (with --json: one JSON
+// object) on stderr and exits with the status of its class (cli_exit.h).
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli_common.h"
+#include "client/cli_exit.h"
 
 namespace fairvault::client::cli {
 namespace {
@@ -47,9 +49,8 @@ void PrintTopHelp(const std::vector<Section>& sections) {
     std::cout << rendered.substr(rendered.find('\n') + 1);
   }
   std::cout << "\nConnection flags (remote commands; also accepted after COMMAND):\n"
-            << FormatFlagHelp(ConnectionFlags())
-            << "\nExit status: 0 ok, 1 error (\"error: <grpc code>: <message>\" on stderr), 2 "
-               "usage error.\n";
+            << FormatFlagHelp(ConnectionFlags()) << "\nExit status:\n"
+            << ExitStatusHelp();
 }
 
 void PrintCommandHelp(const Command& c) {
@@ -60,20 +61,34 @@ void PrintCommandHelp(const Command& c) {
   if (c.remote) std::cout << "\nConnection flags:\n" << FormatFlagHelp(ConnectionFlags());
 }
 
-int Fail(const absl::Status& status, const std::string& help_hint) {
-  if (IsUsageError(status)) {
-    std::cerr << "error: usage: " << status.message() << "\n" << help_hint;
-    return 2;
+// True when the command line asks for JSON output (--json, or --json=true|1|yes; the last one
+// counts), read from the raw words so that errors before or during flag parsing are JSON too.
+bool WantsJson(const std::vector<std::string>& args) {
+  bool json = false;
+  for (const std::string& arg : args) {
+    if (arg == "--json") {
+      json = true;
+    } else if (absl::StartsWith(arg, "--json=")) {
+      const std::string value = absl::AsciiStrToLower(arg.substr(7));
+      json = value == "true" || value == "1" || value == "yes";
+    }
   }
-  std::cerr << "error: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
-            << "\n";
-  if (status.code() == absl::StatusCode::kUnavailable) {
-    std::cerr << "(is the vault running? set --server or FAIRVAULT_SERVER; a TLS vault needs "
-                 "--tls-ca)\n";
-  } else if (status.code() == absl::StatusCode::kUnauthenticated) {
-    std::cerr << "(check the API key: --key, --key-file or FAIRVAULT_API_KEY)\n";
+  return json;
+}
+
+// Prints the error (text, or one JSON object with --json) on stderr and returns the exit
+// status of its class. `binary_exit`: 1 for every failure but a usage error (`health`).
+int Fail(const absl::Status& status, const std::string& help_hint, bool json,
+         bool binary_exit = false) {
+  int code = ExitCodeFor(status);
+  if (binary_exit && code != kExitUsage) code = kExitError;
+  std::cout.flush();
+  if (json) {
+    std::cerr << ErrorJson(status, code);
+  } else {
+    std::cerr << ErrorText(status) << (IsUsageError(status) ? help_hint : "");
   }
-  return 1;
+  return code;
 }
 
 const FlagSpec* FindConnectionFlag(absl::string_view arg) {
@@ -88,6 +103,7 @@ const FlagSpec* FindConnectionFlag(absl::string_view arg) {
 int Main(const std::vector<std::string>& args) {
   const std::vector<Section> sections = AllSections();
   const std::string top_hint = "run 'fairvault --help' for the list of commands\n";
+  const bool json = WantsJson(args);
 
   // Connection flags may come before the command words.
   std::vector<std::string> leading;
@@ -104,7 +120,7 @@ int Main(const std::vector<std::string>& args) {
     const FlagSpec* spec = absl::StartsWith(args[i], "--") ? FindConnectionFlag(args[i]) : nullptr;
     if (spec == nullptr) {
       return Fail(UsageError(absl::StrCat("unknown flag ", args[i], " before the command")),
-                  top_hint);
+                  top_hint, json);
     }
     leading.push_back(args[i]);
     if (!spec->value_name.empty() && args[i].find('=') == std::string::npos &&
@@ -134,19 +150,22 @@ int Main(const std::vector<std::string>& args) {
   }
   if (command == nullptr || (words == 1 && !in_group.empty())) {
     if (in_group.empty()) {
-      return Fail(UsageError(absl::StrCat("unknown command '", args[i], "'")), top_hint);
+      return Fail(UsageError(absl::StrCat("unknown command '", args[i], "'")), top_hint, json);
     }
     // A group word alone ("dataset"): list its subcommands.
     const bool asked = i + 1 < args.size() && (args[i + 1] == "--help" || args[i + 1] == "-h");
-    std::ostream& out = asked ? std::cout : std::cerr;
-    if (!asked) {
-      out << "error: usage: '" << args[i] << "' needs a subcommand"
-          << (i + 1 < args.size() ? absl::StrCat(" (got '", args[i + 1], "')") : "") << "\n";
+    std::string list = absl::StrCat("subcommands of '", args[i], "':\n");
+    for (const Command* c : in_group) {
+      absl::StrAppend(&list, "  fairvault ", c->path, "  — ", c->summary, "\n");
     }
-    out << "subcommands of '" << args[i] << "':\n";
-    for (const Command* c : in_group)
-      out << "  fairvault " << c->path << "  — " << c->summary << "\n";
-    return asked ? 0 : 2;
+    if (asked) {
+      std::cout << list;
+      return 0;
+    }
+    return Fail(UsageError(absl::StrCat(
+                    "'", args[i], "' needs a subcommand",
+                    i + 1 < args.size() ? absl::StrCat(" (got '", args[i + 1], "')") : "")),
+                list, json);
   }
 
   std::vector<std::string> rest = leading;
@@ -155,7 +174,7 @@ int Main(const std::vector<std::string>& args) {
   specs.insert(specs.end(), ConnectionFlags().begin(), ConnectionFlags().end());
   const std::string hint = absl::StrCat("run 'fairvault ", command->path, " --help' for usage\n");
   absl::StatusOr<ParsedFlags> parsed = ParseFlags(specs, rest);
-  if (!parsed.ok()) return Fail(parsed.status(), hint);
+  if (!parsed.ok()) return Fail(parsed.status(), hint, json, command->binary_exit);
   if (parsed->help()) {
     PrintCommandHelp(*command);
     return 0;
@@ -163,7 +182,7 @@ int Main(const std::vector<std::string>& args) {
   Context context(*std::move(parsed));
   absl::Status status = command->run(context);
   std::cout.flush();
-  if (!status.ok()) return Fail(status, hint);
+  if (!status.ok()) return Fail(status, hint, json, command->binary_exit);
   return 0;
 }
 
