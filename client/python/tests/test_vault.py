@@ -100,7 +100,14 @@ def test_fit_and_decide(vault_server, company, table) -> None:
     assert company.get_artifact(artifact.id).id == artifact.id
     df = vault_server.population.head(50)
     keys = df.key.set_axis(range(100, 150))
+    # Priced first: the decision licence epsilon = L, nothing charged.
+    price = company.decide(artifact.id, keys, df.prediction, preview=True)
+    assert isinstance(price, fairvault.Preview) and price.admitted
+    bound = artifact.equalized_odds.decision_log_ratio_bound
+    assert price.cost.epsilon == pytest.approx(bound, abs=1e-6)
+    assert not company.decide(artifact.id, keys, df.prediction, preview=True).replay_of_ledger_seq
     decided = company.decide(artifact.id, keys, df.prediction)
+    assert decided.charge.cost.epsilon == pytest.approx(bound, abs=1e-6)
     assert isinstance(decided.outputs, pd.Series)
     assert list(decided.outputs.index) == list(range(100, 150))
     assert set(decided.outputs.unique()) <= {0.0, 1.0}
