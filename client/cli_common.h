@@ -51,6 +51,9 @@ std::vector<Command> DecideCommands();     // cli_decide.cc: postprocess regress
 std::vector<Command> EoScoresCommands();   // cli_eo_scores.cc: postprocess eo-scores
 std::vector<Command> ReportCommands();     // cli_report.cc: report audit|sweep (local)
 std::vector<Command> HealthCommands();     // cli_health.cc: health
+std::vector<Command> SweepCommands();      // cli_sweep.cc: sweep eo|model
+// cli_report_budgets.cc: report budgets (auditor, regulator)
+std::vector<Command> ReportBudgetsCommands();
 // cli_models.cc: predict, best-response, model fit, job status|wait|list|cancel
 std::vector<Command> ModelCommands();
 

@@ -27,15 +27,18 @@ absl::StatusOr<double> OptionalNonNegative(const ParsedFlags& flags, absl::strin
 
 // The learner's shared flags onto a request: features, label, attributes, epsilon, gamma,
 // clip, intercept, mass floor, unmatched keys, idempotency key.
+// Without `with_epsilon` the caller sets the epsilon (`sweep model`, one per point).
 template <typename Request>
-absl::Status ReadLearnerFlags(const ParsedFlags& flags, Request* req) {
+absl::Status ReadLearnerFlags(const ParsedFlags& flags, Request* req, bool with_epsilon = true) {
   req->set_idempotency_key(IdempotencyKey(flags));
   req->set_table_handle(flags.Get("table"));
   for (const std::string& f : flags.GetList("features")) req->add_feature_columns(f);
   req->set_label_column(flags.Get("label"));
   for (const std::string& a : flags.GetList("attributes")) req->add_attributes(a);
-  ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
-  req->set_epsilon(epsilon);
+  if (with_epsilon) {
+    ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
+    req->set_epsilon(epsilon);
+  }
   ASSIGN_OR_RETURN(const double gamma, OptionalNonNegative(flags, "gamma"));
   req->set_gamma(gamma);
   ASSIGN_OR_RETURN(const double clip, OptionalNonNegative(flags, "clip-l1"));
@@ -173,12 +176,14 @@ absl::StatusOr<std::vector<std::string>> HypothesisColumns(const ParsedFlags& fl
   return names;
 }
 
-absl::Status ModelFit(Context& ctx) {
-  const ParsedFlags& flags = ctx.flags();
+}  // namespace
+
+absl::StatusOr<v1::FitFairModelRequest> ReadModelFitRequest(const ParsedFlags& flags,
+                                                            bool with_epsilon) {
   v1::FitFairModelRequest req;
   ASSIGN_OR_RETURN(const v1::FairModelAlgorithm algorithm, Algorithm(flags));
   req.set_algorithm(algorithm);
-  RETURN_IF_ERROR(ReadLearnerFlags(flags, &req));
+  RETURN_IF_ERROR(ReadLearnerFlags(flags, &req, with_epsilon));
   ASSIGN_OR_RETURN(const std::vector<std::string> hypotheses, HypothesisColumns(flags));
   const bool em = algorithm == v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM;
   if (em) {
@@ -257,6 +262,14 @@ absl::Status ModelFit(Context& ctx) {
   req.set_fairness_lambda(fairness);
   ASSIGN_OR_RETURN(const double marginals, OptionalNonNegative(flags, "marginals-share"));
   req.set_marginals_share(marginals);
+  return req;
+}
+
+namespace {
+
+absl::Status ModelFit(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  ASSIGN_OR_RETURN(const v1::FitFairModelRequest req, ReadModelFitRequest(flags, true));
   WaitOptions wait;
   if (flags.GetBool("wait")) {
     ASSIGN_OR_RETURN(wait, ReadWaitOptions(flags));
@@ -323,6 +336,31 @@ std::vector<Command> ModelCommands() {
            DryRunFlag()}) {
     best_response.push_back(std::move(f));
   }
+  std::vector<FlagSpec> fit = ModelFitFlags();
+  for (FlagSpec& f : std::vector<FlagSpec>{
+           {"wait", "", "then wait for the job like `job wait` (exit status as there)"},
+           DryRunFlag()}) {
+    fit.push_back(std::move(f));
+  }
+  for (FlagSpec& f : WaitFlags()) fit.push_back(std::move(f));
+  commands.push_back(
+      {"best-response",
+       "one private best response to the auditor's lambda: a linear-classifier artifact (company)",
+       "One charged release (ALGORITHMS.md section 3). Prints the artifact id, the rows used,\n"
+       "the sensitivity the noise was calibrated to, and the charge.",
+       best_response, true, BestResponse});
+  commands.push_back(
+      {"model fit", "submit a managed fair learner; the model arrives as an artifact (company)",
+       "Charged once at submission, whatever the outcome. Prints the job id and the charge;\n"
+       "follow the job with `job wait`, or pass --wait. The CLI cannot see a table's columns,\n"
+       "so exponential_mechanism's candidates are named explicitly (--hypotheses or\n"
+       "--hypotheses-file).",
+       fit, true, ModelFit});
+  for (Command& c : JobCommands()) commands.push_back(std::move(c));
+  return commands;
+}
+
+std::vector<FlagSpec> ModelFitFlags() {
   std::vector<FlagSpec> fit = LearnerFlags();
   for (FlagSpec& f : std::vector<FlagSpec>{
            {"algorithm", "NAME",
@@ -365,27 +403,10 @@ std::vector<Command> ModelCommands() {
            {"clip-w", "C", "dp_fermi: clip of the group-dependent W gradient (default 1)"},
            {"fairness-lambda", "L", "dp_fermi: weight of the ERMI term (>= 0; default 0)"},
            {"marginals-share", "S",
-            "dp_fermi, pf_ld: share of epsilon spent on the group marginals (default 0.1)"},
-           {"wait", "", "then wait for the job like `job wait` (exit status as there)"},
-           DryRunFlag()}) {
+            "dp_fermi, pf_ld: share of epsilon spent on the group marginals (default 0.1)"}}) {
     fit.push_back(std::move(f));
   }
-  for (FlagSpec& f : WaitFlags()) fit.push_back(std::move(f));
-  commands.push_back(
-      {"best-response",
-       "one private best response to the auditor's lambda: a linear-classifier artifact (company)",
-       "One charged release (ALGORITHMS.md section 3). Prints the artifact id, the rows used,\n"
-       "the sensitivity the noise was calibrated to, and the charge.",
-       best_response, true, BestResponse});
-  commands.push_back(
-      {"model fit", "submit a managed fair learner; the model arrives as an artifact (company)",
-       "Charged once at submission, whatever the outcome. Prints the job id and the charge;\n"
-       "follow the job with `job wait`, or pass --wait. The CLI cannot see a table's columns,\n"
-       "so exponential_mechanism's candidates are named explicitly (--hypotheses or\n"
-       "--hypotheses-file).",
-       fit, true, ModelFit});
-  for (Command& c : JobCommands()) commands.push_back(std::move(c));
-  return commands;
+  return fit;
 }
 
 }  // namespace fairvault::client::cli

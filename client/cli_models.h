@@ -1,5 +1,5 @@
 // Pieces shared by the fair-model commands (cli_models.cc: best-response, model fit;
-// cli_jobs.cc: job status|wait|list|cancel; cli_predict.cc: predict).
+// cli_jobs.cc: job status|wait|list|cancel; cli_predict.cc: predict; cli_sweep.cc: sweep model).
 #ifndef FAIRVAULT_CLIENT_CLI_MODELS_H_
 #define FAIRVAULT_CLIENT_CLI_MODELS_H_
 
@@ -22,6 +22,13 @@ std::string AlgorithmName(v1::FairModelAlgorithm algorithm);
 std::string StateName(v1::JobState state);
 // How to apply a fair-model artifact with `fairvault predict`.
 std::string PredictHint(const std::string& artifact_id);
+
+// The flags of `model fit` without --wait (the learner, its parameters, --epsilon and
+// --idempotency-key), and the request they describe; without `with_epsilon` --epsilon is not
+// read (the caller sets it: `sweep model`, cli_sweep.cc).
+std::vector<FlagSpec> ModelFitFlags();
+absl::StatusOr<v1::FitFairModelRequest> ReadModelFitRequest(const ParsedFlags& flags,
+                                                            bool with_epsilon);
 
 // --timeout and --interval of `job wait` and `model fit --wait`.
 struct WaitOptions {

@@ -25,12 +25,15 @@ std::vector<Section> AllSections() {
   for (Command& c : DecideCommands()) company.push_back(std::move(c));
   for (Command& c : EoScoresCommands()) company.push_back(std::move(c));
   for (Command& c : ModelCommands()) company.push_back(std::move(c));
+  for (Command& c : SweepCommands()) company.push_back(std::move(c));
+  std::vector<Command> auditor = AuditorCommands();
+  for (Command& c : ReportBudgetsCommands()) auditor.push_back(std::move(c));
   std::vector<Command> local = LocalCommands();
   for (Command& c : TrainCommands()) local.push_back(std::move(c));
   for (Command& c : ReportCommands()) local.push_back(std::move(c));
   return {{"Regulator", RegulatorCommands()},
           {"Company", std::move(company)},
-          {"Auditor", AuditorCommands()},
+          {"Auditor", std::move(auditor)},
           {"Operations (no API key)", HealthCommands()},
           {"Local (no server)", std::move(local)}};
 }

@@ -3,7 +3,9 @@
 // (experiments/tradeoff_adult --quick against a real vault), loads the pages in headless
 // Chromium and checks that the chart was laid out (the page's script records on <body> the
 // bounding box of the plotted marks, their number, the panels and where the x tick labels
-// went), and that a screenshot has real content.
+// went), that nothing was written to the console (no script error), and that a screenshot has
+// real content. `report budgets` runs against a real vault; its head hash must equal `auditor
+// verify`'s.
 //
 // Needs /usr/bin/chromium (Debian's `chromium`). Without it the tests are skipped, or fail
 // when FAIRVAULT_REQUIRE_CHROMIUM=1 (as deploy/test.sh sets).
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/vault_fixture.h"
 
 #ifndef FAIRVAULT_CLI_BINARY
 #error "FAIRVAULT_CLI_BINARY must name the fairvault binary"
@@ -111,9 +114,18 @@ class ReportChromiumTest : public ::testing::Test {
   Layout Load(const std::string& html) {
     const std::string dom_path = html + ".dom";
     const std::string log = Path("chromium.log");
-    const int rc =
-        RunShell(Chromium(html, "--dump-dom") + " >" + Quote(dom_path) + " 2>>" + Quote(log));
+    const std::string page_log = html + ".log";
+    const int rc = RunShell(Chromium(html, "--enable-logging=stderr --v=0 --dump-dom") + " >" +
+                            Quote(dom_path) + " 2>" + Quote(page_log));
+    RunShell("cat " + Quote(page_log) + " >>" + Quote(log));
     EXPECT_EQ(rc, 0) << "chromium --dump-dom failed; see " << log;
+    // What the page wrote to the console (messages, uncaught errors), one line each.
+    console_.clear();
+    std::stringstream page_lines(ReadFile(page_log));
+    for (std::string line; std::getline(page_lines, line);) {
+      if (line.find(":CONSOLE") != std::string::npos) console_ += line + "\n";
+    }
+    EXPECT_EQ(console_, "") << html << " wrote to the console";
     const std::string dom = ReadFile(dom_path);
     Layout layout;
     std::smatch m;
@@ -171,7 +183,8 @@ class ReportChromiumTest : public ::testing::Test {
   }
 
   std::string dir_;
-  std::string dom_;  // the last page's dumped DOM
+  std::string dom_;      // the last page's dumped DOM
+  std::string console_;  // the last page's console lines (none expected)
   int launches_ = 0;
 };
 
@@ -317,6 +330,63 @@ TEST_F(ReportChromiumTest, RegressorAuditChartIsLaidOut) {
   EXPECT_GT(layout.width, 0);
   EXPECT_GT(layout.height, 0);
   EXPECT_EQ(layout.points, 3 * 2);  // a histogram line and a mean per group
+  ExpectScreenshot(html);
+}
+
+// A running vault whose set-up is VaultFixture's (a dataset, acme with a grant, an auditor and
+// acme's table), for the budgets page.
+class RunningVault : public fairvault::testing::VaultFixture {
+ public:
+  void TestBody() override {}
+  void Start(const fairvault::testing::Population& population) { StartVault(population, 10, 1e-6); }
+  void Stop() { TearDown(); }
+  const std::string& auditor_key() const { return auditor_key_; }
+  std::string target() const { return server_->target(); }
+  fairvault::client::Client& company() { return *company_; }
+  const std::string& table() const { return table_handle_; }
+};
+
+// `fairvault report budgets` against a real vault with charges: the page loads without console
+// errors, its SVG plots one mark per charge, and the head hash it shows is the one `auditor
+// verify` prints.
+TEST_F(ReportChromiumTest, BudgetsPageFromARealVaultShowsTheVerifiedHeadHash) {
+  RunningVault vault;
+  vault.Start(fairvault::testing::MakePopulation(500, 3));
+  ASSERT_FALSE(HasFailure());
+  for (const char* key : {"counts-1", "counts-2", "counts-3"}) {
+    fairvault::v1::NoisyCountsRequest req;
+    req.set_idempotency_key(key);
+    req.set_table_handle(vault.table());
+    req.add_attributes("sex");
+    req.set_epsilon(0.5);
+    ASSERT_TRUE(vault.company().NoisyCounts(req).ok());
+  }
+  const std::string connection =
+      "--server " + vault.target() + " --key " + vault.auditor_key() + " ";
+  const std::string html = Path("budgets.html");
+  ASSERT_EQ(Cli(connection + "report budgets --out " + Quote(html)), 0)
+      << ReadFile(Path("cli.log"));
+  const std::string verify_json = Path("verify.json");
+  ASSERT_EQ(RunShell(std::string(FAIRVAULT_CLI_BINARY) + " " + connection +
+                     "auditor verify --json >" + Quote(verify_json) + " 2>&1"),
+            0)
+      << ReadFile(verify_json);
+  std::smatch hash;
+  const std::string verify = ReadFile(verify_json);
+  ASSERT_TRUE(std::regex_search(verify, hash, std::regex("\"head_hash\": \"([0-9a-f]{64})\"")))
+      << verify;
+  vault.Stop();
+
+  const Layout layout = Load(html);  // also: nothing on the console
+  EXPECT_GT(layout.width, 0);
+  EXPECT_GT(layout.height, 0);
+  EXPECT_EQ(layout.points, 3);          // one mark per charge
+  EXPECT_EQ(layout.legend_entries, 1);  // acme / pop
+  std::smatch shown;
+  ASSERT_TRUE(std::regex_search(dom_, shown, std::regex("<code id=\"head-hash\">([^<]*)</code>")));
+  EXPECT_EQ(shown[1].str(), hash[1].str());
+  EXPECT_NE(dom_.find("<b id=\"ledger-status\">verified</b>"), std::string::npos);
+  EXPECT_NE(dom_.find(">acme / pop</text>"), std::string::npos);
   ExpectScreenshot(html);
 }
 

@@ -1,0 +1,80 @@
+// The auditor's budgets report: a self-contained HTML page (report_svg.h machinery, the same
+// layout contract as report_html.h: one <svg id="chart">, marks in <g id="plot">, the load
+// script's data-* attributes on <body>) with the privacy spend over the ledger per (company,
+// dataset), the grants and caps, the ledger's verification and head hash, and the volume of
+// the access log. A pure function of already-fetched rows: `fairvault report budgets` converts
+// the auditor service's responses into these structs. Every string is escaped.
+#ifndef FAIRVAULT_CLIENT_REPORT_BUDGETS_HTML_H_
+#define FAIRVAULT_CLIENT_REPORT_BUDGETS_HTML_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace fairvault::client::report {
+
+// One ledger row (charges are plotted; grants and caps are counted).
+struct LedgerRow {
+  int64_t seq = 0;
+  int64_t time_unix_micros = 0;
+  std::string kind;     // "grant", "cap" or "charge"
+  std::string account;  // the company (empty for caps)
+  std::string dataset;
+  std::string request_kind;
+  double epsilon = 0;  // a charge's own ε; a grant's or cap's new budget
+  double delta = 0;
+  std::string mechanism;
+};
+
+// A grant (company set) or a dataset cap (company empty), as ListBudgets returns it.
+struct BudgetRow {
+  std::string company;
+  std::string dataset;
+  double epsilon_granted = 0;
+  double delta = 0;
+  double epsilon_spent = 0;
+  double epsilon_remaining = 0;
+  int64_t releases = 0;
+};
+
+struct LedgerVerification {
+  bool ok = false;
+  int64_t rows_checked = 0;
+  int64_t first_bad_seq = 0;
+  std::string message;
+  std::string head_hash;
+};
+
+// One access-log row (a Decide call).
+struct AccessRow {
+  int64_t time_unix_micros = 0;
+  std::string account;
+  std::string dataset;
+  std::string artifact_id;
+  int64_t rows = 0;
+  int64_t new_decisions = -1;  // -1: not recorded
+};
+
+struct BudgetsReport {
+  std::string title = "Privacy budgets and ledger";
+  std::string server;        // shown in the header line (optional)
+  std::string generated_at;  // e.g. "2026-11-23 14:00:00Z" (optional)
+  std::vector<LedgerRow> ledger;
+  std::vector<BudgetRow> budgets;
+  LedgerVerification verification;
+  std::vector<AccessRow> access_log;
+};
+
+// The page. The chart plots, for each (company, dataset) with charges, the cumulative sum of
+// its charges' ε against the ledger sequence number, as a step line with one mark per charge
+// (data-points = the number of charge rows); series are ordered by company, then dataset. The
+// head hash is in <code id="head-hash">, the verification status in <b id="ledger-status">
+// ("verified" or "FAILED"). A vault without charges gives an empty chart and a note. Never fails
+// on content; StatusOr for symmetry with the other reports (InvalidArgument on a non-finite ε).
+absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report);
+
+}  // namespace fairvault::client::report
+
+#endif  // FAIRVAULT_CLIENT_REPORT_BUDGETS_HTML_H_
