@@ -8,10 +8,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # docker-compose: `docker-compose config` validates deploy/docker-compose.yml (no Docker engine
 # is needed or used; tests/deploy/compose_config_test.sh). openssl: deploy/make-certs.sh.
 # python3-*: the Python client (client/python) and its pytest suite against the real server;
-# python3-venv and python3-setuptools: client/python/install.sh.
+# python3-pip and python3-setuptools: client/python/install.sh (tested by the suite).
 "$root/deploy/install-deps.sh" chromium postgresql docker-compose openssl \
   python3-grpcio python3-protobuf python3-pandas python3-numpy python3-tqdm python3-matplotlib \
-  python3-pytest python3-venv python3-setuptools
+  python3-pytest python3-pip python3-setuptools
 "$root/deploy/build.sh"
 cd "$root/build"
 # A missing browser fails the browser test here instead of skipping it.
