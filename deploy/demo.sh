@@ -169,5 +169,43 @@ step "Auditor: every company's budget, and the ledger's hash chain"
 "$fv" --key-file "$work/watchdog.key" auditor budgets
 "$fv" --key-file "$work/watchdog.key" auditor verify
 "$fv" --key-file "$work/watchdog.key" auditor access-log
+# One page with the spend over time, grants and caps, the head hash and the Decide volume.
+"$fv" --key-file "$work/watchdog.key" report budgets --out "$work/budgets.html"
 
-step "Done. The vault database is $work/vault.db; the audit page is $work/audit.html"
+step "Done. The pages are $work/audit.html and $work/budgets.html"
+# The vault stops with this script; what it holds stays in vault.db and the keys in var/demo/.
+cat <<EOF
+The vault stops with the demo; its database and the keys it handed out are kept:
+  $work/vault.db            datasets, accounts, ledger, artifacts (SQLite)
+  $work/regulator.key       the regulator's API key
+  $work/acme.key            company 'acme'
+  $work/watchdog.key        auditor 'watchdog'
+  $work/pseudonym.secret    the HMAC secret both sides pseudonymise keys with
+
+Restart it on the same database (another terminal, or in the background as here):
+  $server_bin serve --db $work/vault.db --listen 127.0.0.1:50051 &
+  export FAIRVAULT_SERVER=127.0.0.1:50051
+  $fv health
+
+Then try (acme's table handle $handle lasts a day; after that, upload again):
+  # what a release would cost and how noisy it would be, without paying
+  $fv --key-file $work/acme.key counts --table $handle \\
+      --columns prediction --attributes sex --epsilon 0.5 --dry-run
+  # a private audit by sex and race, as a web page
+  $fv --key-file $work/acme.key audit classifier --table $handle \\
+      --prediction-column prediction --label-column label --attributes sex,race \\
+      --epsilon 0.5 --out $work/audit2.json
+  $fv report audit --audit $work/audit2.json --out $work/audit2.html
+  # an epsilon sweep of the post-processor, measured on the public test set with sex as the
+  # evaluation group (the regulator raises acme's grant first: the sweep costs 3.75)
+  $fv --key-file $work/regulator.key grant --company acme --dataset adult --epsilon 12 --delta 1e-6
+  $fv --key-file $work/acme.key sweep eo --dataset adult --table $handle \\
+      --prediction-column prediction --label-column label --attributes sex --gamma 0.01 \\
+      --epsilons 0.25,0.5,1,2 --run-id demo-sweep --holdout $work/test_predictions.csv \\
+      --group-column sex --out $work/sweep.csv
+  $fv report sweep --csv $work/sweep.csv --out $work/sweep.html --log-x
+  # the auditor's page: spend over time, grants and caps, head hash, Decide volume
+  $fv --key-file $work/watchdog.key report budgets --out $work/budgets.html
+  # the Python client (client/python/README.md)
+  PYTHONPATH=$root/build/client/python /usr/bin/python3 -c 'import fairvault; print(fairvault.Vault("127.0.0.1:50051", key_file="$work/acme.key").get_budget())'
+EOF
