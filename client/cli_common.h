@@ -31,7 +31,7 @@ struct Command {
   std::vector<FlagSpec> flags;  // the command's own flags
   bool remote = true;           // talks to the vault (accepts the connection flags)
   std::function<absl::Status(Context&)> run;
-  // Exit 1 on every failure but a usage error (2), instead of the status classes of
+  // Exit 1 on every failure but a command-line mistake (2), instead of the status classes of
   // cli_exit.h: `health`, whose 0/1 is what container health checks read (Docker reserves 2).
   bool binary_exit = false;
 };

@@ -26,7 +26,8 @@ absl::Status Health(Context& ctx) {
         {v1::RegulatorService::service_full_name(), v1::CompanyService::service_full_name(),
          v1::AuditorService::service_full_name()},
         ", ");
-    return absl::NotFoundError(
+    return WithMessage(
+        status.status(),
         absl::StrCat(client->target(), " has no ", what, " (server: ", status.status().message(),
                      "); the vault answers for \"\" (the whole server) and ", known));
   }

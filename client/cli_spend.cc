@@ -64,7 +64,9 @@ std::string FormatPreview(const v1::PreviewReleaseResponse& p) {
   std::string out =
       "dry run: priced by the vault; nothing was charged, stored or written to the ledger\n";
   absl::StrAppend(&out, "would charge: ", FormatCost(p.cost()));
-  if (p.groups() > 0) {
+  if (p.rows() == 0 && p.groups() == 0) {
+    // No sizes: a replay (priced from the stored release) or a decision licence.
+  } else if (p.groups() > 0) {
     absl::StrAppend(&out, "rows: ", p.rows(), " in ", p.groups(), " groups (",
                     Num(static_cast<double>(p.rows()) / static_cast<double>(p.groups())),
                     " rows in an average group)\n");
@@ -80,8 +82,8 @@ std::string FormatPreview(const v1::PreviewReleaseResponse& p) {
                     p.rows() > 0 ? absl::StrFormat("%.4f", a.relative_to_average_group()) : "-"});
     }
     absl::StrAppend(&out, table.Render(),
-                    "  (VS_AVERAGE_GROUP: the half-width over the rows of an average group, about "
-                    "how far a group's rate or mean moves from the noise; smaller groups move "
+                    "  (VS_AVERAGE_GROUP: the half-width over the rows of an average group, about\n"
+                    "  how far a group's rate or mean moves from the noise; smaller groups move "
                     "more)\n");
   }
   const v1::Budget& now = p.budget_now();
@@ -125,7 +127,7 @@ absl::Status RunPreview(Context& ctx, const v1::PreviewReleaseRequest& req,
   // The vault's refusal, marked as the vault's so that it exits by its class.
   return FromGrpcStatus(grpc::Status(
       static_cast<grpc::StatusCode>(CodeNamed(preview->refusal_code())),
-      absl::StrCat("dry run: the vault would refuse this request: ", preview->refusal())));
+      absl::StrCat(preview->refusal(), " (dry run: the vault would refuse this request)")));
 }
 
 std::string ReplayNote(int64_t seq, const std::optional<v1::Budget>& now) {

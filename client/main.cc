@@ -84,7 +84,9 @@ bool WantsJson(const std::vector<std::string>& args) {
 int Fail(const absl::Status& status, const std::string& help_hint, bool json,
          bool binary_exit = false) {
   int code = ExitCodeFor(status);
-  if (binary_exit && code != kExitUsage) code = kExitError;
+  // A probe's contract: 2 only for a command-line mistake, 1 for anything else (an unreadable
+  // --tls-ca file too).
+  if (binary_exit) code = IsUsageError(status) ? kExitUsage : kExitError;
   std::cout.flush();
   if (json) {
     std::cerr << ErrorJson(status, code);

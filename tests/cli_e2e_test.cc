@@ -1,0 +1,290 @@
+// The `fairvault` CLI against the real server binary, on what issue 12 §2-3 asks of it: an exit
+// status per class of failure, --json errors as one JSON object on stderr with stdout clean,
+// replays that say so (and fresh charges that do not), --dry-run that charges nothing and
+// prices what the real call then charges, and counts with confidence intervals.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/vault_fixture.h"
+
+#ifndef FAIRVAULT_CLI_BINARY
+#error "FAIRVAULT_CLI_BINARY must name the fairvault binary"
+#endif
+
+namespace fairvault::testing {
+namespace {
+
+namespace v1 = ::fairvault::v1;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Runs the CLI with `args` (shell words), stdout and stderr apart.
+CliRun Cli(const std::string& args) {
+  static int calls = 0;
+  const std::string err_path = (std::filesystem::temp_directory_path() /
+                                absl::StrCat("fv-cli-e2e-", getpid(), "-", calls++, ".err"))
+                                   .string();
+  CliRun run;
+  FILE* pipe = popen(
+      (std::string(FAIRVAULT_CLI_BINARY) + " " + args + " 2>'" + err_path + "'").c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) run.out.append(buf, n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.err = ReadFile(err_path);
+  std::filesystem::remove(err_path);
+  return run;
+}
+
+// Parses one JSON object; fails the test when it is not one.
+google::protobuf::Struct Json(const std::string& text) {
+  google::protobuf::Struct parsed;
+  const auto status = google::protobuf::util::JsonStringToMessage(text, &parsed);
+  EXPECT_TRUE(status.ok()) << status.ToString() << " in: " << text;
+  return parsed;
+}
+
+const google::protobuf::Value& Field(const google::protobuf::Struct& s, const std::string& name) {
+  static const google::protobuf::Value* missing = new google::protobuf::Value();
+  auto it = s.fields().find(name);
+  return it == s.fields().end() ? *missing : it->second;
+}
+
+// An integer field: protobuf's JSON writes int64 as a string.
+int64_t Int(const google::protobuf::Value& v) {
+  int64_t parsed = -1;
+  if (v.kind_case() == google::protobuf::Value::kNumberValue)
+    return static_cast<int64_t>(v.number_value());
+  return absl::SimpleAtoi(v.string_value(), &parsed) ? parsed : -1;
+}
+
+// A loopback port nothing listens on (bound, then closed).
+int ClosedPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// "ledger seq: N" in a spending command's text output, or -1.
+int64_t LedgerSeqIn(const std::string& out) {
+  const size_t at = out.find("ledger seq: ");
+  if (at == std::string::npos) return -1;
+  int64_t seq = -1;
+  const size_t begin = at + 12;
+  if (!absl::SimpleAtoi(out.substr(begin, out.find('\n', begin) - begin), &seq)) return -1;
+  return seq;
+}
+
+class CliEndToEndTest : public VaultFixture {
+ protected:
+  void SetUp() override { StartVault(MakePopulation(400, 12), /*epsilon=*/5, /*delta=*/0); }
+
+  std::string As(const std::string& key) {
+    return absl::StrCat("--server ", server_->target(), " --key ", key, " ");
+  }
+  std::string Company() { return As(company_key_); }
+
+  v1::Budget Budget() {
+    auto resp = company_->GetBudget();
+    EXPECT_OK(resp);
+    return resp.ok() && resp->budgets_size() == 1 ? resp->budgets(0) : v1::Budget();
+  }
+  int LedgerRows() {
+    auto resp = auditor_->AuditorListLedger();
+    EXPECT_OK(resp);
+    return resp.ok() ? resp->entries_size() : -1;
+  }
+};
+
+TEST_F(CliEndToEndTest, ExitStatusByClassOfFailure) {
+  const std::string counts = absl::StrCat("counts --table ", table_handle_, " --attributes sex ");
+  // 2: a command-line mistake, or a local file the CLI refuses before calling.
+  CliRun r = Cli(Company() + counts + "--epsilon 1 --bogus-flag");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("unknown flag --bogus-flag"));
+  r = Cli(Company() +
+          "decide --artifact-id art_x --csv /nonexistent/rows.csv --key-column id "
+          "--value-column p");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  // 3: a real overspend (the grant is 5).
+  r = Cli(Company() + counts + "--epsilon 100");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("RESOURCE_EXHAUSTED"));
+  EXPECT_EQ(r.out, "");
+  // 4: a company calling a regulator command; a wrong key.
+  r = Cli(Company() + "grant --company acme --dataset pop --epsilon 50");
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("PERMISSION_DENIED"));
+  std::string forged = company_key_;
+  forged.back() = forged.back() == '0' ? '1' : '0';
+  r = Cli(As(forged) + "budget");
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("UNAUTHENTICATED"));
+  // 5: an unknown artifact.
+  r = Cli(Company() + "artifact get --id art_does_not_exist");
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  // 6: a server that is not there.
+  r = Cli(absl::StrCat("--server 127.0.0.1:", ClosedPort(), " --key ", company_key_,
+                       " --deadline 10 budget"));
+  EXPECT_EQ(r.exit_code, 6) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE"));
+  // 1: anything else, e.g. the vault's INVALID_ARGUMENT for an unknown column.
+  r = Cli(Company() + counts + "--epsilon 1 --columns zip");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("INVALID_ARGUMENT"));
+  // Nothing above was charged.
+  EXPECT_DOUBLE_EQ(Budget().epsilon_spent(), 0);
+  // `health` keeps 0/1 for container health checks.
+  r = Cli(absl::StrCat("health --server 127.0.0.1:", ClosedPort()));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+}
+
+TEST_F(CliEndToEndTest, JsonErrorsAreOneObjectOnStderrAndStdoutStaysClean) {
+  CliRun r = Cli(Company() + "--json counts --table " + table_handle_ + " --epsilon 100");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "");
+  ASSERT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+  const google::protobuf::Struct error = Field(Json(r.err), "error").struct_value();
+  EXPECT_EQ(Field(error, "code").string_value(), "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(Field(error, "exit_code").number_value(), 3);
+  EXPECT_EQ(Field(error, "class").string_value(), "budget");
+  EXPECT_EQ(Field(error, "field").string_value(), "epsilon");
+  EXPECT_TRUE(Field(error, "from_vault").bool_value());
+  EXPECT_THAT(Field(error, "message").string_value(), HasSubstr("request costs epsilon=100"));
+
+  // A usage error, --json after the command.
+  r = Cli(Company() + "counts --table " + table_handle_ + " --epsilon -1 --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  const google::protobuf::Struct usage = Field(Json(r.err), "error").struct_value();
+  EXPECT_EQ(Field(usage, "class").string_value(), "usage");
+  EXPECT_EQ(Field(usage, "field").string_value(), "epsilon");
+  EXPECT_FALSE(Field(usage, "from_vault").bool_value());
+
+  // Not found, from the vault.
+  r = Cli(Company() + "--json artifact get --id art_does_not_exist");
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(Field(Field(Json(r.err), "error").struct_value(), "code").string_value(), "NOT_FOUND");
+}
+
+TEST_F(CliEndToEndTest, AReplaySaysSoAndAFreshChargeDoesNot) {
+  const std::string counts = Company() + "counts --table " + table_handle_ +
+                             " --columns region --attributes sex --epsilon 0.5 ";
+  CliRun fresh = Cli(counts + "--idempotency-key cli-replay-1");
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_THAT(fresh.err, Not(HasSubstr("stored release")));
+  const int64_t seq = LedgerSeqIn(fresh.out);
+  ASSERT_GT(seq, 0) << fresh.out;
+  // Confidence intervals on every cell.
+  EXPECT_THAT(fresh.out, HasSubstr("CI_LOW"));
+  EXPECT_THAT(fresh.out, HasSubstr("95% confidence interval"));
+
+  CliRun again = Cli(counts + "--idempotency-key cli-replay-1");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.err,
+              HasSubstr(absl::StrCat("stored release from ledger seq ", seq,
+                                     ", not charged again; balance shown is as of then")));
+  EXPECT_THAT(again.err, HasSubstr("budget now on 'pop'"));
+  EXPECT_EQ(again.out, fresh.out);  // stdout is the stored release, format unchanged
+  EXPECT_DOUBLE_EQ(Budget().epsilon_spent(), 0.5);
+
+  CliRun json = Cli(counts + "--idempotency-key cli-replay-1 --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.err, "");
+  const google::protobuf::Struct replayed = Json(json.out);
+  EXPECT_TRUE(Field(replayed, "replayed").bool_value());
+  EXPECT_EQ(Field(replayed, "replayed_ledger_seq").number_value(), seq);
+  EXPECT_EQ(Field(Field(replayed, "budget_now").struct_value(), "epsilon_spent").number_value(),
+            0.5);
+  EXPECT_EQ(Field(replayed, "cells").list_value().values_size(), 4);
+
+  CliRun other = Cli(counts + "--idempotency-key cli-replay-2 --json");
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  const google::protobuf::Struct charged = Json(other.out);
+  EXPECT_FALSE(Field(charged, "replayed").bool_value());
+  EXPECT_EQ(Field(charged, "replayed_ledger_seq").number_value(), 0);
+  EXPECT_DOUBLE_EQ(Budget().epsilon_spent(), 1.0);
+}
+
+TEST_F(CliEndToEndTest, DryRunChargesNothingAndPricesWhatTheCallCharges) {
+  const std::string counts = Company() + "counts --table " + table_handle_ +
+                             " --columns region --attributes sex --epsilon 0.75 ";
+  const v1::Budget before = Budget();
+  const int rows_before = LedgerRows();
+
+  CliRun dry = Cli(counts + "--dry-run --json");
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  const google::protobuf::Struct preview = Json(dry.out);
+  const double priced = Field(Field(preview, "cost").struct_value(), "epsilon").number_value();
+  EXPECT_DOUBLE_EQ(priced, 0.75);
+  EXPECT_TRUE(Field(preview, "admitted").bool_value());
+  EXPECT_EQ(Int(Field(preview, "rows")), 400);
+  EXPECT_EQ(Int(Field(preview, "groups")), 2);
+  CliRun text = Cli(counts + "--dry-run");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("would charge: epsilon 0.75"));
+  EXPECT_THAT(text.out, HasSubstr("would be admitted now: yes"));
+  // Other spending commands price too, and nothing is charged or written.
+  CliRun eo = Cli(Company() + "postprocess eo --table " + table_handle_ +
+                  " --prediction-column prediction --label-column label --attributes sex "
+                  "--epsilon 1 --gamma 0.05 --dry-run");
+  EXPECT_EQ(eo.exit_code, 0) << eo.err;
+  EXPECT_THAT(eo.out, HasSubstr("would charge: epsilon 1"));
+  EXPECT_EQ(Budget().epsilon_spent(), before.epsilon_spent());
+  EXPECT_EQ(Budget().releases(), before.releases());
+  EXPECT_EQ(LedgerRows(), rows_before);
+
+  // The real call charges exactly what the preview said.
+  CliRun real = Cli(counts + "--json");
+  ASSERT_EQ(real.exit_code, 0) << real.err;
+  const google::protobuf::Struct charge = Field(Json(real.out), "charge").struct_value();
+  EXPECT_DOUBLE_EQ(Field(Field(charge, "cost").struct_value(), "epsilon").number_value(), priced);
+  EXPECT_DOUBLE_EQ(Budget().epsilon_spent(), before.epsilon_spent() + priced);
+  EXPECT_EQ(LedgerRows(), rows_before + 1);
+
+  // A dry run that would overspend exits 3 and still charges nothing.
+  CliRun refused = Cli(Company() + "counts --table " + table_handle_ + " --epsilon 100 --dry-run");
+  EXPECT_EQ(refused.exit_code, 3) << refused.err;
+  EXPECT_THAT(refused.out, HasSubstr("would be admitted now: NO"));
+  EXPECT_EQ(LedgerRows(), rows_before + 1);
+}
+
+}  // namespace
+}  // namespace fairvault::testing
