@@ -177,6 +177,16 @@ std::string FieldOf(const absl::Status& status) {
       absl::StartsWith(message, "request costs epsilon=")) {
     return "epsilon";
   }
+  // Only a refused request names its field first; an INTERNAL "glpk: ..." names a component.
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kAlreadyExists:
+      break;
+    default:
+      return "";
+  }
   const size_t length = FieldPathLength(message);
   if (length == 0) return "";
   absl::string_view rest = message.substr(length);

@@ -41,9 +41,10 @@ std::string ExitClassName(int exit_code);
 // The `--help` and README table of exit statuses, one line each.
 std::string ExitStatusHelp();
 
-// The request field or flag a message names, or "": a vault message starting "<field>: " or
-// "<field> must " (proto field names, e.g. "epsilon", "header.ttl_seconds"), a CLI usage error
-// starting "--<flag>", or a budget refusal ("request costs epsilon=...": "epsilon").
+// The request field or flag a message names, or "": the vault's refusal of a request
+// (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE, ALREADY_EXISTS) starting "<field>: "
+// or "<field> must " (proto field names, e.g. "masses_key", "header.ttl_seconds"), a CLI usage
+// error starting "--<flag>", or a budget refusal ("request costs epsilon=...": "epsilon").
 std::string FieldOf(const absl::Status& status);
 
 // A JSON string literal ("..." with escapes); invalid UTF-8 bytes become U+FFFD.

@@ -1,8 +1,11 @@
 // Exit statuses by class, the field a message names, and the JSON error object.
 #include "client/cli_exit.h"
 
+#include <memory>
+
 #include "client/cli_flags.h"
 #include "client/client.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
 namespace fairvault::client::cli {
@@ -86,6 +89,42 @@ TEST(ErrorJsonTest, OneLineObjectWithCodeClassFieldAndReplay) {
             "{\"error\":{\"code\":\"INVALID_ARGUMENT\",\"exit_code\":2,\"class\":\"usage\","
             "\"message\":\"--epsilon must be > 0 (got -1)\",\"from_vault\":false,"
             "\"field\":\"epsilon\"}}\n");
+}
+
+// A vault whose every FitEqualizedOddsPostProcessor is a replayed stored failure (seq 9).
+class ReplayingCompany final : public v1::CompanyService::Service {
+ public:
+  grpc::Status FitEqualizedOddsPostProcessor(grpc::ServerContext* context,
+                                             const v1::FitEqualizedOddsRequest*,
+                                             v1::FitEqualizedOddsResponse*) override {
+    context->AddTrailingMetadata(kReplayedLedgerSeqMetadata, "9");
+    return grpc::Status(grpc::StatusCode::INTERNAL, "glpk: the LP failed");
+  }
+};
+
+TEST(ErrorOutputTest, AReplayedStoredFailureSaysSo) {
+  ReplayingCompany company;
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&company);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ClientOptions options;
+  options.api_key = "fv_test_key";
+  auto client =
+      Client::CreateWithChannel(server->InProcessChannel(grpc::ChannelArguments()), options);
+  ASSERT_TRUE(client.ok());
+  const absl::Status failed =
+      (*client)->FitEqualizedOddsPostProcessor(v1::FitEqualizedOddsRequest()).status();
+  EXPECT_EQ(ExitCodeFor(failed), kExitError);
+  EXPECT_EQ(ErrorText(failed),
+            "error: INTERNAL: glpk: the LP failed\nstored failure from ledger seq 9: this "
+            "idempotency key's first call was charged and failed; this call returned that "
+            "outcome again and was not charged again\n");
+  EXPECT_EQ(ErrorJson(failed, ExitCodeFor(failed)),
+            "{\"error\":{\"code\":\"INTERNAL\",\"exit_code\":1,\"class\":\"error\","
+            "\"message\":\"glpk: the LP failed\",\"from_vault\":true,"
+            "\"replayed\":true,\"replayed_ledger_seq\":9}}\n");
+  server->Shutdown();
 }
 
 TEST(ErrorTextTest, SaysCodeMessageAndHint) {

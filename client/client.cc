@@ -29,23 +29,22 @@ int64_t ReplayedSeqOf(const grpc::ClientContext& context) {
   return seq;
 }
 
-// Calls a unary stub method and converts the outcome; with `info`, also reads the trailing
-// metadata (a replay marks a failed call's status too).
+// Calls a unary stub method and converts the outcome. A replay in the trailing metadata goes
+// to `info` (if any) and onto a failed call's status.
 template <typename Stub, typename Req, typename Resp>
 absl::StatusOr<Resp> CallUnary(
     Stub* stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
     grpc::ClientContext* context, const Req& request, CallInfo* info = nullptr) {
   Resp response;
   grpc::Status status = (stub->*method)(context, request, &response);
+  const int64_t replayed = ReplayedSeqOf(*context);
   if (info != nullptr) {
     *info = CallInfo();
-    info->replayed_ledger_seq = ReplayedSeqOf(*context);
+    info->replayed_ledger_seq = replayed;
   }
   if (!status.ok()) {
     absl::Status converted = FromGrpcStatus(status);
-    if (info != nullptr && info->replayed_ledger_seq > 0) {
-      converted.SetPayload(kReplayedPayload, absl::Cord(absl::StrCat(info->replayed_ledger_seq)));
-    }
+    if (replayed > 0) converted.SetPayload(kReplayedPayload, absl::Cord(absl::StrCat(replayed)));
     return converted;
   }
   return response;
