@@ -151,13 +151,13 @@ absl::Status WaitForJob(Context& ctx, Client* client, const std::string& job_id,
       if (line != last_line) std::cerr << line << "\n";
       last_line = line;
       if (IsFinal(job->state())) {
-        if (ctx.json()) {
+        if (ctx.json() && options.print_result) {
           v1::GetJobResponse resp;
           *resp.mutable_job() = *job;
           PrintJson(resp);
         }
         if (job->state() == v1::JOB_STATE_SUCCEEDED) {
-          if (!ctx.json()) {
+          if (!ctx.json() && options.print_result) {
             std::cout << "artifact: " << job->artifact_id() << "\n"
                       << PredictHint(job->artifact_id());
           }

@@ -34,6 +34,9 @@ absl::StatusOr<v1::FitFairModelRequest> ReadModelFitRequest(const ParsedFlags& f
 struct WaitOptions {
   double timeout_seconds = 0;  // 0: wait until the job ends
   double interval_seconds = 2;
+  // When the job ends: print it (--json) or, on success, its artifact and how to apply it.
+  // `sweep model` waits for many jobs and prints its own summary.
+  bool print_result = true;
 };
 std::vector<FlagSpec> WaitFlags();
 // Usage errors for a negative --timeout or an --interval below 0.05 s.

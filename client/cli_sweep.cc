@@ -446,6 +446,8 @@ class Sweep {
     if (p.lambda) req.set_fairness_lambda(*p.lambda);
     ASSIGN_OR_RETURN(const v1::FitFairModelResponse fit, client_->FitFairModel(req));
     WaitOptions wait;
+    wait.interval_seconds = 0.5;
+    wait.print_result = false;  // the sweep prints its own lines
     RETURN_IF_ERROR(WaitForJob(ctx_, client_, fit.job().id(), /*auditor=*/false, wait));
     v1::GetJobRequest job_req;
     job_req.set_job_id(fit.job().id());
