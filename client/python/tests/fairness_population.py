@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 DATASET = "fair"
 SIZE = 20000
@@ -48,3 +49,15 @@ def eo_gap(df: pd.DataFrame, decisions) -> float:
     d = pd.Series(np.asarray(decisions), index=df.index)
     rates = [[d[(df.sex == s) & (df.label == y)].mean() for s in ("F", "M")] for y in (0, 1)]
     return max(abs(r[0] - r[1]) for r in rates)
+
+
+# Fixtures shared by the estimator and metric-frame tests (imported there by name).
+@pytest.fixture
+def population(vault_server) -> pd.DataFrame:
+    return biased_population(vault_server)
+
+
+@pytest.fixture
+def fair_company(vault_server):
+    """A company with a grant of epsilon 1000 on "fair"."""
+    return vault_server.new_company(dataset=DATASET)

@@ -10,18 +10,8 @@ import pytest
 import fairvault
 from fairvault import errors
 from fairvault.estimators import NotFittedError
-from fairness_population import DATASET, biased_population, eo_gap
+from fairness_population import DATASET, biased_population, fair_company, population, eo_gap  # noqa: F401 (fixtures)
 
-
-@pytest.fixture
-def population(vault_server) -> pd.DataFrame:
-    return biased_population(vault_server)
-
-
-@pytest.fixture
-def fair_company(vault_server) -> fairvault.Vault:
-    """A company with a grant of epsilon 1000 on "fair"."""
-    return vault_server.new_company(dataset=DATASET)
 
 
 def remaining(vault) -> float:

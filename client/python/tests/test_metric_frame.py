@@ -12,20 +12,11 @@ import pytest  # noqa: E402
 
 import fairvault  # noqa: E402
 from fairvault import errors  # noqa: E402
-from fairness_population import DATASET, biased_population  # noqa: E402
+from fairness_population import DATASET, biased_population, fair_company, population  # noqa: E402,F401 (fixtures)
 
 FIELDS = {"selection_rate": "selection_rate", "true_positive_rate": "tpr",
           "false_positive_rate": "fpr", "error_rate": "error"}
 
-
-@pytest.fixture
-def population(vault_server) -> pd.DataFrame:
-    return biased_population(vault_server)
-
-
-@pytest.fixture
-def fair_company(vault_server) -> fairvault.Vault:
-    return vault_server.new_company(dataset=DATASET)
 
 
 def test_values_are_the_audit_responses(population, fair_company) -> None:
