@@ -10,7 +10,7 @@ import pytest
 import fairvault
 from fairvault import errors
 from fairvault.estimators import NotFittedError
-from fairness_population import DATASET, biased_population, fair_company, population, eo_gap  # noqa: F401 (fixtures)
+from fairness_population import DATASET, fair_company, population, eo_gap  # noqa: F401 (fixtures)
 
 
 

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 
 import fairvault  # noqa: E402
 from fairvault import errors  # noqa: E402
-from fairness_population import DATASET, biased_population, fair_company, population  # noqa: E402,F401 (fixtures)
+from fairness_population import DATASET, fair_company, population  # noqa: E402,F401 (fixtures)
 
 FIELDS = {"selection_rate": "selection_rate", "true_positive_rate": "tpr",
           "false_positive_rate": "fpr", "error_rate": "error"}
