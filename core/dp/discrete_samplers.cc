@@ -1,14 +1,17 @@
 // Exact discrete Laplace / discrete Gaussian sampling after Canonne, Kamath,
-// Steinke 2020 (arXiv 2004.00010), Algorithms 1-3. Every decision is a
-// comparison of uniform integers drawn with absl::Uniform; floating point
-// appears only in RationalAtLeast and the pmfs.
+// Steinke 2020 (arXiv 2004.00010), Algorithms 1-3, with a fixed sequence of draws per
+// attempt so that the running time does not depend on the value drawn. Every decision is
+// a comparison of uniform integers drawn with absl::Uniform; floating point appears only
+// in RationalAtLeast and the pmfs.
 #include "core/dp/discrete_samplers.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "absl/base/optimization.h"
 #include "absl/numeric/int128.h"
@@ -28,6 +31,32 @@ constexpr uint64_t kMaxPart = uint64_t{1} << 40;
 // truncation changes the output distribution by less than 10^{-1,800,000}.
 constexpr uint64_t kMaxGeometric = uint64_t{1} << 22;
 
+// Work independent of the drawn value (docs/privacy.md §4, "Timing"). A rejection
+// sampler's accepted value is independent of how many attempts it took and of everything
+// the rejected attempts drew, so its running time reveals nothing about the value as long
+// as an attempt that is ACCEPTED makes the same calls on the generator (the same bounds in
+// the same order) whatever values they return; a rejected attempt may stop at the draw
+// that rejects it. So each loop of Algorithms 1-3 whose length depends on a drawn value
+// runs to a fixed number of trials before it lets an attempt through, ignoring the results
+// it does not need; only when a fixed run is too short does the exact algorithm carry on.
+// The runs are long enough that this happens with probability below 2^-64 per loop:
+// - Algorithm 1 on gamma in [0, 1] stops at the first failed Bernoulli(gamma/K) trial,
+//   K > 21 with probability <= 1/21! < 2^-65;
+// - a product of `whole` Bernoulli(exp(-1)) trials, or the geometric count V of
+//   Algorithm 2, needs more than 45 trials only when the first 45 all succeed: e^-45 <
+//   2^-64.
+// Where the number of rejections itself depends on the data (the exponential mechanism's
+// proposals, whose acceptance rates are the utilities), every trial must make the same
+// draws whether it succeeds or not: Work::kFixed.
+constexpr uint64_t kUnitTrials = 21;
+constexpr uint64_t kWholeTrials = 45;
+constexpr uint64_t kGaussianGeometricTrials = 10;  // see SampleDiscreteGaussian
+
+enum class Work {
+  kFixed,          // the same draws whatever the outcome
+  kFixedIfPassed,  // the same draws whenever the outcome is true; a false one may stop early
+};
+
 // The samplers return plain values (they sit in hot loops), so a malformed
 // parameter is a caller bug; sampling anyway could silently void the privacy
 // guarantee.
@@ -44,7 +73,8 @@ inline uint64_t UniformBelow(uint64_t bound, absl::BitGenRef gen) {
 }
 
 // Uniform on {0, ..., bound - 1} for a 128-bit bound >= 1, by rejection from
-// two 64-bit words (acceptance >= 1/2 per round).
+// two 64-bit words (acceptance >= 1/2 per round). The number of rounds is
+// independent of the value returned. Bounds below 2^64 take one draw.
 absl::uint128 UniformBelow128(absl::uint128 bound, absl::BitGenRef gen) {
   const absl::uint128 max = bound - 1;
   const uint64_t hi_max = absl::Uint128High64(max);
@@ -59,77 +89,176 @@ absl::uint128 UniformBelow128(absl::uint128 bound, absl::BitGenRef gen) {
   }
 }
 
-constexpr uint64_t kTwentyFactorial = 2432902008176640000;  // 20! < 2^63
+constexpr uint64_t kFactorial[21] = {1,
+                                     1,
+                                     2,
+                                     6,
+                                     24,
+                                     120,
+                                     720,
+                                     5040,
+                                     40320,
+                                     362880,
+                                     3628800,
+                                     39916800,
+                                     479001600,
+                                     6227020800,
+                                     87178291200,
+                                     1307674368000,
+                                     20922789888000,
+                                     355687428096000,
+                                     6402373705728000,
+                                     121645100408832000,
+                                     2432902008176640000};  // 20! < 2^63
 
-// Bernoulli(exp(-1)): Algorithm 1 with gamma = 1. Trial K = 1, Bernoulli(1/1),
-// always succeeds; trial K >= 2 succeeds iff a uniform d_K on {0..K-1} is 0.
-// The d_K for K = 2..20 are read from ONE uniform w on [0, 20!) in the
-// factorial number system (w = d_2 + 2! d_3 + 3! d_4 + ... + 19! d_20, a
-// bijection, so they are independent and uniform): trials 2..K all succeed iff
-// K! divides w. This is the hot loop of the discrete Laplace sampler and costs
-// one draw instead of e - 1 on average.
-inline bool BernoulliExpMinusOne(absl::BitGenRef gen) {
-  const uint64_t w = UniformBelow(kTwentyFactorial, gen);
-  if (w & 1) return false;  // d_2 != 0: K = 2
-  uint64_t k = 3;
-  uint64_t k_factorial = 6;
-  while (w % k_factorial == 0) {
-    if (k == 20) {
-      // w == 0 (probability 1/20!): draw d_21, d_22, ... one at a time.
-      k = 21;
-      while (UniformBelow(k, gen) == 0) ++k;
-      break;
-    }
-    ++k;
-    k_factorial *= k;
+// Inside the fixed runs below every step is branch-free arithmetic on the drawn values (bitwise
+// & and |, masks, comparisons to 0/1 integers; no short-circuit && or ||, no division by a
+// drawn value), so that not only the draws but the instructions executed are the same whatever
+// the values drawn: measured with callgrind, which counts instructions, the exponential
+// mechanism executes the same count on neighbouring datasets (docs/privacy.md §4).
+
+// All ones if `bit` is 1, 0 if it is 0.
+inline uint64_t Mask(uint64_t bit) { return uint64_t{0} - bit; }
+
+// floor(x / d) and x mod d for d >= 1, by schoolbook division over 64 fixed steps: the
+// hardware divider's latency depends on its operands.
+inline uint64_t DivModFixed64(uint64_t x, uint64_t d, uint64_t* remainder) {
+  absl::uint128 r = 0;
+  uint64_t q = 0;
+  for (int i = 63; i >= 0; --i) {
+    r = (r << 1) | ((x >> i) & 1);
+    // r < 2d <= 2^65: r >= d is the borrow of r - d.
+    const uint64_t ge = 1 - static_cast<uint64_t>(absl::Uint128High64(r - d) >> 63);
+    r -= absl::uint128(Mask(ge)) & d;
+    q |= ge << i;
   }
-  return (k & 1) != 0;
+  *remainder = absl::Uint128Low64(r);
+  return q;
 }
 
-// Algorithm 1 for gamma = num/den in [0, 1] (num <= den <= 2^40): K counts the
-// successful Bernoulli(gamma/K) trials; P(K odd) = exp(-gamma).
+// The same for 128 bits, d < 2^126.
+inline absl::uint128 DivModFixed128(absl::uint128 x, absl::uint128 d, absl::uint128* remainder) {
+  absl::uint128 r = 0, q = 0;
+  for (int i = 127; i >= 0; --i) {
+    r = (r << 1) | ((x >> i) & 1);
+    const uint64_t ge = 1 - static_cast<uint64_t>(absl::Uint128High64(r - d) >> 63);
+    r -= absl::MakeUint128(Mask(ge), Mask(ge)) & d;
+    q |= absl::uint128(ge) << i;
+  }
+  *remainder = r;
+  return q;
+}
+
+// #{j in 1..20 : w < 20!/j!}, with the thresholds as constants (no loop whose length
+// depends on w).
+template <size_t... I>
+inline uint64_t CountBelowThresholds(uint64_t w, std::index_sequence<I...>) {
+  return (uint64_t{0} + ... + static_cast<uint64_t>(w < kFactorial[20] / kFactorial[I + 1]));
+}
+
+// Bernoulli(exp(-1)): Algorithm 1 with gamma = 1. Trial 1, Bernoulli(1/1), always
+// succeeds and trial K >= 2 succeeds with probability 1/K, so the first failure K has
+// P(K >= k) = 1/(k-1)!. One uniform w on [0, 20!) gives K for K <= 20 exactly: K >= k iff w
+// < 20!/(k-1)!, an event of probability 1/(k-1)! (the thresholds are nested integers), so
+// K = 1 + #{j in 1..20 : w < 20!/j!}. One draw and twenty comparisons whatever the outcome;
+// only w = 0 (K >= 21, probability 1/20!) draws trials 21, 22, ... one at a time. Returns 1
+// for true.
+inline uint64_t BernoulliExpMinusOne(absl::BitGenRef gen) {
+  const uint64_t w = UniformBelow(kFactorial[20], gen);
+  uint64_t k = 1 + CountBelowThresholds(w, std::make_index_sequence<20>());
+  if (ABSL_PREDICT_FALSE(k == 21)) {
+    while (UniformBelow(k, gen) == 0) ++k;
+  }
+  return k & 1;
+}
+
+// Algorithm 1 for gamma = num/den in [0, 1] (num <= den <= 2^40): K is the first failed
+// Bernoulli(gamma/K) trial; P(K odd) = exp(-gamma). kUnitTrials draws (the ones after the
+// first failure are ignored; kFixedIfPassed stops at an even K, which rejects); the exact loop
+// continues only if all of them succeed.
+template <Work kWork>
 inline bool BernoulliExpUnit64(uint64_t num, uint64_t den, absl::BitGenRef gen) {
-  if (num == 0) return true;
-  uint64_t k = 1;
-  while (true) {
-    bool success;
-    if (ABSL_PREDICT_TRUE(k < (uint64_t{1} << 23))) {
-      success = UniformBelow(den * k, gen) < num;  // den * k < 2^63
-    } else {
-      // Probability < 1/(2^23)!: split Bernoulli(gamma/K) = Bernoulli(1/K) *
-      // Bernoulli(gamma).
-      success = UniformBelow(k, gen) == 0 && UniformBelow(den, gen) < num;
+  uint64_t first_failure = 0;
+  for (uint64_t k = 1; k <= kUnitTrials; ++k) {
+    const uint64_t failed = static_cast<uint64_t>(UniformBelow(den * k, gen) >= num);
+    first_failure |= Mask(failed & static_cast<uint64_t>(first_failure == 0)) & k;
+    if (kWork == Work::kFixedIfPassed && first_failure != 0 && (first_failure & 1) == 0) {
+      return false;
     }
-    if (!success) break;
-    ++k;
   }
-  return (k & 1) != 0;
-}
-
-// exp(-num/den) = exp(-1)^floor(num/den) * exp(-frac): independent trials, all
-// must succeed.
-bool BernoulliExp64(uint64_t num, uint64_t den, absl::BitGenRef gen) {
-  for (uint64_t whole = num / den; whole > 0; --whole) {
-    if (!BernoulliExpMinusOne(gen)) return false;
+  if (ABSL_PREDICT_FALSE(first_failure == 0)) {
+    uint64_t k = kUnitTrials + 1;
+    while (true) {
+      bool success;
+      if (ABSL_PREDICT_TRUE(k < (uint64_t{1} << 23))) {
+        success = UniformBelow(den * k, gen) < num;  // den * k < 2^63
+      } else {
+        // Probability < 1/(2^23)!: split Bernoulli(gamma/K) = Bernoulli(1/K) *
+        // Bernoulli(gamma).
+        success = UniformBelow(k, gen) == 0 && UniformBelow(den, gen) < num;
+      }
+      if (!success) break;
+      ++k;
+    }
+    first_failure = k;
   }
-  return BernoulliExpUnit64(num % den, den, gen);
+  return (first_failure & 1) != 0;
 }
 
 // As BernoulliExpUnit64 for 128-bit num <= den. Bernoulli(gamma/K) is always
 // split into Bernoulli(1/K) and Bernoulli(num/den), so den * K never has to be
-// formed.
+// formed; both are drawn on every trial.
+template <Work kWork>
 bool BernoulliExpUnit128(absl::uint128 num, absl::uint128 den, absl::BitGenRef gen) {
-  if (num == 0) return true;
-  uint64_t k = 1;
-  while ((k == 1 || UniformBelow(k, gen) == 0) && UniformBelow128(den, gen) < num) ++k;
-  return (k & 1) != 0;
+  uint64_t first_failure = 0;
+  for (uint64_t k = 1; k <= kUnitTrials; ++k) {
+    // Trial 1 is Bernoulli(gamma): its 1/K factor is 1, and k is public.
+    const uint64_t one_in_k = k == 1 ? 1 : static_cast<uint64_t>(UniformBelow(k, gen) == 0);
+    const uint64_t below = static_cast<uint64_t>(UniformBelow128(den, gen) < num);
+    const uint64_t failed = 1 ^ (one_in_k & below);
+    first_failure |= Mask(failed & static_cast<uint64_t>(first_failure == 0)) & k;
+    if (kWork == Work::kFixedIfPassed && first_failure != 0 && (first_failure & 1) == 0) {
+      return false;
+    }
+  }
+  if (ABSL_PREDICT_FALSE(first_failure == 0)) {
+    uint64_t k = kUnitTrials + 1;
+    while (UniformBelow(k, gen) == 0 && UniformBelow128(den, gen) < num) ++k;
+    first_failure = k;
+  }
+  return (first_failure & 1) != 0;
 }
 
-bool BernoulliExp128(absl::uint128 num, absl::uint128 den, absl::BitGenRef gen) {
-  for (absl::uint128 whole = num / den; whole > 0; --whole) {
-    if (!BernoulliExpMinusOne(gen)) return false;
+// exp(-1)^whole: `whole` independent Bernoulli(exp(-1)) trials that must all succeed.
+// kWholeTrials draws (those beyond `whole` are ignored; kFixedIfPassed stops at the first
+// failure, which rejects); more only when whole > kWholeTrials and the first kWholeTrials all
+// succeeded.
+template <Work kWork>
+bool AllOfExpMinusOne(absl::uint128 whole, absl::BitGenRef gen) {
+  const uint64_t big = static_cast<uint64_t>(whole > kWholeTrials);
+  const uint64_t needed =
+      (Mask(big) & (kWholeTrials + 1)) | (~Mask(big) & absl::Uint128Low64(whole));
+  uint64_t all = 1;
+  for (uint64_t i = 0; i < kWholeTrials; ++i) {
+    const uint64_t success = BernoulliExpMinusOne(gen);
+    all &= success | static_cast<uint64_t>(i >= needed);
+    if (kWork == Work::kFixedIfPassed && all == 0) return false;
   }
-  return BernoulliExpUnit128(num % den, den, gen);
+  if (ABSL_PREDICT_FALSE((all & big) != 0)) {
+    for (absl::uint128 i = kWholeTrials; i < whole && all != 0; ++i) {
+      all = BernoulliExpMinusOne(gen);
+    }
+  }
+  return all != 0;
+}
+
+// Bernoulli(exp(-num/2^log2_den)) = exp(-1)^floor(num/2^log2_den) * exp(-frac): independent
+// trials that must all succeed, each with its fixed run of draws.
+bool BernoulliExpFixed(absl::uint128 num, int log2_den, absl::BitGenRef gen) {
+  const uint64_t den = uint64_t{1} << log2_den;
+  const bool whole = AllOfExpMinusOne<Work::kFixed>(num >> log2_den, gen);
+  const bool frac = BernoulliExpUnit64<Work::kFixed>(absl::Uint128Low64(num) & (den - 1), den, gen);
+  return whole & frac;
 }
 
 // Divides out common factors of two: a cheap partial reduction that makes the
@@ -143,24 +272,79 @@ inline void StripCommonTwos(uint64_t& num, uint64_t& den) {
 
 // Algorithm 2: discrete Laplace with scale t/s, 1 <= t, s <= 2^40. The sign bit
 // B is drawn together with U (one uniform on [0, 2t)); that is the same law
-// because every rejection redraws all of U, D, V and B.
-int64_t SampleLaplaceImpl(uint64_t t, uint64_t s, absl::BitGenRef gen) {
+// because every rejection redraws all of U, D, V and B. An attempt that passes D
+// makes the same draws: U, kUnitTrials for D, `geometric_trials` for V (V counts the
+// leading successes among them); one that fails D stops there. V needs more trials only if
+// they all succeed, probability e^-geometric_trials.
+int64_t SampleLaplaceImpl(uint64_t t, uint64_t s, uint64_t geometric_trials,
+                          absl::BitGenRef gen) {
   while (true) {
     const uint64_t r = UniformBelow(2 * t, gen);
     const uint64_t u = r >> 1;
     const bool negative = (r & 1) != 0;
-    if (!BernoulliExpUnit64(u, t, gen)) continue;  // D ~ Bernoulli(exp(-U/t))
-    uint64_t v = 0;                                // V ~ Geometric(1 - exp(-1))
-    while (v <= kMaxGeometric && BernoulliExpMinusOne(gen)) ++v;
-    if (ABSL_PREDICT_FALSE(v > kMaxGeometric)) continue;
+    // D ~ Bernoulli(exp(-U/t))
+    if (!BernoulliExpUnit64<Work::kFixedIfPassed>(u, t, gen)) continue;
+    uint64_t v = 0;  // V ~ Geometric(1 - exp(-1))
+    uint64_t running = 1;
+    for (uint64_t i = 0; i < geometric_trials; ++i) {
+      running &= BernoulliExpMinusOne(gen);
+      v += running;
+    }
+    if (ABSL_PREDICT_FALSE(running != 0)) {
+      while (v <= kMaxGeometric && BernoulliExpMinusOne(gen) != 0) ++v;
+      if (ABSL_PREDICT_FALSE(v > kMaxGeometric)) continue;
+    }
     const uint64_t x = u + t * v;  // Geometric(1 - exp(-1/t)) on {0, 1, ...}
-    const uint64_t y = s == 1 ? x : x / s;
+    uint64_t unused;
+    const uint64_t y = s == 1 ? x : DivModFixed64(x, s, &unused);  // s is public
     if (negative) {
       if (y == 0) continue;  // so that 0 is not counted twice
       return -static_cast<int64_t>(y);
     }
     return static_cast<int64_t>(y);
   }
+}
+
+// z^2 = whole * den + frac for z < 2^105 and 1 <= den < 2^104 (z^2 may need 210 bits);
+// `whole` saturates at 2^128 - 1.
+void SquareDivMod(absl::uint128 z, absl::uint128 den, absl::uint128* whole, absl::uint128* frac) {
+  if (absl::Uint128High64(z) == 0) {
+    const absl::uint128 square = z * z;  // < 2^128
+    *whole = DivModFixed128(square, den, frac);
+    return;
+  }
+  // Only when the exponent z^2/den exceeds 2^20 (an attempt then fails but with
+  // probability below e^-(2^20)): schoolbook squaring and bitwise long division.
+  const uint64_t z_hi = absl::Uint128High64(z), z_lo = absl::Uint128Low64(z);
+  const absl::uint128 ll = absl::uint128(z_lo) * z_lo;
+  const absl::uint128 lh = absl::uint128(z_lo) * z_hi;  // counted twice
+  const absl::uint128 hh = absl::uint128(z_hi) * z_hi;
+  // square = hh * 2^128 + 2 lh * 2^64 + ll, as four 64-bit limbs, most significant first.
+  absl::uint128 mid = (lh << 1);
+  const uint64_t mid_carry = absl::Uint128High64(lh) >> 63;  // bit 128 of 2 lh
+  absl::uint128 low = ll + (mid << 64);
+  const uint64_t low_carry = low < ll ? 1 : 0;
+  absl::uint128 high = hh + absl::Uint128High64(mid) + (absl::uint128(mid_carry) << 64) + low_carry;
+  absl::uint128 quotient = 0, remainder = 0;
+  bool saturated = false;
+  for (int bit = 255; bit >= 0; --bit) {
+    const uint64_t b = bit >= 128 ? static_cast<uint64_t>((high >> (bit - 128)) & 1)
+                                  : static_cast<uint64_t>((low >> bit) & 1);
+    remainder = (remainder << 1) | b;  // remainder < 2 den < 2^105: no overflow
+    saturated = saturated || absl::Uint128High64(quotient) >> 63 != 0;
+    quotient <<= 1;
+    if (remainder >= den) {
+      remainder -= den;
+      quotient |= 1;
+    }
+  }
+  if (saturated) {
+    // A quotient of 2^128 or more: the attempt succeeds with probability below
+    // e^{-2^128}, which this rounds to e^{-(2^128 - 1)}.
+    quotient = ~absl::uint128(0);
+  }
+  *whole = quotient;
+  *frac = remainder;
 }
 
 // floor(sqrt(q)) for q < 2^53.
@@ -222,7 +406,17 @@ absl::StatusOr<Rational> RationalAtLeast(double x, uint64_t den) {
 bool SampleBernoulliExp(const Rational& gamma, absl::BitGenRef gen) {
   CheckOrDie(gamma.den >= 1 && gamma.den <= kMaxPart,
              "SampleBernoulliExp: gamma.den must be in [1, 2^40]");
-  return BernoulliExp64(gamma.num, gamma.den, gen);
+  uint64_t frac = 0;
+  const uint64_t whole = DivModFixed64(gamma.num, gamma.den, &frac);
+  const bool whole_ok = AllOfExpMinusOne<Work::kFixed>(whole, gen);
+  const bool frac_ok = BernoulliExpUnit64<Work::kFixed>(frac, gamma.den, gen);
+  return whole_ok & frac_ok;
+}
+
+bool SampleBernoulliExpDyadic(absl::uint128 num, int log2_den, absl::BitGenRef gen) {
+  CheckOrDie(log2_den >= 0 && log2_den <= 40,
+             "SampleBernoulliExpDyadic: log2_den must be in [0, 40]");
+  return BernoulliExpFixed(num, log2_den, gen);
 }
 
 int64_t SampleDiscreteLaplace(const Rational& scale, absl::BitGenRef gen) {
@@ -231,7 +425,7 @@ int64_t SampleDiscreteLaplace(const Rational& scale, absl::BitGenRef gen) {
   uint64_t t = scale.num;
   uint64_t s = scale.den;
   StripCommonTwos(t, s);
-  return SampleLaplaceImpl(t, s, gen);
+  return SampleLaplaceImpl(t, s, kWholeTrials, gen);
 }
 
 int64_t SampleDiscreteGaussian(const Rational& sigma_squared, absl::BitGenRef gen) {
@@ -243,37 +437,25 @@ int64_t SampleDiscreteGaussian(const Rational& sigma_squared, absl::BitGenRef ge
   StripCommonTwos(n, d);
   const uint64_t t = IntegerSqrt(n / d) + 1;  // floor(sigma) + 1 <= 2^20 + 1
   // Algorithm 3 accepts Y ~ Lap_Z(t) with probability exp(-(|Y| - sigma^2/t)^2
-  // / (2 sigma^2)) = exp(-z^2 / (2 n d t^2)) with z = |Y| d t - n. z^2 can
-  // exceed 128 bits, so write |z| = w * (d t) + f (0 <= f < d t) and split the
-  // exponent into three terms, each a 128-bit rational, sampled as independent
-  // Bernoullis that must all succeed:
-  //   z^2 / (2 n d t^2) = d w^2 / (2 n) + w f / (n t) + f^2 / (2 n d t^2).
-  const absl::uint128 dt = absl::uint128(d) * t;                 // <= 2^41
-  const absl::uint128 nt = absl::uint128(n) * t;                 // < 2^61
-  const absl::uint128 two_ndtt = 2 * absl::uint128(n) * dt * t;  // < 2^103
+  // / (2 sigma^2)) = exp(-z^2 / (2 n d t^2)) with z = |Y| d t - n: the exponent is the
+  // rational z^2 / den, whole part and remainder exact (z < 2^104, den < 2^103). An
+  // accepted attempt draws the Laplace (whose draws do not depend on Y), kWholeTrials
+  // Bernoulli(exp(-1)) and kUnitTrials pairs for the remainder, whatever Y is; a rejected
+  // one stops at the trial that rejects it.
+  const absl::uint128 dt = absl::uint128(d) * t;              // <= 2^41
+  const absl::uint128 den = 2 * absl::uint128(n) * dt * t;  // < 2^103
   while (true) {
-    const int64_t y = SampleLaplaceImpl(t, 1, gen);  // |y| < 2^63
+    // With V >= 10 multiples of t > sigma in |Y|, the exponent below is at least (V - 1)^2/2
+    // >= 40.5: an attempt whose V needed more than 10 trials is accepted with probability
+    // below e^-10 e^-40.5 < 2^-72. So 10 trials for V are enough here.
+    const int64_t y = SampleLaplaceImpl(t, 1, kGaussianGeometricTrials, gen);  // |y| < 2^63
     const uint64_t abs_y = y < 0 ? uint64_t{0} - static_cast<uint64_t>(y) : y;
     const absl::uint128 ydt = absl::uint128(abs_y) * dt;  // < 2^104
     const absl::uint128 z = ydt >= n ? ydt - n : n - ydt;
-    const absl::uint128 w = z / dt;  // <= max(|y|, sigma^2 / t) < 2^63
-    const absl::uint128 f = z % dt;
-    if (w != 0) {
-      // d w^2 / (2n) fits in 128 bits while w < 2^40 (always, in practice);
-      // otherwise use exp(-d w^2/(2n)) = exp(-d w/(2n))^w.
-      if (w < kMaxPart) {
-        if (!BernoulliExp128(d * w * w, 2 * absl::uint128(n), gen)) continue;
-      } else {
-        bool all = true;
-        for (absl::uint128 i = 0; i < w && all; ++i) {
-          all = BernoulliExp128(d * w, 2 * absl::uint128(n), gen);
-        }
-        if (!all) continue;
-      }
-      if (f != 0 && !BernoulliExp128(w * f, nt, gen)) continue;
-    }
-    if (f != 0 && !BernoulliExp128(f * f, two_ndtt, gen)) continue;
-    return y;
+    absl::uint128 whole, frac;
+    SquareDivMod(z, den, &whole, &frac);
+    if (!AllOfExpMinusOne<Work::kFixedIfPassed>(whole, gen)) continue;
+    if (BernoulliExpUnit128<Work::kFixedIfPassed>(frac, den, gen)) return y;
   }
 }
 

@@ -2,11 +2,21 @@
 // (Canonne, Kamath, Steinke 2020, "The Discrete Gaussian for Differential Privacy",
 // arXiv 2004.00010, Algorithms 1-3). Parameters are rationals so that sampling involves no
 // floating point: only uniform integers drawn from the supplied generator.
+//
+// Timing: the calls a sampler makes on the generator (their number, bounds and order) do
+// not depend on the value it returns, except with probability below 2^-50 per draw: the
+// attempt a rejection sampler accepts makes the same draws whatever its value, and the
+// attempts it rejects before are independent of that value. SampleBernoulliExp makes the
+// same draws, and executes the same instructions, for every gamma with the same denominator
+// and floor(gamma) <= 45, whatever it returns (the exponential mechanism's proposals rely on
+// this).
+// docs/privacy.md §4 ("Timing") has the argument.
 #ifndef FAIRVAULT_CORE_DP_DISCRETE_SAMPLERS_H_
 #define FAIRVAULT_CORE_DP_DISCRETE_SAMPLERS_H_
 
 #include <cstdint>
 
+#include "absl/numeric/int128.h"
 #include "absl/random/bit_gen_ref.h"
 #include "absl/status/statusor.h"
 
@@ -25,6 +35,8 @@ absl::StatusOr<Rational> RationalAtLeast(double x, uint64_t den = uint64_t{1} <<
 
 // Bernoulli(exp(-gamma)) for rational gamma >= 0 (CKS Algorithm 1).
 bool SampleBernoulliExp(const Rational& gamma, absl::BitGenRef gen);
+// The same for gamma = num / 2^log2_den with a 128-bit numerator (log2_den in [0, 40]).
+bool SampleBernoulliExpDyadic(absl::uint128 num, int log2_den, absl::BitGenRef gen);
 
 // Discrete Laplace with scale t: P(x) ∝ exp(-|x|/t), x ∈ Z (CKS Algorithm 2).
 int64_t SampleDiscreteLaplace(const Rational& scale, absl::BitGenRef gen);

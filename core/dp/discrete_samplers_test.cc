@@ -126,52 +126,105 @@ struct CountingUrbg {
   int calls = 0;
 };
 
-TEST(SampleBernoulliExpTest, GammaZeroReturnsTrueWithoutRandomness) {
-  CountingUrbg urbg;
-  for (int i = 0; i < 100; ++i) EXPECT_TRUE(SampleBernoulliExp(Rational{0, 1}, urbg));
-  EXPECT_TRUE(SampleBernoulliExp(Rational{0, k2To40}, urbg));
-  EXPECT_EQ(urbg.calls, 0);
+// The draws a Bernoulli(exp(-gamma)) makes do not depend on gamma (for one denominator and
+// floor(gamma) <= 45): the same seed consumes the same generator words for every gamma,
+// including 0 (which is always true).
+TEST(SampleBernoulliExpTest, MakesTheSameDrawsWhateverGamma) {
+  std::vector<int> calls;
+  for (const Rational& gamma : {Rational{0, 10}, Rational{3, 10}, Rational{10, 10},
+                                Rational{27, 10}, Rational{449, 10}}) {
+    CountingUrbg urbg;
+    int hits = 0;
+    for (int i = 0; i < 1000; ++i) hits += SampleBernoulliExp(gamma, urbg) ? 1 : 0;
+    if (gamma.num == 0) EXPECT_EQ(hits, 1000);
+    calls.push_back(urbg.calls);
+  }
+  for (int c : calls) EXPECT_EQ(c, calls[0]);
+  // 45 Bernoulli(exp(-1)) trials and 21 unit trials per draw (plus the uniforms' rare
+  // rejections, the same for every gamma here).
+  EXPECT_GE(calls[0], 1000 * (45 + 21));
+  // The dyadic 128-bit form gives the same outcomes from the same draws as the rational one.
+  CountingUrbg wide, narrow;
+  for (int i = 0; i < 1000; ++i) {
+    EXPECT_EQ(SampleBernoulliExpDyadic(absl::uint128(27), 3, wide),
+              SampleBernoulliExp(Rational{27, 8}, narrow));
+  }
+  EXPECT_EQ(wide.calls, narrow.calls);
 }
 
 constexpr uint64_t kTwentyFactorial = 2432902008176640000;
 
-// gamma = 1: trial 1 (Bernoulli(1/1)) is skipped, and trials K = 2..20 are read
-// from one uniform w on [0, 20!): they all succeed up to K iff K! divides w.
+// gamma = 1 is one Bernoulli(exp(-1)) and a trivial unit part (numerator 0). Trial 1 of
+// Bernoulli(exp(-1)) always succeeds and trial K succeeds with probability 1/K, so its first
+// failure K has P(K >= k) = 1/(k-1)!: one uniform w on [0, 20!) gives K >= k iff w <
+// 20!/(k-1)!. The first of the 45 fixed draws on [0, 20!) decides; the others (forced to
+// fail) are drawn and ignored.
 TEST(SampleBernoulliExpTest, ForcedUniformsGiveExactOutcome) {
+  constexpr uint64_t kHalf = kTwentyFactorial / 2, kSixth = kTwentyFactorial / 6,
+                     kTwentyFourth = kTwentyFactorial / 24;
+  const std::vector<std::pair<uint64_t, bool>> cases = {
+      {kTwentyFactorial - 1, false},  // w >= 20!/2: trial 2 fails, K = 2 even
+      {kHalf, false},                 // the same, at the threshold
+      {kHalf - 1, true},              // trial 2 succeeds, trial 3 fails: K = 3 odd
+      {kSixth, true},                 // the same, at the next threshold
+      {kSixth - 1, false},            // K = 4
+      {kTwentyFourth - 1, true},      // K = 5
+      {20, true},                     // below 20!/18! = 380, not 20!/19! = 20: K = 19
+      {1, false}                      // K = 20
+  };
+  for (const auto& [w, expected] : cases) {
+    absl::MockingBitGen gen;
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, ::testing::_, ::testing::_))
+        .WillRepeatedly(Return(0));  // the unit trials (numerator 0: they fail at K = 1)
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
+        .Times(44)
+        .WillRepeatedly(Return(kTwentyFactorial - 1));
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
+        .WillOnce(Return(w))
+        .RetiresOnSaturation();
+    EXPECT_EQ(SampleBernoulliExp(Rational{1, 1}, gen), expected) << "w " << w;
+  }
+  // w = 0: all of trials 2..20 succeed, and fresh draws continue the trials.
   absl::MockingBitGen gen;
+  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, ::testing::_, ::testing::_))
+      .WillRepeatedly(Return(0));
+  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
+      .Times(44)
+      .WillRepeatedly(Return(kTwentyFactorial - 1));
   {
     InSequence seq;
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .WillOnce(Return(1))    // odd: trial 2 fails, K = 2 even -> false
-        .WillOnce(Return(2))    // 2 | w, 6 does not: K = 3 odd -> true
-        .WillOnce(Return(24))   // 4! | w, 5! does not: K = 5 -> true
-        .WillOnce(Return(48))   // same: K = 5 -> true
-        .WillOnce(Return(720))  // 6! | w, 7! does not: K = 7 -> true
-        .WillOnce(Return(120))  // 5! | w, 6! does not: K = 6 -> false
-        .WillOnce(Return(0));   // all of trials 2..20 succeed: continue with fresh draws
+        .WillOnce(Return(0))
+        .RetiresOnSaturation();
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{21}))
-        .WillOnce(Return(0));  // trial 21 succeeds
+        .WillOnce(Return(0))  // trial 21 succeeds
+        .RetiresOnSaturation();
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{22}))
-        .WillOnce(Return(5));  // trial 22 fails: K = 22 even -> false
+        .WillOnce(Return(5))  // trial 22 fails: K = 22 even -> false
+        .RetiresOnSaturation();
   }
-  EXPECT_FALSE(SampleBernoulliExp(Rational{1, 1}, gen));
-  EXPECT_TRUE(SampleBernoulliExp(Rational{1, 1}, gen));
-  EXPECT_TRUE(SampleBernoulliExp(Rational{1, 1}, gen));
-  EXPECT_TRUE(SampleBernoulliExp(Rational{7, 7}, gen));
-  EXPECT_TRUE(SampleBernoulliExp(Rational{1, 1}, gen));
-  EXPECT_FALSE(SampleBernoulliExp(Rational{1, 1}, gen));
   EXPECT_FALSE(SampleBernoulliExp(Rational{1, 1}, gen));
 }
 
-// gamma = 3/10 <= 1: trial K=1 draws uniform on [0, 10) and succeeds iff < 3.
+// gamma = 3/10 <= 1: trial K draws a uniform on [0, 10 K) and succeeds iff it is < 3. All 21
+// trials are drawn; the first failure decides.
 TEST(SampleBernoulliExpTest, ForcedFractionalTrialUsesDenominatorTimesK) {
   absl::MockingBitGen gen;
+  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, ::testing::_, ::testing::_))
+      .WillRepeatedly(Return(1));  // the ignored whole-part draws and later trials
   {
     InSequence seq;
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{10}))
-        .WillOnce(Return(2));  // success: K = 2
+        .WillOnce(Return(2))  // success: K = 2
+        .RetiresOnSaturation();
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{20}))
-        .WillOnce(Return(3));  // 3 >= 3 fails: K = 2 even
+        .WillOnce(Return(3))  // 3 >= 3 fails: K = 2 even
+        .RetiresOnSaturation();
+    for (uint64_t k = 3; k <= 21; ++k) {
+      EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, 10 * k))
+          .WillOnce(Return(0))  // would succeed, but comes after the first failure
+          .RetiresOnSaturation();
+    }
   }
   EXPECT_FALSE(SampleBernoulliExp(Rational{3, 10}, gen));
 }
@@ -198,48 +251,143 @@ TEST(SampleBernoulliExpTest, FrequencyMatchesExpMinusGamma) {
   }
 }
 
-// scale 1/1: U is always 0 (the first draw only gives the sign); V counts
-// successes of Bernoulli(exp(-1)), one uniform on [0, 20!) each. The first
-// attempt is "-0", which must be redrawn.
+// scale 1/1: U is always 0 (the first draw only gives the sign), so D succeeds (the unit
+// trials on [0, K) compare with numerator 0); V counts the leading successes among 45
+// Bernoulli(exp(-1)), one uniform on [0, 20!) each. The first attempt is "-0", which must
+// be redrawn.
 TEST(SampleDiscreteLaplaceTest, ForcedUniformsGiveExactDraws) {
   absl::MockingBitGen gen;
+  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, ::testing::_, ::testing::_))
+      .WillRepeatedly(Return(0));
   {
     InSequence seq;
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{2}))
-        .WillOnce(Return(1));  // U = 0, negative
+        .WillOnce(Return(1))  // U = 0, negative
+        .RetiresOnSaturation();
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .WillOnce(Return(1));  // Bernoulli(exp(-1)) false: V = 0 -> "-0", rejected
+        .Times(45)
+        .WillRepeatedly(Return(kTwentyFactorial - 1))  // false: V = 0 -> "-0", rejected
+        .RetiresOnSaturation();
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{2}))
-        .WillOnce(Return(1));  // U = 0, negative
+        .WillOnce(Return(1))  // U = 0, negative
+        .RetiresOnSaturation();
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .WillOnce(Return(2))   // true: V = 1
-        .WillOnce(Return(3));  // false: V stays 1
+        .WillOnce(Return(kTwentyFactorial / 2 - 1))  // true (K = 3): V = 1
+        .RetiresOnSaturation();
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
+        .WillOnce(Return(kTwentyFactorial - 1))  // false (K = 2): V stays 1
+        .RetiresOnSaturation();
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
+        .Times(43)
+        .WillRepeatedly(Return(kTwentyFactorial / 2 - 1))  // true, after a failure: ignored
+        .RetiresOnSaturation();
   }
   EXPECT_EQ(SampleDiscreteLaplace(Rational{1, 1}, gen), -1);
 }
 
 // Scale 3/2 with U forced: r = 4 on [0, 6) gives U = 2 and a positive sign. D ~
-// Bernoulli(exp(-2/3)) runs trials Bernoulli(2/(3K)) as uniforms on [0, 3K)
-// compared with 2. Y = floor(X / 2).
+// Bernoulli(exp(-2/3)) runs trials Bernoulli(2/(3K)) as uniforms on [0, 3K) compared with
+// 2 (all 21 drawn). Y = floor(X / 2).
 TEST(SampleDiscreteLaplaceTest, ForcedUniformsUseNumeratorAndDenominator) {
   absl::MockingBitGen gen;
+  // Unforced draws: later unit trials (0 < 2: success, ignored after the first failure)
+  // and the geometric trials (w = 20! - 1: failure).
+  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, ::testing::_, ::testing::_))
+      .WillRepeatedly(Return(0));
+  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
+      .WillRepeatedly(Return(kTwentyFactorial - 1));
   {
     InSequence seq;
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{6}))
-        .WillOnce(Return(4));  // U = 2, positive
+        .WillOnce(Return(4))  // U = 2, positive
+        .RetiresOnSaturation();
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{3}))
-        .WillOnce(Return(0));  // 0 < 2: K = 2
+        .WillOnce(Return(0))  // 0 < 2: K = 2
+        .RetiresOnSaturation();
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{6}))
-        .WillOnce(Return(5));  // 5 >= 2: stop, K = 2 even -> D = 0, redraw
+        .WillOnce(Return(5))  // 5 >= 2: first failure K = 2, even -> D = 0, redraw
+        .RetiresOnSaturation();
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{6}))
-        .WillOnce(Return(5));  // U = 2, negative
+        .WillOnce(Return(5))  // U = 2, negative
+        .RetiresOnSaturation();
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{3}))
-        .WillOnce(Return(2));  // 2 >= 2: K = 1 odd -> D = 1
+        .WillOnce(Return(2))  // 2 >= 2: K = 1 odd -> D = 1
+        .RetiresOnSaturation();
     EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .WillOnce(Return(2))   // V = 1
-        .WillOnce(Return(1));  // V stays 1: X = 2 + 3 * 1 = 5, Y = 2
+        .WillOnce(Return(kTwentyFactorial / 2 - 1))  // V = 1
+        .RetiresOnSaturation();
   }
   EXPECT_EQ(SampleDiscreteLaplace(Rational{3, 2}, gen), -2);
+}
+
+// Pearson correlation of two samples.
+double Correlation(const std::vector<double>& a, const std::vector<double>& b) {
+  const double n = static_cast<double>(a.size());
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ma += a[i] / n;
+    mb += b[i] / n;
+  }
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    sab += (a[i] - ma) * (b[i] - mb);
+    saa += (a[i] - ma) * (a[i] - ma);
+    sbb += (b[i] - mb) * (b[i] - mb);
+  }
+  return sab / std::sqrt(saa * sbb);
+}
+
+// The generator calls a draw makes (its running time) do not depend on the value drawn: a
+// caller who times a release learns nothing about its noise. Under independence the
+// sample correlation of (calls, |value|) over n draws has standard error 1/sqrt(n) = 0.0022;
+// the bound 0.015 is 6.7 of them (false failure < 1e-10). The samplers before issue 19 ran
+// one more trial per multiple of the scale in |value|: correlation 0.3 to 0.6.
+template <typename Draw>
+void ExpectCallsUncorrelatedWithValue(Draw draw) {
+  constexpr int kN = 200000;
+  CountingUrbg urbg;
+  std::vector<double> calls(kN), magnitude(kN);
+  for (int i = 0; i < kN; ++i) {
+    const int before = urbg.calls;
+    magnitude[i] = std::fabs(static_cast<double>(draw(urbg)));
+    calls[i] = urbg.calls - before;
+  }
+  EXPECT_LT(std::fabs(Correlation(calls, magnitude)), 0.015);
+  // And the tails: draws beyond twice the mean magnitude take as many calls on average as
+  // the others (within 6 standard errors of the difference).
+  double mean_magnitude = 0;
+  for (double m : magnitude) mean_magnitude += m / kN;
+  double sum[2] = {0, 0}, sum2[2] = {0, 0}, count[2] = {0, 0};
+  for (int i = 0; i < kN; ++i) {
+    const int tail = magnitude[i] > 2 * mean_magnitude ? 1 : 0;
+    sum[tail] += calls[i];
+    sum2[tail] += calls[i] * calls[i];
+    count[tail] += 1;
+  }
+  ASSERT_GT(count[1], 1000);
+  double se2 = 0;
+  for (int t = 0; t < 2; ++t) {
+    const double mean = sum[t] / count[t];
+    se2 += (sum2[t] / count[t] - mean * mean) / count[t];
+  }
+  EXPECT_LT(std::fabs(sum[1] / count[1] - sum[0] / count[0]), 6 * std::sqrt(se2));
+}
+
+TEST(SampleDiscreteLaplaceTest, CallsDoNotDependOnTheValue) {
+  for (const Rational& scale : {Rational{2, 1}, Rational{10, 3}, Rational{1000, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "scale " << scale.num << "/" << scale.den);
+    ExpectCallsUncorrelatedWithValue(
+        [&](CountingUrbg& urbg) { return SampleDiscreteLaplace(scale, urbg); });
+  }
+}
+
+TEST(SampleDiscreteGaussianTest, CallsDoNotDependOnTheValue) {
+  for (const Rational& sigma_squared : {Rational{9, 1}, Rational{7, 3}, Rational{160000, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "sigma^2 " << sigma_squared.num << "/"
+                                      << sigma_squared.den);
+    ExpectCallsUncorrelatedWithValue(
+        [&](CountingUrbg& urbg) { return SampleDiscreteGaussian(sigma_squared, urbg); });
+  }
 }
 
 struct LaplaceCase {
