@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/base/optimization.h"
+#include "absl/numeric/int128.h"
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "core/dp/discrete_samplers.h"
@@ -14,28 +16,58 @@ namespace fairvault::core::learn {
 namespace {
 
 constexpr int kDenBits = 40;
+// Proposals made whatever the utilities: 45·J of them, so that none is accepted with
+// probability at most (1 − 1/J)^(45·J) < e^-45 < 2^-64 (the best candidate is accepted
+// surely, and it is proposed with probability 1/J).
+constexpr int kProposalsPerCandidate = 45;
 
-// Bernoulli(exp(−beta_num·gap / 2^40)), exactly: exp(−Σ_b x_b) is the AND of independent
-// Bernoulli(exp(−x_b)) over the set bits b of gap, each x_b = beta_num·2^b / 2^40 a rational
-// within the sampler's 2^40 limits.
+// Bernoulli(exp(−beta_num·gap / 2^40)), exactly, with the same draws for every gap below
+// 46·2^40/beta_num (and, beyond it, unless the first 45 Bernoulli(e^-1) trials all succeed).
 bool AcceptExp(uint64_t beta_num, uint64_t gap, absl::BitGenRef gen) {
-  for (int b = 0; b < 64; ++b) {
-    if (((gap >> b) & 1) == 0) continue;
-    if (b <= kDenBits) {
-      if (!dp::SampleBernoulliExp(dp::Rational{beta_num, uint64_t{1} << (kDenBits - b)}, gen)) {
-        return false;
-      }
-    } else {
-      // x_b = beta_num·2^(b−40): that many factors of exp(−beta_num), stopping at the first 0.
-      for (uint64_t r = 0; r < (uint64_t{1} << (b - kDenBits)); ++r) {
-        if (!dp::SampleBernoulliExp(dp::Rational{beta_num, 1}, gen)) return false;
-      }
-    }
-  }
-  return true;
+  return dp::SampleBernoulliExpDyadic(absl::uint128(beta_num) * gap, kDenBits, gen);
 }
 
 }  // namespace
+
+absl::Status CheckEmFeasible(int64_t label_one_rows, int k, double eps_m, double eps_em,
+                             double delta) {
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(eps_m, "epsilon"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(eps_em, "epsilon"));
+  RETURN_IF_ERROR(ValidateInOpenRange(delta, 0, 1, "em_delta"));
+  if (k < 2) return absl::InvalidArgumentError("the learner needs at least two groups");
+  // β·2^40 >= 1 for the largest Δ/g, and β <= 1 for the smallest.
+  const double smallest = 2 * (std::ldexp(1.0, 20) + 1) / std::ldexp(1.0, kDenBits);
+  const double largest = 2 * (std::ldexp(1.0, 19) + 1);
+  if (eps_em < smallest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "epsilon: the selection's half, ", eps_em,
+        ", is below what the exact sampler represents; use epsilon >= ", 2 * smallest));
+  }
+  if (eps_em > largest) {
+    return absl::InvalidArgumentError(absl::StrCat("epsilon: the selection's half, ", eps_em,
+                                                   ", is above what the exact sampler "
+                                                   "represents; use epsilon <= ",
+                                                   2 * largest));
+  }
+  const int64_t best = label_one_rows / k;  // the largest possible smallest group
+  const double shift = std::log(1 / delta) / eps_m;
+  if (best < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "label_column: ", label_one_rows, " rows with label 1 over ", k,
+        " groups leave at most ", best,
+        " per group, so the released M cannot exceed 1 and the job would fail after its "
+        "charge; use more rows or fewer groups"));
+  }
+  if (!(static_cast<double>(best) - shift > 1)) {
+    // eps_m > ln(1/δ)/(best − 1) makes the noise-free M exceed 1 on balanced groups.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "epsilon: the released M = min_a |Z_1a| + noise - ln(1/em_delta)/(epsilon/2) subtracts ",
+        shift, ", but the smallest group of label-1 rows holds at most ", best, " (", label_one_rows,
+        " over ", k, " groups), so M <= 1 and the job would fail after its charge; use epsilon > ",
+        2 * std::log(1 / delta) / static_cast<double>(best - 1), " or a larger em_delta"));
+  }
+  return absl::OkStatus();
+}
 
 std::vector<double> EmUtilities(const EmLearnerInput& input, double floor) {
   const int64_t n = static_cast<int64_t>(input.y.size());
@@ -121,21 +153,27 @@ absl::StatusOr<EmLearnerResult> ExponentialMechanismLearner(const EmLearnerInput
   const auto beta_num = static_cast<uint64_t>(scaled);
 
   // 3. Rejection sampling: propose j uniformly, accept with probability exp(−β·(steps_j −
-  // best)) (exact). The best candidate is accepted surely, so a draw takes <= J proposals on
-  // average.
+  // best)) (exact); the first accepted proposal is the draw. Its law is the exponential
+  // mechanism's whatever the number of proposals, but that number's own law depends on the
+  // utilities (hence on the groups), and so would the time taken. So a fixed number of
+  // proposals is made, each with the same draws, and the first accepted one is kept; only if
+  // none is (probability < 2^-64) do further proposals follow until one is.
   const int count = static_cast<int>(steps.size());
-  for (;;) {
+  const int64_t proposals = int64_t{kProposalsPerCandidate} * count;
+  int chosen = -1;
+  for (int64_t p = 0; p < proposals; ++p) {
     const int j = absl::Uniform<int>(gen, 0, count);
-    const uint64_t gap = static_cast<uint64_t>(steps[j] - best);
-    if (gap == 0) {
-      result.chosen = j;
-      return result;
-    }
-    if (AcceptExp(beta_num, gap, gen)) {
-      result.chosen = j;
-      return result;
-    }
+    const bool accepted = AcceptExp(beta_num, static_cast<uint64_t>(steps[j] - best), gen);
+    // The first accepted j, without a branch on the outcome.
+    const int take = -static_cast<int>(static_cast<unsigned>(chosen < 0) & accepted);
+    chosen = (take & j) | (~take & chosen);
   }
+  while (ABSL_PREDICT_FALSE(chosen < 0)) {
+    const int j = absl::Uniform<int>(gen, 0, count);
+    if (AcceptExp(beta_num, static_cast<uint64_t>(steps[j] - best), gen)) chosen = j;
+  }
+  result.chosen = chosen;
+  return result;
 }
 
 }  // namespace fairvault::core::learn

@@ -46,6 +46,16 @@ absl::StatusOr<EmLearnerResult> ExponentialMechanismLearner(const EmLearnerInput
                                                             const dp::IntegerNoise& m_noise,
                                                             absl::BitGenRef gen);
 
+// Checks before the charge, from public quantities only, that a job can succeed:
+// - the sampler represents the selection's β = eps_em / (2 (Δ/g + 1)) for every released M
+//   (Δ/g is in (2^19, 2^20] whatever M is);
+// - M = min_a |Z_1a| + noise − ln(1/δ)/eps_m can exceed 1 with a noise draw at or below its
+//   median on the most favourable data: groups of equal size, min_a |Z_1a| = floor(n1/k) for
+//   `label_one_rows` n1 (the company's labels) and k groups.
+// InvalidArgument naming epsilon or em_delta and the value that would work.
+absl::Status CheckEmFeasible(int64_t label_one_rows, int k, double eps_m, double eps_em,
+                             double delta);
+
 // The (non-private) utilities u(h_j) with denominators max(|Z_1a|, floor): for tests and for
 // the company-side evaluation of its own candidates. floor 0: the exact TPR gap.
 std::vector<double> EmUtilities(const EmLearnerInput& input, double floor);
