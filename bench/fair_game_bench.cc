@@ -175,6 +175,7 @@ const Synthetic& SharedSynthetic() {
 }
 
 const std::vector<double> kLambda = {2, 0, 0, 1.5};
+constexpr double kLambdaBound = 3.5;  // ‖kLambda‖₁
 
 // The core call as the server makes it on a table's first call: BuildGameData from the stored
 // columns (the matrix kept only for FTPL), then one private best response.
@@ -192,7 +193,13 @@ void BM_BestResponse1Mx50(benchmark::State& state) {
       state.SkipWithError("BuildGameData failed");
       return;
     }
-    auto br = learn::PrivateBestResponse(*data, kLambda, s.masses, oracle, 1.0, Laplace(), stream);
+    auto grid = learn::PlanCostGrid(data->n, data->max_row_steps, kLambdaBound, s.masses, oracle, 1.0);
+    if (!grid.ok()) {
+      state.SkipWithError("PlanCostGrid failed");
+      return;
+    }
+    auto br = learn::PrivateBestResponse(*data, kLambda, s.masses, oracle, 1.0, *grid, Laplace(),
+                                         stream);
     if (!br.ok()) state.SkipWithError(br.status().ToString().c_str());
   }
   state.SetItemsProcessed(state.iterations() * kBigRows);
@@ -266,8 +273,11 @@ void BM_PrivateBestResponseOnly1Mx50(benchmark::State& state) {
   const learn::GameData data =
       OrDie(learn::BuildGameData(s.features, s.labels, s.groups, 2, 0, true));
   core::ChaCha20Stream stream(core::ChaCha20Stream::Key{9});
+  const double grid = OrDie(
+      learn::PlanCostGrid(data.n, data.max_row_steps, kLambdaBound, s.masses, oracle, 1.0));
   for (auto _ : state) {
-    auto br = learn::PrivateBestResponse(data, kLambda, s.masses, oracle, 1.0, Laplace(), stream);
+    auto br =
+        learn::PrivateBestResponse(data, kLambda, s.masses, oracle, 1.0, grid, Laplace(), stream);
     if (!br.ok()) state.SkipWithError(br.status().ToString().c_str());
   }
 }

@@ -14,17 +14,24 @@
 namespace fairvault::core::learn {
 namespace {
 
-// Costs keep at least 16 bits below their largest magnitude...
-constexpr int kCostPrecisionBits = 16;
-// ...and are coarsened beyond that only as far as the sampler needs: the noise scale stays
-// within about 2^37 grid steps (the discrete Laplace takes at most 2^40). A grid tied more
-// closely to the noise (it was 2^20 steps per noise scale) rounded every cost shift to zero
-// below a per-round epsilon of about 1/256, silently dropping the fairness costs (found by the
-// jagielski_fig1 experiment). The Mironov fix needs integer noise on an exact integer, not a
-// particular grid.
+// The cost grid is fixed per game from public bounds (PlanCostGrid), not from the λ of a round:
+// a λ with tiny entries (an exponentiated-gradient auditor after thousands of rounds gives
+// subnormal ones) must not be able to make a round's plan fail after the learner was charged.
+// The grid keeps at most kCostPrecisionBits bits below the largest shift any λ can give...
+constexpr int kCostPrecisionBits = 30;
+// ...and is coarsened beyond that only as far as the sampler needs: the noise scale stays
+// within about 2^37 grid steps for every λ (the discrete Laplace takes at most 2^40). (A grid
+// tied more closely to the noise rounded every cost shift to zero below a per-round epsilon of
+// about 1/256, silently dropping the fairness costs: found by the jagielski_fig1 experiment.)
 constexpr int kNoiseBits = 36;
 // The exact integer sums stay below this.
 constexpr double kExactLimit = 0x1p62;
+// Bounds on lambda_bound (B) and the released masses that keep every grid a normal double.
+constexpr double kMinLambdaBound = 1e-9;
+constexpr double kMaxLambdaBound = 1e9;
+// The largest feature-step factor of one row: max_row_steps <= 2^12 + d/2 (game_data.cc snaps
+// rows of L1 norm <= R to the grid R/2^12 rounded up to a power of two).
+double MaxRowStepsBound(int d) { return 4096.0 + 0.5 * d; }
 
 double Clamp01(double v) { return std::min(1.0, std::max(0.0, v)); }
 
@@ -55,10 +62,88 @@ std::vector<double> CostShifts(absl::Span<const double> lambda, absl::Span<const
   return shift;
 }
 
+absl::Status ValidateLambdaBound(double lambda_bound) {
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lambda_bound, "lambda_bound"));
+  if (lambda_bound < kMinLambdaBound || lambda_bound > kMaxLambdaBound) {
+    return absl::InvalidArgumentError(absl::StrCat("lambda_bound must be in [", kMinLambdaBound,
+                                                   ", ", kMaxLambdaBound, "] (got ",
+                                                   lambda_bound, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> PlanCostGrid(int64_t n, int64_t max_row_steps, double lambda_bound,
+                                    absl::Span<const double> masses, Oracle oracle,
+                                    double epsilon) {
+  RETURN_IF_ERROR(ValidateLambdaBound(lambda_bound));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(epsilon, "epsilon"));
+  if (n < 1 || max_row_steps < 1) return absl::InternalError("a cost grid needs rows");
+  double smallest = std::numeric_limits<double>::infinity();
+  for (double m : masses) {
+    if (!(m > 0) || !std::isfinite(m)) return absl::InternalError("masses must be positive");
+    smallest = std::min(smallest, m);
+  }
+  // |shift| <= B / min q̂ for every λ with ‖λ‖₁ <= B (a >= 1: |λ+ − λ−| / q̂_ay; a = 0: the sum
+  // of those nets over q̂_0y); one row's change is at most twice that.
+  const double largest_shift = lambda_bound / smallest;
+  const double factor =
+      oracle == Oracle::kLeastSquares ? static_cast<double>(max_row_steps) : 1.0;
+  ASSIGN_OR_RETURN(const double noise_grid,
+                   dp::PowerOfTwoGranularity(factor * 2 * largest_shift / epsilon, kNoiseBits));
+  // The exact sums Σ_i xs_i c_i need n · max_row_steps · max |c| < 2^62.
+  int precision_bits = kCostPrecisionBits;
+  while (precision_bits > 1 && static_cast<double>(n) * static_cast<double>(max_row_steps) *
+                                       (std::ldexp(1.0, precision_bits) + 1) >=
+                                   kExactLimit) {
+    --precision_bits;
+  }
+  ASSIGN_OR_RETURN(const double precision_grid,
+                   dp::PowerOfTwoGranularity(largest_shift, precision_bits));
+  return std::max(noise_grid, precision_grid);
+}
+
+absl::Status CheckGamePlannable(int64_t n, int d, double lambda_bound, double mass_floor,
+                                double epsilon_round, double epsilon_masses) {
+  RETURN_IF_ERROR(ValidateLambdaBound(lambda_bound));
+  if (n < 1 || d < 1) return absl::InvalidArgumentError("the game needs rows and features");
+  const double max_row_steps = MaxRowStepsBound(d);
+  if (static_cast<double>(n) * max_row_steps * 4 >= kExactLimit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "feature_columns: ", n, " rows are too many for the exact sums of a best response"));
+  }
+  // The noise of a round, at most 2^36 + factor/epsilon grid steps (PlanCostGrid), and the
+  // violations' and masses' discrete Laplace scales must fit the sampler.
+  const double worst_scale = std::ldexp(1.0, kNoiseBits) + max_row_steps / epsilon_round;
+  if (!(worst_scale <= dp::kMaxDiscreteLaplaceScale) ||
+      !(2 / epsilon_round <= dp::kMaxDiscreteLaplaceScale)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rounds: the per-release epsilon ", epsilon_round,
+        " is too small for the sampler; use fewer rounds or more epsilon"));
+  }
+  if (!(2 / epsilon_masses <= dp::kMaxDiscreteLaplaceScale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("masses_share: the masses' epsilon ", epsilon_masses,
+                     " is too small for the sampler; raise masses_share or epsilon"));
+  }
+  // Released masses lie in [mass_floor / n, 2^63 / n] (a floored int64 count over n): the
+  // grids of every such release stay normal doubles, as checked at both ends.
+  const double lo = mass_floor / static_cast<double>(n);
+  const double hi = std::ldexp(1.0, 63) / static_cast<double>(n);
+  for (double q : {lo, hi}) {
+    const std::vector<double> masses = {q, hi};
+    RETURN_IF_ERROR(PlanCostGrid(n, static_cast<int64_t>(max_row_steps), lambda_bound, masses,
+                                 Oracle::kLeastSquares, epsilon_round)
+                        .status());
+    RETURN_IF_ERROR(
+        PlanCostGrid(n, 1, lambda_bound, masses, Oracle::kFtpl, epsilon_round).status());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BestResponsePlan> PlanBestResponse(const GameData& data,
                                                   absl::Span<const double> lambda,
                                                   absl::Span<const double> masses, Oracle oracle,
-                                                  double epsilon) {
+                                                  double epsilon, double cost_grid) {
   const int k = data.k;
   if (static_cast<int>(lambda.size()) != ConstraintCount(k)) {
     return absl::InvalidArgumentError(absl::StrCat("lambda must have 4(K-1) = ", ConstraintCount(k),
@@ -69,32 +154,27 @@ absl::StatusOr<BestResponsePlan> PlanBestResponse(const GameData& data,
     if (!(m > 0) || !std::isfinite(m)) return absl::InternalError("masses must be positive");
   }
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(epsilon, "epsilon"));
+  if (!(cost_grid > 0)) return absl::InternalError("the cost grid comes from PlanCostGrid");
   const std::vector<double> shift = CostShifts(lambda, masses, k);
 
   // The largest change of one row's a-dependent cost when its group changes (its label stays).
   double cost_change = 0;
-  double largest = 0;
   for (int y = 0; y < 2; ++y) {
     double lo = shift[y], hi = shift[y];
     for (int a = 0; a < k; ++a) {
       lo = std::min(lo, shift[2 * a + y]);
       hi = std::max(hi, shift[2 * a + y]);
-      largest = std::max(largest, std::abs(shift[2 * a + y]));
     }
     cost_change = std::max(cost_change, hi - lo);
   }
-  if (!std::isfinite(cost_change) || !std::isfinite(largest)) {
+  if (!std::isfinite(cost_change)) {
     return absl::InvalidArgumentError("lambda is too large for the masses");
   }
   BestResponsePlan plan;
+  plan.cost_grid = cost_grid;
   plan.steps.assign(2 * k, 0);
   plan.factor = oracle == Oracle::kLeastSquares ? static_cast<double>(data.max_row_steps) : 1.0;
-  if (!(cost_change > 0)) return plan;  // every shift equal per label: nothing depends on a
-  ASSIGN_OR_RETURN(const double noise_grid,
-                   dp::PowerOfTwoGranularity(plan.factor * cost_change / epsilon, kNoiseBits));
-  ASSIGN_OR_RETURN(const double precision_grid,
-                   dp::PowerOfTwoGranularity(largest, kCostPrecisionBits));
-  plan.cost_grid = std::max(noise_grid, precision_grid);
+  plan.unresolved = cost_change > 0;
   int64_t max_steps = 0;
   for (int cell = 0; cell < 2 * k; ++cell) {
     ASSIGN_OR_RETURN(plan.steps[cell], dp::SnapToGrid(shift[cell], plan.cost_grid));
@@ -108,22 +188,13 @@ absl::StatusOr<BestResponsePlan> PlanBestResponse(const GameData& data,
     }
     plan.change_steps = std::max(plan.change_steps, hi - lo);
   }
-  if (plan.change_steps == 0) {
-    // The group matters (cost_change > 0) but its effect is below one grid step: refuse rather
-    // than silently answer without the fairness costs.
-    return absl::InvalidArgumentError(
-        absl::StrCat("epsilon ", epsilon,
-                     " is too small for a best response: the cost differences between "
-                     "groups (",
-                     cost_change,
-                     ") vanish on the grid the noise needs; raise epsilon (or, for a "
-                     "learner, lower the rounds)"));
-  }
   if (static_cast<double>(data.n) * static_cast<double>(data.max_row_steps) *
           static_cast<double>(max_steps) >=
       kExactLimit) {
     return absl::InvalidArgumentError("too many rows for the exact sums of this release");
   }
+  if (plan.change_steps == 0) return plan;  // the snapped costs do not depend on a
+  plan.unresolved = false;
   plan.cost_change = static_cast<double>(plan.change_steps) * plan.cost_grid;
   plan.sensitivity = plan.cost_change * static_cast<double>(data.max_row_steps) * data.feature_grid;
   plan.sensitivity_steps = plan.factor * static_cast<double>(plan.change_steps);
@@ -141,14 +212,14 @@ absl::StatusOr<BestResponsePlan> PlanBestResponse(const GameData& data,
 absl::StatusOr<BestResponse> PrivateBestResponse(const GameData& data,
                                                  absl::Span<const double> lambda,
                                                  absl::Span<const double> masses, Oracle oracle,
-                                                 double epsilon, const NoiseFactory& noise,
-                                                 absl::BitGenRef gen) {
+                                                 double epsilon, double cost_grid,
+                                                 const NoiseFactory& noise, absl::BitGenRef gen) {
   if (oracle == Oracle::kFtpl && !data.KeepsMatrix()) {
     return absl::FailedPreconditionError(
         "the FTPL oracle needs the rows: build the game with KeepMatrix::kYes");
   }
   ASSIGN_OR_RETURN(const BestResponsePlan plan,
-                   PlanBestResponse(data, lambda, masses, oracle, epsilon));
+                   PlanBestResponse(data, lambda, masses, oracle, epsilon, cost_grid));
   BestResponse out;
   out.cost_change = plan.cost_change;
   out.sensitivity = plan.sensitivity;
@@ -176,7 +247,7 @@ absl::StatusOr<BestResponse> PrivateBestResponse(const GameData& data,
       }
       released.noalias() = data.x.transpose() * costs;
     }
-  } else if (plan.cost_grid > 0) {
+  } else {
     // The snapped costs do not depend on the group (only on the label): the sum is the same on
     // every neighbour, so it is used exactly (0-DP).
     for (int cell = 0; cell < 2 * k; ++cell) {
@@ -232,7 +303,7 @@ absl::StatusOr<std::vector<double>> NoisyViolations(const GameData& data,
 
 absl::Status LearnerOptions::Validate() const {
   if (rounds < 1) return absl::InvalidArgumentError("rounds must be >= 1");
-  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lambda_bound, "lambda_bound"));
+  RETURN_IF_ERROR(ValidateLambdaBound(lambda_bound));
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(learning_rate, "learning_rate"));
   RETURN_IF_ERROR(ValidateIsFiniteAndNonNegative(gamma, "gamma"));
   if (!(mass_floor >= 1) || !std::isfinite(mass_floor)) {
@@ -266,6 +337,12 @@ absl::StatusOr<LearnerResult> RunDpOracleLearner(
   result.masses = MassesFromNoisyCounts(noisy_counts, data.n, options.mass_floor);
   ASSIGN_OR_RETURN(std::unique_ptr<dp::IntegerNoise> violation_noise,
                    noise(2.0 / plan.epsilon_round));
+  // One cost grid for every round, from B and the released masses (public): no λ the auditor
+  // reaches can make a round's plan fail. A round whose λ is too small for it to resolve the
+  // groups' costs plays the a-free best response (nothing to release: 0-DP).
+  ASSIGN_OR_RETURN(const double cost_grid,
+                   PlanCostGrid(data.n, data.max_row_steps, options.lambda_bound, result.masses,
+                                options.oracle, plan.epsilon_round));
 
   // 2. T rounds of the game.
   std::vector<double> theta(constraints, 0.0), lambda(constraints, 0.0);
@@ -282,7 +359,7 @@ absl::StatusOr<LearnerResult> RunDpOracleLearner(
     }
     ASSIGN_OR_RETURN(BestResponse response,
                      PrivateBestResponse(data, lambda, result.masses, options.oracle,
-                                         plan.epsilon_round, noise, gen));
+                                         plan.epsilon_round, cost_grid, noise, gen));
     const std::vector<uint8_t> decisions = Decide(data, response.weights);
     ASSIGN_OR_RETURN(result.last_violations, NoisyViolations(data, decisions, result.masses,
                                                              options.gamma, *violation_noise, gen));
@@ -290,6 +367,7 @@ absl::StatusOr<LearnerResult> RunDpOracleLearner(
       theta[c] += options.learning_rate * result.last_violations[c];
     }
     result.components.push_back(std::move(response.weights));
+    result.last_lambda = lambda;
     if (progress && !progress(t + 1, options.rounds)) {
       return absl::AbortedError("the learner was stopped");
     }

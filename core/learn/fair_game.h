@@ -61,31 +61,58 @@ struct BestResponsePlan {
   int64_t change_steps = 0;  // max over labels of the spread of steps across groups
   double factor = 1;         // rows' L1 in feature steps (least squares) or 1 (FTPL)
   // L1 sensitivity of the released integer vector and the discrete Laplace scale (0: the
-  // costs do not depend on the group, nothing to hide).
+  // snapped costs do not depend on the group, nothing to hide).
   double sensitivity_steps = 0;
   double noise_scale_steps = 0;
   double cost_change = 0;  // change_steps · cost_grid
   double sensitivity = 0;  // in real units (cost_change · max row L1)
+  // The costs do depend on the group, but by less than the grid resolves: the response is
+  // computed without the group (0-DP). A learner plays such rounds; BestResponse refuses them.
+  bool unresolved = false;
 };
-// Computed from λ, q̂ (public), the company's features and epsilon only: never from the groups.
+
+// lambda_bound (B) in [1e-9, 1e9], finite: InvalidArgument naming lambda_bound otherwise.
+absl::Status ValidateLambdaBound(double lambda_bound);
+
+// The grid of the cost shifts, the same for every λ with ‖λ‖₁ <= lambda_bound: from B, the
+// released masses q̂ (the largest shift any such λ gives is B / min q̂), the rows' feature-step
+// factor (max_row_steps; FTPL: 1) and epsilon only — never from λ itself, so that no λ (tiny,
+// subnormal or 0) can make a plan fail. Fine enough to keep 2^30 steps below the largest shift
+// (fewer only where the exact sums over n rows need it), coarse enough that every λ's noise
+// stays within 2^37 grid steps. Fails only outside PlanCostGrid's public domain, which
+// CheckGamePlannable checks before a learner is charged.
+absl::StatusOr<double> PlanCostGrid(int64_t n, int64_t max_row_steps, double lambda_bound,
+                                    absl::Span<const double> masses, Oracle oracle,
+                                    double epsilon);
+
+// Before a learner is charged, from public sizes only (n rows, d features after preprocessing,
+// B, the mass floor, the per-release epsilons): that every round of the game can be planned
+// and sampled whatever the released masses and the auditor's λ turn out to be. InvalidArgument
+// naming the request field to change otherwise.
+absl::Status CheckGamePlannable(int64_t n, int d, double lambda_bound, double mass_floor,
+                                double epsilon_round, double epsilon_masses);
+
+// Computed from λ, q̂ (public), the company's features, epsilon and the game's cost grid only:
+// never from the groups.
 absl::StatusOr<BestResponsePlan> PlanBestResponse(const GameData& data,
                                                   absl::Span<const double> lambda,
                                                   absl::Span<const double> masses, Oracle oracle,
-                                                  double epsilon);
+                                                  double epsilon, double cost_grid);
 
 // A private best response to λ (Subroutine 2 with a private cost-sensitive oracle), one
-// epsilon-DP release under replace-one on the group:
+// epsilon-DP release under replace-one on the group, on the game's cost grid (PlanCostGrid):
 // - least squares: w_c = (XᵀX)⁻¹ Xᵀ C_c; the a-dependent part of Xᵀ C1 is released as the exact
 //   integer vector Σ_i xs_i c_i (c_i the snapped cost shift) plus discrete Laplace noise of
 //   scale max_row_steps · max_cost_change_steps / epsilon;
 // - FTPL: every row's snapped cost shift gets discrete Laplace noise of scale
 //   max_cost_change_steps / epsilon, then the non-private least-squares oracle runs on them
 //   (FailedPrecondition if the game does not keep its rows).
+// When the snapped costs do not depend on the group, nothing is released (0-DP).
 absl::StatusOr<BestResponse> PrivateBestResponse(const GameData& data,
                                                  absl::Span<const double> lambda,
                                                  absl::Span<const double> masses, Oracle oracle,
-                                                 double epsilon, const NoiseFactory& noise,
-                                                 absl::BitGenRef gen);
+                                                 double epsilon, double cost_grid,
+                                                 const NoiseFactory& noise, absl::BitGenRef gen);
 
 // h(x_i) for every row: 1 iff x_i·w > 0. Empty if the game does not keep its rows
 // (KeepMatrix::kNo).
@@ -119,6 +146,7 @@ struct LearnerPlan {
 struct LearnerResult {
   std::vector<Eigen::VectorXd> components;  // the T best responses (uniform mixture)
   std::vector<double> lambda_average;
+  std::vector<double> last_lambda;  // the auditor's λ of the last round
   std::vector<double> last_violations;
   std::vector<double> masses;
 };

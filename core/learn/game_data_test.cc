@@ -235,15 +235,18 @@ TEST(BuildGameDataTest, WithoutTheMatrixOnlyTheLeastSquaresOracleRuns) {
   const NoiseFactory zero = [](double) -> absl::StatusOr<std::unique_ptr<dp::IntegerNoise>> {
     return dp::MakeZeroNoise();
   };
+  auto grid = PlanCostGrid(sums->n, sums->max_row_steps, 1, masses, Oracle::kLeastSquares, 1);
+  ASSERT_OK(grid);
   auto least_squares =
-      PrivateBestResponse(*sums, lambda, masses, Oracle::kLeastSquares, 1, zero, gen);
+      PrivateBestResponse(*sums, lambda, masses, Oracle::kLeastSquares, 1, *grid, zero, gen);
   ASSERT_OK(least_squares);
   auto kept = BuildGameData(t.Matrix(), t.y, t.a, 2, 0, true);
   ASSERT_OK(kept);
-  auto same = PrivateBestResponse(*kept, lambda, masses, Oracle::kLeastSquares, 1, zero, gen);
+  auto same =
+      PrivateBestResponse(*kept, lambda, masses, Oracle::kLeastSquares, 1, *grid, zero, gen);
   ASSERT_OK(same);
   EXPECT_TRUE(least_squares->weights == same->weights);
-  EXPECT_THAT(PrivateBestResponse(*sums, lambda, masses, Oracle::kFtpl, 1, zero, gen).status(),
+  EXPECT_THAT(PrivateBestResponse(*sums, lambda, masses, Oracle::kFtpl, 1, *grid, zero, gen).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, "KeepMatrix::kYes"));
   EXPECT_TRUE(Decide(*sums, least_squares->weights).empty());
   LearnerPlan plan{1, 1};

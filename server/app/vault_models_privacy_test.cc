@@ -126,8 +126,12 @@ TEST_F(ModelsPrivacyAudit, BestResponseEmpiricalEpsilonStaysBelowTheDeclaredEpsi
     auto data = core::learn::BuildGameData(x, y, a, 2, 0, false);
     EXPECT_OK(data);
     std::mt19937_64 unused(0);
+    // The grid the vault plans for the request's lambda_bound (1).
+    auto grid = core::learn::PlanCostGrid(data->n, data->max_row_steps, 1, masses,
+                                          core::learn::Oracle::kLeastSquares, kEpsilon);
+    EXPECT_OK(grid);
     auto br = core::learn::PrivateBestResponse(
-        *data, lambda, masses, core::learn::Oracle::kLeastSquares, kEpsilon,
+        *data, lambda, masses, core::learn::Oracle::kLeastSquares, kEpsilon, *grid,
         [](double) -> absl::StatusOr<std::unique_ptr<core::dp::IntegerNoise>> {
           return core::dp::MakeZeroNoise();
         },
