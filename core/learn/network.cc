@@ -205,11 +205,10 @@ int64_t Network::ClippedGradientSum(const RowMatrix& private_cot, double clip,
       row_scale_(i) = 0;
       dropped = true;
       ++scaled;
-    } else if (norm > clip) {
-      row_scale_(i) = clip / norm;
-      ++scaled;
     } else {
-      row_scale_(i) = 1;
+      // min(1, clip/norm) without a branch on the norm: the same work for every row.
+      row_scale_(i) = clip / std::max(norm, clip);
+      scaled += norm > clip ? 1 : 0;
     }
   }
   if (dropped) {

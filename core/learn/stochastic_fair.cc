@@ -161,8 +161,10 @@ absl::StatusOr<FermiPlan> PlanDpFermi(const NetworkShape& shape, int k, int64_t 
   FermiPlan plan;
   ASSIGN_OR_RETURN(plan.theta, PlanNoisySum(2 * options.clip_theta, options.clip_theta,
                                             shape.NumParams(), b, multiplier));
+  // A row's W gradient (norm <= C_W) sits in its group's row of W; a group change moves it
+  // to another row, a disjoint support: the sum moves by at most √2·C_W.
   ASSIGN_OR_RETURN(plan.w,
-                   PlanNoisySum(2 * options.clip_w, options.clip_w,
+                   PlanNoisySum(std::sqrt(2.0) * options.clip_w, options.clip_w,
                                 static_cast<int64_t>(blocks) * k * shape.classes(), b, multiplier));
   return plan;
 }
@@ -267,7 +269,6 @@ absl::Status TrainDpFermi(const StochasticData& data, absl::Span<const double> m
   Eigen::RowVectorXd w_row(l);
   std::vector<int64_t> perm(n);
   std::iota(perm.begin(), perm.end(), 0);
-  int64_t clipped = 0;
 
   for (int64_t step = 0; step < steps; ++step) {
     DrawBatch(b, gen, perm);
@@ -294,13 +295,13 @@ absl::Status TrainDpFermi(const StochasticData& data, absl::Span<const double> m
       mass.row(beta) += f.row(i);
       // ∇_W of the a-dependent term: one row of W, 2 F_i / √p̂, clipped to C_W.
       w_row = (2 * inv_sqrt_p[cell]) * f.row(i);
-      const double norm = w_row.norm();
-      if (norm > options.clip_w) w_row *= options.clip_w / norm;
+      // Scaled whether or not the clip binds: the same work for every row.
+      w_row *= options.clip_w / std::max(w_row.norm(), options.clip_w);
       priv_w_matrix.row(w_index) += w_row;
     }
     exact_theta.setZero();
     net->AddExactGradient(exact_cot, labels, &exact_theta);
-    clipped += net->ClippedGradientSum(priv_cot, options.clip_theta, &priv_theta);
+    net->ClippedGradientSum(priv_cot, options.clip_theta, &priv_theta);
     // The only releases: the two noisy sums.
     RETURN_IF_ERROR(release_theta.Apply(priv_theta, gen));
     RETURN_IF_ERROR(release_w.Apply(priv_w, gen));
@@ -320,10 +321,6 @@ absl::Status TrainDpFermi(const StochasticData& data, absl::Span<const double> m
     if ((step + 1) % steps_per_epoch == 0 && !Report(progress, step + 1, steps)) {
       return absl::AbortedError("DP-FERMI was stopped");
     }
-  }
-  if (trace != nullptr) {
-    trace->clipped_fraction =
-        static_cast<double>(clipped) / static_cast<double>(std::max<int64_t>(steps * b, 1));
   }
   return absl::OkStatus();
 }
@@ -368,7 +365,6 @@ absl::Status TrainPfld(const StochasticData& data, absl::Span<const double> grou
   std::vector<double> population_sums(nc);
   std::vector<int64_t> perm(n);
   std::iota(perm.begin(), perm.end(), 0);
-  int64_t clipped = 0;
   const auto qualifies = [&](const Component& c, int y) { return c.label < 0 || c.label == y; };
   const auto cls_of = [](const Component& c, int y) { return c.cls < 0 ? y : c.cls; };
 
@@ -394,7 +390,7 @@ absl::Status TrainPfld(const StochasticData& data, absl::Span<const double> grou
     }
     exact_theta.setZero();
     net->AddExactGradient(exact_cot, labels, &exact_theta);
-    clipped += net->ClippedGradientSum(priv_cot, options.clip, &priv_theta);
+    net->ClippedGradientSum(priv_cot, options.clip, &priv_theta);
     RETURN_IF_ERROR(release_primal.Apply(priv_theta, gen));
     net->params() -= (options.lr_theta / static_cast<double>(b)) * (exact_theta + priv_theta);
     if (!net->params().allFinite()) return absl::InternalError("PF-LD diverged");
@@ -426,7 +422,7 @@ absl::Status TrainPfld(const StochasticData& data, absl::Span<const double> grou
         const double v = population_sums[c] / filter_rows(comps[c]) -
                          group_sums(static_cast<Eigen::Index>(gc)) / group_rows(g, comps[c]);
         violation[gc] = v;
-        sign[gc] = v > 0 ? 1 : v < 0 ? -1 : 0;
+        sign[gc] = static_cast<double>((v > 0) - (v < 0));
         lambda[gc] += options.dual_lr * std::abs(v);
         population_weight[c] +=
             lambda[gc] * sign[gc] * static_cast<double>(n) / filter_rows(comps[c]);
@@ -437,8 +433,6 @@ absl::Status TrainPfld(const StochasticData& data, absl::Span<const double> grou
   if (trace != nullptr) {
     trace->lambda = lambda;
     trace->violations = violation;
-    trace->clipped_fraction =
-        static_cast<double>(clipped) / static_cast<double>(std::max<int64_t>(steps * b, 1));
   }
   return absl::OkStatus();
 }

@@ -125,11 +125,12 @@ absl::StatusOr<PfldPlan> PlanPfld(const NetworkShape& shape, int k, int64_t n,
                                   const PfldOptions& options, double multiplier);
 
 // What a run reports besides the model: PF-LD's final multipliers and last released violations
-// (group-major, components inner), clipped-row fractions.
+// (group-major, components inner), both post-processing of its dual releases. Nothing computed
+// from the groups without noise belongs here (how many rows were clipped depends on their
+// groups: docs/privacy.md §6).
 struct StochasticTrace {
   std::vector<double> lambda;
   std::vector<double> violations;
-  double clipped_fraction = 0;  // of the a-dependent per-row gradients, over the run
 };
 
 // DP-FERMI. `marginals`: MarginalCells entries, each > 0: the released p̂ (per label block for

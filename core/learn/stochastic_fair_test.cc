@@ -302,7 +302,8 @@ TEST(StochasticFairTest, DpFermiReleasesMoveByAtMostTheSensitivity) {
       // The clip binds: the change is most of the bound (a vacuous bound would not be).
       EXPECT_GT(theta, 0.5 * plan.theta.sensitivity_steps)
           << "fairness " << static_cast<int>(fairness) << " hidden " << shape.hidden.size();
-      EXPECT_GT(w, 0.5 * plan.w.sensitivity_steps);
+      // W's bound is √2 C_W (a row's W gradient moves between two rows of W), and it binds.
+      EXPECT_GT(w, 0.9 * plan.w.sensitivity_steps);
     }
   }
 }

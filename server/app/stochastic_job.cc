@@ -298,8 +298,7 @@ absl::Status RunStochasticJob(const learn::StochasticData& data, const v1::FitFa
       pfld ? "PF-LD " : "DP-FERMI ", ModelName(req.model()), ", ", NotionName(req.fairness()),
       pfld ? "" : absl::StrCat(", lambda ", req.fairness_lambda()), ": ",
       learn::StochasticSteps(n, req.epochs(), req.batch_size()), " steps, noise multiplier ",
-      plan.noise_multiplier(), "; ", static_cast<int>(100 * trace.clipped_fraction + 0.5),
-      "% of the group-dependent per-row gradients were clipped");
+      plan.noise_multiplier());
   model->add_notes(note);
   if (pfld) {
     *model->mutable_noisy_violations() = {trace.violations.begin(), trace.violations.end()};
