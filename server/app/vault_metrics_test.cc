@@ -169,8 +169,9 @@ TEST_F(VaultMetricsTest, CountsJobsByOutcomeAndTheQueueLimit) {
   // The store has the outcome before the worker is free (and has counted it).
   WaitForIdleRunner();
   EXPECT_EQ(Sample("fairvault_jobs_finished_total{state=\"succeeded\"}"), 1);
-  // At epsilon 0.01 the exponential mechanism's M falls below 1: the job fails (charged).
-  auto bad = vault_->FitFairModel(acme_, EmRequest("em-bad", 0.01));
+  // The exponential mechanism's released M falls below 1 on skewed data: the job fails
+  // (charged).
+  auto bad = vault_->FitFairModel(acme_, SkewedEmRequest("em-bad"));
   ASSERT_OK(bad);
   EXPECT_EQ(WaitForJob(acme_, bad->job().id()).state(), v1::JOB_STATE_FAILED);
   WaitForIdleRunner();

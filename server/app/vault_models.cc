@@ -135,6 +135,77 @@ learn::LearnerOptions LearnerOptionsOf(const v1::FitFairModelRequest& req) {
   return options;
 }
 
+// The FitFairModelRequest parameters each algorithm reads, beyond the ones every algorithm reads
+// (key, table, algorithm, label, attributes, epsilon, unmatched). A request that sets another
+// one is refused before the charge: a company that sets lr_w on PF-LD or epochs on the
+// exponential mechanism believes it changes something, and would pay for a job that ignores it.
+struct AlgorithmParameters {
+  v1::FairModelAlgorithm algorithm;
+  const char* name;
+  std::vector<const char*> fields;
+};
+
+const std::vector<AlgorithmParameters>& ParametersRead() {
+  static const auto* table = new std::vector<AlgorithmParameters>{
+      {v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER,
+       "dp_oracle_learner",
+       {"feature_columns", "gamma", "rounds", "lambda_bound", "learning_rate", "masses_share",
+        "clip_l1", "no_intercept", "mass_floor"}},
+      {v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR,
+       "private_fair_nr",
+       {"feature_columns", "gamma", "rounds", "lambda_bound", "learning_rate", "masses_share",
+        "clip_l1", "no_intercept", "mass_floor"}},
+      {v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM,
+       "exponential_mechanism",
+       {"hypothesis_columns", "em_delta"}},
+      {v1::FAIR_MODEL_ALGORITHM_DP_FERMI,
+       "dp_fermi",
+       {"feature_columns", "clip_l1", "no_intercept", "epochs", "batch_size", "lr_theta", "lr_w",
+        "w_radius", "clip_theta", "clip_w", "fairness_lambda", "marginals_share", "model",
+        "fairness", "hidden_units"}},
+      {v1::FAIR_MODEL_ALGORITHM_PF_LD,
+       "pf_ld",
+       {"feature_columns", "clip_l1", "no_intercept", "epochs", "batch_size", "lr_theta",
+        "clip_theta", "marginals_share", "model", "fairness", "hidden_units", "dual_lr"}},
+  };
+  return *table;
+}
+
+absl::Status RefuseUnreadParameters(const v1::FitFairModelRequest& req) {
+  static const std::set<std::string> kCommon = {"idempotency_key", "table_handle", "algorithm",
+                                                "label_column",    "attributes",   "epsilon",
+                                                "unmatched"};
+  const AlgorithmParameters* own = nullptr;
+  for (const AlgorithmParameters& a : ParametersRead()) {
+    if (a.algorithm == req.algorithm()) own = &a;
+  }
+  if (own == nullptr) return absl::OkStatus();  // an unknown algorithm is refused by the caller
+  std::vector<const google::protobuf::FieldDescriptor*> set;
+  req.GetReflection()->ListFields(req, &set);
+  for (const google::protobuf::FieldDescriptor* field : set) {
+    const std::string& name = field->name();
+    if (kCommon.count(name) > 0) continue;
+    if (std::any_of(own->fields.begin(), own->fields.end(),
+                    [&](const char* f) { return name == f; })) {
+      continue;
+    }
+    std::vector<std::string> readers;
+    for (const AlgorithmParameters& a : ParametersRead()) {
+      if (std::any_of(a.fields.begin(), a.fields.end(),
+                      [&](const char* f) { return name == f; })) {
+        readers.push_back(a.name);
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": ", own->name, " does not read this parameter",
+        readers.empty() ? ""
+                        : absl::StrCat(" (", absl::StrJoin(readers, " and "),
+                                       readers.size() == 1 ? " reads it)" : " read it)"),
+        "; remove it (nothing was charged)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // The company's features over the joined rows, read in place from the stored table (no copies:
@@ -197,7 +268,7 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
   RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
   if (req.label_column().empty()) return absl::InvalidArgumentError("label_column must be set");
   RETURN_IF_ERROR(internal::ValidateToken(req.masses_key(), "masses_key"));
-  RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.lambda_bound(), "lambda_bound"));
+  RETURN_IF_ERROR(learn::ValidateLambdaBound(req.lambda_bound()));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.gamma(), "gamma"));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.clip_l1(), "clip_l1"));
   const double mass_floor = req.mass_floor() == 0 ? 1 : req.mass_floor();
@@ -242,6 +313,14 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
     return absl::InvalidArgumentError(
         absl::StrCat("lambda: ", k, " groups need 4(K-1) = ", learn::ConstraintCount(k),
                      " entries (got ", req.lambda_size(), ")"));
+  }
+  {
+    // The label before the masses: a label column that is not 0/1 is the label's fault, not
+    // the masses release's (whose check would otherwise send the company to pay for another).
+    ASSIGN_OR_RETURN(const int label,
+                     internal::ColumnIndex(*table.table, req.label_column(), "label_column"));
+    RETURN_IF_ERROR(
+        internal::BinaryColumn(*table.table, label, joined.table_rows, "label_column").status());
   }
   ASSIGN_OR_RETURN(const std::vector<double> masses,
                    ReleasedMasses(caller, req.masses_key(), req.table_handle(), req.label_column(),
@@ -291,9 +370,21 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
   // The epsilon the ledger charges (micro-units): the noise is calibrated to it.
   ASSIGN_OR_RETURN(const int64_t epsilon_micro, accounting::EpsilonToMicro(req.epsilon()));
   const double epsilon = accounting::MicroToEpsilon(epsilon_micro);
-  // 4. The noise plan from public quantities (λ, q̂, the features, epsilon).
+  // 4. The noise plan from public quantities (λ, B, q̂, the features, epsilon).
+  ASSIGN_OR_RETURN(const double cost_grid,
+                   learn::PlanCostGrid(data.n, data.max_row_steps, req.lambda_bound(), masses,
+                                       oracle, epsilon));
   ASSIGN_OR_RETURN(const learn::BestResponsePlan plan,
-                   learn::PlanBestResponse(data, lambda, masses, oracle, epsilon));
+                   learn::PlanBestResponse(data, lambda, masses, oracle, epsilon, cost_grid));
+  if (plan.unresolved) {
+    // Refused rather than silently answered without the fairness costs.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lambda: the cost differences between groups it gives are below the resolution of a "
+        "release at epsilon ",
+        epsilon, " and lambda_bound ", req.lambda_bound(), " (grid ", cost_grid,
+        "); raise epsilon, bring lambda_bound closer to lambda's L1 norm, or send lambda = 0 "
+        "for the response without fairness costs (nothing was charged)"));
+  }
   if (plan.sensitivity_steps > 0) {
     release.parts = {
         {oracle == learn::Oracle::kFtpl ? "row_costs" : "cost_sums", plan.sensitivity_steps}};
@@ -308,9 +399,9 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
           -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
         learn::NoiseFactory factory =
             noises.empty() ? SecureLaplace() : Borrow(*noises[0], plan.noise_scale_steps);
-        ASSIGN_OR_RETURN(
-            learn::BestResponse br,
-            learn::PrivateBestResponse(data, lambda, masses, oracle, epsilon, factory, gen_));
+        ASSIGN_OR_RETURN(learn::BestResponse br,
+                         learn::PrivateBestResponse(data, lambda, masses, oracle, epsilon,
+                                                    cost_grid, factory, gen_));
         v1::Artifact* artifact = resp->mutable_artifact();
         const int64_t now = clock_->NowMicros();
         charge_internal::FillArtifactEnvelope(caller, table.dataset.name, seq, now, artifact);
@@ -404,6 +495,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.gamma(), "gamma"));
   if (req.label_column().empty()) return absl::InvalidArgumentError("label_column must be set");
+  RETURN_IF_ERROR(RefuseUnreadParameters(req));
   v1::FitFairModelRequest job_request = req;
   const bool game = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER ||
                     req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR;
@@ -467,6 +559,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
         options_.max_job_cells, " cells per job; use fewer columns or rows"));
   }
   int classes = 2;
+  int64_t label_one_rows = 0;  // the company's own labels (public)
   {
     auto label = internal::ColumnIndex(*table.table, req.label_column(), "label_column");
     RETURN_IF_ERROR(label.status());
@@ -481,17 +574,27 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
           internal::ClassColumn(*table.table, *label, joined.table_rows, "label_column", classes)
               .status());
     } else {
-      RETURN_IF_ERROR(
-          internal::BinaryColumn(*table.table, *label, joined.table_rows, "label_column").status());
+      ASSIGN_OR_RETURN(const std::vector<int> labels,
+                       internal::BinaryColumn(*table.table, *label, joined.table_rows,
+                                              "label_column"));
+      label_one_rows = std::count(labels.begin(), labels.end(), 1);
     }
+    bool some_feature_nonzero = false;
     for (const std::string& name : linear ? req.feature_columns() : req.hypothesis_columns()) {
       const char* field = linear ? "feature_columns" : "hypothesis_columns";
       ASSIGN_OR_RETURN(int c, internal::ColumnIndex(*table.table, name, field));
       if (linear) {
-        RETURN_IF_ERROR(internal::NumericValues(*table.table, c, field).status());
+        ASSIGN_OR_RETURN(const absl::Span<const double> values,
+                         internal::NumericValues(*table.table, c, field));
+        for (int64_t r : joined.table_rows) some_feature_nonzero |= values[r] != 0;
       } else {
         RETURN_IF_ERROR(internal::BinaryColumn(*table.table, c, joined.table_rows, field).status());
       }
+    }
+    if (game && req.no_intercept() && !some_feature_nonzero) {
+      return absl::InvalidArgumentError(
+          "feature_columns: every feature is 0 on every row and no_intercept is set, so no "
+          "classifier can be fitted; drop no_intercept or add a feature");
     }
   }
   if (PendingJobs() >= options_.max_pending_jobs) {
@@ -552,6 +655,11 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
           " (the best responses would lose the fairness costs); use fewer rounds or more "
           "epsilon"));
     }
+    // Every round must plan and sample whatever the released masses and λ (not only the first).
+    const int d = req.feature_columns_size() + (req.no_intercept() ? 0 : 1);
+    RETURN_IF_ERROR(learn::CheckGamePlannable(n, d, job_request.lambda_bound(),
+                                              job_request.mass_floor(), per_round,
+                                              plan.epsilon_masses()));
     plan.set_epsilon_round(per_round);
     release.composed =
         accounting::ComposedPureDpCost({{plan.epsilon_masses(), 1}, {per_round, 2 * rounds}});
@@ -566,6 +674,9 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     plan.set_em_delta(req.em_delta() != 0 ? req.em_delta()
                                           : std::exp(-std::sqrt(static_cast<double>(n))));
     if (!(plan.em_delta() > 0)) plan.set_em_delta(1e-300);
+    // What public sizes show cannot succeed is refused here, not failed after the charge.
+    RETURN_IF_ERROR(learn::CheckEmFeasible(label_one_rows, joined.num_groups, plan.epsilon_min(),
+                                           plan.epsilon_select(), plan.em_delta()));
     release.composed = accounting::ComposedPureDpCost({{cost.epsilon() / 2, 2}});
     add_part("min_positives", plan.epsilon_min(), 1 / plan.epsilon_min(), 1);
     add_part("selection", plan.epsilon_select(), 0, 0);

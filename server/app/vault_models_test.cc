@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "server/app/vault_test_fixture.h"
 
 namespace fairvault::server::testing {
@@ -182,6 +183,36 @@ TEST_F(VaultModelsTest, BestResponseFtplAfterLeastSquaresRebuildsTheGameWithItsR
   EXPECT_EQ(again.sensitivity(), first.sensitivity());
 }
 
+// Issue 19: a label column that is not 0/1 is named as such, before the masses are looked at (the
+// masses check used to blame masses_key, sending the company to pay for another release).
+TEST_F(VaultModelsTest, BestResponseNamesTheLabelBeforeTheMasses) {
+  auto not_binary = BestResponseRequest("label-1");
+  not_binary.set_label_column("f2");  // values 0, 0.2, ..., 0.8
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->BestResponse(acme_, not_binary).status(); },
+      absl::StatusCode::kInvalidArgument, "label_column: column 'f2'");
+  not_binary.set_masses_key("never-released");
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->BestResponse(acme_, not_binary).status(); },
+      absl::StatusCode::kInvalidArgument, "label_column: column 'f2'");
+}
+
+// Issue 19: λ with subnormal entries gets a refusal naming lambda (before the charge), not an
+// error about granularities.
+TEST_F(VaultModelsTest, BestResponseWithSubnormalLambdaIsRefusedNamingLambda) {
+  auto tiny = BestResponseRequest("tiny-1");
+  tiny.clear_lambda();
+  for (double l : {5e-304, 0.0, 0.0, 0.0}) tiny.add_lambda(l);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->BestResponse(acme_, tiny).status(); },
+      absl::StatusCode::kInvalidArgument, "lambda: the cost differences between groups");
+  // λ = 0 has nothing to resolve: answered (and charged) without fairness costs.
+  auto zero = BestResponseRequest("tiny-2");
+  zero.clear_lambda();
+  for (int i = 0; i < 4; ++i) zero.add_lambda(0);
+  EXPECT_OK(vault_->BestResponse(acme_, zero));
+}
+
 TEST_F(VaultModelsTest, BestResponseRefusesBadInputBeforeCharging) {
   auto no_masses = BestResponseRequest("bad-1");
   no_masses.set_masses_key("nope");
@@ -341,15 +372,182 @@ TEST_F(VaultModelsTest, ExponentialMechanismOverHundredsOfHypothesisColumns) {
               StatusIs(absl::StatusCode::kInvalidArgument, "header.columns"));
 }
 
-TEST_F(VaultModelsTest, ExponentialMechanismRefusalWhenMIsSmallIsCharged) {
-  // At epsilon 0.01 the shift ln(1/δ)/0.005 pushes M below 1: the job fails, the charge stays.
+// Issue 19: at epsilon 0.01 the shift ln(1/δ)/0.005 = 921 exceeds the largest the smallest group
+// of label-1 rows could be (16 over two groups: 8), so M <= 1 whatever the data: refused from
+// public sizes before the charge, with the epsilon that would do.
+TEST_F(VaultModelsTest, ExponentialMechanismThatCannotSucceedIsRefusedBeforeCharging) {
   auto req = FitRequest("em-2", v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);
   req.set_epsilon(0.01);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, req).status(); },
+      absl::StatusCode::kInvalidArgument, "use epsilon > 1.31");
+  v1::PreviewReleaseRequest preview;
+  *preview.mutable_fit_fair_model() = req;
+  EXPECT_THAT(vault_->PreviewRelease(acme_, preview),
+              StatusIs(absl::StatusCode::kInvalidArgument, "use epsilon > 1.31"));
+}
+
+// Where public sizes allow success but the data does not (label-1 rows: 2 in F, 14 in M; the
+// public check sees 16 over two groups), M <= 1 is an outcome of the charged release of M: the
+// job fails after its charge, which stays.
+TEST_F(VaultModelsTest, ExponentialMechanismFailureOnTheDataIsCharged) {
+  const v1::FitFairModelRequest req = SkewedEmRequest("em-skewed");
   auto submitted = vault_->FitFairModel(acme_, req);
   ASSERT_OK(submitted);
   const v1::Job done = WaitFor(submitted->job().id());
   EXPECT_EQ(done.state(), v1::JOB_STATE_FAILED);
   EXPECT_THAT(done.error(), HasSubstr("M = "));
+  EXPECT_THAT(done.error(), HasSubstr("charged"));
+}
+
+// Issue 19: a stochastic job's artifact said how many of the group-dependent per-row gradients
+// were clipped — a count that depends on the groups and was neither noised nor charged. On two
+// neighbouring datasets (subject 0, whose feature is large, is in the small group F on one and in
+// M on the other: PF-LD's per-row multiplier λ_G n / n̂_G is about 16 times larger in F) the same
+// job seed gives the same noise, and everything in the artifact that is not a release must be
+// the same: the notes (but PF-LD's last note, its multipliers, post-processing of its dual
+// releases), the envelope's public fields.
+TEST_F(VaultModelsTest, StochasticArtifactsSayNothingUnreleasedAboutTheGroups) {
+  const int n = 20;
+  std::vector<std::string> handles;
+  for (const char* first : {"F", "M"}) {
+    const std::string name = absl::StrCat("notes-", absl::AsciiStrToLower(first));
+    v1::CreateDatasetRequest ds;
+    ds.set_name(name);
+    v1::Attribute* sex = ds.add_attributes();
+    sex->set_name("sex");
+    sex->add_categories("F");
+    sex->add_categories("M");
+    ASSERT_OK(vault_->CreateDataset(regulator_, ds));
+    v1::ImportHeader import;
+    import.set_dataset(name);
+    import.set_batch_id("all");
+    import.add_attributes("sex");
+    v1::SubjectRows rows;
+    for (int i = 0; i < n; ++i) {
+      rows.add_subject_keys(absl::StrCat("p", i));
+      rows.add_categories(i == 0 ? first : (i < 4 ? "F" : "M"));  // F: 3 others, M: 16
+    }
+    ASSERT_OK(vault_->ImportAttributes(regulator_, import, Feed(std::vector{rows})));
+    v1::GrantBudgetRequest grant;
+    grant.set_company("acme");
+    grant.set_dataset(name);
+    grant.set_epsilon(1e6);
+    grant.set_delta(1e-5);
+    ASSERT_OK(vault_->GrantBudget(regulator_, grant));
+    v1::TableHeader header;
+    header.set_dataset(name);
+    for (const char* column : {"x", "label"}) {
+      v1::ColumnSpec* c = header.add_columns();
+      c->set_name(column);
+      c->set_type(v1::COLUMN_TYPE_NUMERIC);
+    }
+    v1::TableChunk chunk;
+    v1::ColumnValues* x = chunk.add_columns();
+    v1::ColumnValues* label = chunk.add_columns();
+    for (int i = 0; i < n; ++i) {
+      chunk.add_subject_keys(absl::StrCat("p", i));
+      x->add_numeric(i == 0 ? 40 : static_cast<double>(i % 5) / 5);
+      label->add_numeric(i % 3 == 0 ? 1 : 0);
+    }
+    ASSERT_OK_AND_ASSIGN(const v1::UploadTableResponse uploaded, Upload(acme_, header, {chunk}));
+    handles.push_back(uploaded.table_handle());
+  }
+  for (const auto algorithm : {v1::FAIR_MODEL_ALGORITHM_PF_LD, v1::FAIR_MODEL_ALGORITHM_DP_FERMI}) {
+    std::vector<v1::FairModel> models;
+    for (int side = 0; side < 2; ++side) {
+      v1::FitFairModelRequest req;
+      req.set_idempotency_key(absl::StrCat("notes-", static_cast<int>(algorithm), "-", side));
+      req.set_table_handle(handles[side]);
+      req.set_algorithm(algorithm);
+      req.set_label_column("label");
+      req.add_attributes("sex");
+      req.add_feature_columns("x");
+      req.set_epochs(20);
+      req.set_batch_size(n);
+      req.set_clip_theta(10);
+      req.set_epsilon(50);
+      if (algorithm == v1::FAIR_MODEL_ALGORITHM_DP_FERMI) req.set_fairness_lambda(5);
+      gen_.seed(4242);  // the same job key, hence the same noise, on both neighbours
+      ASSERT_OK_AND_ASSIGN(v1::FairModel model, FitAndWait(acme_, req));
+      models.push_back(std::move(model));
+    }
+    int compared = models[0].notes_size();
+    if (algorithm == v1::FAIR_MODEL_ALGORITHM_PF_LD) --compared;  // the multipliers: released
+    ASSERT_EQ(models[0].notes_size(), models[1].notes_size());
+    ASSERT_GE(compared, 1);
+    for (int i = 0; i < compared; ++i) {
+      EXPECT_EQ(models[0].notes(i), models[1].notes(i)) << "algorithm " << algorithm;
+      EXPECT_THAT(models[0].notes(i), ::testing::Not(HasSubstr("clipped")));
+    }
+  }
+}
+
+// Issue 19: a parameter the chosen algorithm does not read is refused, naming it and the
+// algorithms that do, before any charge (it used to be silently ignored, the job charged).
+TEST_F(VaultModelsTest, FitFairModelRefusesParametersItsAlgorithmDoesNotRead) {
+  auto game = FitRequest("unread-1", v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
+  game.add_hidden_units(32);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, game).status(); },
+      absl::StatusCode::kInvalidArgument,
+      "hidden_units: dp_oracle_learner does not read this parameter (dp_fermi and pf_ld read it)");
+  auto em = FitRequest("unread-2", v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);
+  em.set_epochs(10);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, em).status(); },
+      absl::StatusCode::kInvalidArgument, "epochs: exponential_mechanism does not read");
+  auto em_gamma = FitRequest("unread-3", v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);
+  em_gamma.set_gamma(0.1);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, em_gamma).status(); },
+      absl::StatusCode::kInvalidArgument, "gamma: exponential_mechanism does not read");
+  auto uploaded = Upload(globex_, header_, {chunk_});
+  ASSERT_OK(uploaded);
+  v1::FitFairModelRequest stochastic;
+  stochastic.set_table_handle(uploaded->table_handle());
+  stochastic.add_feature_columns("f1");
+  stochastic.set_label_column("label");
+  stochastic.add_attributes("sex");
+  stochastic.set_epsilon(5);
+  auto pfld = stochastic;
+  pfld.set_idempotency_key("unread-4");
+  pfld.set_algorithm(v1::FAIR_MODEL_ALGORITHM_PF_LD);
+  pfld.set_lr_w(0.1);
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->FitFairModel(globex_, pfld).status(); },
+      absl::StatusCode::kInvalidArgument,
+      "lr_w: pf_ld does not read this parameter (dp_fermi reads it)");
+  auto fermi = stochastic;
+  fermi.set_idempotency_key("unread-5");
+  fermi.set_algorithm(v1::FAIR_MODEL_ALGORITHM_DP_FERMI);
+  fermi.set_learning_rate(0.1);
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->FitFairModel(globex_, fermi).status(); },
+      absl::StatusCode::kInvalidArgument, "learning_rate: dp_fermi does not read");
+  auto fermi_rounds = stochastic;
+  fermi_rounds.set_idempotency_key("unread-6");
+  fermi_rounds.set_algorithm(v1::FAIR_MODEL_ALGORITHM_DP_FERMI);
+  fermi_rounds.set_rounds(10);
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->FitFairModel(globex_, fermi_rounds).status(); },
+      absl::StatusCode::kInvalidArgument, "rounds: dp_fermi does not read");
+}
+
+// Issue 19: the DP-oracle learner and Private-FairNR at 20,000 rounds (the per-release epsilon
+// about 2e-5 at ε = 1) used to fail after their charge once the auditor's λ went subnormal
+// ("granularity 2^-1023 ..."). With γ = 0.05 some of θ's entries drift to about −1000, so λ
+// passes through the subnormal doubles in every run: the jobs succeed.
+TEST_F(VaultModelsTest, GameLearnersAtManyRoundsSucceed) {
+  for (const auto algorithm :
+       {v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER, v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR}) {
+    auto req = FitRequest(absl::StrCat("many-", static_cast<int>(algorithm)), algorithm);
+    req.set_rounds(20000);
+    req.set_gamma(0.05);
+    req.set_epsilon(1);
+    ASSERT_OK_AND_ASSIGN(const v1::FairModel model, FitAndWait(acme_, req));
+    EXPECT_EQ(model.components_size(), 20000);
+  }
 }
 
 // DP-FERMI: Gaussian noise needs a grant with delta > 0 (refused before

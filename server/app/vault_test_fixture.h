@@ -126,7 +126,7 @@ class VaultTest : public ::testing::Test {
     auto store = storage::SqliteStore::Open(path_);
     ASSERT_OK(store);
     store_ = *std::move(store);
-    vault_ = std::make_unique<Vault>(store_.get(), &clock_, absl::BitGenRef(gen_));
+    vault_ = std::make_unique<Vault>(store_.get(), VaultClock(), absl::BitGenRef(gen_));
 
     auto reg = vault_->CreateAccountUnchecked("regulator", Role::kRegulator);
     ASSERT_OK(reg);
@@ -181,6 +181,10 @@ class VaultTest : public ::testing::Test {
     EXPECT_EQ(table->rows_in_vault(), 30);
     handle_ = table->table_handle();
   }
+
+  // The vault's time source: the fake clock (time moves only when a test says so); a test that
+  // measures durations overrides it with a real one.
+  virtual const Clock* VaultClock() { return &clock_; }
 
   void TearDown() override {
     vault_.reset();
@@ -247,6 +251,49 @@ class VaultTest : public ::testing::Test {
     grant.set_epsilon(1e6);
     grant.set_delta(delta);
     EXPECT_OK(vault_->GrantBudget(regulator_, grant));
+  }
+
+  // An exponential-mechanism job that public sizes admit but the data makes fail after its
+  // charge: dataset "skewed" (MakeNeighbourDataset, 40 subjects) whose label-1 rows are 2 in F
+  // and 14 in M (the public check sees 16 over two groups: at most 8 in the smallest), and acme's
+  // table on it (label, h0 = label, h1 = 1). At ε = 1.34 and em_delta 0.01 the shift is 6.87:
+  // admitted (8 − 6.87 > 1), and M ≈ 2 − 6.87 + noise, above 1 with probability about 1 %.
+  v1::FitFairModelRequest SkewedEmRequest(const std::string& key) {
+    if (skewed_handle_.empty()) {
+      MakeNeighbourDataset("skewed", "F", 40);
+      v1::TableHeader header;
+      header.set_dataset("skewed");
+      for (const char* name : {"label", "h0", "h1"}) {
+        v1::ColumnSpec* c = header.add_columns();
+        c->set_name(name);
+        c->set_type(v1::COLUMN_TYPE_NUMERIC);
+      }
+      v1::TableChunk chunk;
+      v1::ColumnValues* label = chunk.add_columns();
+      v1::ColumnValues* h0 = chunk.add_columns();
+      v1::ColumnValues* h1 = chunk.add_columns();
+      for (int i = 0; i < 40; ++i) {
+        chunk.add_subject_keys(absl::StrCat("p", i));
+        const bool one = i % 2 == 1 ? i < 29 : i < 4;  // M: 1..27 odd (14); F: 0, 2 (2)
+        label->add_numeric(one ? 1 : 0);
+        h0->add_numeric(one ? 1 : 0);
+        h1->add_numeric(1);
+      }
+      auto table = Upload(acme_, header, {chunk});
+      EXPECT_OK(table);
+      if (table.ok()) skewed_handle_ = table->table_handle();
+    }
+    v1::FitFairModelRequest req;
+    req.set_idempotency_key(key);
+    req.set_table_handle(skewed_handle_);
+    req.set_algorithm(v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);
+    req.set_label_column("label");
+    req.add_attributes("sex");
+    req.add_hypothesis_columns("h0");
+    req.add_hypothesis_columns("h1");
+    req.set_em_delta(0.01);
+    req.set_epsilon(1.34);
+    return req;
   }
 
   // Polls a job of `caller` until it is no longer queued or running (at most `timeout`).
@@ -389,6 +436,7 @@ class VaultTest : public ::testing::Test {
   std::vector<Subject> subjects_;
   std::vector<Row> rows_;
   std::string handle_;
+  std::string skewed_handle_;  // SkewedEmRequest's table
 };
 
 }  // namespace fairvault::server::testing
