@@ -1,0 +1,111 @@
+// Runs one learner once on one of two neighbouring datasets (subject 0's group differs), from a
+// fixed random stream, for tests/timing/instruction_count_test.sh: under callgrind, which counts
+// the instructions a function executes (deterministically, whatever the machine is doing), the
+// learner must execute exactly as many on both neighbours. Usage:
+//   instruction_probe em|pfld|fermi d|d2
+// The datasets are chosen so that the learners' group-dependent branches would differ if they
+// had any: the exponential mechanism's candidates tie on one neighbour and are a sensitivity
+// apart on the other (its rejection sampler of before issue 19 made about 50 times as many
+// proposals on one); the stochastic learners' row with a large feature is in the small group on
+// one neighbour and in the large one on the other, so its group-dependent gradient is clipped on
+// one and not the other.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/dp/integer_noise.h"
+#include "core/learn/exponential_mechanism.h"
+#include "core/learn/network.h"
+#include "core/learn/stochastic_fair.h"
+#include "core/random/chacha20_stream.h"
+
+namespace fairvault::core::learn {
+namespace {
+
+int RunEm(bool neighbour) {
+  constexpr int kRows = 200, kCandidates = 50;
+  EmLearnerInput input;
+  input.k = 2;
+  for (int i = 0; i < kRows; ++i) {
+    input.group.push_back(i == 0 ? (neighbour ? 1 : 0) : i % 2);
+    input.y.push_back(i % 4 < 2 ? 1 : 0);
+  }
+  for (int j = 0; j < kCandidates; ++j) {
+    std::vector<uint8_t> h(kRows);
+    for (int i = 0; i < kRows; ++i) {
+      const bool label = i % 4 < 2;
+      const bool base = label && i > 1 && ((i % 2 == 0 && (i % 8 == 0 || i % 16 == 4)) ||
+                                           (i % 2 == 1 && i % 8 == 1));
+      h[i] = base;
+      if (i == 0) h[i] = j > 0;
+      if (i == 1) h[i] = j == 0;
+    }
+    input.predictions.push_back(std::move(h));
+  }
+  auto noise = dp::MakeDiscreteLaplaceNoise(1 / 40.0);
+  if (!noise.ok()) return 2;
+  ChaCha20Stream stream(ChaCha20Stream::Key{19});
+  auto result = ExponentialMechanismLearner(input, 40, 40, 0.01, **noise, stream);
+  return result.ok() ? 0 : 3;
+}
+
+int RunStochastic(bool pfld, bool neighbour) {
+  constexpr int kRows = 20;
+  StochasticData data;
+  data.k = 2;
+  data.classes = 2;
+  data.x.resize(kRows, 2);
+  for (int i = 0; i < kRows; ++i) {
+    data.x(i, 0) = i == 0 ? 40 : static_cast<double>(i % 5) / 5;
+    data.x(i, 1) = 1;
+    data.y.push_back(i % 3 == 0 ? 1 : 0);
+    data.group.push_back(i == 0 ? (neighbour ? 1 : 0) : (i < 4 ? 0 : 1));
+  }
+  Network net(NetworkShape{2, {}, 1});
+  ChaCha20Stream stream(ChaCha20Stream::Key{23});
+  net.Initialize(stream);
+  const NoiseFactory noise = [](double std_steps) {
+    return dp::MakeDiscreteGaussianNoise(std_steps);
+  };
+  const std::vector<double> released = {4, 16};  // public: the same on both neighbours
+  if (pfld) {
+    PfldOptions options;
+    options.epochs = 20;
+    options.batch_size = kRows;
+    options.clip = 10;
+    auto plan = PlanPfld(net.shape(), 2, kRows, options, 2.0);
+    if (!plan.ok()) return 2;
+    return TrainPfld(data, released, options, *plan, noise, stream, nullptr, &net, nullptr).ok()
+               ? 0
+               : 3;
+  }
+  FermiOptions options;
+  options.epochs = 20;
+  options.batch_size = kRows;
+  options.lambda = 5;
+  const std::vector<double> fractions = {0.2, 0.8};
+  auto plan = PlanDpFermi(net.shape(), 2, kRows, options, 2.0);
+  if (!plan.ok()) return 2;
+  return TrainDpFermi(data, fractions, options, *plan, noise, stream, nullptr, &net, nullptr).ok()
+             ? 0
+             : 3;
+}
+
+}  // namespace
+}  // namespace fairvault::core::learn
+
+int main(int argc, char** argv) {
+  if (argc != 3 || (std::strcmp(argv[2], "d") != 0 && std::strcmp(argv[2], "d2") != 0)) {
+    std::fprintf(stderr, "usage: instruction_probe em|pfld|fermi d|d2\n");
+    return 2;
+  }
+  const std::string learner = argv[1];
+  const bool neighbour = std::strcmp(argv[2], "d2") == 0;
+  if (learner == "em") return fairvault::core::learn::RunEm(neighbour);
+  if (learner == "pfld" || learner == "fermi") {
+    return fairvault::core::learn::RunStochastic(learner == "pfld", neighbour);
+  }
+  std::fprintf(stderr, "usage: instruction_probe em|pfld|fermi d|d2\n");
+  return 2;
+}
