@@ -1,18 +1,20 @@
 // fairvault-server: `serve` runs the vault; `bootstrap` creates the first regulator key;
 // `backup` and `migrate` copy a vault.
 //
-//   fairvault-server bootstrap --db vault.db --name regulator
+//   fairvault-server bootstrap --db vault.db --name regulator [--out regulator.key]
 //   fairvault-server serve --db vault.db [--listen 127.0.0.1:50051]
 //       [--tls-cert cert.pem --tls-key key.pem] [--job-workers 1]
 //       [--metrics-listen 127.0.0.1:9464]
 #include <malloc.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -30,6 +32,7 @@
 #include "server/http/metrics_endpoint.h"
 #include "server/storage/pg_store.h"
 #include "server/storage/sqlite_store.h"
+#include "server/util/private_file.h"
 
 #ifndef FAIRVAULT_VERSION
 #error "FAIRVAULT_VERSION must be defined by the build"
@@ -41,19 +44,21 @@ namespace {
 // Each subcommand's usage, printed by `fairvault-server COMMAND --help` (stdout, exit 0) and
 // after a usage error in it (stderr, exit 2); `fairvault-server --help` prints them all.
 constexpr char kDbHelp[] =
-    "  --db DB is a SQLite file (created if missing; one server process) or a\n"
+    "  --db DB is a SQLite file (created if missing, mode 0600; one server process) or a\n"
     "  PostgreSQL URI postgresql://USER@HOST:PORT/NAME?passfile=... (several replicas may\n"
     "  share it).\n";
 
 constexpr char kBootstrapUsage[] =
-    "usage: fairvault-server bootstrap --db DB --name NAME\n"
-    "      Creates a regulator account in the database and prints its API key once.\n";
+    "usage: fairvault-server bootstrap --db DB --name NAME [--out FILE]\n"
+    "      Creates a regulator account in the database and prints its API key once on\n"
+    "      stdout; with --out, writes it into the new FILE instead (mode 0600; an existing\n"
+    "      file is refused before the account is created).\n";
 
 constexpr char kBackupUsage[] =
     "usage: fairvault-server backup --db PATH --out FILE\n"
     "      Copies the database (also while a server runs on it: one consistent snapshot,\n"
-    "      SQLite's online backup) into the new FILE and verifies the copy's ledger; a copy\n"
-    "      that does not verify is removed and the exit status is 1.\n";
+    "      SQLite's online backup) into the new FILE (mode 0600) and verifies the copy's\n"
+    "      ledger; a copy that does not verify is removed and the exit status is 1.\n";
 
 constexpr char kMigrateUsage[] =
     "usage: fairvault-server migrate --from FILE --to postgresql://...\n"
@@ -91,6 +96,9 @@ std::string FullUsage() {
       "       fairvault-server --version\n";
   absl::StrAppend(&out, kDbHelp);
   for (const Subcommand& c : kSubcommands) absl::StrAppend(&out, c.usage);
+  absl::StrAppend(&out,
+                  "Files the server creates (the database and its -wal/-shm, backups, --out key\n"
+                  "files) are readable by their owner only: its umask is 077.\n");
   return out;
 }
 
@@ -162,9 +170,18 @@ bool OnlyKnownFlags(const std::map<std::string, std::string>& flags,
 
 int Bootstrap(std::map<std::string, std::string>& flags) {
   std::string error;
-  if (!OnlyKnownFlags(flags, {"db", "name"}, &error)) return Usage(error, kBootstrapUsage);
+  if (!OnlyKnownFlags(flags, {"db", "name", "out"}, &error)) return Usage(error, kBootstrapUsage);
   if (flags["db"].empty() || flags["name"].empty()) {
     return Usage("bootstrap needs --db and --name", kBootstrapUsage);
+  }
+  // The key file's name is taken before the account exists, so that a key shown once is never
+  // lost to a file that cannot be written; it is removed again if the account is not created.
+  std::optional<NewPrivateFile> key_file;
+  if (flags.count("out")) {
+    if (flags["out"].empty()) return Usage("--out needs a file name", kBootstrapUsage);
+    absl::StatusOr<NewPrivateFile> file = NewPrivateFile::Create(flags["out"]);
+    if (!file.ok()) return Usage(absl::StrCat("--out: ", file.status().message()), kBootstrapUsage);
+    key_file.emplace(*std::move(file));
   }
   auto store = OpenStore(flags["db"]);
   if (!store.ok()) {
@@ -178,6 +195,16 @@ int Bootstrap(std::map<std::string, std::string>& flags) {
   if (!created.ok()) {
     std::cerr << "error: " << created.status() << "\n";
     return 1;
+  }
+  if (key_file.has_value()) {
+    if (absl::Status written = key_file->Commit(created->api_key() + "\n"); !written.ok()) {
+      std::cerr << "error: " << written.message() << "; the account '" << created->account().name()
+                << "' exists but its key is lost: bootstrap again with another --name\n";
+      return 1;
+    }
+    std::cerr << "regulator account '" << created->account().name() << "' created; its API key "
+              << "is in " << key_file->path() << " (mode 0600, shown nowhere else)\n";
+    return 0;
   }
   std::cerr << "regulator account '" << created->account().name()
             << "' created; its API key follows (shown once, store it safely):\n";
@@ -375,6 +402,10 @@ static void KeepFreedMemory() {
 
 int main(int argc, char** argv) {
   using namespace fairvault::server;
+  // Everything the server creates holds protected data or a secret: the database and its
+  // -wal/-shm, backups, key files, SQLite's temporary files. Owner only, whatever umask it was
+  // started with (the database, backups and key files are also created 0600 explicitly).
+  umask(077);
   KeepFreedMemory();
   if (argc < 2) return Usage("");
   const std::string first = argv[1];
