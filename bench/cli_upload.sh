@@ -5,6 +5,13 @@
 # already in memory) is vault_bench's BM_Import1MSubjects and BM_UploadAndJoin1MRows.
 # Usage: bench/cli_upload.sh [rows]   (builds nothing: run ./deploy/build.sh first)
 set -euo pipefail
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+done
+if [[ -n ${1:-} && ! $1 =~ ^[1-9][0-9]*$ ]]; then
+  echo "cli_upload.sh: rows must be a positive integer (got '$1'; see --help)" >&2
+  exit 2
+fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 rows="${1:-1000000}"
 cli="$root/build/client/fairvault"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "Eigen/Dense"
+#include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "bench/adult_game.h"
 #include "core/accounting/accountant.h"
@@ -342,4 +343,9 @@ BENCHMARK(BM_FloorCopy1Mx50)
 }  // namespace
 }  // namespace fairvault::bench
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return fairvault::bench::BenchmarkMain(
+      argc, argv,
+      "The fair game in process: the DP-oracle learner on Adult (T = 1,000), a least-squares\n"
+      "best response on 1M x 50, and their floors.");
+}

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "bench/adult_game.h"
 #include "tests/server_process.h"
@@ -242,10 +243,9 @@ void StopWorld() {
 }  // namespace fairvault::bench
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  fairvault::bench::StopWorld();
-  return 0;
+  return fairvault::bench::BenchmarkMain(
+      argc, argv,
+      "Fair models through a real fairvault-server: FitFairModel on Adult until the job\n"
+      "succeeds, BestResponse on 1M x 50.",
+      fairvault::bench::StopWorld);
 }

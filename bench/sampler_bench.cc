@@ -1,6 +1,7 @@
 // Sampler throughput on the production generator (OS CSPRNG) and on a fast PRNG for contrast.
 #include <random>
 
+#include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "core/dp/discrete_samplers.h"
 #include "core/random/secure_bitgen.h"
@@ -34,4 +35,8 @@ BENCHMARK(BM_DiscreteGaussian)->Arg(3)->Arg(300);
 }  // namespace
 }  // namespace fairvault::core::dp
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return fairvault::bench::BenchmarkMain(
+      argc, argv,
+      "Sampler throughput on the production generator (OS CSPRNG) and on a fast PRNG.");
+}

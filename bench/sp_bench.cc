@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "core/postprocess/statistical_parity.h"
 
@@ -92,4 +93,9 @@ BENCHMARK(BM_SpQuantile)->Unit(benchmark::kMillisecond);
 }  // namespace
 }  // namespace fairvault::core::postprocess
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return fairvault::bench::BenchmarkMain(
+      argc, argv,
+      "The statistical-parity post-processor: the joint histogram of 1M scores and the LP and\n"
+      "quantile solvers on k = 100 bins, K = 4 groups.");
+}

@@ -97,12 +97,16 @@ bool ParsedFlags::GetBool(absl::string_view name) const {
 absl::StatusOr<ParsedFlags> ParseFlags(absl::Span<const FlagSpec> specs,
                                        absl::Span<const std::string> args) {
   ParsedFlags parsed;
-  for (size_t i = 0; i < args.size(); ++i) {
-    absl::string_view arg = args[i];
+  // --help or -h anywhere asks for the usage, whatever else the line holds (an unknown flag,
+  // a flag missing its value: `counts --epsilon --help`): no flag is then read at all.
+  for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") {
       parsed.help_ = true;
-      continue;
+      return parsed;
     }
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::string_view arg = args[i];
     if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
       // A bare argument: the first positional flag not given yet.
       auto open = std::find_if(specs.begin(), specs.end(), [&parsed](const FlagSpec& spec) {

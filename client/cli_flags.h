@@ -42,7 +42,7 @@ class ParsedFlags {
   absl::StatusOr<int64_t> GetInt(absl::string_view name, int64_t fallback) const;
   // A switch: true when given (`--yes`, `--yes=true`), false when absent or `--yes=false`.
   bool GetBool(absl::string_view name) const;
-  // True when --help or -h was given (required flags are then not enforced).
+  // True when --help or -h was given anywhere: no other flag is then parsed or checked.
   bool help() const { return help_; }
 
  private:

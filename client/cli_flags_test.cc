@@ -61,6 +61,19 @@ TEST(ParseFlagsTest, HelpSkipsRequiredFlags) {
   EXPECT_TRUE(f->help());
 }
 
+// Issue 19 §3: --help or -h anywhere wins over what else the line holds.
+TEST(ParseFlagsTest, HelpAnywhereWinsOverOtherMistakes) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--bogus", "--help"},          // an unknown flag before it
+           {"--name", "-h"},               // where --name's value would be
+           {"--name", "x", "--name", "y", "-h"},  // a repeated flag
+           {"stray", "--help"}}) {         // a bare argument
+    absl::StatusOr<ParsedFlags> f = Parse(args);
+    ASSERT_OK(f) << args.front();
+    EXPECT_TRUE(f->help()) << args.front();
+  }
+}
+
 TEST(ParseFlagsTest, BareArgumentsFillPositionalFlagsInOrder) {
   const std::vector<FlagSpec> specs = {{"job", "JOB", "job id", true, false, true},
                                        {"timeout", "S", "seconds"},

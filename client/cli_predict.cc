@@ -129,6 +129,7 @@ absl::Status Predict(Context& ctx) {
   const std::string tmp_path = out_path.empty() ? "" : out_path + ".tmp";
   std::ofstream file;
   if (!out_path.empty()) {
+    RETURN_IF_ERROR(PrepareOutputFile(tmp_path));  // mode 0600, kept by the rename
     file.open(tmp_path, std::ios::binary | std::ios::trunc);
     if (!file) {
       return absl::FailedPreconditionError(absl::StrCat("cannot write ", tmp_path));

@@ -1,5 +1,7 @@
 // Regulator commands: datasets, attribute import, accounts, grants and caps.
+#include <cstdio>
 #include <iostream>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -190,9 +192,33 @@ absl::Status AccountCreate(Context& ctx) {
         absl::StrCat("--role must be company, auditor or regulator (got '", role, "')"));
   }
   ASSIGN_OR_RETURN(Client * client, ctx.client());
-  ASSIGN_OR_RETURN(v1::CreateAccountResponse resp, client->CreateAccount(req));
+  // --out: the key file is created (new, 0600) before the account, so that a key shown once
+  // never meets a file it cannot be written to; it is removed if the account is not created.
+  const std::string out_path = ctx.flags().Get("out");
+  if (!out_path.empty()) {
+    if (absl::Status created = CreateNewPrivateFile(out_path); !created.ok()) {
+      return UsageError(absl::StrCat("--out: ", created.message()));
+    }
+  }
+  absl::StatusOr<v1::CreateAccountResponse> created = client->CreateAccount(req);
+  if (!created.ok() && !out_path.empty()) std::remove(out_path.c_str());
+  ASSIGN_OR_RETURN(v1::CreateAccountResponse resp, std::move(created));
+  if (!out_path.empty()) {
+    if (absl::Status written = WriteStringToFile(out_path, resp.api_key() + "\n"); !written.ok()) {
+      return absl::DataLossError(absl::StrCat(written.message(), "; the account '",
+                                              resp.account().name(),
+                                              "' exists but its key is lost: create another"));
+    }
+    resp.clear_api_key();  // --json below shows the account, not the key
+  }
   if (ctx.json()) {
     PrintJson(resp);
+    return absl::OkStatus();
+  }
+  if (!out_path.empty()) {
+    std::cerr << "created " << RoleName(resp.account().role()) << " account '"
+              << resp.account().name() << "'; its API key is in " << out_path
+              << " (mode 0600, shown nowhere else; the vault keeps only a salted hash)\n";
     return absl::OkStatus();
   }
   std::cerr << "created " << RoleName(resp.account().role()) << " account '"
@@ -302,7 +328,10 @@ std::vector<Command> RegulatorCommands() {
        "create an account and print its API key once (regulator)",
        "",
        {{"name", "NAME", "account name, [a-z0-9_-]{1,64}", true},
-        {"role", "company|auditor|regulator", "the account's role", true}},
+        {"role", "company|auditor|regulator", "the account's role", true},
+        {"out", "FILE",
+         "write the API key into the new FILE (mode 0600; refused if FILE exists) instead "
+         "of stdout"}},
        true,
        AccountCreate},
       {"account list", "list accounts (regulator)", "", {}, true, AccountList},

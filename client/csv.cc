@@ -1,6 +1,11 @@
 // CSV reading and writing; see csv.h for the dialect.
 #include "client/csv.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <fstream>
 #include <istream>
@@ -330,14 +335,64 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return content.str();
 }
 
-absl::Status WriteStringToFile(const std::string& path, absl::string_view content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot open '", path, "' for writing"));
+namespace {
+
+constexpr mode_t kPrivateMode = 0600;
+
+// open() for writing, creating the file with mode 0600 (a new file is then exactly 0600: the
+// mode is set on the descriptor of a file this call created). `exclusive`: fail if it exists.
+absl::StatusOr<int> OpenForWriting(const std::string& path, bool exclusive) {
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC);
+  // Without O_EXCL, whether the file is new is known only from its size and mode afterwards;
+  // with it, the file is certainly ours.
+  struct stat before;
+  const bool existed = !exclusive && stat(path.c_str(), &before) == 0;
+  const int fd = open(path.c_str(), flags, kPrivateMode);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EEXIST) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("'", path, "' exists; choose a new file name (nothing was written)"));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open '", path, "' for writing: ", std::strerror(err)));
   }
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  out.close();
-  if (!out) return absl::DataLossError(absl::StrCat("error while writing '", path, "'"));
+  if (!existed) fchmod(fd, kPrivateMode);  // the umask may have removed owner bits
+  return fd;
+}
+
+}  // namespace
+
+absl::Status WriteStringToFile(const std::string& path, absl::string_view content) {
+  ASSIGN_OR_RETURN(const int fd, OpenForWriting(path, /*exclusive=*/false));
+  size_t done = 0;
+  int err = 0;
+  while (done < content.size()) {
+    const ssize_t n = write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    return absl::DataLossError(
+        absl::StrCat("error while writing '", path, "': ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrepareOutputFile(const std::string& path) {
+  ASSIGN_OR_RETURN(const int fd, OpenForWriting(path, /*exclusive=*/false));
+  close(fd);
+  return absl::OkStatus();
+}
+
+absl::Status CreateNewPrivateFile(const std::string& path) {
+  ASSIGN_OR_RETURN(const int fd, OpenForWriting(path, /*exclusive=*/true));
+  close(fd);
   return absl::OkStatus();
 }
 

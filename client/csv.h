@@ -82,8 +82,20 @@ absl::StatusOr<CsvTable> ReadCsvFile(const std::string& path);
 
 // Reads a whole file into memory; NotFound if it cannot be opened.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
-// Writes (replaces) a file; FailedPrecondition if it cannot be written.
+// Every file the CLI writes holds subject keys, vault decisions, released results or an API
+// key, so a new one is created with mode 0600 (rw for its owner only, whatever the umask);
+// an existing file is replaced in place and keeps its mode.
+//
+// Writes (replaces) a file; FailedPrecondition if it cannot be opened, DataLoss if a write
+// fails.
 absl::Status WriteStringToFile(const std::string& path, absl::string_view content);
+// Opens `path` for writing as WriteStringToFile does (new: mode 0600; existing: truncated),
+// for output streamed through an std::ofstream opened on it afterwards.
+absl::Status PrepareOutputFile(const std::string& path);
+// Creates `path` as a new, empty file with mode 0600; AlreadyExists (naming the path) if
+// anything exists there, so that a key shown once never replaces another file. The caller
+// fills it with WriteStringToFile.
+absl::Status CreateNewPrivateFile(const std::string& path);
 
 // One field as CSV: quoted (with "" escapes) when it contains a comma, quote, CR/LF or
 // surrounding whitespace (which the reader would trim), or is empty; verbatim otherwise.

@@ -159,7 +159,9 @@ int Main(const std::vector<std::string>& args) {
     }
     // A group word alone ("dataset"): list its subcommands.
     const bool asked = i + 1 < args.size() && (args[i + 1] == "--help" || args[i + 1] == "-h");
-    std::string list = absl::StrCat("subcommands of '", args[i], "':\n");
+    std::string list =
+        absl::StrCat("usage: fairvault ", args[i], " SUBCOMMAND [flags]\n", "       fairvault ",
+                     args[i], " SUBCOMMAND --help\n\n", "subcommands of '", args[i], "':\n");
     for (const Command* c : in_group) {
       absl::StrAppend(&list, "  fairvault ", c->path, "  — ", c->summary, "\n");
     }

@@ -3,7 +3,17 @@
 # and play both sides on the Adult dataset — the regulator loads `sex` and `race`, a company
 # trains a plain logistic regression without them, asks for a DP equalized-odds
 # post-processor at epsilon = 1, and the regulator measures fairness before and after.
+# Usage: deploy/demo.sh   (no arguments; FAIRVAULT_DATASETS=DIR if the benchmark datasets are
+#   not at ../shared/datasets). Its files land in var/demo/ (0700; the keys, the secret and the
+#   database 0600).
 set -euo pipefail
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+done
+if (($# > 0)); then
+  echo "demo: takes no arguments (got $1; see --help)" >&2
+  exit 2
+fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 data="${FAIRVAULT_DATASETS:-$root/../shared/datasets}"
 work="$root/var/demo"
@@ -17,7 +27,10 @@ if [[ ! -f "$data/adult/adult.data" ]]; then
   echo "demo: Adult not found at $data/adult (set FAIRVAULT_DATASETS)" >&2
   exit 1
 fi
-rm -rf "$work" && mkdir -p "$work"
+# Everything the demo writes from here on (the database, the keys, the pseudonym secret, the
+# pages) is its owner's only: var/demo is 0700, its files 0600.
+umask 077
+rm -rf "$work" && mkdir -p "$work" && chmod 0700 "$work"
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "Regulator: bootstrap the first regulator key (printed once; the vault keeps a salted hash)"

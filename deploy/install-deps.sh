@@ -2,6 +2,9 @@
 # Installs the Debian 12 packages fairvault builds and tests with, if any are missing.
 # Usage: deploy/install-deps.sh [extra-package ...]
 set -euo pipefail
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then sed -n '2,3p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+done
 
 packages=(
   cmake g++ make pkg-config

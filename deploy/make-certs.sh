@@ -17,8 +17,12 @@
 # every client's --tls-ca. To renew, make a new OUTDIR and hand out its ca.pem.
 set -euo pipefail
 
+usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then usage; exit 0; fi
+done
 if (($# < 1)) || [[ $1 == -* ]]; then
-  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  usage >&2
   exit 2
 fi
 out=$1

@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
 # One command: install what is missing, build everything, run every test (ctest).
+# Usage: deploy/test.sh   (no arguments)
 set -euo pipefail
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then sed -n '2,3p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+done
+if (($# > 0)); then
+  echo "test.sh: takes no arguments (got $1; see --help)" >&2
+  exit 2
+fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # chromium: the browser test of the HTML reports (tests/report_chromium_test.cc) loads them.
 # postgresql: the store suite and the replica tests start a private PostgreSQL server

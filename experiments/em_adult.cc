@@ -147,6 +147,14 @@ struct Row {
   double released_m;
 };
 
+// --help / -h: what the program does and its flags (the file comment above has the protocol).
+constexpr char kUsage[] =
+    "usage: em_adult [--datasets DIR] [--seeds N] [--epsilons 0.25,0.5,...] [--subsets S]\n"
+    "                [--thresholds 0.1,0.2,...] [--family-seed F] [--em-delta D] [--out FILE]\n"
+    "                [--md FILE] [--quick]\n"
+    "The exponential-mechanism fair learner (Cummings et al. 2019) on Adult against a real vault\n"
+    "(fairvault-server on a temp SQLite file), over a family of classifiers the company builds.\n";
+
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
   FlagReader reader(argc, argv);
@@ -186,6 +194,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 }
 
 int Main(int argc, char** argv) {
+  if (HelpRequested(argc, argv)) return PrintUsage(kUsage);
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) return FlagsErrorExit(flags.status());
   auto run = [&]() -> absl::Status {

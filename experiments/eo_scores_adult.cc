@@ -362,6 +362,13 @@ MeanStd Summarize(const std::vector<double>& v) {
 
 std::string EpsilonText(double eps) { return std::isinf(eps) ? "inf" : absl::StrCat(eps); }
 
+// --help / -h: what the program does and its flags (the file comment above has the protocol).
+constexpr char kUsage[] =
+    "usage: eo_scores_adult [--datasets DIR] [--seeds N] [--bins K] [--epsilons 0.5,1,2]\n"
+    "                       [--gamma G] [--out per_seed.csv] [--quick]\n"
+    "DP equalized odds from a classifier's scores vs. the binary post-processor on Adult, against\n"
+    "a real vault (fairvault-server on a temp SQLite file).\n";
+
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
   FlagReader reader(argc, argv);
@@ -390,6 +397,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 }
 
 int Main(int argc, char** argv) {
+  if (HelpRequested(argc, argv)) return PrintUsage(kUsage);
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) return FlagsErrorExit(flags.status());
   auto run = [&]() -> absl::Status {

@@ -68,8 +68,21 @@ absl::Status FlagReader::Number(double* out, bool positive) {
   return absl::OkStatus();
 }
 
+bool HelpRequested(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") return true;
+  }
+  return false;
+}
+
+int PrintUsage(const char* usage) {
+  std::fputs(usage, stdout);
+  return 0;
+}
+
 int FlagsErrorExit(const absl::Status& status) {
-  std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+  std::fprintf(stderr, "%s (see --help)\n", std::string(status.message()).c_str());
   return 2;
 }
 

@@ -45,6 +45,12 @@ class FlagReader {
   std::string arg_;
 };
 
+// True when --help or -h is among the arguments. Programs check it first and then only print
+// their usage (PrintUsage): nothing is read, started or connected to.
+bool HelpRequested(int argc, char** argv);
+// Prints `usage` on stdout; returns main()'s exit status 0.
+int PrintUsage(const char* usage);
+
 // main()'s end: bad flags print their message and give 2; a failed run prints
 // "<program>: <status>" and gives 1; otherwise 0. All on stderr.
 int FlagsErrorExit(const absl::Status& status);

@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/util/status_macros.h"
+#include "experiments/experiment_cli.h"
 #include "experiments/fair_learning_common.h"
 
 namespace fairvault::experiments {
@@ -183,7 +184,19 @@ absl::Status Run(const Options& o) {
 }  // namespace fairvault::experiments
 
 int main(int argc, char** argv) {
+  constexpr char kUsage[] =
+      "usage: fair_game_rpc [--datasets DIR] [--rounds T] [--epsilon E] [--rows N] "
+      "[--lambda-bound B]\n"
+      "The fair-ERM game (Jagielski et al. 2019, Alg. 3) played through the vault's RPCs, then\n"
+      "as one managed job, against a real vault (fairvault-server on a temp SQLite file).\n";
+  if (fairvault::experiments::HelpRequested(argc, argv)) {
+    return fairvault::experiments::PrintUsage(kUsage);
+  }
   fairvault::experiments::Options o;
+  if (argc % 2 == 0) {  // every flag takes a value
+    std::fprintf(stderr, "%s needs a value (see --help)\n", argv[argc - 1]);
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     bool ok = true;
@@ -201,9 +214,7 @@ int main(int argc, char** argv) {
       ok = false;
     }
     if (!ok) {
-      std::fprintf(stderr,
-                   "usage: fair_game_rpc [--datasets DIR] [--rounds T] [--epsilon E] "
-                   "[--rows N] [--lambda-bound B]\n");
+      std::fprintf(stderr, "bad flag or value: %s %s\n%s", flag.c_str(), value.c_str(), kUsage);
       return 2;
     }
   }

@@ -376,6 +376,15 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::string& v) {
   return out;
 }
 
+// --help / -h: what the program does and its flags (the file comment above has the protocol).
+constexpr char kUsage[] =
+    "usage: jagielski_fig1 [--datasets DIR] [--seeds N] [--adult-seeds N] [--epsilons 0.5,1,...]\n"
+    "                      [--rounds 10,50,200] [--lambda-bound B] [--learning-rate ETA]\n"
+    "                      [--clip-l1 C] [--adult-clip-l1 C] [--only communities|adult]\n"
+    "                      [--out-dir DIR] [--quick]\n"
+    "Jagielski et al. (2019), Fig. 1: the DP-oracle learner against the DP equalized-odds\n"
+    "post-processor on Communities & Crime, then Adult, against a real vault.\n";
+
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
   FlagReader reader(argc, argv);
@@ -428,6 +437,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 }
 
 int Main(int argc, char** argv) {
+  if (HelpRequested(argc, argv)) return PrintUsage(kUsage);
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) return FlagsErrorExit(flags.status());
   auto run = [&]() -> absl::Status {

@@ -104,6 +104,20 @@ struct Flags {
                       grid_w_radius = {1, 5}, grid_clip = {1, 5};
 };
 
+// --help / -h: what the program does and its flags (the file comment above has the protocol).
+constexpr char kUsage[] =
+    "usage: stochastic_fair_repro [--datasets DIR] [--out-dir DIR] [--seeds 3] [--split-seed 0]\n"
+    "         [--epsilon 1] [--reference-epsilon 1000 (0: none)] [--reference-seeds 1] [--quick]\n"
+    "         [--suite | --dataset adult|credit|parkinsons|parkinsons_no_motor --fairness dp|eo\n"
+    "          --algorithm dp_fermi|pf_ld] [--lambdas L,...] [--configs paper,large_batch]\n"
+    "         [--epochs E --batch B (0: all rows) --lr-theta --lr-w --w-radius --clip --dual-lr:\n"
+    "          a \"custom\" configuration on top of the paper's]\n"
+    "         [--tune [--tune-datasets adult,credit,parkinsons] [--tune-lambdas 0.5,1,2.5,5]\n"
+    "          [--grid-epochs L] [--grid-lr-theta L] [--grid-lr-w L] [--grid-w-radius L]\n"
+    "          [--grid-clip L]]\n"
+    "DP-FERMI (Lowy et al. 2023) and PF-LD (Tran et al. 2021) reproduced through a real vault\n"
+    "(fairvault-server on a temp SQLite file).\n";
+
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
   FlagReader reader(argc, argv);
@@ -455,6 +469,7 @@ absl::Status Reproduce(const Flags& flags) {
 }
 
 int Main(int argc, char** argv) {
+  if (HelpRequested(argc, argv)) return PrintUsage(kUsage);
   return ExperimentMain("stochastic_fair_repro", ParseFlags(argc, argv), [](const Flags& flags) {
     return flags.tune ? Tune(flags) : Reproduce(flags);
   });

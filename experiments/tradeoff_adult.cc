@@ -240,6 +240,17 @@ absl::Status Run(const Flags& flags) {
   return absl::OkStatus();
 }
 
+// --help / -h: what the program does and its flags (the file comment above has the protocol).
+constexpr char kUsage[] =
+    "usage: tradeoff_adult [--datasets DIR] [--out-dir DIR] [--seeds 5] [--epsilons 0.5,1,3,9]\n"
+    "                      [--lambdas 0,1,2.5,5] [--epochs 300] [--batch B (0: all rows)]\n"
+    "                      [--lr-theta 1] [--lr-w 0.1] [--w-radius 5] [--clip 1] [--pfld-clip 5]\n"
+    "                      [--dual-lr 0.1] [--oracle-rounds T (0: the vault's default)]\n"
+    "                      [--validate [--variations id,id,...]] [--quick]\n"
+    "The privacy / fairness trade-off of DP-FERMI, PF-LD, the DP-oracle learner and the DP\n"
+    "equalized-odds post-processor on Adult, through a real vault (fairvault-server on a temp\n"
+    "SQLite file); writes the CSVs and `fairvault report sweep` inputs into --out-dir.\n";
+
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
   FlagReader reader(argc, argv);
@@ -314,6 +325,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 }
 
 int Main(int argc, char** argv) {
+  if (HelpRequested(argc, argv)) return PrintUsage(kUsage);
   return ExperimentMain("tradeoff_adult", ParseFlags(argc, argv), Run);
 }
 

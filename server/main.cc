@@ -1,21 +1,25 @@
-// fairvault-server: `serve` runs the vault; `bootstrap` creates the first regulator key.
+// fairvault-server: `serve` runs the vault; `bootstrap` creates the first regulator key;
+// `backup` and `migrate` copy a vault.
 //
-//   fairvault-server bootstrap --db vault.db --name regulator
+//   fairvault-server bootstrap --db vault.db --name regulator [--out regulator.key]
 //   fairvault-server serve --db vault.db [--listen 127.0.0.1:50051]
 //       [--tls-cert cert.pem --tls-key key.pem] [--job-workers 1]
 //       [--metrics-listen 127.0.0.1:9464]
 #include <malloc.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/random/secure_bitgen.h"
@@ -28,6 +32,7 @@
 #include "server/http/metrics_endpoint.h"
 #include "server/storage/pg_store.h"
 #include "server/storage/sqlite_store.h"
+#include "server/util/private_file.h"
 
 #ifndef FAIRVAULT_VERSION
 #error "FAIRVAULT_VERSION must be defined by the build"
@@ -36,38 +41,71 @@
 namespace fairvault::server {
 namespace {
 
-constexpr char kUsage[] =
-    "usage:\n"
-    "  --db DB is a SQLite file (created if missing; one server process) or a PostgreSQL\n"
-    "  URI postgresql://USER@HOST:PORT/NAME?passfile=... (several replicas may share it).\n"
-    "  fairvault-server bootstrap --db DB --name NAME\n"
-    "      Creates a regulator account in the database and prints its API key once.\n"
-    "  fairvault-server --version\n"
-    "  fairvault-server backup --db PATH --out FILE\n"
+// Each subcommand's usage, printed by `fairvault-server COMMAND --help` (stdout, exit 0) and
+// after a usage error in it (stderr, exit 2); `fairvault-server --help` prints them all.
+constexpr char kDbHelp[] =
+    "  --db DB is a SQLite file (created if missing, mode 0600; one server process) or a\n"
+    "  PostgreSQL URI postgresql://USER@HOST:PORT/NAME?passfile=... (several replicas may\n"
+    "  share it).\n";
+
+constexpr char kBootstrapUsage[] =
+    "usage: fairvault-server bootstrap --db DB --name NAME [--out FILE]\n"
+    "      Creates a regulator account in the database and prints its API key once on\n"
+    "      stdout; with --out, writes it into the new FILE instead (mode 0600; an existing\n"
+    "      file is refused before the account is created).\n";
+
+constexpr char kBackupUsage[] =
+    "usage: fairvault-server backup --db PATH --out FILE\n"
     "      Copies the database (also while a server runs on it: one consistent snapshot,\n"
-    "      SQLite's online backup) into the new FILE and verifies the copy's ledger; a copy\n"
-    "      that does not verify is removed and the exit status is 1.\n"
-    "  fairvault-server migrate --from FILE --to postgresql://...\n"
+    "      SQLite's online backup) into the new FILE (mode 0600) and verifies the copy's\n"
+    "      ledger; a copy that does not verify is removed and the exit status is 1.\n";
+
+constexpr char kMigrateUsage[] =
+    "usage: fairvault-server migrate --from FILE --to postgresql://...\n"
     "      Copies the SQLite vault FILE (stop its server first) into an empty PostgreSQL\n"
     "      database in one transaction, ids and seqs kept. Refuses unless FILE's ledger\n"
-    "      verifies; checks that the copy verifies with the same head hash.\n"
-    "  fairvault-server serve --db DB [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
-    "                         [--job-workers N] [--job-lease-seconds S]\n"
-    "                         [--metrics-listen IPv4:PORT]\n"
+    "      verifies; checks that the copy verifies with the same head hash.\n";
+
+constexpr char kServeUsage[] =
+    "usage: fairvault-server serve --db DB [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
+    "                              [--job-workers N] [--job-lease-seconds S]\n"
+    "                              [--metrics-listen IPv4:PORT]\n"
     "      Serves the vault (default listen address 127.0.0.1:50051). SIGTERM/SIGINT stop it\n"
     "      gracefully. --job-workers: threads that run training jobs (default 1). A running\n"
     "      job is leased to its process for --job-lease-seconds (default 30), renewed while it\n"
     "      runs; a job whose process died is taken over by any server on the same database\n"
-    "      once its lease ends (at shutdown leases are released at once). The health service "
-    "reports\n"
-    "      SERVING for \"\" and for each of the vault's services by name; gRPC server\n"
+    "      once its lease ends (at shutdown leases are released at once). The health service\n"
+    "      reports SERVING for \"\" and for each of the vault's services by name; gRPC server\n"
     "      reflection lists them.\n"
     "      --metrics-listen: serve Prometheus metrics at http://IPv4:PORT/metrics (off by\n"
     "      default; no authentication: use loopback or a private network).\n";
 
-int Usage(const std::string& error) {
+struct Subcommand {
+  const char* name;
+  const char* usage;
+};
+constexpr Subcommand kSubcommands[] = {{"bootstrap", kBootstrapUsage},
+                                       {"serve", kServeUsage},
+                                       {"backup", kBackupUsage},
+                                       {"migrate", kMigrateUsage}};
+
+std::string FullUsage() {
+  std::string out =
+      "usage: fairvault-server COMMAND [flags]\n"
+      "       fairvault-server COMMAND --help\n"
+      "       fairvault-server --version\n";
+  absl::StrAppend(&out, kDbHelp);
+  for (const Subcommand& c : kSubcommands) absl::StrAppend(&out, c.usage);
+  absl::StrAppend(&out,
+                  "Files the server creates (the database and its -wal/-shm, backups, --out key\n"
+                  "files) are readable by their owner only: its umask is 077.\n");
+  return out;
+}
+
+// A usage error: the message and `usage` (a subcommand's, or all) on stderr, exit status 2.
+int Usage(const std::string& error, const std::string& usage = FullUsage()) {
   if (!error.empty()) std::cerr << "error: " << error << "\n";
-  std::cerr << kUsage;
+  std::cerr << usage;
   return 2;
 }
 
@@ -132,8 +170,19 @@ bool OnlyKnownFlags(const std::map<std::string, std::string>& flags,
 
 int Bootstrap(std::map<std::string, std::string>& flags) {
   std::string error;
-  if (!OnlyKnownFlags(flags, {"db", "name"}, &error)) return Usage(error);
-  if (flags["db"].empty() || flags["name"].empty()) return Usage("bootstrap needs --db and --name");
+  if (!OnlyKnownFlags(flags, {"db", "name", "out"}, &error)) return Usage(error, kBootstrapUsage);
+  if (flags["db"].empty() || flags["name"].empty()) {
+    return Usage("bootstrap needs --db and --name", kBootstrapUsage);
+  }
+  // The key file's name is taken before the account exists, so that a key shown once is never
+  // lost to a file that cannot be written; it is removed again if the account is not created.
+  std::optional<NewPrivateFile> key_file;
+  if (flags.count("out")) {
+    if (flags["out"].empty()) return Usage("--out needs a file name", kBootstrapUsage);
+    absl::StatusOr<NewPrivateFile> file = NewPrivateFile::Create(flags["out"]);
+    if (!file.ok()) return Usage(absl::StrCat("--out: ", file.status().message()), kBootstrapUsage);
+    key_file.emplace(*std::move(file));
+  }
   auto store = OpenStore(flags["db"]);
   if (!store.ok()) {
     std::cerr << "error: " << store.status() << "\n";
@@ -147,6 +196,16 @@ int Bootstrap(std::map<std::string, std::string>& flags) {
     std::cerr << "error: " << created.status() << "\n";
     return 1;
   }
+  if (key_file.has_value()) {
+    if (absl::Status written = key_file->Commit(created->api_key() + "\n"); !written.ok()) {
+      std::cerr << "error: " << written.message() << "; the account '" << created->account().name()
+                << "' exists but its key is lost: bootstrap again with another --name\n";
+      return 1;
+    }
+    std::cerr << "regulator account '" << created->account().name() << "' created; its API key "
+              << "is in " << key_file->path() << " (mode 0600, shown nowhere else)\n";
+    return 0;
+  }
   std::cerr << "regulator account '" << created->account().name()
             << "' created; its API key follows (shown once, store it safely):\n";
   std::cout << created->api_key() << std::endl;
@@ -155,8 +214,10 @@ int Bootstrap(std::map<std::string, std::string>& flags) {
 
 int Backup(std::map<std::string, std::string>& flags) {
   std::string error;
-  if (!OnlyKnownFlags(flags, {"db", "out"}, &error)) return Usage(error);
-  if (flags["db"].empty() || flags["out"].empty()) return Usage("backup needs --db and --out");
+  if (!OnlyKnownFlags(flags, {"db", "out"}, &error)) return Usage(error, kBackupUsage);
+  if (flags["db"].empty() || flags["out"].empty()) {
+    return Usage("backup needs --db and --out", kBackupUsage);
+  }
   auto verified = storage::SqliteStore::Backup(flags["db"], flags["out"]);
   if (!verified.ok()) {
     std::cerr << "error: " << verified.status() << "\n";
@@ -169,12 +230,12 @@ int Backup(std::map<std::string, std::string>& flags) {
 
 int Migrate(std::map<std::string, std::string>& flags) {
   std::string error;
-  if (!OnlyKnownFlags(flags, {"from", "to"}, &error)) return Usage(error);
+  if (!OnlyKnownFlags(flags, {"from", "to"}, &error)) return Usage(error, kMigrateUsage);
   if (flags["from"].empty() || !storage::IsPostgresUri(flags["to"])) {
-    return Usage("migrate needs --from SQLITE_FILE and --to postgresql://...");
+    return Usage("migrate needs --from SQLITE_FILE and --to postgresql://...", kMigrateUsage);
   }
   if (access(flags["from"].c_str(), R_OK) != 0) {
-    return Usage(absl::StrCat("--from: cannot read ", flags["from"]));
+    return Usage(absl::StrCat("--from: cannot read ", flags["from"]), kMigrateUsage);
   }
   auto target = storage::PgStore::Open(flags["to"]);
   if (!target.ok()) {
@@ -198,25 +259,31 @@ int Serve(std::map<std::string, std::string>& flags) {
                       {"db", "listen", "tls-cert", "tls-key", "job-workers", "job-lease-seconds",
                        "metrics-listen"},
                       &error)) {
-    return Usage(error);
+    return Usage(error, kServeUsage);
   }
-  if (flags["db"].empty()) return Usage("serve needs --db");
+  if (flags["db"].empty()) return Usage("serve needs --db", kServeUsage);
   const std::string listen = flags.count("listen") ? flags["listen"] : "127.0.0.1:50051";
   VaultOptions options;
   if (flags.count("job-workers") && !absl::SimpleAtoi(flags["job-workers"], &options.job_workers)) {
     return Usage(
-        absl::StrCat("--job-workers must be an integer (got '", flags["job-workers"], "')"));
+        absl::StrCat("--job-workers must be an integer (got '", flags["job-workers"], "')"),
+        kServeUsage);
   }
   if (flags.count("job-lease-seconds")) {
     int seconds = 0;
     if (!absl::SimpleAtoi(flags["job-lease-seconds"], &seconds)) {
       return Usage(absl::StrCat("--job-lease-seconds must be an integer (got '",
-                                flags["job-lease-seconds"], "')"));
+                                flags["job-lease-seconds"], "')"),
+                   kServeUsage);
     }
     options.job_lease_micros = int64_t{seconds} * 1'000'000;
   }
   if (absl::Status valid = options.Validate(); !valid.ok()) {
-    return Usage(absl::StrCat("--job-workers: ", valid.message()));
+    // VaultOptions names its fields (job_workers, job_lease_seconds): name the flag too.
+    const absl::string_view message = valid.message();
+    const char* flag =
+        absl::StartsWith(message, "job_lease") ? "--job-lease-seconds" : "--job-workers";
+    return Usage(absl::StrCat(flag, ": ", message), kServeUsage);
   }
 
   // Block the stop signals before any thread starts, then wait for them on one thread.
@@ -238,7 +305,7 @@ int Serve(std::map<std::string, std::string>& flags) {
     metrics = std::make_unique<Metrics>(ServedMethodNames());
     auto endpoint = MetricsEndpoint::Start(flags["metrics-listen"], metrics->registry());
     if (absl::IsInvalidArgument(endpoint.status())) {
-      return Usage(std::string(endpoint.status().message()));
+      return Usage(std::string(endpoint.status().message()), kServeUsage);
     }
     if (!endpoint.ok()) {
       std::cerr << "error: " << endpoint.status().message() << "\n";
@@ -264,7 +331,7 @@ int Serve(std::map<std::string, std::string>& flags) {
     grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
     if (!ReadFile(flags["tls-cert"], &pair.cert_chain) ||
         !ReadFile(flags["tls-key"], &pair.private_key)) {
-      return Usage("cannot read --tls-cert / --tls-key");
+      return Usage("cannot read --tls-cert / --tls-key", kServeUsage);
     }
     grpc::SslServerCredentialsOptions options;
     options.pem_key_cert_pairs.push_back(pair);
@@ -335,24 +402,47 @@ static void KeepFreedMemory() {
 
 int main(int argc, char** argv) {
   using namespace fairvault::server;
+  // Everything the server creates holds protected data or a secret: the database and its
+  // -wal/-shm, backups, key files, SQLite's temporary files. Owner only, whatever umask it was
+  // started with (the database, backups and key files are also created 0600 explicitly).
+  umask(077);
   KeepFreedMemory();
   if (argc < 2) return Usage("");
   const std::string first = argv[1];
   if (first == "--help" || first == "-h" || first == "help") {
-    std::cout << kUsage;
+    // `help COMMAND` prints that command's usage.
+    for (const Subcommand& c : kSubcommands) {
+      if (argc > 2 && c.name == std::string(argv[2])) {
+        std::cout << c.usage;
+        return 0;
+      }
+    }
+    std::cout << FullUsage();
     return 0;
   }
   if (first == "--version" || first == "version") {
     std::cout << "fairvault-server " << FAIRVAULT_VERSION << "\n";
     return 0;
   }
+  const Subcommand* command = nullptr;
+  for (const Subcommand& c : kSubcommands) {
+    if (first == c.name) command = &c;
+  }
+  if (command == nullptr) return Usage(absl::StrCat("unknown command '", first, "'"));
+  // --help / -h anywhere after the subcommand: its usage, before any flag is checked and
+  // without opening anything.
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << command->usage;
+      return 0;
+    }
+  }
   std::map<std::string, std::string> flags;
   std::string error;
-  if (!ParseFlags(argc, argv, &flags, &error)) return Usage(error);
-  const std::string command = argv[1];
-  if (command == "bootstrap") return Bootstrap(flags);
-  if (command == "serve") return Serve(flags);
-  if (command == "backup") return Backup(flags);
-  if (command == "migrate") return Migrate(flags);
-  return Usage(absl::StrCat("unknown command '", command, "'"));
+  if (!ParseFlags(argc, argv, &flags, &error)) return Usage(error, command->usage);
+  if (first == "bootstrap") return Bootstrap(flags);
+  if (first == "serve") return Serve(flags);
+  if (first == "backup") return Backup(flags);
+  return Migrate(flags);
 }

@@ -17,7 +17,7 @@ while (($# > 0)); do
   case "$1" in
     --link) link=1 ;;
     --build-dir) build="$(cd "$2" && pwd)"; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "install.sh: unknown option $1" >&2; exit 2 ;;
     *) venv="$1" ;;
   esac

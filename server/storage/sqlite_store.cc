@@ -16,6 +16,7 @@
 #include "core/util/truncate.h"
 #include "server/storage/ledger_chain.h"
 #include "server/storage/store_common.h"
+#include "server/util/private_file.h"
 
 namespace fairvault::server::storage {
 namespace {
@@ -303,6 +304,12 @@ JobRecord ReadJob(const Stmt& s) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  // The database holds protected attributes: a new file is created 0600 here rather than by
+  // SQLite (0644 minus the umask). SQLite gives the -wal and -shm files the database file's
+  // mode. An existing file keeps its mode; if this fails, sqlite3_open_v2 reports why.
+  if (!path.empty() && path != ":memory:" && path.rfind("file:", 0) != 0) {
+    CreatePrivateFile(path).IgnoreError();
+  }
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -331,9 +338,14 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
 
 absl::StatusOr<LedgerVerification> SqliteStore::Backup(const std::string& path,
                                                        const std::string& out) {
-  if (access(out.c_str(), F_OK) == 0) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("backup target ", out, " exists; choose a new file (nothing was written)"));
+  // Created here, 0600 and exclusively (a file that appears meanwhile is never overwritten):
+  // the copy holds everything the database does.
+  if (absl::Status created = CreatePrivateFile(out); !created.ok()) {
+    if (absl::IsAlreadyExists(created)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("backup target ", out, " exists; choose a new file (nothing was written)"));
+    }
+    return created;
   }
   sqlite3* source = nullptr;
   sqlite3* target = nullptr;

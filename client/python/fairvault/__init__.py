@@ -2,7 +2,8 @@
 
 ``fairvault.Vault(server, key)`` holds a connection with one method per RPC, pandas
 DataFrames in and out; :mod:`fairvault.errors` has one exception per status;
-:mod:`fairvault.pseudonymise` computes the CLI's HMAC pseudonyms. The Fairlearn-style
+:mod:`fairvault.pseudonymise` computes the CLI's HMAC pseudonyms; HMAC secrets and API keys
+are held as :class:`fairvault.Secret`, which no ``repr`` or message shows. The Fairlearn-style
 estimators live in :mod:`fairvault.estimators`, :mod:`fairvault.metric_frame` and
 :mod:`fairvault.models`, and their public names are reachable from here too.
 """
@@ -17,13 +18,14 @@ from fairvault.errors import (Aborted, AlreadyExists, BudgetExhausted, FailedPre
 from fairvault.pseudonymise import pseudonymise, pseudonymise_all, read_secret_file
 from fairvault.results import (ClassifierAudit, CountsRelease, Decisions, Preview,
                                RegressorAudit, Release)
+from fairvault.secret import Secret
 from fairvault.vault import TableHandle, Vault, new_idempotency_key
 
 __version__ = "0.10.0"
 
 __all__ = [
     "Vault", "TableHandle", "new_idempotency_key", "pseudonymise", "pseudonymise_all",
-    "read_secret_file",
+    "read_secret_file", "Secret",
     "Release", "CountsRelease", "ClassifierAudit", "RegressorAudit", "Decisions", "Preview",
     "FairvaultError", "InvalidArgument", "NotFound", "AlreadyExists", "PermissionDenied",
     "Unauthenticated", "BudgetExhausted", "FailedPrecondition", "Aborted", "Unavailable",

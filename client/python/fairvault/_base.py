@@ -2,6 +2,7 @@
 spending calls are made, and small argument helpers shared by its methods."""
 from __future__ import annotations
 
+import os
 import secrets
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -10,10 +11,12 @@ from fairvault._proto import enum_value, pb
 from fairvault.connection import Connection
 from fairvault.pseudonymise import read_secret_file, secret_bytes
 from fairvault.results import messages_frame
+from fairvault.secret import Secret, SecretLike
 
 __all__ = ["VaultBase", "TableHandle", "new_idempotency_key"]
 
-Secret = Union[bytes, str, None]
+#: A file name: ``hmac_secret_file=``, ``key_file=``.
+PathLike = Union[str, "os.PathLike[str]"]
 
 
 def new_idempotency_key() -> str:
@@ -49,12 +52,20 @@ class TableHandle(str):
         return self.response.expires_unix
 
 
-def _secret(hmac_secret: Secret, hmac_secret_file: Optional[str]) -> Optional[bytes]:
+def _secret(hmac_secret: Optional[SecretLike],
+            hmac_secret_file: Optional[PathLike]) -> Optional[bytes]:
+    """The HMAC secret's bytes from ``hmac_secret=`` or ``hmac_secret_file=`` (read now), or
+    None. The messages name the argument, never the value."""
     if hmac_secret is not None and hmac_secret_file is not None:
-        raise ValueError("give hmac_secret or hmac_secret_file, not both")
+        raise ValueError("give hmac_secret= or hmac_secret_file=, not both")
     if hmac_secret_file is not None:
         return read_secret_file(hmac_secret_file)
-    return secret_bytes(hmac_secret) if hmac_secret is not None else None
+    if hmac_secret is None:
+        return None
+    if not isinstance(hmac_secret, (Secret, bytes, bytearray, str)):
+        raise TypeError(f"hmac_secret must be bytes, str or a fairvault.Secret (got "
+                        f"{type(hmac_secret).__name__}); or pass hmac_secret_file=PATH")
+    return secret_bytes(hmac_secret)
 
 
 def _unmatched(value: Union[str, int]) -> int:

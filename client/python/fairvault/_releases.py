@@ -9,12 +9,13 @@ import numpy as np
 import pandas as pd
 
 from fairvault import errors
-from fairvault._base import (Secret, TableHandle, VaultBase, _FAIR_MODEL_ENUMS, _list, _secret,
+from fairvault._base import (PathLike, TableHandle, VaultBase, _FAIR_MODEL_ENUMS, _list, _secret,
                              _unmatched)
 from fairvault._proto import enum_value, pb
 from fairvault._tables import DEFAULT_CHUNK_ROWS, subject_keys, table_columns, table_stream
 from fairvault.results import (ClassifierAudit, CountsRelease, Decisions, Preview,
                                RegressorAudit, Release)
+from fairvault.secret import SecretLike
 
 __all__ = ["ReleaseMethods", "DECIDE_CHUNK_ROWS"]
 
@@ -28,7 +29,8 @@ class ReleaseMethods(VaultBase):
     def upload_table(self, df: pd.DataFrame, dataset: str, key_column: Optional[str] = None,
                      numeric: Optional[Sequence[str]] = None,
                      categorical: Optional[Sequence[str]] = None, *,
-                     hmac_secret: Secret = None, hmac_secret_file: Optional[str] = None,
+                     hmac_secret: Optional[SecretLike] = None,
+                     hmac_secret_file: Optional[PathLike] = None,
                      ttl_seconds: int = 0, label: str = "",
                      chunk_rows: int = DEFAULT_CHUNK_ROWS,
                      progress: Optional[bool] = None) -> TableHandle:
@@ -200,8 +202,9 @@ class ReleaseMethods(VaultBase):
             epsilon=epsilon, gamma=gamma, unmatched=_unmatched(unmatched), **options)
         return self._spend("FitFairModel", request, Release, idempotency_key, preview)
 
-    def decide(self, artifact_id: str, keys: Any, values: Any, *, hmac_secret: Secret = None,
-               hmac_secret_file: Optional[str] = None, chunk_rows: int = DECIDE_CHUNK_ROWS,
+    def decide(self, artifact_id: str, keys: Any, values: Any, *,
+               hmac_secret: Optional[SecretLike] = None,
+               hmac_secret_file: Optional[PathLike] = None, chunk_rows: int = DECIDE_CHUNK_ROWS,
                preview: bool = False) -> Union[Decisions, Preview]:
         """The vault's post-processed decisions for subjects in the vault.
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import random
 import time
-from typing import Any, Callable, Iterable, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, Optional, Sequence, Tuple, Union
 
 import grpc
 
 from fairvault import errors
 from fairvault._proto import pb_grpc
+from fairvault.secret import Secret
 
 __all__ = ["Connection", "DEFAULT_SERVER"]
 
@@ -18,10 +19,10 @@ __all__ = ["Connection", "DEFAULT_SERVER"]
 DEFAULT_SERVER = "127.0.0.1:50051"
 
 
-def _read_key_file(path: str) -> str:
+def _read_key_file(path: str) -> Secret:
     # As the CLI: the first line, surrounding whitespace stripped.
     with open(path, encoding="utf-8") as f:
-        return f.readline().strip()
+        return Secret(f.readline().strip())
 
 
 class Connection:
@@ -29,7 +30,9 @@ class Connection:
 
     Args:
         server: ``HOST:PORT``; default ``$FAIRVAULT_SERVER`` or ``127.0.0.1:50051``.
-        key: the API key; default from ``key_file``, else ``$FAIRVAULT_API_KEY``.
+        key: the API key (a ``str`` or a :class:`~fairvault.secret.Secret`); default from
+            ``key_file``, else ``$FAIRVAULT_API_KEY``. Kept as a ``Secret``: no ``repr``,
+            ``str`` or error message shows it.
         key_file: a file whose first line is the API key.
         tls_ca: PEM file of the CA that signed the server's certificate: TLS when given.
         tls_server_name: the name to expect in the server's certificate, if not the host's.
@@ -40,7 +43,7 @@ class Connection:
         max_message_bytes: largest message in each direction (the server's 64 MiB).
     """
 
-    def __init__(self, server: Optional[str] = None, key: Optional[str] = None,
+    def __init__(self, server: Optional[str] = None, key: Optional[Union[str, Secret]] = None,
                  key_file: Optional[str] = None, tls_ca: Optional[str] = None,
                  tls_server_name: Optional[str] = None, deadline: float = 600.0,
                  retries: int = 3, backoff: float = 0.2,
@@ -48,16 +51,19 @@ class Connection:
         self.server = server or os.environ.get("FAIRVAULT_SERVER") or DEFAULT_SERVER
         if key is None and key_file is not None:
             key = _read_key_file(key_file)
-        if key is None:
-            key = os.environ.get("FAIRVAULT_API_KEY") or None
-        if key is not None and any(c <= " " or c > "~" for c in key):
-            raise ValueError("the API key must be printable ASCII without spaces (check for a "
-                             "stray newline in the key file)")
+        if key is None and os.environ.get("FAIRVAULT_API_KEY"):
+            key = os.environ["FAIRVAULT_API_KEY"]
+        if key is not None:
+            key = Secret(key)
+            if not isinstance(key.reveal(), str) or any(c <= " " or c > "~"
+                                                        for c in key.reveal()):
+                raise ValueError("key: the API key must be printable ASCII without spaces "
+                                 "(check for a stray newline in the key file)")
         if not deadline > 0:
             raise ValueError(f"deadline must be > 0 seconds (got {deadline})")
         if retries < 0:
             raise ValueError(f"retries must be >= 0 (got {retries})")
-        self._key = key
+        self._key: Optional[Secret] = key
         self.deadline = float(deadline)
         self.retries = int(retries)
         self.backoff = float(backoff)
@@ -84,7 +90,7 @@ class Connection:
         return self._key is not None
 
     def metadata(self) -> Tuple[Tuple[str, str], ...]:
-        return (("authorization", f"Bearer {self._key}"),) if self._key else ()
+        return (("authorization", "Bearer " + self._key.reveal()),) if self._key else ()
 
     def close(self) -> None:
         self._raw_channel.close()

@@ -28,6 +28,7 @@ import pandas as pd
 
 from fairvault.models import applier_for
 from fairvault.results import Preview
+from fairvault.secret import as_secret
 
 __all__ = ["PrivateEqualizedOdds", "PrivateEqualizedOddsScores",
            "PrivateStatisticalParityRegressor", "FairModel", "NotFittedError"]
@@ -37,8 +38,18 @@ class NotFittedError(ValueError, AttributeError):
     """predict before fit (the sklearn name)."""
 
 
+# Parameters that hold a secret: kept as a fairvault.Secret (wrapped on the way in, by the
+# constructor and by set_params), so that repr and get_params() never show the value.
+_SECRET_PARAMS = ("hmac_secret",)
+
+
 class _Estimator:
-    """get_params / set_params from the constructor's signature, as sklearn's BaseEstimator."""
+    """get_params / set_params from the constructor's signature, as sklearn's BaseEstimator.
+
+    ``hmac_secret`` is stored as a :class:`fairvault.Secret`: a ``Secret`` given to the
+    constructor or to ``set_params`` is kept as the same object (so ``get_params`` returns what
+    the constructor got, as sklearn's ``clone`` expects); bytes or str are wrapped once.
+    """
 
     def get_params(self, deep: bool = True) -> Dict[str, Any]:
         params = {}
@@ -53,7 +64,7 @@ class _Estimator:
         known = set(inspect.signature(type(self).__init__).parameters) - {"self"}
         for name, value in params.items():
             if name in known:
-                setattr(self, name, value)
+                setattr(self, name, as_secret(value) if name in _SECRET_PARAMS else value)
             elif hasattr(self, "learner_params"):
                 self.learner_params[name] = value
             else:
@@ -103,15 +114,16 @@ def _column(values: Any, n: int, name: str) -> np.ndarray:
 
 
 def _upload(vault: Any, dataset: str, X_keys: Any, key_column: Optional[str],
-            columns: Dict[str, Any], hmac_secret: Any) -> Tuple[Any, list]:
+            columns: Dict[str, Any], hmac_secret: Any,
+            hmac_secret_file: Any = None) -> Tuple[Any, list]:
     """Uploads the keys with `columns` (name → values) as numeric columns through the vault's
-    one upload path; returns (handle, raw keys)."""
+    one upload path (which reads ``hmac_secret_file`` now); returns (handle, raw keys)."""
     frame, upload_key, keys = _keys(X_keys, key_column)
     frame = frame.copy()
     for name, values in columns.items():
         frame[name] = _column(values, len(keys), name)
     handle = vault.upload_table(frame, dataset, key_column=upload_key, numeric=list(columns),
-                                hmac_secret=hmac_secret)
+                                hmac_secret=hmac_secret, hmac_secret_file=hmac_secret_file)
     return handle, keys
 
 
@@ -125,6 +137,7 @@ class _PostProcessor(_Estimator):
     vault: Any
     decision_floor: Optional[float]
     hmac_secret: Any
+    hmac_secret_file: Any
     key_column: Optional[str]
 
     def _decide(self, X_keys: Any, values: np.ndarray) -> np.ndarray:
@@ -139,7 +152,8 @@ class _PostProcessor(_Estimator):
                 "decision_floor=0.05, or pass groups= to apply it locally")
         _, _, keys = _keys(X_keys, self.key_column)
         decisions = self.vault.decide(self.artifact_id_, keys, values,
-                                      hmac_secret=self.hmac_secret)
+                                      hmac_secret=self.hmac_secret,
+                                      hmac_secret_file=self.hmac_secret_file)
         self.last_decisions_ = decisions
         return np.asarray(decisions.outputs, dtype=np.float64)
 
@@ -163,20 +177,27 @@ class PrivateEqualizedOdds(_PostProcessor):
         attributes: the protected attributes forming the groups (default: all).
         key_column: where ``X_keys`` holds the keys when it is a DataFrame (a column, ``"@row"``
             or None for the index); a Series or list is taken as the keys themselves.
-        hmac_secret: pseudonymise keys as the regulator's import did.
+        hmac_secret: pseudonymise keys as the regulator's import did, with this secret (bytes,
+            str or a :class:`fairvault.Secret`; kept as a ``Secret``, which ``repr`` and
+            ``get_params`` show as ``Secret('***')``).
+        hmac_secret_file: or with the secret in this file, read as the CLI's
+            ``--hmac-secret-file`` reads it when ``fit`` (and ``predict`` through the vault)
+            need it; the parameter stays the path. Not together with ``hmac_secret``.
         beta, min_group_count, all_pairs, unmatched, idempotency_key: as in
             ``Vault.fit_equalized_odds``.
     """
 
     def __init__(self, vault: Any, dataset: str, epsilon: float, gamma: float,
                  decision_floor: Optional[float] = None, attributes: Sequence[str] = (),
-                 key_column: Optional[str] = None, hmac_secret: Any = None, beta: float = 0.0,
+                 key_column: Optional[str] = None, hmac_secret: Any = None,
+                 hmac_secret_file: Any = None, beta: float = 0.0,
                  min_group_count: Optional[float] = None, all_pairs: bool = False,
                  unmatched: str = "reject", idempotency_key: Optional[str] = None):
         self.vault, self.dataset, self.epsilon, self.gamma = vault, dataset, epsilon, gamma
         self.decision_floor, self.attributes, self.key_column = decision_floor, attributes, \
             key_column
-        self.hmac_secret, self.beta, self.min_group_count = hmac_secret, beta, min_group_count
+        self.hmac_secret, self.hmac_secret_file = as_secret(hmac_secret), hmac_secret_file
+        self.beta, self.min_group_count = beta, min_group_count
         self.all_pairs, self.unmatched, self.idempotency_key = all_pairs, unmatched, \
             idempotency_key
 
@@ -184,7 +205,8 @@ class PrivateEqualizedOdds(_PostProcessor):
         """Uploads (key, label, prediction) and fits the post-processor: one charged release.
         Returns self, or the fit's ``Preview`` with ``preview=True`` (nothing charged)."""
         table, _ = _upload(self.vault, self.dataset, X_keys, self.key_column,
-                           {"label": y, "prediction": y_pred}, self.hmac_secret)
+                           {"label": y, "prediction": y_pred}, self.hmac_secret,
+                           self.hmac_secret_file)
         result = self.vault.fit_equalized_odds(
             table, "prediction", "label", self.epsilon, self.gamma, self.attributes,
             beta=self.beta, decision_floor=self.decision_floor or 0.0,
@@ -222,19 +244,22 @@ class PrivateEqualizedOddsScores(_PostProcessor):
     def __init__(self, vault: Any, dataset: str, epsilon: float, gamma: float, lo: float = 0.0,
                  hi: float = 1.0, bins: int = 20, decision_floor: Optional[float] = None,
                  attributes: Sequence[str] = (), key_column: Optional[str] = None,
-                 hmac_secret: Any = None, all_pairs: bool = False, non_monotone: bool = False,
-                 unmatched: str = "reject", idempotency_key: Optional[str] = None):
+                 hmac_secret: Any = None, hmac_secret_file: Any = None, all_pairs: bool = False,
+                 non_monotone: bool = False, unmatched: str = "reject",
+                 idempotency_key: Optional[str] = None):
         self.vault, self.dataset, self.epsilon, self.gamma = vault, dataset, epsilon, gamma
         self.lo, self.hi, self.bins = lo, hi, bins
         self.decision_floor, self.attributes, self.key_column = decision_floor, attributes, \
             key_column
-        self.hmac_secret, self.all_pairs, self.non_monotone = hmac_secret, all_pairs, non_monotone
+        self.hmac_secret, self.hmac_secret_file = as_secret(hmac_secret), hmac_secret_file
+        self.all_pairs, self.non_monotone = all_pairs, non_monotone
         self.unmatched, self.idempotency_key = unmatched, idempotency_key
 
     def fit(self, X_keys: Any, y: Any, scores: Any, preview: bool = False):
         """Uploads (key, label, score) and fits: one charged release (or its Preview)."""
         table, _ = _upload(self.vault, self.dataset, X_keys, self.key_column,
-                           {"label": y, "score": scores}, self.hmac_secret)
+                           {"label": y, "score": scores}, self.hmac_secret,
+                           self.hmac_secret_file)
         result = self.vault.fit_equalized_odds_scores(
             table, "score", "label", self.lo, self.hi, self.bins, self.epsilon, self.gamma,
             self.attributes, all_pairs=self.all_pairs, non_monotone=self.non_monotone,
@@ -270,19 +295,20 @@ class PrivateStatisticalParityRegressor(_PostProcessor):
     def __init__(self, vault: Any, dataset: str, epsilon: float, lo: float, hi: float,
                  bins: int, alpha: float = 0.0, decision_floor: Optional[float] = None,
                  attributes: Sequence[str] = (), key_column: Optional[str] = None,
-                 hmac_secret: Any = None, solver: str = "auto", unmatched: str = "reject",
-                 idempotency_key: Optional[str] = None):
+                 hmac_secret: Any = None, hmac_secret_file: Any = None, solver: str = "auto",
+                 unmatched: str = "reject", idempotency_key: Optional[str] = None):
         self.vault, self.dataset, self.epsilon = vault, dataset, epsilon
         self.lo, self.hi, self.bins, self.alpha = lo, hi, bins, alpha
         self.decision_floor, self.attributes, self.key_column = decision_floor, attributes, \
             key_column
-        self.hmac_secret, self.solver, self.unmatched = hmac_secret, solver, unmatched
+        self.hmac_secret, self.hmac_secret_file = as_secret(hmac_secret), hmac_secret_file
+        self.solver, self.unmatched = solver, unmatched
         self.idempotency_key = idempotency_key
 
     def fit(self, X_keys: Any, scores: Any, preview: bool = False):
         """Uploads (key, score) and fits: one charged release (or its Preview)."""
         table, _ = _upload(self.vault, self.dataset, X_keys, self.key_column,
-                           {"score": scores}, self.hmac_secret)
+                           {"score": scores}, self.hmac_secret, self.hmac_secret_file)
         result = self.vault.fit_statistical_parity(
             table, "score", self.lo, self.hi, self.bins, self.epsilon, self.attributes,
             alpha=self.alpha, solver=self.solver, decision_floor=self.decision_floor or 0.0,
@@ -321,7 +347,7 @@ class FairModel(_Estimator):
         features: numeric feature columns (default: every numeric column but the key and the
             label; the exponential mechanism takes ``hypothesis_columns=`` instead).
         attributes, gamma: the groups and the equalized-odds slack.
-        key_column, hmac_secret: as for :class:`PrivateEqualizedOdds`.
+        key_column, hmac_secret, hmac_secret_file: as for :class:`PrivateEqualizedOdds`.
         timeout: seconds to wait for the job (None: no limit); progress: a tqdm bar.
         **learner_params: any other FitFairModelRequest field (``rounds=20``,
             ``clip_l1=1``, ``model="mlp"``, ``hidden_units=[16]``, ``epochs=``, ...).
@@ -331,12 +357,14 @@ class FairModel(_Estimator):
                  epsilon: float = 1.0, label: str = "label",
                  features: Optional[Sequence[str]] = None, attributes: Sequence[str] = (),
                  gamma: float = 0.0, key_column: Optional[str] = None, hmac_secret: Any = None,
-                 timeout: Optional[float] = None, progress: bool = True,
+                 hmac_secret_file: Any = None, timeout: Optional[float] = None,
+                 progress: bool = True,
                  unmatched: str = "reject", idempotency_key: Optional[str] = None,
                  **learner_params: Any):
         self.vault, self.dataset, self.algorithm, self.epsilon = vault, dataset, algorithm, epsilon
         self.label, self.features, self.attributes, self.gamma = label, features, attributes, gamma
-        self.key_column, self.hmac_secret, self.timeout = key_column, hmac_secret, timeout
+        self.key_column, self.timeout = key_column, timeout
+        self.hmac_secret, self.hmac_secret_file = as_secret(hmac_secret), hmac_secret_file
         self.progress, self.unmatched, self.idempotency_key = progress, unmatched, idempotency_key
         self.learner_params = dict(learner_params)
 
@@ -357,7 +385,7 @@ class FairModel(_Estimator):
         columns = {c: df[c] for c in features + [h for h in hypotheses if h not in features]}
         columns[self.label] = df[self.label] if y is None else y
         table, _ = _upload(self.vault, self.dataset, df, self.key_column, columns,
-                           self.hmac_secret)
+                           self.hmac_secret, self.hmac_secret_file)
         result = self.vault.fit_fair_model(
             table, self.algorithm, self.label, self.epsilon, features, self.attributes,
             gamma=self.gamma, unmatched=self.unmatched, idempotency_key=self.idempotency_key,

@@ -26,7 +26,8 @@ _FIELDS = {"selection_rate": "selection_rate", "true_positive_rate": "tpr",
 def private_metric_frame(vault: Any, table_or_df: Any, y_true: Any, y_pred: Any, epsilon: float,
                          dataset: Optional[str] = None, key_column: Optional[str] = None,
                          confidence: float = 0.95, attributes: Sequence[str] = (), *,
-                         hmac_secret: Any = None, unmatched: str = "reject",
+                         hmac_secret: Any = None, hmac_secret_file: Any = None,
+                         unmatched: str = "reject",
                          idempotency_key: Optional[str] = None, preview: bool = False):
     """One private classifier audit (``AuditClassifier``, charged ``epsilon``) as a
     :class:`PrivateMetricFrame`.
@@ -41,7 +42,8 @@ def private_metric_frame(vault: Any, table_or_df: Any, y_true: Any, y_pred: Any,
         epsilon: the cost of the whole report.
         confidence: the level of every interval (default 0.95).
         attributes: the protected attributes forming the groups (default: all).
-        hmac_secret: pseudonymise the keys as the regulator's import did.
+        hmac_secret / hmac_secret_file: pseudonymise the keys as the regulator's import did,
+            with this secret or the secret in this file (not both).
         preview: return the audit's ``Preview`` (its price and expected noise) instead.
     """
     if isinstance(table_or_df, str):
@@ -57,7 +59,8 @@ def private_metric_frame(vault: Any, table_or_df: Any, y_true: Any, y_pred: Any,
             return df[v] if isinstance(v, str) else v
 
         table, _ = _upload(vault, dataset, df, key_column,
-                           {"label": values(y_true), "prediction": values(y_pred)}, hmac_secret)
+                           {"label": values(y_true), "prediction": values(y_pred)}, hmac_secret,
+                           hmac_secret_file)
         label, prediction = "label", "prediction"
     result = vault.audit_classifier(table, prediction, label, epsilon, attributes,
                                     confidence=confidence, unmatched=unmatched,

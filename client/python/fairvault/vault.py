@@ -16,11 +16,12 @@ from typing import Any, List, Mapping, Optional, Sequence, Union
 import pandas as pd
 
 from fairvault import errors
-from fairvault._base import Secret, TableHandle, _list, _secret, new_idempotency_key
+from fairvault._base import PathLike, TableHandle, _list, _secret, new_idempotency_key
 from fairvault._proto import enum_value, pb
 from fairvault._releases import DECIDE_CHUNK_ROWS, ReleaseMethods
 from fairvault._tables import (DEFAULT_CHUNK_ROWS, check_categories, default_batch_id,
                                import_stream, subject_keys)
+from fairvault.secret import SecretLike
 
 __all__ = ["Vault", "TableHandle", "new_idempotency_key", "DECIDE_CHUNK_ROWS"]
 
@@ -69,8 +70,9 @@ class Vault(ReleaseMethods):
 
     def import_attributes(self, df: pd.DataFrame, dataset: str,
                           attributes: Union[Sequence[str], Mapping[str, str]],
-                          key_column: Optional[str] = None, *, hmac_secret: Secret = None,
-                          hmac_secret_file: Optional[str] = None,
+                          key_column: Optional[str] = None, *,
+                          hmac_secret: Optional[SecretLike] = None,
+                          hmac_secret_file: Optional[PathLike] = None,
                           batch_id: Optional[str] = None,
                           chunk_rows: int = DEFAULT_CHUNK_ROWS,
                           progress: Optional[bool] = None) -> Any:
