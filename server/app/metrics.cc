@@ -138,6 +138,13 @@ Metrics::Metrics(const std::vector<std::string>& methods)
                             "Training jobs finished by this process, by final state "
                             "(cancelled: counted where the cancel was accepted).")
                         .Register(*registry_);
+  auto& wal = prometheus::BuildGauge()
+                  .Name("fairvault_sqlite_wal_bytes")
+                  .Help(
+                      "Size of the SQLite store's write-ahead log file (<db>-wal) in bytes, "
+                      "sampled every 200 ms; 0 on PostgreSQL.")
+                  .Register(*registry_);
+  sqlite_wal_bytes_ = &wal.Add({});
   // Series that exist from the start, so that rates and alerts see a 0 before the first event.
   for (const std::string& kind : kinds_) {
     charges_->Add({{"kind", kind}, {"outcome", "released"}});
@@ -183,6 +190,10 @@ void Metrics::SetJobLoad(int queued, int running) {
 
 void Metrics::RecordJobFinished(JobOutcome outcome) {
   jobs_finished_->Add({{"state", JobOutcomeName(outcome)}}).Increment();
+}
+
+void Metrics::SetSqliteWalBytes(int64_t bytes) {
+  sqlite_wal_bytes_->Set(static_cast<double>(bytes));
 }
 
 std::string Metrics::Text() const {

@@ -124,6 +124,15 @@ TEST(MetricsTest, JobGaugesAndFinishedJobs) {
   EXPECT_THAT(text, HasSubstr("fairvault_jobs_queued 0"));
 }
 
+TEST(MetricsTest, SqliteWalGaugeStartsAtZeroAndShowsTheLastSize) {
+  Metrics metrics = MakeMetrics();
+  EXPECT_THAT(metrics.Text(), HasSubstr("fairvault_sqlite_wal_bytes 0\n"));
+  metrics.SetSqliteWalBytes(int64_t{5} << 30);  // 5 GiB: past what an int holds
+  EXPECT_EQ(SampleValue(metrics.Text(), "fairvault_sqlite_wal_bytes"), 5368709120.0);
+  metrics.SetSqliteWalBytes(1234);
+  EXPECT_EQ(SampleValue(metrics.Text(), "fairvault_sqlite_wal_bytes"), 1234);
+}
+
 TEST(MetricsTest, MarksOnlyFailures) {
   EXPECT_FALSE(IsCounted(absl::InvalidArgumentError("x")));
   const absl::Status marked = MarkCounted(absl::ResourceExhaustedError("x"));
