@@ -894,12 +894,20 @@ absl::StatusOr<ChargeOutcome> PgStore::Charge(const ChargeRequest& request, int6
       return ChargeOutcome{stored.Text(0, 1), true};
     }
 
-    // 2. The privacy filter, on the declared cost only.
+    // 2. The privacy filter, on the declared cost only, and the job limit. Jobs are created
+    // only by charges, which hold the lock: no other process adds one before this commits.
     ASSIGN_OR_RETURN(Spend spend, SpendIn(*c, request.account_id, request.dataset_id));
     ASSIGN_OR_RETURN(Admission admitted,
-                     AdmitCharge(request, GrantIn(*c, request.account_id, request.dataset_id),
-                                 spend, DatasetById(*c, request.dataset_id),
-                                 [&] { return DatasetSpendIn(*c, request.dataset_id); }));
+                     AdmitCharge(
+                         request, GrantIn(*c, request.account_id, request.dataset_id), spend,
+                         DatasetById(*c, request.dataset_id),
+                         [&] { return DatasetSpendIn(*c, request.dataset_id); },
+                         [&]() -> absl::StatusOr<int64_t> {
+                           ASSIGN_OR_RETURN(
+                               Result r,
+                               c->Exec("SELECT COUNT(*) FROM jobs WHERE state IN (1, 2)"));
+                           return r.Int(0, 0);
+                         }));
 
     // 3. Compute the release inside the transaction, then debit and store it together.
     ASSIGN_OR_RETURN(Result head, c->Exec("SELECT COALESCE(MAX(seq), 0) FROM ledger"));

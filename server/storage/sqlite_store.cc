@@ -965,14 +965,19 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
     }
   }
 
-  // 2. The privacy filter, on the declared cost only.
+  // 2. The privacy filter, on the declared cost only, and the job limit.
   ASSIGN_OR_RETURN(Spend spend, SpendLocked(request.account_id, request.dataset_id));
   absl::StatusOr<DatasetRecord> dataset = DatasetLocked("id=?", request.dataset_id, "");
-  ASSIGN_OR_RETURN(Admission admitted,
-                   AdmitCharge(request, GrantLocked(request.account_id, request.dataset_id), spend,
-                               dataset, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                 return DatasetSpendLocked(request.dataset_id);
-                               }));
+  ASSIGN_OR_RETURN(
+      Admission admitted,
+      AdmitCharge(
+          request, GrantLocked(request.account_id, request.dataset_id), spend, dataset,
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return DatasetSpendLocked(request.dataset_id); },
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<int64_t> {
+            Stmt s(db_, "SELECT COUNT(*) FROM jobs WHERE state IN (1, 2)");
+            RETURN_IF_ERROR(s.Step().status());
+            return s.Int(0);
+          }));
 
   // 3. Compute the release inside the transaction, then debit and store it together.
   ASSIGN_OR_RETURN(auto head, LedgerHeadLocked());
