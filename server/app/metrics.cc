@@ -236,6 +236,9 @@ std::optional<Refusal> FilterRefusal(const absl::Status& status) {
     case absl::StatusCode::kPermissionDenied:
       return Refusal::kNoGrant;
     case absl::StatusCode::kResourceExhausted:
+      if (absl::StrContains(status.message(), " training jobs; retry later")) {
+        return Refusal::kJobQueueFull;  // storage::JobLimitReached
+      }
       return absl::StrContains(status.message(), "dataset-wide cap") ? Refusal::kCapExhausted
                                                                      : Refusal::kBudgetExhausted;
     case absl::StatusCode::kFailedPrecondition:

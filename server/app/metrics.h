@@ -113,9 +113,10 @@ absl::Status MarkCounted(absl::Status status);
 bool IsCounted(const absl::Status& status);
 // The refusal a status code stands for when nothing more precise is known.
 Refusal RefusalFromCode(absl::StatusCode code);
-// The privacy filter's refusal behind a storage::Store::Charge error, if it is one:
-// PermissionDenied (no grant), ResourceExhausted (the grant, or the dataset-wide cap when the
-// message names it), FailedPrecondition naming delta 0. Nothing for other errors.
+// The admission's refusal behind a storage::Store::Charge error, if it is one:
+// PermissionDenied (no grant), ResourceExhausted (the grant, the dataset-wide cap when the
+// message names it, or the job limit in storage::JobLimitReached's words), FailedPrecondition
+// naming delta 0. Nothing for other errors.
 std::optional<Refusal> FilterRefusal(const absl::Status& status);
 
 }  // namespace fairvault::server

@@ -154,6 +154,10 @@ TEST(MetricsTest, ClassifiesThePrivacyFiltersRefusals) {
                 "request costs epsilon=1 but the dataset-wide cap on 'pop' has epsilon 0 left of "
                 "3 across all companies; ask the regulator")),
             Refusal::kCapExhausted);
+  EXPECT_EQ(FilterRefusal(absl::ResourceExhaustedError(
+                "the vault is running its limit of 16 training jobs; retry later (nothing was "
+                "charged)")),
+            Refusal::kJobQueueFull);
   EXPECT_EQ(FilterRefusal(absl::FailedPreconditionError(
                 "the dataset-wide cap on 'pop' has delta 0, which admits only pure-epsilon "
                 "releases")),
