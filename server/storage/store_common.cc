@@ -113,6 +113,10 @@ LedgerRow ChargeLedgerRow(const ChargeRequest& request, int64_t now_micros) {
   return row;
 }
 
+absl::Status DatabaseUnavailable() {
+  return absl::UnavailableError("the vault's database is unavailable; retry shortly");
+}
+
 absl::Status ChargedFailure(const absl::Status& computed) {
   return absl::Status(
       computed.code(),

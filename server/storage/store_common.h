@@ -43,6 +43,11 @@ absl::StatusOr<Admission> AdmitCharge(
 // ResourceExhausted: `limit` training jobs are queued or running.
 absl::Status JobLimitReached(int64_t limit);
 
+// Unavailable: the database cannot be reached, or dropped the connection. What the caller
+// gets names nothing about the database (host, port, socket, user, name, password): the
+// backend logs its driver's account of the failure for the operator.
+absl::Status DatabaseUnavailable();
+
 // The ledger rows (without seq and hashes, which the append fills in).
 LedgerRow GrantLedgerRow(const GrantRecord& grant, const std::string& account_name,
                          const std::string& dataset_name, int64_t now_micros);
