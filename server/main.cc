@@ -104,12 +104,24 @@ bool ReadFile(const std::string& path, std::string* out) {
 
 // UsageError unless every flag is one the command knows (a typo must not, say, silently
 // start a plaintext server).
+// A PostgreSQL store at `uri`; an error names the database by its URI without the password
+// (the store's own message names nothing about it, and logged libpq's detail before).
+absl::StatusOr<std::unique_ptr<storage::PgStore>> OpenPostgres(const std::string& uri) {
+  auto store = storage::PgStore::Open(uri);
+  if (!store.ok()) {
+    return absl::Status(store.status().code(),
+                        absl::StrCat("PostgreSQL database ", storage::RedactedConnInfo(uri), ": ",
+                                     store.status().message()));
+  }
+  return store;
+}
+
 // --db: a postgresql:// URI selects PostgreSQL (replicas share it), anything else is a SQLite
 // file. `metrics` (may be null; must outlive the store) gets the SQLite log's size.
 absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore(const std::string& db,
                                                           Metrics* metrics = nullptr) {
   if (storage::IsPostgresUri(db)) {
-    auto store = storage::PgStore::Open(db);
+    auto store = OpenPostgres(db);
     if (!store.ok()) return store.status();
     return std::unique_ptr<storage::Store>(*std::move(store));
   }
@@ -181,7 +193,7 @@ int Migrate(std::map<std::string, std::string>& flags) {
   if (access(flags["from"].c_str(), R_OK) != 0) {
     return Usage(absl::StrCat("--from: cannot read ", flags["from"]));
   }
-  auto target = storage::PgStore::Open(flags["to"]);
+  auto target = OpenPostgres(flags["to"]);
   if (!target.ok()) {
     std::cerr << "error: " << target.status() << "\n";
     return 1;
