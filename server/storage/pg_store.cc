@@ -679,7 +679,7 @@ absl::Status PgStore::Unavailable(const std::string& detail) {
     ++unlogged_;
   } else {
     std::cerr << "fairvault: the PostgreSQL database is unavailable: " << line;
-    if (unlogged_ > 0) std::cerr << " (" << unlogged_ << " more like the last line)";
+    if (unlogged_ > 0) std::cerr << " (the previous line repeated " << unlogged_ << " times)";
     std::cerr << "\n";
     last_logged_ = line;
     last_logged_at_ = now;
@@ -692,7 +692,7 @@ void PgStore::Reconnected() {
   absl::MutexLock lock(&log_mu_);
   if (last_logged_.empty()) return;
   std::cerr << "fairvault: the PostgreSQL database answers again";
-  if (unlogged_ > 0) std::cerr << " (" << unlogged_ << " more failures like the last line)";
+  if (unlogged_ > 0) std::cerr << " (the previous line repeated " << unlogged_ << " times)";
   std::cerr << "\n";
   last_logged_.clear();
   unlogged_ = 0;

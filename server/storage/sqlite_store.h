@@ -24,10 +24,10 @@ namespace fairvault::server::storage {
 
 class SqliteStore final : public Store {
  public:
-  // The write-ahead log's bound (docs/operations.md, "SQLite"). Commits append to the log; a
-  // background connection copies it into the database file every 200 ms without blocking
-  // anyone (a PASSIVE checkpoint). Under continuous commits the log is never fully copied
-  // while no commit is under way, so it never restarts by itself: once it holds
+  // The write-ahead log's bound (docs/operations.md, "The database file"). Commits append to
+  // the log; a background connection copies it into the database file every 200 ms without
+  // blocking anyone (a PASSIVE checkpoint). Under continuous commits the log is never fully
+  // copied while no commit is under way, so it never restarts by itself: once it holds
   // kWalCheckpointBytes, the checkpointer holds this store's writes back, copies the rest and
   // empties the file (a TRUNCATE checkpoint, which also waits for readers to leave the log).
   // Should it fall behind, the commit that brings the log to kWalLimitBytes does the same
