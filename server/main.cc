@@ -142,15 +142,32 @@ bool ReadFile(const std::string& path, std::string* out) {
 
 // UsageError unless every flag is one the command knows (a typo must not, say, silently
 // start a plaintext server).
+// A PostgreSQL store at `uri`; an error names the database by its URI without the password
+// (the store's own message names nothing about it, and logged libpq's detail before).
+absl::StatusOr<std::unique_ptr<storage::PgStore>> OpenPostgres(const std::string& uri) {
+  auto store = storage::PgStore::Open(uri);
+  if (!store.ok()) {
+    return absl::Status(store.status().code(),
+                        absl::StrCat("PostgreSQL database ", storage::RedactedConnInfo(uri), ": ",
+                                     store.status().message()));
+  }
+  return store;
+}
+
 // --db: a postgresql:// URI selects PostgreSQL (replicas share it), anything else is a SQLite
-// file.
-absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore(const std::string& db) {
+// file. `metrics` (may be null; must outlive the store) gets the SQLite log's size.
+absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore(const std::string& db,
+                                                          Metrics* metrics = nullptr) {
   if (storage::IsPostgresUri(db)) {
-    auto store = storage::PgStore::Open(db);
+    auto store = OpenPostgres(db);
     if (!store.ok()) return store.status();
     return std::unique_ptr<storage::Store>(*std::move(store));
   }
-  auto store = storage::SqliteStore::Open(db);
+  storage::SqliteStore::Options options;
+  if (metrics != nullptr) {
+    options.on_wal_bytes = [metrics](int64_t bytes) { metrics->SetSqliteWalBytes(bytes); };
+  }
+  auto store = storage::SqliteStore::Open(db, std::move(options));
   if (!store.ok()) return store.status();
   return std::unique_ptr<storage::Store>(*std::move(store));
 }
@@ -237,7 +254,7 @@ int Migrate(std::map<std::string, std::string>& flags) {
   if (access(flags["from"].c_str(), R_OK) != 0) {
     return Usage(absl::StrCat("--from: cannot read ", flags["from"]), kMigrateUsage);
   }
-  auto target = storage::PgStore::Open(flags["to"]);
+  auto target = OpenPostgres(flags["to"]);
   if (!target.ok()) {
     std::cerr << "error: " << target.status() << "\n";
     return 1;
@@ -293,16 +310,17 @@ int Serve(std::map<std::string, std::string>& flags) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto store = OpenStore(flags["db"]);
+  // Metrics (declared before everything that counts into them, the store included) and their
+  // endpoint.
+  std::unique_ptr<Metrics> metrics;
+  if (flags.count("metrics-listen")) metrics = std::make_unique<Metrics>(ServedMethodNames());
+  auto store = OpenStore(flags["db"], metrics.get());
   if (!store.ok()) {
     std::cerr << "error: " << store.status() << "\n";
     return 1;
   }
-  // Metrics (declared before everything that counts into them) and their endpoint.
-  std::unique_ptr<Metrics> metrics;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint;
-  if (flags.count("metrics-listen")) {
-    metrics = std::make_unique<Metrics>(ServedMethodNames());
+  if (metrics != nullptr) {
     auto endpoint = MetricsEndpoint::Start(flags["metrics-listen"], metrics->registry());
     if (absl::IsInvalidArgument(endpoint.status())) {
       return Usage(std::string(endpoint.status().message()), kServeUsage);

@@ -207,6 +207,20 @@ TEST_F(MetricsEndToEndTest, CountersMoveByExactlyWhatWasDone) {
   EXPECT_EQ(charges, 3);
 }
 
+// The SQLite store's checkpointer reports the size of the write-ahead log (every 200 ms): the
+// fixture's imports, upload and grants are in it, within the log's bound.
+TEST_F(MetricsEndToEndTest, TheSqliteLogsSizeIsAGauge) {
+  ASSERT_NO_FATAL_FAILURE(StartWithMetrics(MakePopulation(3000, 11), /*epsilon=*/5, 1e-6));
+  ASSERT_OK(company_->NoisyCounts(Counts("c1", 1)));
+  double wal = 0;
+  for (int i = 0; i < 250 && wal <= 0; ++i) {
+    wal = SampleValue(Scrape(), "fairvault_sqlite_wal_bytes");
+    if (wal <= 0) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_GT(wal, 0);
+  EXPECT_LE(wal, 65 << 20);  // docs/operations.md: 64 MiB plus the last transaction
+}
+
 // Without --metrics-listen the server prints no metrics line and opens no second port; a bad
 // address stops it with a usage error.
 TEST(MetricsServeFlagTest, OffByDefaultAndBadAddressesAreUsageErrors) {

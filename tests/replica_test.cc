@@ -5,6 +5,7 @@
 // UNAVAILABLE only and the replica serves again by itself; a training job whose replica died is
 // taken over by the other once its lease ends and ends with the artifact of an undisturbed run.
 #include <glob.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/storage/test_postgres.h"
 #include "tests/vault_fixture.h"
@@ -30,6 +32,8 @@ namespace {
 
 namespace v1 = ::fairvault::v1;
 using server::storage::TestPostgres;
+using ::testing::HasSubstr;
+using ::testing::Not;
 using Clock = std::chrono::steady_clock;
 
 // One PostgreSQL server for the whole binary (started on first use), one database per test.
@@ -374,6 +378,13 @@ TEST_F(ReplicaTest, PostgresRestartUnderLoadFailsWithUnavailableAndServiceResume
       } else if (absl::IsUnavailable(st)) {
         ++unavailable;
         unavailable_in_outage += s.phase_at_start == 1 || s.phase_at_end == 1;
+        // Issue 19 §2: to retry, and nothing about where the database is or who connects.
+        const std::string message(st.message());
+        EXPECT_THAT(message, HasSubstr("the vault's database is unavailable; retry shortly"));
+        for (const std::string& detail :
+             {pg_->dir(), std::string("5433"), std::string("socket"), std::string("fairvault")}) {
+          EXPECT_THAT(message, Not(HasSubstr(detail)));
+        }
       } else {
         EXPECT_TRUE(absl::IsResourceExhausted(st)) << s.outcome.key << ": " << st;
       }
@@ -397,6 +408,39 @@ TEST_F(ReplicaTest, PostgresRestartUnderLoadFailsWithUnavailableAndServiceResume
     EXPECT_OK(again.status) << o.key;
   }
   CheckLedger(*server_, all);
+}
+
+// What `fairvault-server ARGS` printed (stdout and stderr) and its exit status.
+std::pair<std::string, int> RunServer(const std::string& args) {
+  std::string out;
+  FILE* pipe = popen(absl::StrCat(FAIRVAULT_SERVER_BINARY, " ", args, " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {"popen failed", -1};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+// Issue 19 §2: what the server prints when it cannot open its PostgreSQL database names the
+// database by its URI, with the password replaced, and libpq's detail without it.
+TEST(PostgresStartupTest, TheServerNeverPrintsTheDatabasePassword) {
+  // libpq quotes a malformed part of the URI, here the password.
+  auto [malformed, status] =
+      RunServer("bootstrap --name r --db 'postgresql://vault:s3cr%zzet@/ledger?host=/nowhere'");
+  EXPECT_EQ(status, 1) << malformed;
+  EXPECT_THAT(malformed, HasSubstr("postgresql://vault:********@/ledger?host=/nowhere"));
+  EXPECT_THAT(malformed, HasSubstr("does not parse"));
+  EXPECT_THAT(malformed, Not(HasSubstr("s3cr")));
+
+  auto [unreachable, code] = RunServer(
+      "serve --listen 127.0.0.1:0 --db "
+      "'postgresql://vault:s3cret-pw@/ledger?host=/nowhere&port=5433&sslmode=disable'");
+  EXPECT_EQ(code, 1) << unreachable;
+  EXPECT_THAT(unreachable, HasSubstr("UNAVAILABLE"));
+  EXPECT_THAT(unreachable, HasSubstr("postgresql://vault:********@/ledger?host=/nowhere"));
+  EXPECT_THAT(unreachable, HasSubstr("/nowhere/.s.PGSQL.5433"));  // libpq's detail, logged
+  EXPECT_THAT(unreachable, Not(HasSubstr("s3cret")));
 }
 
 // The newest PostgreSQL client tool `name` (as TestPostgres finds the server binaries).

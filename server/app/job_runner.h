@@ -63,7 +63,8 @@ class JobRunner {
   void Submit(const std::string& job_id);
   // Asks a running job to stop (after the store marked it cancelled).
   void Cancel(const std::string& job_id);
-  // Jobs queued in memory plus running: for the queue-length limit.
+  // Jobs queued in memory plus running here. (The job limit counts the store's unfinished
+  // jobs instead, inside the charge: storage::ChargeRequest::job_limit.)
   int Pending();
   // Where to count this runner's queued and running jobs and the jobs it finishes (null: not
   // counted). Call before Start.

@@ -138,6 +138,13 @@ Metrics::Metrics(const std::vector<std::string>& methods)
                             "Training jobs finished by this process, by final state "
                             "(cancelled: counted where the cancel was accepted).")
                         .Register(*registry_);
+  auto& wal = prometheus::BuildGauge()
+                  .Name("fairvault_sqlite_wal_bytes")
+                  .Help(
+                      "Size of the SQLite store's write-ahead log file (<db>-wal) in bytes, "
+                      "sampled every 200 ms; 0 on PostgreSQL.")
+                  .Register(*registry_);
+  sqlite_wal_bytes_ = &wal.Add({});
   // Series that exist from the start, so that rates and alerts see a 0 before the first event.
   for (const std::string& kind : kinds_) {
     charges_->Add({{"kind", kind}, {"outcome", "released"}});
@@ -185,6 +192,10 @@ void Metrics::RecordJobFinished(JobOutcome outcome) {
   jobs_finished_->Add({{"state", JobOutcomeName(outcome)}}).Increment();
 }
 
+void Metrics::SetSqliteWalBytes(int64_t bytes) {
+  sqlite_wal_bytes_->Set(static_cast<double>(bytes));
+}
+
 std::string Metrics::Text() const {
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, registry_->Collect());
@@ -225,6 +236,9 @@ std::optional<Refusal> FilterRefusal(const absl::Status& status) {
     case absl::StatusCode::kPermissionDenied:
       return Refusal::kNoGrant;
     case absl::StatusCode::kResourceExhausted:
+      if (absl::StrContains(status.message(), " training jobs; retry later")) {
+        return Refusal::kJobQueueFull;  // storage::JobLimitReached
+      }
       return absl::StrContains(status.message(), "dataset-wide cap") ? Refusal::kCapExhausted
                                                                      : Refusal::kBudgetExhausted;
     case absl::StatusCode::kFailedPrecondition:

@@ -1,6 +1,7 @@
 // The operators' metrics (issue 11 §4): request counts and latencies per RPC and status,
-// charges, replays and refusals per request kind, training jobs. One Prometheus registry,
-// exposed in the text format by `fairvault-server serve --metrics-listen` (metrics_endpoint.h).
+// charges, replays and refusals per request kind, training jobs, the SQLite log's size. One
+// Prometheus registry, exposed in the text format by `fairvault-server serve --metrics-listen`
+// (metrics_endpoint.h).
 //
 // Every label value comes from a fixed set compiled into the server: gRPC method names of the
 // services it serves, status code names, request kinds, refusal reasons and job outcomes. A
@@ -78,6 +79,8 @@ class Metrics {
   // Training jobs of this process's runner: queued in memory, running.
   void SetJobLoad(int queued, int running);
   void RecordJobFinished(JobOutcome outcome);
+  // The size of the SQLite store's write-ahead log file, in bytes (its checkpointer reports it).
+  void SetSqliteWalBytes(int64_t bytes);
 
   // The text exposition format of everything registered (what GET /metrics returns).
   std::string Text() const;
@@ -97,6 +100,7 @@ class Metrics {
   prometheus::Gauge* jobs_queued_;
   prometheus::Gauge* jobs_running_;
   prometheus::Family<prometheus::Counter>* jobs_finished_;
+  prometheus::Gauge* sqlite_wal_bytes_;
 };
 
 // The gRPC name of a status code ("OK", "INVALID_ARGUMENT", ...); "UNKNOWN" outside 0..16.
@@ -109,9 +113,10 @@ absl::Status MarkCounted(absl::Status status);
 bool IsCounted(const absl::Status& status);
 // The refusal a status code stands for when nothing more precise is known.
 Refusal RefusalFromCode(absl::StatusCode code);
-// The privacy filter's refusal behind a storage::Store::Charge error, if it is one:
-// PermissionDenied (no grant), ResourceExhausted (the grant, or the dataset-wide cap when the
-// message names it), FailedPrecondition naming delta 0. Nothing for other errors.
+// The admission's refusal behind a storage::Store::Charge error, if it is one:
+// PermissionDenied (no grant), ResourceExhausted (the grant, the dataset-wide cap when the
+// message names it, or the job limit in storage::JobLimitReached's words), FailedPrecondition
+// naming delta 0. Nothing for other errors.
 std::optional<Refusal> FilterRefusal(const absl::Status& status);
 
 }  // namespace fairvault::server

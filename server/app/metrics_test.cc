@@ -124,6 +124,15 @@ TEST(MetricsTest, JobGaugesAndFinishedJobs) {
   EXPECT_THAT(text, HasSubstr("fairvault_jobs_queued 0"));
 }
 
+TEST(MetricsTest, SqliteWalGaugeStartsAtZeroAndShowsTheLastSize) {
+  Metrics metrics = MakeMetrics();
+  EXPECT_THAT(metrics.Text(), HasSubstr("fairvault_sqlite_wal_bytes 0\n"));
+  metrics.SetSqliteWalBytes(int64_t{5} << 30);  // 5 GiB: past what an int holds
+  EXPECT_EQ(SampleValue(metrics.Text(), "fairvault_sqlite_wal_bytes"), 5368709120.0);
+  metrics.SetSqliteWalBytes(1234);
+  EXPECT_EQ(SampleValue(metrics.Text(), "fairvault_sqlite_wal_bytes"), 1234);
+}
+
 TEST(MetricsTest, MarksOnlyFailures) {
   EXPECT_FALSE(IsCounted(absl::InvalidArgumentError("x")));
   const absl::Status marked = MarkCounted(absl::ResourceExhaustedError("x"));
@@ -145,6 +154,10 @@ TEST(MetricsTest, ClassifiesThePrivacyFiltersRefusals) {
                 "request costs epsilon=1 but the dataset-wide cap on 'pop' has epsilon 0 left of "
                 "3 across all companies; ask the regulator")),
             Refusal::kCapExhausted);
+  EXPECT_EQ(FilterRefusal(absl::ResourceExhaustedError(
+                "the vault is running its limit of 16 training jobs; retry later (nothing was "
+                "charged)")),
+            Refusal::kJobQueueFull);
   EXPECT_EQ(FilterRefusal(absl::FailedPreconditionError(
                 "the dataset-wide cap on 'pop' has delta 0, which admits only pure-epsilon "
                 "releases")),

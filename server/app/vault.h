@@ -40,8 +40,10 @@ struct VaultOptions {
   int64_t max_rows = 20'000'000;
   // Tables kept parsed in memory.
   int table_cache_size = 4;
-  // Training jobs: worker threads, jobs queued or running at once (a submission beyond it is
-  // refused before charging), rows x features of one job, rounds of one job.
+  // Training jobs: worker threads, jobs queued or running at once in the store, whichever
+  // process (replica) runs them (a submission beyond it is refused inside its charge
+  // transaction, nothing charged; set it alike on every replica), rows x features of one job,
+  // rounds of one job.
   int job_workers = 1;
   // How long a job's claim lasts unrenewed: a job whose process died is taken over by another
   // process (or the restarted one) after at most this long.
@@ -317,9 +319,6 @@ class Vault {
   // ChargeAndRelease returns, never inside the charge (a worker could claim a job not yet
   // committed and find nothing).
   void SubmitJob(const std::string& job_id);
-  // Jobs queued or running in this process: FitFairModel refuses a submission beyond
-  // options_.max_pending_jobs before charging.
-  int PendingJobs();
 
   storage::Store* store_;
   const Clock* clock_;

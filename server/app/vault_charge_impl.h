@@ -73,7 +73,7 @@ inline storage::ArtifactRecord ArtifactRecordOf(const v1::Artifact& artifact, co
   return record;
 }
 
-// A spending request turned down by the privacy filter (or the job queue): counted as a
+// A spending request turned down by the privacy filter (or the job limit): counted as a
 // refusal for the operators' metrics, and marked so that the gRPC handler does not count it
 // again.
 inline absl::Status Refused(Metrics* metrics, const std::string& kind, Refusal reason,
@@ -150,6 +150,9 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
   charge.idempotency_key = release.idempotency_key;
   charge.params_digest = charge_internal::ParamsDigest(release.request_kind, *release.request);
   charge.epsilon = charge_internal::accounting::MicroToEpsilon(epsilon_micro);
+  // A release that creates a training job is admitted only below the job limit, which the
+  // store decides inside the charge transaction on the jobs every replica shares.
+  if (release.job_out != nullptr) charge.job_limit = options_.max_pending_jobs;
 
   // The noise scales depend only on the declared epsilon, the public sensitivities and the
   // grant's delta — never on the data.

@@ -167,6 +167,4 @@ absl::Status Vault::StartJobs() {
 
 void Vault::SubmitJob(const std::string& job_id) { jobs_->Submit(job_id); }
 
-int Vault::PendingJobs() { return jobs_->Pending(); }
-
 }  // namespace fairvault::server

@@ -1,7 +1,12 @@
-// Tests of the jobs use-cases: who may read and cancel which job, and how a job record is
-// shown. Jobs are created through the store's charge directly (as FitFairModel's charge does)
-// and moved through their states by the store, so no training runs here.
+// Tests of the jobs use-cases: who may read and cancel which job, how a job record is shown,
+// and the job limit under concurrent submissions. Jobs are created through the store's charge
+// directly (as FitFairModel's charge does) or by FitFairModel with the runner not started, and
+// moved through their states by the store, so no training runs here.
+#include <sqlite3.h>
+
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/accounting/accountant.h"
@@ -230,6 +235,97 @@ TEST_F(VaultJobsTest, ElapsedSecondsCountFromTheStartUntilTheEnd) {
   EXPECT_EQ(failed->error(), "features are constant");
   EXPECT_DOUBLE_EQ(failed->elapsed_seconds(), 2.5);
   EXPECT_TRUE(failed->artifact_id().empty());
+}
+
+// Issue 19 §1: "48 concurrent FitFairModel submissions: 41 charged and pending against a limit
+// of 16". The limit is decided inside the charge transaction: exactly 16 are charged, every
+// other one is charged nothing, and a retry is admitted once jobs have finished.
+TEST_F(VaultJobsTest, ConcurrentSubmissionsNeverExceedTheJobLimit) {
+  constexpr int kSubmissions = 48;  // against VaultOptions' default limit of 16
+  const auto request = [&](int i) {
+    v1::FitFairModelRequest req;
+    req.set_idempotency_key(absl::StrCat("fit-", i));
+    req.set_table_handle(handle_);
+    req.set_algorithm(v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);
+    req.set_label_column("label");
+    req.add_attributes("sex");
+    req.add_hypothesis_columns("pred");
+    req.add_hypothesis_columns("label");
+    req.set_em_delta(0.01);
+    req.set_epsilon(1);
+    return req;
+  };
+  const v1::Budget before = BudgetOf(acme_);
+  const int charges_before = ChargeRows();
+  // Another connection holds SQLite's write lock for a second while the submissions arrive,
+  // so that all of them are inside the vault before the first charge commits: the widest
+  // race, as when charges queue behind each other on a busy server. (The runner is not
+  // started: every admitted job stays queued.)
+  sqlite3* blocker = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &blocker), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::vector<absl::Status> results(kSubmissions);
+  std::vector<std::string> job_ids(kSubmissions);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kSubmissions; ++i) {
+    threads.emplace_back([&, i] {
+      auto submitted = vault_->FitFairModel(acme_, request(i));
+      results[i] = submitted.status();
+      if (submitted.ok()) job_ids[i] = submitted->job().id();
+    });
+  }
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(sqlite3_exec(blocker, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(blocker);
+  for (std::thread& t : threads) t.join();
+
+  std::vector<int> admitted, refused;
+  for (int i = 0; i < kSubmissions; ++i) {
+    if (results[i].ok()) {
+      admitted.push_back(i);
+    } else {
+      EXPECT_THAT(results[i],
+                  StatusIs(absl::StatusCode::kResourceExhausted,
+                           "the vault is running its limit of 16 training jobs; retry later "
+                           "(nothing was charged)"));
+      refused.push_back(i);
+    }
+  }
+  ASSERT_EQ(admitted.size(), 16u);
+  ASSERT_EQ(refused.size(), 32u);
+  EXPECT_EQ(ChargeRows(), charges_before + 16);
+  v1::Budget after = BudgetOf(acme_);
+  EXPECT_EQ(after.releases(), before.releases() + 16);
+  EXPECT_NEAR(after.epsilon_spent(), before.epsilon_spent() + 16, 1e-6);
+  EXPECT_THAT(Ids(acme_, "", ""), ::testing::SizeIs(16));
+  for (int i : refused) {  // charged nothing: no stored response, no job
+    EXPECT_THAT(store_->GetStoredResponse(acme_.account_id, absl::StrCat("fit-", i)),
+                StatusIs(absl::StatusCode::kNotFound));
+  }
+  // A preview says so as it says a budget refusal: not admitted now.
+  v1::PreviewReleaseRequest preview;
+  *preview.mutable_fit_fair_model() = request(kSubmissions);
+  auto priced = vault_->PreviewRelease(acme_, preview);
+  ASSERT_OK(priced);
+  EXPECT_FALSE(priced->admitted());
+  EXPECT_EQ(priced->refusal_code(), "RESOURCE_EXHAUSTED");
+  EXPECT_THAT(priced->refusal(), HasSubstr("limit of 16 training jobs"));
+
+  // Once jobs finish (here: two cancelled), as many retries are admitted, with their keys.
+  ASSERT_OK(Cancel(acme_, job_ids[admitted[0]]));
+  ASSERT_OK(Cancel(acme_, job_ids[admitted[1]]));
+  EXPECT_OK(vault_->FitFairModel(acme_, request(refused[0])));
+  EXPECT_OK(vault_->FitFairModel(acme_, request(refused[1])));
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, request(refused[2])); },
+      absl::StatusCode::kResourceExhausted, "limit of 16 training jobs");
+  // An admitted submission's retry is a replay, also at the limit.
+  auto replay = vault_->FitFairModel(acme_, request(admitted[2]));
+  ASSERT_OK(replay);
+  EXPECT_EQ(replay->job().id(), job_ids[admitted[2]]);
+  after = BudgetOf(acme_);
+  EXPECT_EQ(after.releases(), before.releases() + 18);
+  EXPECT_EQ(ChargeRows(), charges_before + 18);
 }
 
 TEST_F(VaultJobsTest, StartJobsStartsOnce) {

@@ -597,14 +597,6 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
           "classifier can be fitted; drop no_intercept or add a feature");
     }
   }
-  if (PendingJobs() >= options_.max_pending_jobs) {
-    return charge_internal::Refused(
-        options_.metrics, release.request_kind, Refusal::kJobQueueFull,
-        absl::ResourceExhaustedError(
-            absl::StrCat("the vault is running its limit of ", options_.max_pending_jobs,
-                         " training jobs; retry later (nothing was charged)")));
-  }
-
   // 4. The noise plan from the total (epsilon, grant delta) through the accountant.
   auto budget = store_->GetBudget(caller.account_id, release.dataset_id);
   if (absl::IsNotFound(budget.status())) {
@@ -690,7 +682,9 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   }
   release.composed_cost = cost;
 
-  // 5. The charge: ledger row, stored response and job record in one transaction.
+  // 5. The charge: ledger row, stored response and job record in one transaction, admitted
+  // only below the job limit (options_.max_pending_jobs: the store counts the unfinished jobs
+  // of every replica inside the transaction, so concurrent submissions cannot overshoot it).
   std::optional<storage::JobRecord> job;
   release.job_out = &job;
   ASSIGN_OR_RETURN(v1::FitFairModelResponse response,

@@ -65,7 +65,8 @@ absl::Status Vault::Price(const Caller& caller, const PreparedRelease& release,
   RETURN_IF_ERROR(AddAccuracy(cost, release.rows, release.groups, preview));
 
   // The filter's decision on the state now, read without the charge lock: the same
-  // AdmitCharge the store runs, on the same inputs (grant, spend, cap, dataset spend).
+  // AdmitCharge the store runs, on the same inputs (grant, spend, cap, dataset spend, and the
+  // unfinished jobs for a release that creates one).
   absl::StatusOr<storage::BudgetState> state =
       store_->GetBudget(caller.account_id, release.dataset_id);
   if (!state.ok() && !absl::IsNotFound(state.status())) return state.status();
@@ -74,7 +75,11 @@ absl::Status Vault::Price(const Caller& caller, const PreparedRelease& release,
   const core::accounting::Spend spend = state.ok() ? state->spend : core::accounting::Spend();
   absl::StatusOr<storage::DatasetRecord> dataset = store_->GetDatasetById(release.dataset_id);
   absl::StatusOr<storage::Admission> admission = storage::AdmitCharge(
-      charge, grant, spend, dataset, [&] { return store_->GetDatasetSpend(release.dataset_id); });
+      charge, grant, spend, dataset, [&] { return store_->GetDatasetSpend(release.dataset_id); },
+      [&]() -> absl::StatusOr<int64_t> {
+        ASSIGN_OR_RETURN(std::vector<storage::JobRecord> jobs, store_->ListUnfinishedJobs());
+        return static_cast<int64_t>(jobs.size());
+      });
   if (state.ok()) {
     *preview->mutable_budget_now() =
         internal::MakeBudget(release.dataset_name, caller.name, state->grant.epsilon_micro,

@@ -6,15 +6,21 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <iostream>
 #include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
 #include "core/util/status_macros.h"
 #include "server/storage/ledger_chain.h"
 #include "server/storage/sqlite_store.h"
@@ -208,6 +214,93 @@ class Result {
   PGresult* r_;
 };
 
+constexpr char kRedacted[] = "********";
+
+// Where the password is in `conninfo`: [begin, end) spans, as libpq reads a URI (userinfo up
+// to the first '@' before any '/', "user:password"; a `password` query parameter) or a
+// key=value string (`password = value`, the value possibly single-quoted).
+std::vector<std::pair<size_t, size_t>> PasswordSpans(const std::string& conninfo) {
+  std::vector<std::pair<size_t, size_t>> spans;
+  if (IsPostgresUri(conninfo)) {
+    const size_t start = conninfo.find("://") + 3;
+    size_t rest = start;
+    const size_t at = conninfo.find_first_of("@/", start);
+    if (at != std::string::npos && conninfo[at] == '@') {
+      const size_t colon = conninfo.find(':', start);
+      if (colon < at) spans.emplace_back(colon + 1, at);
+      rest = at + 1;
+    }
+    size_t param = conninfo.find('?', rest);
+    while (param != std::string::npos) {
+      const size_t begin = param + 1;
+      const size_t end = std::min(conninfo.find('&', begin), conninfo.size());
+      const size_t eq = conninfo.find('=', begin);
+      if (eq < end && conninfo.compare(begin, eq - begin, "password") == 0) {
+        spans.emplace_back(eq + 1, end);
+      }
+      param = end < conninfo.size() ? end : std::string::npos;
+    }
+    return spans;
+  }
+  const auto space = [&](size_t i) {
+    return i < conninfo.size() && std::isspace(static_cast<unsigned char>(conninfo[i]));
+  };
+  size_t i = 0;
+  while (i < conninfo.size()) {
+    while (space(i)) ++i;
+    const size_t key = i;
+    while (i < conninfo.size() && conninfo[i] != '=' && !space(i)) ++i;
+    const bool is_password = conninfo.compare(key, i - key, "password") == 0;
+    while (space(i)) ++i;
+    if (i >= conninfo.size() || conninfo[i] != '=') break;  // malformed: libpq refuses it
+    ++i;
+    while (space(i)) ++i;
+    const size_t value = i;
+    if (i < conninfo.size() && conninfo[i] == '\'') {
+      for (++i; i < conninfo.size() && conninfo[i] != '\''; ++i) {
+        if (conninfo[i] == '\\') ++i;
+      }
+      i = std::min(i + 1, conninfo.size());
+    } else {
+      while (i < conninfo.size() && !space(i)) ++i;
+    }
+    if (is_password) spans.emplace_back(value, i);
+  }
+  return spans;
+}
+
+// The text of a URI component with %XX decoded; itself if it does not decode.
+std::string PercentDecoded(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size() || !std::isxdigit(static_cast<unsigned char>(text[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      return text;
+    }
+    out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16));
+    i += 2;
+  }
+  return out;
+}
+
+// `text` (a libpq message) without `conninfo`'s password, as written or decoded, and as one
+// line.
+std::string Scrubbed(std::string text, const std::string& conninfo) {
+  for (const auto& [begin, end] : PasswordSpans(conninfo)) {
+    const std::string raw = conninfo.substr(begin, end - begin);
+    for (const std::string& secret : {raw, PercentDecoded(raw)}) {
+      if (!secret.empty()) text = absl::StrReplaceAll(text, {{secret, kRedacted}});
+    }
+  }
+  text = absl::StrReplaceAll(text, {{"\n\t", " "}, {"\n", " "}, {"\t", " "}});
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
+
 bool IsConnectionLoss(const char* sqlstate) {
   // 08: connection exceptions; 57P01-57P03: the server is shutting down or starting;
   // 53300: too many connections.
@@ -222,11 +315,21 @@ bool IsPostgresUri(const std::string& db) {
   return absl::StartsWith(db, "postgresql://") || absl::StartsWith(db, "postgres://");
 }
 
+std::string RedactedConnInfo(const std::string& conninfo) {
+  std::string out = conninfo;
+  const auto spans = PasswordSpans(conninfo);
+  for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+    out.replace(it->first, it->second - it->first, kRedacted);
+  }
+  return out;
+}
+
 // One connection. Exec maps PostgreSQL's errors to statuses: a lost connection (or a server
-// that is restarting) is Unavailable, a unique violation AlreadyExists.
+// that is restarting) is Unavailable (its detail logged by the store), a unique violation
+// AlreadyExists.
 class PgStore::Conn {
  public:
-  explicit Conn(PGconn* c) : c_(c) {}
+  Conn(PGconn* c, PgStore* store) : c_(c), store_(store) {}
   ~Conn() { PQfinish(c_); }
   bool ok() const { return PQstatus(c_) == CONNECTION_OK; }
 
@@ -250,8 +353,7 @@ class PgStore::Conn {
     // No SQLSTATE: libpq's own error, not the server's; e.g. "server closed the connection
     // unexpectedly" while PQstatus still says CONNECTION_OK (seen under pg_ctl stop -m immediate).
     if (!ok() || sqlstate == nullptr || IsConnectionLoss(sqlstate)) {
-      status = absl::UnavailableError(
-          absl::StrCat("the database is unavailable (", message, "); retry"));
+      status = store_->Unavailable(message);
     } else if (sqlstate != nullptr && std::strcmp(sqlstate, "23505") == 0) {
       status = absl::AlreadyExistsError(absl::StrCat("constraint: ", message));
     } else if (sqlstate != nullptr &&
@@ -289,6 +391,7 @@ class PgStore::Conn {
 
  private:
   PGconn* c_;
+  PgStore* store_;
 };
 
 namespace {
@@ -553,21 +656,61 @@ absl::StatusOr<PgStore::Borrowed> PgStore::Borrow() {
   }
   PGconn* raw = PQconnectdb(conninfo_.c_str());
   if (raw == nullptr || PQstatus(raw) != CONNECTION_OK) {
-    std::string message = raw ? PQerrorMessage(raw) : "out of memory";
-    while (!message.empty() && message.back() == '\n') message.pop_back();
+    const std::string message = raw ? PQerrorMessage(raw) : "out of memory";
     PQfinish(raw);
-    absl::MutexLock lock(&mu_);
-    --open_;
-    return absl::UnavailableError(
-        absl::StrCat("cannot connect to the database (", message, "); retry"));
+    {
+      absl::MutexLock lock(&mu_);
+      --open_;
+    }
+    return Unavailable(absl::StrCat("cannot connect: ", message));
   }
-  auto conn = Borrowed(new Conn(raw), Release{this});
+  Reconnected();
+  auto conn = Borrowed(new Conn(raw, this), Release{this});
   // Quiet: NOTICEs would go to stderr.
   RETURN_IF_ERROR(conn->Run("SET client_min_messages TO warning"));
   return conn;
 }
 
+absl::Status PgStore::Unavailable(const std::string& detail) {
+  const std::string line = Scrubbed(detail, conninfo_);
+  absl::MutexLock lock(&log_mu_);
+  const absl::Time now = absl::Now();
+  if (line == last_logged_ && now - last_logged_at_ < absl::Seconds(1)) {
+    ++unlogged_;
+  } else {
+    std::cerr << "fairvault: the PostgreSQL database is unavailable: " << line;
+    if (unlogged_ > 0) std::cerr << " (the previous line repeated " << unlogged_ << " times)";
+    std::cerr << "\n";
+    last_logged_ = line;
+    last_logged_at_ = now;
+    unlogged_ = 0;
+  }
+  return DatabaseUnavailable();
+}
+
+void PgStore::Reconnected() {
+  absl::MutexLock lock(&log_mu_);
+  if (last_logged_.empty()) return;
+  std::cerr << "fairvault: the PostgreSQL database answers again";
+  if (unlogged_ > 0) std::cerr << " (the previous line repeated " << unlogged_ << " times)";
+  std::cerr << "\n";
+  last_logged_.clear();
+  unlogged_ = 0;
+}
+
 absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& conninfo, int pool_size) {
+  // A string libpq cannot parse is the operator's mistake, not an outage. libpq's message may
+  // quote the offending part, the password included: it is scrubbed.
+  char* parse_error = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &parse_error);
+  if (parsed == nullptr) {
+    const std::string message = parse_error != nullptr ? parse_error : "out of memory";
+    PQfreemem(parse_error);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the connection string does not parse (", Scrubbed(message, conninfo),
+        "); correct it (a libpq URI: postgresql://USER@HOST:PORT/NAME?passfile=PATH)"));
+  }
+  PQconninfoFree(parsed);
   std::unique_ptr<PgStore> store(new PgStore(conninfo, pool_size));
   ASSIGN_OR_RETURN(Borrowed c, store->Borrow());
   RETURN_IF_ERROR(c->InTransaction([&]() -> absl::Status {
@@ -894,12 +1037,20 @@ absl::StatusOr<ChargeOutcome> PgStore::Charge(const ChargeRequest& request, int6
       return ChargeOutcome{stored.Text(0, 1), true};
     }
 
-    // 2. The privacy filter, on the declared cost only.
+    // 2. The privacy filter, on the declared cost only, and the job limit. Jobs are created
+    // only by charges, which hold the lock: no other process adds one before this commits.
     ASSIGN_OR_RETURN(Spend spend, SpendIn(*c, request.account_id, request.dataset_id));
     ASSIGN_OR_RETURN(Admission admitted,
-                     AdmitCharge(request, GrantIn(*c, request.account_id, request.dataset_id),
-                                 spend, DatasetById(*c, request.dataset_id),
-                                 [&] { return DatasetSpendIn(*c, request.dataset_id); }));
+                     AdmitCharge(
+                         request, GrantIn(*c, request.account_id, request.dataset_id), spend,
+                         DatasetById(*c, request.dataset_id),
+                         [&] { return DatasetSpendIn(*c, request.dataset_id); },
+                         [&]() -> absl::StatusOr<int64_t> {
+                           ASSIGN_OR_RETURN(
+                               Result r,
+                               c->Exec("SELECT COUNT(*) FROM jobs WHERE state IN (1, 2)"));
+                           return r.Int(0, 0);
+                         }));
 
     // 3. Compute the release inside the transaction, then debit and store it together.
     ASSIGN_OR_RETURN(Result head, c->Exec("SELECT COALESCE(MAX(seq), 0) FROM ledger"));

@@ -4,10 +4,13 @@
 // hash chain cannot fork, and the privacy filter's reads of grants and spend, the debit, the
 // ledger row and the stored response commit in one READ COMMITTED transaction that no other
 // charge interleaves with. A lost connection or a restarting server is reported as
-// Unavailable (retryable); its transaction was rolled back by the server.
+// Unavailable (retryable; its transaction was rolled back by the server) with a message that
+// names nothing about the database; libpq's own text goes to the server's log (stderr),
+// without the password.
 #ifndef FAIRVAULT_SERVER_STORAGE_PG_STORE_H_
 #define FAIRVAULT_SERVER_STORAGE_PG_STORE_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/storage/store.h"
 
 struct pg_conn;
@@ -24,6 +28,11 @@ namespace fairvault::server::storage {
 
 // True for a --db value that names a PostgreSQL database (a postgresql:// or postgres:// URI).
 bool IsPostgresUri(const std::string& db);
+
+// `conninfo` (a libpq connection URI or key=value string) with its password, if it has one,
+// replaced by "********": the userinfo password of a URI, its `password` query parameter, or
+// a `password=` keyword. For anything printed or logged.
+std::string RedactedConnInfo(const std::string& conninfo);
 
 // What a migration from SQLite copied.
 struct ImportReport {
@@ -114,6 +123,12 @@ class PgStore final : public Store {
  private:
   PgStore(std::string conninfo, int pool_size);
   absl::StatusOr<TableRecord> ReadTable(const std::string& handle, bool with_payload);
+  // DatabaseUnavailable() for the caller; libpq's `detail` to the server's log (stderr),
+  // without the password, one line per change of the failure and at most one a second while
+  // it repeats.
+  absl::Status Unavailable(const std::string& detail) ABSL_LOCKS_EXCLUDED(log_mu_);
+  // After failures: one line saying the database answers again.
+  void Reconnected() ABSL_LOCKS_EXCLUDED(log_mu_);
   // A connection from the pool (opened or re-opened as needed), returned to it by the deleter.
   struct Release {
     PgStore* store;
@@ -127,6 +142,10 @@ class PgStore final : public Store {
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Conn>> idle_ ABSL_GUARDED_BY(mu_);
   int open_ ABSL_GUARDED_BY(mu_) = 0;  // connections in existence (idle or borrowed)
+  absl::Mutex log_mu_;
+  std::string last_logged_ ABSL_GUARDED_BY(log_mu_);  // empty: not failing
+  absl::Time last_logged_at_ ABSL_GUARDED_BY(log_mu_) = absl::InfinitePast();
+  int64_t unlogged_ ABSL_GUARDED_BY(log_mu_) = 0;  // repeats since the last line
 };
 
 }  // namespace fairvault::server::storage

@@ -2,15 +2,18 @@
 #include "server/storage/sqlite_store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/util/status_macros.h"
 #include "core/util/truncate.h"
@@ -27,6 +30,36 @@ using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate() brings a database to (PRAGMA user_version).
 constexpr int64_t kSchemaVersion = 4;
+
+// The checkpointer: a round every kCheckpointPeriod (or when a commit finds the log large).
+// A TRUNCATE checkpoint is tried for kTruncateTime (the store's calls wait meanwhile); after a
+// refusal it is retried after a doubling pause, at most kMaxTruncateBackoff, so that a reader
+// that keeps one snapshot open (a backup under way) does not stall the writes every round.
+constexpr absl::Duration kCheckpointPeriod = absl::Milliseconds(200);
+constexpr absl::Duration kTruncateTime = absl::Milliseconds(250);
+constexpr absl::Duration kMaxTruncateBackoff = absl::Seconds(5);
+// The serving connection's busy timeout (waiting for another process's writes).
+constexpr int kBusyMillis = 10'000;
+// SQLite's frame header: each frame of the log is one page plus these bytes.
+constexpr int64_t kWalFrameHeaderBytes = 24;
+
+// The busy handler of a TRUNCATE checkpoint: about 2 ms of polling every 100 us, then the
+// call fails and Truncate() calls again. A reader that runs one short transaction after
+// another holds a read lock almost all the time; SQLite's default handler (sleeps of 1, 2, 5
+// ... 100 ms) rarely finds it between two, and within one call the checkpointer keeps waiting
+// for the lock of the snapshot the reader had when the call began, even after the reader has
+// moved to a newer one. A new call sees the reader's new snapshot.
+int PollBriefly(void*, int tries) {
+  if (tries >= 20) return 0;
+  usleep(100);
+  return 1;
+}
+
+// The size of a file in bytes; 0 if it does not exist.
+int64_t FileBytes(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
 
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS accounts(
@@ -303,7 +336,8 @@ JobRecord ReadJob(const Stmt& s) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
+                                                               Options options) {
   // The database holds protected attributes: a new file is created 0600 here rather than by
   // SQLite (0644 minus the umask). SQLite gives the -wal and -shm files the database file's
   // mode. An existing file keeps its mode; if this fails, sqlite3_open_v2 reports why.
@@ -318,17 +352,33 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
     sqlite3_close(db);
     return absl::UnavailableError(absl::StrCat("cannot open database ", path, ": ", msg));
   }
-  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db, path, std::move(options)));
   {
     absl::MutexLock lock(&store->mu_);
     RETURN_IF_ERROR(store->ApplySchema());
+    Stmt page_size(store->db_, "PRAGMA page_size");
+    ASSIGN_OR_RETURN(bool row, page_size.Step());
+    store->frame_bytes_ = (row ? page_size.Int(0) : 4096) + kWalFrameHeaderBytes;
   }
   sqlite3* checkpoint_db = nullptr;
+  int log = -1;
   if (sqlite3_open_v2(path.c_str(), &checkpoint_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
                       nullptr) == SQLITE_OK) {
+    sqlite3_busy_handler(checkpoint_db, &PollBriefly, nullptr);
+    // A connection opens the log when it first reads: before that a checkpoint through it finds
+    // no log (it reports -1 frames) and copies nothing.
+    if (sqlite3_exec(checkpoint_db, "SELECT COUNT(*) FROM sqlite_master", nullptr, nullptr,
+                     nullptr) == SQLITE_OK) {
+      sqlite3_wal_checkpoint_v2(checkpoint_db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, nullptr);
+    }
+  }
+  if (log >= 0) {
     store->checkpoint_db_ = checkpoint_db;
-    absl::MutexLock lock(&store->mu_);
-    RETURN_IF_ERROR(store->Exec("PRAGMA wal_autocheckpoint=0"));
+    {
+      absl::MutexLock lock(&store->mu_);
+      // Replaces SQLite's automatic checkpoint on the serving connection.
+      sqlite3_wal_hook(store->db_, &SqliteStore::OnCommit, store.get());
+    }
     store->checkpointer_ = std::thread([s = store.get()] { s->CheckpointLoop(); });
   } else {
     sqlite3_close(checkpoint_db);  // automatic checkpoints stay on
@@ -396,21 +446,93 @@ absl::StatusOr<LedgerVerification> SqliteStore::Backup(const std::string& path,
 }
 
 void SqliteStore::CheckpointLoop() {
-  constexpr absl::Duration kPeriod = absl::Milliseconds(200);
-  absl::MutexLock lock(&stop_mu_);
-  while (!stop_mu_.AwaitWithTimeout(absl::Condition(&stop_), kPeriod)) {
-    stop_mu_.Unlock();
-    // PASSIVE: copies what it can without waiting for readers or writers; frames a reader
-    // still needs are copied on a later round.
-    sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-    stop_mu_.Lock();
+  absl::Duration backoff = kCheckpointPeriod;
+  absl::Time truncate_after = absl::InfinitePast();
+  while (true) {
+    {
+      absl::MutexLock lock(&ckpt_mu_);
+      ckpt_mu_.AwaitWithTimeout(absl::Condition(this, &SqliteStore::CheckpointWanted),
+                                kCheckpointPeriod);
+      if (stop_) return;
+      wanted_ = false;
+    }
+    const absl::Time now = absl::Now();
+    const std::optional<bool> truncated = CheckpointRound(/*may_truncate=*/now >= truncate_after);
+    if (truncated.has_value() && *truncated) {
+      backoff = kCheckpointPeriod;
+      truncate_after = absl::InfinitePast();
+    } else if (truncated.has_value() && now >= truncate_after) {
+      truncate_after = now + backoff;
+      backoff = std::min(2 * backoff, kMaxTruncateBackoff);
+    }
+    if (options_.on_wal_bytes) options_.on_wal_bytes(FileBytes(path_ + "-wal"));
   }
+}
+
+std::optional<bool> SqliteStore::CheckpointRound(bool may_truncate) {
+  // SQLite's own errors (an I/O error, a full disk) reach the server's log once per streak; a
+  // busy log is normal and retried.
+  const auto report = [this](int rc) {
+    const bool failed = rc != SQLITE_OK && rc != SQLITE_BUSY;
+    if (failed && !checkpoint_failing_) {
+      std::cerr << "fairvault: sqlite checkpoint failed: " << sqlite3_errstr(rc) << "\n";
+    }
+    checkpoint_failing_ = failed;
+    return rc;
+  };
+  // PASSIVE: copies what no reader still needs, without waiting for anyone. `log` counts the
+  // frames since the log last restarted.
+  int log = 0, copied = 0;
+  report(
+      sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &copied));
+  if (int64_t{log} * frame_bytes_ < kWalCheckpointBytes &&
+      FileBytes(path_ + "-wal") <= kWalLimitBytes) {
+    return std::nullopt;
+  }
+  if (!may_truncate) return false;
+  // SQLite's writer lock is not fair: a checkpointer that waits for it rarely gets it between
+  // one charge and the next. Holding the store's mutex keeps this process's writes (the only
+  // writer) out for the short time it takes to copy what the passive round left.
+  absl::MutexLock lock(&mu_);
+  return report(Truncate(checkpoint_db_)) == SQLITE_OK;
+}
+
+int SqliteStore::Truncate(sqlite3* db) {
+  const absl::Time deadline = absl::Now() + kTruncateTime;
+  while (true) {
+    const int rc =
+        sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+    if (rc != SQLITE_BUSY || absl::Now() >= deadline) return rc;
+    absl::SleepFor(absl::Microseconds(100));
+  }
+}
+
+int SqliteStore::OnCommit(void* store, sqlite3*, const char*, int frames)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // called inside a commit, which holds mu_
+  auto* self = static_cast<SqliteStore*>(store);
+  const int64_t log_bytes = int64_t{frames} * self->frame_bytes_;
+  if (log_bytes >= kWalCheckpointBytes) {
+    absl::MutexLock lock(&self->ckpt_mu_);
+    self->wanted_ = true;
+  }
+  if (log_bytes >= kWalLimitBytes) self->TruncateAfterCommit();
+  return SQLITE_OK;  // the commit has happened whatever this returns
+}
+
+void SqliteStore::TruncateAfterCommit() {
+  if (absl::Now() < commit_truncate_after_) return;
+  // The checkpointer has fallen behind (or could not take mu_ between two commits). If its
+  // passive round holds SQLite's checkpoint lock, Truncate() tries again until it is done.
+  sqlite3_busy_handler(db_, &PollBriefly, nullptr);
+  const int rc = Truncate(db_);
+  sqlite3_busy_timeout(db_, kBusyMillis);
+  if (rc != SQLITE_OK) commit_truncate_after_ = absl::Now() + kMaxTruncateBackoff;
 }
 
 SqliteStore::~SqliteStore() {
   if (checkpointer_.joinable()) {
     {
-      absl::MutexLock lock(&stop_mu_);
+      absl::MutexLock lock(&ckpt_mu_);
       stop_ = true;
     }
     checkpointer_.join();
@@ -431,7 +553,7 @@ absl::Status SqliteStore::Exec(const char* sql) {
 }
 
 absl::Status SqliteStore::ApplySchema() {
-  sqlite3_busy_timeout(db_, 10000);
+  sqlite3_busy_timeout(db_, kBusyMillis);
   RETURN_IF_ERROR(Exec("PRAGMA page_size=65536"));
   RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
   RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
@@ -855,14 +977,19 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
     }
   }
 
-  // 2. The privacy filter, on the declared cost only.
+  // 2. The privacy filter, on the declared cost only, and the job limit.
   ASSIGN_OR_RETURN(Spend spend, SpendLocked(request.account_id, request.dataset_id));
   absl::StatusOr<DatasetRecord> dataset = DatasetLocked("id=?", request.dataset_id, "");
-  ASSIGN_OR_RETURN(Admission admitted,
-                   AdmitCharge(request, GrantLocked(request.account_id, request.dataset_id), spend,
-                               dataset, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                 return DatasetSpendLocked(request.dataset_id);
-                               }));
+  ASSIGN_OR_RETURN(
+      Admission admitted,
+      AdmitCharge(
+          request, GrantLocked(request.account_id, request.dataset_id), spend, dataset,
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return DatasetSpendLocked(request.dataset_id); },
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<int64_t> {
+            Stmt s(db_, "SELECT COUNT(*) FROM jobs WHERE state IN (1, 2)");
+            RETURN_IF_ERROR(s.Step().status());
+            return s.Int(0);
+          }));
 
   // 3. Compute the release inside the transaction, then debit and store it together.
   ASSIGN_OR_RETURN(auto head, LedgerHeadLocked());

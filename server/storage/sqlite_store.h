@@ -1,15 +1,21 @@
 // SQLite implementation of Store: one file, WAL journal, synchronous=FULL, one connection
-// behind a mutex (SQLite has one writer anyway; the charge path must be serial).
+// behind a mutex (SQLite has one writer anyway; the charge path must be serial), and a
+// background checkpointer that keeps the write-ahead log (`<file>-wal`) bounded.
 #ifndef FAIRVAULT_SERVER_STORAGE_SQLITE_STORE_H_
 #define FAIRVAULT_SERVER_STORAGE_SQLITE_STORE_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/storage/store.h"
 
 struct sqlite3;
@@ -18,8 +24,32 @@ namespace fairvault::server::storage {
 
 class SqliteStore final : public Store {
  public:
+  // The write-ahead log's bound (docs/operations.md, "The database file"). Commits append to
+  // the log; a background connection copies it into the database file every 200 ms without
+  // blocking anyone (a PASSIVE checkpoint). Under continuous commits the log is never fully
+  // copied while no commit is under way, so it never restarts by itself: once it holds
+  // kWalCheckpointBytes, the checkpointer holds this store's writes back, copies the rest and
+  // empties the file (a TRUNCATE checkpoint, which also waits for readers to leave the log).
+  // Should it fall behind, the commit that brings the log to kWalLimitBytes does the same
+  // before it returns. So, unless a reader keeps one snapshot open for longer than the
+  // checkpointer's busy timeout (250 ms), `<file>-wal` stays under kWalLimitBytes plus the
+  // last transaction.
+  static constexpr int64_t kWalCheckpointBytes = int64_t{16} << 20;
+  static constexpr int64_t kWalLimitBytes = int64_t{64} << 20;
+
+  struct Options {
+    // Called by the checkpointer after every round (about every 200 ms) with the size of the
+    // `-wal` file in bytes (the operators' gauge); from the checkpointer's thread, so it must
+    // be thread-safe. Empty: not called.
+    std::function<void(int64_t wal_bytes)> on_wal_bytes;
+  };
+
   // Opens (creating if needed) the database at `path` and applies the schema.
-  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path) {
+    return Open(path, Options());
+  }
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path,
+                                                           Options options);
   // A consistent copy of the database at `path` into the new file `out` with SQLite's online
   // backup API (safe while a server writes to `path`: the copy is one snapshot), then opens the
   // copy and verifies its ledger. AlreadyExists if `out` exists; DataLoss (and `out` removed) if
@@ -89,11 +119,27 @@ class SqliteStore final : public Store {
   absl::StatusOr<LedgerVerification> VerifyLedger() override;
 
  private:
-  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  SqliteStore(sqlite3* db, std::string path, Options options)
+      : db_(db), path_(std::move(path)), options_(std::move(options)) {}
   // Copies committed WAL frames into the database file from a second connection, so that no
   // request pays for a checkpoint (SQLite's automatic one runs inside the commit that crosses
-  // its threshold: 0.2-0.4 s after a 1M-row upload). Runs until the store is destroyed.
+  // its threshold: 0.2-0.4 s after a 1M-row upload), and empties the log when it grows past
+  // kWalCheckpointBytes. Runs until the store is destroyed.
   void CheckpointLoop();
+  // One round: a PASSIVE checkpoint, then a TRUNCATE one (holding mu_) if the log is large
+  // and `may_truncate`. Nothing if no TRUNCATE was needed; else whether it emptied the log
+  // (false: not tried, or refused because a reader held the log for longer than the busy
+  // timeout).
+  std::optional<bool> CheckpointRound(bool may_truncate) ABSL_LOCKS_EXCLUDED(mu_);
+  // A TRUNCATE checkpoint through `db`, tried for 250 ms; SQLITE_BUSY if a reader (or another
+  // checkpoint) kept the log that long.
+  int Truncate(sqlite3* db);
+  // SQLite's WAL hook on the serving connection (replaces its automatic checkpoint), called
+  // after each commit, under mu_, with the log's length in frames: wakes the checkpointer once
+  // the log reaches kWalCheckpointBytes, and at kWalLimitBytes empties it itself.
+  static int OnCommit(void* store, sqlite3* db, const char* name, int frames);
+  void TruncateAfterCommit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool CheckpointWanted() const ABSL_SHARED_LOCKS_REQUIRED(ckpt_mu_) { return stop_ || wanted_; }
   absl::StatusOr<TableRecord> ReadTable(const std::string& handle, bool with_payload);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ApplySchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -120,12 +166,21 @@ class SqliteStore final : public Store {
 
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  const std::string path_;
+  const Options options_;
+  // Bytes of one log frame: the page size plus the frame header.
+  int64_t frame_bytes_ = 0;
   // The background checkpointer's own connection (used by its thread only), or null when it
   // could not be opened (SQLite's automatic checkpoint then stays on).
   sqlite3* checkpoint_db_ = nullptr;
+  bool checkpoint_failing_ = false;  // the last checkpoint failed (reported once)
   std::thread checkpointer_;
-  absl::Mutex stop_mu_;
-  bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
+  // After a refused TRUNCATE, commits at kWalLimitBytes do not try again before this time (a
+  // long reader must not stall every commit).
+  absl::Time commit_truncate_after_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Mutex ckpt_mu_;
+  bool stop_ ABSL_GUARDED_BY(ckpt_mu_) = false;
+  bool wanted_ ABSL_GUARDED_BY(ckpt_mu_) = false;  // a commit found the log large: a round now
 };
 
 }  // namespace fairvault::server::storage

@@ -139,6 +139,10 @@ struct ChargeRequest {
   double epsilon = 0;  // for the ledger row
   double delta = 0;
   std::string mechanism;
+  // Set when the charge creates a training job (FitFairModel): the most jobs that may be
+  // unfinished (queued or running) at once in the store, whichever process created or runs
+  // them. The charge that would exceed it is refused inside the charge transaction.
+  std::optional<int64_t> job_limit;
 };
 
 // The budget state as seen inside a charge.

@@ -18,10 +18,11 @@ using core::accounting::PrivacyCost;
 using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
-absl::StatusOr<Admission> AdmitCharge(const ChargeRequest& request,
-                                      const absl::StatusOr<GrantRecord>& grant, const Spend& spend,
-                                      const absl::StatusOr<DatasetRecord>& dataset,
-                                      const std::function<absl::StatusOr<Spend>()>& dataset_spend) {
+absl::StatusOr<Admission> AdmitCharge(
+    const ChargeRequest& request, const absl::StatusOr<GrantRecord>& grant, const Spend& spend,
+    const absl::StatusOr<DatasetRecord>& dataset,
+    const std::function<absl::StatusOr<Spend>()>& dataset_spend,
+    const std::function<absl::StatusOr<int64_t>()>& unfinished_jobs) {
   if (absl::IsNotFound(grant.status())) {
     return absl::PermissionDeniedError(
         absl::StrCat("company '", request.account_name, "' has no budget grant on dataset '",
@@ -59,7 +60,18 @@ absl::StatusOr<Admission> AdmitCharge(const ChargeRequest& request,
           MicroToEpsilon(*dataset->cap_micro), " across all companies; ask the regulator"));
     }
   }
+  if (request.job_limit) {
+    ASSIGN_OR_RETURN(const int64_t unfinished, unfinished_jobs());
+    if (unfinished >= *request.job_limit) return JobLimitReached(*request.job_limit);
+  }
   return Admission{BudgetState{*grant, after, spent_after}};
+}
+
+absl::Status JobLimitReached(int64_t limit) {
+  // The wording FilterRefusal (server/app/metrics.cc) counts as a full job queue.
+  return absl::ResourceExhaustedError(absl::StrCat("the vault is running its limit of ", limit,
+                                                   " training jobs; retry later (nothing was "
+                                                   "charged)"));
 }
 
 LedgerRow GrantLedgerRow(const GrantRecord& grant, const std::string& account_name,
@@ -99,6 +111,10 @@ LedgerRow ChargeLedgerRow(const ChargeRequest& request, int64_t now_micros) {
   row.pure_micro = request.cost.pure_epsilon_micro;
   row.rdp_nano = request.cost.rdp_nano;
   return row;
+}
+
+absl::Status DatabaseUnavailable() {
+  return absl::UnavailableError("the vault's database is unavailable; retry shortly");
 }
 
 absl::Status ChargedFailure(const absl::Status& computed) {

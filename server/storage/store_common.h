@@ -23,14 +23,30 @@ struct Admission {
   BudgetState after;
 };
 
-// The privacy filter on the declared cost alone: the grant (NotFound: none), this company's
-// spend, the dataset (for its cap) and, only when it has a cap, the composed spend of all
-// companies on it. PermissionDenied without a grant, ResourceExhausted when the cost does not
-// fit the grant or the cap, FailedPrecondition for a non-pure cost under a cap with delta 0.
+// A charge's admission, decided the same way by every backend inside its charge transaction
+// (which every other charge waits for), before anything is debited:
+// 1. the privacy filter on the declared cost alone: the grant (NotFound: none), this company's
+//    spend, the dataset (for its cap) and, only when it has a cap, the composed spend of all
+//    companies on it. PermissionDenied without a grant, ResourceExhausted when the cost does
+//    not fit the grant or the cap, FailedPrecondition for a non-pure cost under a cap with
+//    delta 0;
+// 2. for a charge that creates a training job (request.job_limit set), the job limit:
+//    `unfinished_jobs` (called only then) counts the queued and running jobs in the store, of
+//    every process on it; ResourceExhausted (JobLimitReached) when they are at the limit.
+//    After the filter, so that a company out of budget is told so rather than to retry.
 absl::StatusOr<Admission> AdmitCharge(
     const ChargeRequest& request, const absl::StatusOr<GrantRecord>& grant,
     const core::accounting::Spend& spend, const absl::StatusOr<DatasetRecord>& dataset,
-    const std::function<absl::StatusOr<core::accounting::Spend>()>& dataset_spend);
+    const std::function<absl::StatusOr<core::accounting::Spend>()>& dataset_spend,
+    const std::function<absl::StatusOr<int64_t>()>& unfinished_jobs);
+
+// ResourceExhausted: `limit` training jobs are queued or running.
+absl::Status JobLimitReached(int64_t limit);
+
+// Unavailable: the database cannot be reached, or dropped the connection. What the caller
+// gets names nothing about the database (host, port, socket, user, name, password): the
+// backend logs its driver's account of the failure for the operator.
+absl::Status DatabaseUnavailable();
 
 // The ledger rows (without seq and hashes, which the append fills in).
 LedgerRow GrantLedgerRow(const GrantRecord& grant, const std::string& account_name,

@@ -1,0 +1,120 @@
+// What a client of a PostgreSQL-backed vault learns when the database fails (issue 19 §2):
+// that it is unavailable and to retry, never where the database is (socket directory, host,
+// port) or who connects to it (user, database name, password). libpq's own text goes to the
+// server's log, without the password. This binary starts (and stops) its own PostgreSQL.
+#include "server/storage/pg_store.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/storage/test_postgres.h"
+
+namespace fairvault::server::storage {
+namespace {
+
+using ::fairvault::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kDatabase[] = "ledgerdb7";
+
+// None of what locates or identifies the database: the socket directory (libpq's "host"), the
+// port (5433, also in the socket's name), the user, the database name.
+void ExpectNoConnectionDetails(const absl::Status& status, const TestPostgres& pg) {
+  const std::string message(status.message());
+  for (const std::string& detail :
+       std::vector<std::string>{pg.dir(), "5433", ".s.PGSQL", "socket", "fairvault", kDatabase}) {
+    EXPECT_THAT(message, Not(HasSubstr(detail))) << status;
+  }
+}
+
+TEST(PgStoreUnavailableTest, AStoppedServerIsUnavailableWithoutConnectionDetails) {
+  // Commits on disk before they return: the server is stopped like a crash below, and what
+  // was committed must be there when it comes back.
+  TestPostgres::Options durable;
+  durable.fsync = true;
+  auto pg = TestPostgres::Start(durable);
+  ASSERT_OK(pg);
+  auto uri = (*pg)->CreateDatabase(kDatabase);
+  ASSERT_OK(uri);
+  auto opened = PgStore::Open(*uri);
+  ASSERT_OK(opened);
+  std::unique_ptr<PgStore> store = *std::move(opened);
+  AccountRecord account;
+  account.name = "acme";
+  account.key_salt = "salt";
+  account.key_hash = "hash";
+  ASSERT_OK(store->CreateAccount(account));
+
+  ASSERT_OK((*pg)->Stop());
+  ::testing::internal::CaptureStderr();
+  // The first call finds its pooled connection dropped; the next ones cannot connect at all.
+  std::vector<absl::Status> failures;
+  for (int i = 0; i < 3; ++i) failures.push_back(store->ListAccounts().status());
+  failures.push_back(store->GetDataset("census").status());
+  failures.push_back(PgStore::Open(*uri).status());
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  for (const absl::Status& failure : failures) {
+    EXPECT_THAT(failure, StatusIs(absl::StatusCode::kUnavailable,
+                                  "the vault's database is unavailable; retry shortly"));
+    ExpectNoConnectionDetails(failure, **pg);
+  }
+  // The server's operator gets libpq's account of it.
+  EXPECT_THAT(log, HasSubstr((*pg)->dir())) << log;
+
+  // Nothing else changed: the same store serves again once the database is back.
+  ASSERT_OK((*pg)->Restart());
+  auto accounts = store->ListAccounts();
+  ASSERT_OK(accounts);
+  EXPECT_EQ(accounts->size(), 1u);
+}
+
+// A string libpq cannot parse is the operator's mistake (InvalidArgument), and libpq's message
+// about it quotes the malformed part: here the password, which must reach neither the status
+// nor the log.
+TEST(PgStoreUnavailableTest, APasswordReachesNeitherTheStatusNorTheLog) {
+  ::testing::internal::CaptureStderr();
+  const auto opened = PgStore::Open("postgresql://fairvault:s3cr%zzet@/ledgerdb7?host=/nowhere");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(opened, StatusIs(absl::StatusCode::kInvalidArgument,
+                               "the connection string does not parse (invalid percent-encoded "
+                               "token: \"********\"); correct it"));
+  EXPECT_THAT(opened.status().message(), Not(HasSubstr("s3cr")));
+  EXPECT_THAT(log, Not(HasSubstr("s3cr")));
+
+  // A well-formed one with a password, to a server that is not there: the log has libpq's
+  // detail, neither it nor the status the password.
+  ::testing::internal::CaptureStderr();
+  const auto unreachable =
+      PgStore::Open("postgresql://fairvault:s3cret-pw@/ledgerdb7?host=/nowhere&port=5433");
+  const std::string detail = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(unreachable, StatusIs(absl::StatusCode::kUnavailable,
+                                    "the vault's database is unavailable; retry shortly"));
+  EXPECT_THAT(detail, HasSubstr("/nowhere/.s.PGSQL.5433"));
+  EXPECT_THAT(detail, Not(HasSubstr("s3cret")));
+}
+
+TEST(RedactedConnInfoTest, ReplacesEveryFormOfPassword) {
+  EXPECT_EQ(RedactedConnInfo("postgresql://vault:hunter2@db.internal:5432/v?sslmode=require"),
+            "postgresql://vault:********@db.internal:5432/v?sslmode=require");
+  EXPECT_EQ(RedactedConnInfo("postgres://vault@db/v?sslmode=require&password=hunter2&x=1"),
+            "postgres://vault@db/v?sslmode=require&password=********&x=1");
+  EXPECT_EQ(RedactedConnInfo("postgresql://vault:a%40b@db/v?password=c"),
+            "postgresql://vault:********@db/v?password=********");
+  EXPECT_EQ(RedactedConnInfo("host=db user=vault password='hun ter\\'2' dbname=v"),
+            "host=db user=vault password=******** dbname=v");
+  EXPECT_EQ(RedactedConnInfo("host=db password = hunter2"), "host=db password = ********");
+  // Nothing to hide: unchanged (a passfile names a file, not the secret).
+  for (const char* plain :
+       {"postgresql://vault@db:5432/v?passfile=/etc/fairvault/pgpass", "postgresql:///v?host=/tmp",
+        "host=db user=vault passfile=/p dbname=v", "postgresql://db/v?user=vault"}) {
+    EXPECT_EQ(RedactedConnInfo(plain), plain);
+  }
+}
+
+}  // namespace
+}  // namespace fairvault::server::storage
