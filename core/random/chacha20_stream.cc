@@ -7,17 +7,24 @@
 namespace fairvault::core {
 namespace {
 
-constexpr uint32_t Rotl(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
+// Four 32-bit lanes, one per block (GCC vector extension: SSE2 on x86-64, NEON on arm64, plain
+// code elsewhere).
+typedef uint32_t Lanes __attribute__((vector_size(16)));
 
-void QuarterRound(std::array<uint32_t, 16>& s, int a, int b, int c, int d) {
-  s[a] += s[b];
-  s[d] = Rotl(s[d] ^ s[a], 16);
-  s[c] += s[d];
-  s[b] = Rotl(s[b] ^ s[c], 12);
-  s[a] += s[b];
-  s[d] = Rotl(s[d] ^ s[a], 8);
-  s[c] += s[d];
-  s[b] = Rotl(s[b] ^ s[c], 7);
+inline __attribute__((always_inline)) Lanes Rotl(Lanes x, int n) {
+  return (x << n) | (x >> (32 - n));
+}
+
+// On local vectors, so that the compiler keeps the state in registers.
+inline __attribute__((always_inline)) void QuarterRound(Lanes& a, Lanes& b, Lanes& c, Lanes& d) {
+  a += b;
+  d = Rotl(d ^ a, 16);
+  c += d;
+  b = Rotl(b ^ c, 12);
+  a += b;
+  d = Rotl(d ^ a, 8);
+  c += d;
+  b = Rotl(b ^ c, 7);
 }
 
 }  // namespace
@@ -43,25 +50,40 @@ ChaCha20Stream::Key ChaCha20Stream::NewKey(absl::BitGenRef gen) {
 }
 
 void ChaCha20Stream::Refill() {
-  block_ = input_;
-  for (int round = 0; round < 10; ++round) {  // 20 rounds: 10 column + 10 diagonal
-    QuarterRound(block_, 0, 4, 8, 12);
-    QuarterRound(block_, 1, 5, 9, 13);
-    QuarterRound(block_, 2, 6, 10, 14);
-    QuarterRound(block_, 3, 7, 11, 15);
-    QuarterRound(block_, 0, 5, 10, 15);
-    QuarterRound(block_, 1, 6, 11, 12);
-    QuarterRound(block_, 2, 7, 8, 13);
-    QuarterRound(block_, 3, 4, 9, 14);
+  // Lane j computes the block whose 64-bit counter (words 12-13) is the next one plus j.
+  Lanes in[16];
+  for (int w = 0; w < 16; ++w) in[w] = Lanes{input_[w], input_[w], input_[w], input_[w]};
+  uint64_t counter = input_[12] | (static_cast<uint64_t>(input_[13]) << 32);
+  // Wrapping would repeat the keystream.
+  if (counter > ~uint64_t{0} - kBlocks) std::abort();
+  for (int j = 0; j < kBlocks; ++j) {
+    in[12][j] = static_cast<uint32_t>(counter + j);
+    in[13][j] = static_cast<uint32_t>((counter + j) >> 32);
   }
-  for (int i = 0; i < 16; ++i) block_[i] += input_[i];
-  // Next block: the 64-bit counter in words 12-13. Wrapping would repeat the keystream.
-  if (++input_[12] == 0 && ++input_[13] == 0) std::abort();
+  Lanes x[16];
+  for (int w = 0; w < 16; ++w) x[w] = in[w];
+  for (int round = 0; round < 10; ++round) {  // 20 rounds: 10 column + 10 diagonal
+    QuarterRound(x[0], x[4], x[8], x[12]);
+    QuarterRound(x[1], x[5], x[9], x[13]);
+    QuarterRound(x[2], x[6], x[10], x[14]);
+    QuarterRound(x[3], x[7], x[11], x[15]);
+    QuarterRound(x[0], x[5], x[10], x[15]);
+    QuarterRound(x[1], x[6], x[11], x[12]);
+    QuarterRound(x[2], x[7], x[8], x[13]);
+    QuarterRound(x[3], x[4], x[9], x[14]);
+  }
+  for (int w = 0; w < 16; ++w) {
+    const Lanes out = x[w] + in[w];
+    for (int j = 0; j < kBlocks; ++j) block_[16 * j + w] = out[j];
+  }
+  counter += kBlocks;
+  input_[12] = static_cast<uint32_t>(counter);
+  input_[13] = static_cast<uint32_t>(counter >> 32);
   next_ = 0;
 }
 
 ChaCha20Stream::result_type ChaCha20Stream::operator()() {
-  if (next_ == 16) Refill();
+  if (next_ == 16 * kBlocks) Refill();
   const uint64_t word = block_[next_] | (static_cast<uint64_t>(block_[next_ + 1]) << 32);
   next_ += 2;
   return word;

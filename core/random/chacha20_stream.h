@@ -28,15 +28,19 @@ class ChaCha20Stream {
 
   static constexpr result_type min() { return 0; }
   static constexpr result_type max() { return std::numeric_limits<result_type>::max(); }
-  // The next 8 keystream bytes as a little-endian word. Aborts after 2^64 blocks.
+  // The next 8 keystream bytes as a little-endian word. Aborts before the 64-bit block counter
+  // would wrap.
   result_type operator()();
 
  private:
   void Refill();
 
+  // Four consecutive blocks are computed at once (SIMD lanes); the keystream order is the same
+  // as one block at a time.
+  static constexpr int kBlocks = 4;
   std::array<uint32_t, 16> input_;
-  std::array<uint32_t, 16> block_{};
-  int next_ = 16;  // index of the next unread 32-bit word of block_ (even)
+  std::array<uint32_t, 16 * kBlocks> block_{};
+  int next_ = 16 * kBlocks;  // index of the next unread 32-bit word of block_ (even)
 };
 
 }  // namespace fairvault::core
