@@ -15,6 +15,7 @@
 
 #include "absl/base/optimization.h"
 #include "absl/numeric/int128.h"
+#include "absl/random/bernoulli_distribution.h"
 #include "absl/random/distributions.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -67,9 +68,22 @@ void CheckOrDie(bool ok, const char* what) {
   }
 }
 
-// Uniform on {0, ..., bound - 1}; bound >= 1.
+// Uniform on {0, ..., bound - 1}; bound >= 1: Lemire's multiply-and-reject on raw words
+// (Lemire 2019, "Fast random integer generation in an interval"), exact. The number of words it
+// takes is independent of the value it returns (every value has the same number of accepted
+// words). Raw words rather than absl::Uniform: the samplers below make dozens of these draws
+// per value, and absl's distribution call through BitGenRef costs two indirect calls each.
 inline uint64_t UniformBelow(uint64_t bound, absl::BitGenRef gen) {
-  return absl::Uniform<uint64_t>(gen, 0, bound);
+  absl::uint128 product = absl::uint128(gen()) * bound;
+  uint64_t low = absl::Uint128Low64(product);
+  if (ABSL_PREDICT_FALSE(low < bound)) {
+    const uint64_t threshold = (uint64_t{0} - bound) % bound;  // 2^64 mod bound
+    while (low < threshold) {
+      product = absl::uint128(gen()) * bound;
+      low = absl::Uint128Low64(product);
+    }
+  }
+  return absl::Uint128High64(product);
 }
 
 // Uniform on {0, ..., bound - 1} for a 128-bit bound >= 1, by rejection from
@@ -419,6 +433,25 @@ bool SampleBernoulliExpDyadic(absl::uint128 num, int log2_den, absl::BitGenRef g
   return BernoulliExpFixed(num, log2_den, gen);
 }
 
+bool SampleBernoulli(double p, absl::BitGenRef gen) {
+  if (!(p > 0)) return false;
+  if (p >= 1) return true;
+  if (p < 0x1p-73) return absl::Bernoulli(gen, p);
+  // p = m·2^(e-53) with e >= -72, so p·2^126 is an integer below 2^126: hi·2^63 + lo with
+  // hi = floor(p·2^63) and lo = (p·2^63 − hi)·2^63, each computed exactly in doubles (scaling
+  // by a power of two and subtracting a value's own integer part lose nothing) and each below
+  // 2^63 (signed conversions: no branch on whether p >= 1/2). A uniform integer below 2^126
+  // from two words is below p·2^126 with probability p exactly.
+  const double scaled = p * 0x1p63;
+  const auto hi = static_cast<int64_t>(scaled);
+  const auto lo = static_cast<int64_t>((scaled - static_cast<double>(hi)) * 0x1p63);
+  const uint64_t u_hi = absl::Uniform<uint64_t>(gen) >> 1;
+  const uint64_t u_lo = absl::Uniform<uint64_t>(gen) >> 1;
+  const uint64_t t_hi = static_cast<uint64_t>(hi), t_lo = static_cast<uint64_t>(lo);
+  return ((static_cast<uint64_t>(u_hi < t_hi)) |
+          (static_cast<uint64_t>(u_hi == t_hi) & static_cast<uint64_t>(u_lo < t_lo))) != 0;
+}
+
 int64_t SampleDiscreteLaplace(const Rational& scale, absl::BitGenRef gen) {
   CheckOrDie(scale.num >= 1 && scale.num <= kMaxPart && scale.den >= 1 && scale.den <= kMaxPart,
              "SampleDiscreteLaplace: scale num and den must be in [1, 2^40]");
@@ -444,6 +477,10 @@ int64_t SampleDiscreteGaussian(const Rational& sigma_squared, absl::BitGenRef ge
   // one stops at the trial that rejects it.
   const absl::uint128 dt = absl::uint128(d) * t;              // <= 2^41
   const absl::uint128 den = 2 * absl::uint128(n) * dt * t;  // < 2^103
+  // m·den for m = 0..kWholeTrials + 1: the whole part of an exponent below 2^128 is read by
+  // comparisons with these (no division: the divider's latency depends on its operands).
+  absl::uint128 multiples[kWholeTrials + 2];
+  for (uint64_t m = 0; m < kWholeTrials + 2; ++m) multiples[m] = den * m;  // < 2^109
   while (true) {
     // With V >= 10 multiples of t > sigma in |Y|, the exponent below is at least (V - 1)^2/2
     // >= 40.5: an attempt whose V needed more than 10 trials is accepted with probability
@@ -452,9 +489,32 @@ int64_t SampleDiscreteGaussian(const Rational& sigma_squared, absl::BitGenRef ge
     const uint64_t abs_y = y < 0 ? uint64_t{0} - static_cast<uint64_t>(y) : y;
     const absl::uint128 ydt = absl::uint128(abs_y) * dt;  // < 2^104
     const absl::uint128 z = ydt >= n ? ydt - n : n - ydt;
-    absl::uint128 whole, frac;
-    SquareDivMod(z, den, &whole, &frac);
-    if (!AllOfExpMinusOne<Work::kFixedIfPassed>(whole, gen)) continue;
+    // The whole part, capped at kWholeTrials + 1, and the remainder (exact when not capped).
+    const uint64_t small = static_cast<uint64_t>(absl::Uint128High64(z) == 0);
+    const absl::uint128 square = z * z;  // exact when small
+    uint64_t capped = 0;
+    for (uint64_t m = 1; m < kWholeTrials + 2; ++m) {
+      capped += static_cast<uint64_t>(multiples[m] <= square);
+    }
+    capped |= Mask(1 ^ small) & (kWholeTrials + 1);
+    capped = std::min<uint64_t>(capped, kWholeTrials + 1);
+    absl::uint128 frac = 0;
+    for (uint64_t m = 0; m < kWholeTrials + 1; ++m) {
+      const uint64_t pick = Mask(static_cast<uint64_t>(m == capped));
+      frac |= absl::MakeUint128(pick, pick) & (square - multiples[m]);
+    }
+    if (!AllOfExpMinusOne<Work::kFixedIfPassed>(capped, gen)) continue;
+    if (ABSL_PREDICT_FALSE(capped > kWholeTrials)) {
+      // All 45 trials passed though the exponent is over 45 (probability below e^-45): the
+      // exact whole part and remainder, and the rest of its trials.
+      absl::uint128 whole;
+      SquareDivMod(z, den, &whole, &frac);
+      bool all = true;
+      for (absl::uint128 i = kWholeTrials + 1; i < whole && all; ++i) {
+        all = BernoulliExpMinusOne(gen) != 0;
+      }
+      if (!all) continue;
+    }
     if (BernoulliExpUnit128<Work::kFixedIfPassed>(frac, den, gen)) return y;
   }
 }

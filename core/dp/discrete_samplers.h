@@ -38,6 +38,12 @@ bool SampleBernoulliExp(const Rational& gamma, absl::BitGenRef gen);
 // The same for gamma = num / 2^log2_den with a 128-bit numerator (log2_den in [0, 40]).
 bool SampleBernoulliExpDyadic(absl::uint128 num, int log2_den, absl::BitGenRef gen);
 
+// Bernoulli(p) for a double p, exactly, with the same draws and instructions whatever p is
+// for p in [2^-73, 1) (two 64-bit words compared with p·2^126, an integer there); p <= 0 gives
+// false, p >= 1 true, and p in (0, 2^-73) falls back to absl::Bernoulli (exact, but its work
+// depends on p). For draws whose probability depends on the protected attribute (Decide).
+bool SampleBernoulli(double p, absl::BitGenRef gen);
+
 // Discrete Laplace with scale t: P(x) ∝ exp(-|x|/t), x ∈ Z (CKS Algorithm 2).
 int64_t SampleDiscreteLaplace(const Rational& scale, absl::BitGenRef gen);
 

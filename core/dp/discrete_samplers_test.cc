@@ -154,11 +154,45 @@ TEST(SampleBernoulliExpTest, MakesTheSameDrawsWhateverGamma) {
 
 constexpr uint64_t kTwentyFactorial = 2432902008176640000;
 
+// A URBG that returns scripted 64-bit words, then ~0 (which gives bound - 1 for any bound up to
+// 2^63), to force the samplers' uniforms exactly.
+class Words {
+ public:
+  using result_type = uint64_t;
+  explicit Words(std::vector<uint64_t> words) : words_(std::move(words)) {}
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return ~uint64_t{0}; }
+  result_type operator()() { return next_ < words_.size() ? words_[next_++] : ~uint64_t{0}; }
+
+ private:
+  std::vector<uint64_t> words_;
+  size_t next_ = 0;
+};
+
+// The word that the samplers' uniform below `bound` (Lemire's multiply-and-reject) turns into
+// `value` on its first try: the largest x with floor(x·bound / 2^64) = value, whose low part
+// 2^64 − bound or more is above the rejection threshold (2^64 mod bound) for bound <= 2^63.
+uint64_t WordFor(uint64_t value, uint64_t bound) {
+  const absl::uint128 top = (absl::uint128(value + 1) << 64) - 1;
+  return absl::Uint128Low64(top / bound);
+}
+
+std::vector<uint64_t> Repeat(uint64_t word, int times) { return std::vector<uint64_t>(times, word); }
+
+std::vector<uint64_t> Concat(std::initializer_list<std::vector<uint64_t>> parts) {
+  std::vector<uint64_t> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+constexpr uint64_t kFail = kTwentyFactorial - 1;         // Bernoulli(exp(-1)) false (K = 2)
+constexpr uint64_t kPass = kTwentyFactorial / 2 - 1;     // Bernoulli(exp(-1)) true (K = 3)
+
 // gamma = 1 is one Bernoulli(exp(-1)) and a trivial unit part (numerator 0). Trial 1 of
 // Bernoulli(exp(-1)) always succeeds and trial K succeeds with probability 1/K, so its first
 // failure K has P(K >= k) = 1/(k-1)!: one uniform w on [0, 20!) gives K >= k iff w <
-// 20!/(k-1)!. The first of the 45 fixed draws on [0, 20!) decides; the others (forced to
-// fail) are drawn and ignored.
+// 20!/(k-1)!. The first of the 45 fixed draws on [0, 20!) decides; the others are drawn and
+// ignored, then come the 21 unit trials.
 TEST(SampleBernoulliExpTest, ForcedUniformsGiveExactOutcome) {
   constexpr uint64_t kHalf = kTwentyFactorial / 2, kSixth = kTwentyFactorial / 6,
                      kTwentyFourth = kTwentyFactorial / 24;
@@ -173,150 +207,54 @@ TEST(SampleBernoulliExpTest, ForcedUniformsGiveExactOutcome) {
       {1, false}                      // K = 20
   };
   for (const auto& [w, expected] : cases) {
-    absl::MockingBitGen gen;
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, ::testing::_, ::testing::_))
-        .WillRepeatedly(Return(0));  // the unit trials (numerator 0: they fail at K = 1)
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .Times(44)
-        .WillRepeatedly(Return(kTwentyFactorial - 1));
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .WillOnce(Return(w))
-        .RetiresOnSaturation();
+    Words gen({WordFor(w, kTwentyFactorial)});
     EXPECT_EQ(SampleBernoulliExp(Rational{1, 1}, gen), expected) << "w " << w;
   }
-  // w = 0: all of trials 2..20 succeed, and fresh draws continue the trials.
-  absl::MockingBitGen gen;
-  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, ::testing::_, ::testing::_))
-      .WillRepeatedly(Return(0));
-  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-      .Times(44)
-      .WillRepeatedly(Return(kTwentyFactorial - 1));
-  {
-    InSequence seq;
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .WillOnce(Return(0))
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{21}))
-        .WillOnce(Return(0))  // trial 21 succeeds
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{22}))
-        .WillOnce(Return(5))  // trial 22 fails: K = 22 even -> false
-        .RetiresOnSaturation();
-  }
+  // w = 0: all of trials 2..20 succeed, and fresh draws continue the trials: trial 21 succeeds
+  // (0 on [0, 21)), trial 22 fails (5 on [0, 22)): K = 22 even -> false.
+  Words gen({WordFor(0, kTwentyFactorial), WordFor(0, 21), WordFor(5, 22)});
   EXPECT_FALSE(SampleBernoulliExp(Rational{1, 1}, gen));
 }
 
-// gamma = 3/10 <= 1: trial K draws a uniform on [0, 10 K) and succeeds iff it is < 3. All 21
-// trials are drawn; the first failure decides.
+// gamma = 3/10 <= 1: the 45 whole-part draws are ignored, then trial K draws a uniform on
+// [0, 10 K) and succeeds iff it is < 3. All 21 trials are drawn; the first failure decides.
 TEST(SampleBernoulliExpTest, ForcedFractionalTrialUsesDenominatorTimesK) {
-  absl::MockingBitGen gen;
-  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, ::testing::_, ::testing::_))
-      .WillRepeatedly(Return(1));  // the ignored whole-part draws and later trials
-  {
-    InSequence seq;
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{10}))
-        .WillOnce(Return(2))  // success: K = 2
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{20}))
-        .WillOnce(Return(3))  // 3 >= 3 fails: K = 2 even
-        .RetiresOnSaturation();
-    for (uint64_t k = 3; k <= 21; ++k) {
-      EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, 10 * k))
-          .WillOnce(Return(0))  // would succeed, but comes after the first failure
-          .RetiresOnSaturation();
-    }
-  }
-  EXPECT_FALSE(SampleBernoulliExp(Rational{3, 10}, gen));
+  Words fails_at_two(Concat({Repeat(WordFor(kFail, kTwentyFactorial), 45),
+                             {WordFor(2, 10), WordFor(3, 20)}}));  // success, then 3 >= 3
+  EXPECT_FALSE(SampleBernoulliExp(Rational{3, 10}, fails_at_two));  // K = 2 even
+  Words fails_at_three(Concat({Repeat(WordFor(kFail, kTwentyFactorial), 45),
+                               {WordFor(0, 10), WordFor(1, 20), WordFor(29, 30)}}));
+  EXPECT_TRUE(SampleBernoulliExp(Rational{3, 10}, fails_at_three));  // K = 3 odd
 }
 
-// Frequency of true vs exp(-gamma), 200k draws each; tolerance 5 standard
-// errors (false failure ~6e-7 per gamma). gamma = 0 must be exactly always
-// true.
-TEST(SampleBernoulliExpTest, FrequencyMatchesExpMinusGamma) {
-  std::mt19937_64 engine(20240601);
-  const std::vector<Rational> gammas = {{0, 1},
-                                        {3, 10},
-                                        {1, 1},
-                                        {27, 10},
-                                        {11, 2},                      // 5.5: floor part 5
-                                        {12345, k2To40},              // tiny, big denominator
-                                        {k2To40, 3 * (k2To40 / 4)}};  // 4/3
-  for (const Rational& gamma : gammas) {
-    int hits = 0;
-    for (int i = 0; i < kSamples; ++i) hits += SampleBernoulliExp(gamma, engine) ? 1 : 0;
-    const double p = std::exp(-gamma.ToDouble());
-    const double se = std::sqrt(p * (1 - p) / kSamples);
-    EXPECT_NEAR(static_cast<double>(hits) / kSamples, p, 5 * se + 1e-12)
-        << "gamma " << gamma.num << "/" << gamma.den;
-  }
-}
-
-// scale 1/1: U is always 0 (the first draw only gives the sign), so D succeeds (the unit
+// scale 1/1: U is always 0 (the first draw only gives the sign), so D succeeds (the 21 unit
 // trials on [0, K) compare with numerator 0); V counts the leading successes among 45
 // Bernoulli(exp(-1)), one uniform on [0, 20!) each. The first attempt is "-0", which must
 // be redrawn.
 TEST(SampleDiscreteLaplaceTest, ForcedUniformsGiveExactDraws) {
-  absl::MockingBitGen gen;
-  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, ::testing::_, ::testing::_))
-      .WillRepeatedly(Return(0));
-  {
-    InSequence seq;
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{2}))
-        .WillOnce(Return(1))  // U = 0, negative
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .Times(45)
-        .WillRepeatedly(Return(kTwentyFactorial - 1))  // false: V = 0 -> "-0", rejected
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{2}))
-        .WillOnce(Return(1))  // U = 0, negative
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .WillOnce(Return(kTwentyFactorial / 2 - 1))  // true (K = 3): V = 1
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .WillOnce(Return(kTwentyFactorial - 1))  // false (K = 2): V stays 1
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .Times(43)
-        .WillRepeatedly(Return(kTwentyFactorial / 2 - 1))  // true, after a failure: ignored
-        .RetiresOnSaturation();
-  }
+  const uint64_t fail = WordFor(kFail, kTwentyFactorial), pass = WordFor(kPass, kTwentyFactorial);
+  Words gen(Concat({{WordFor(1, 2)},  // U = 0, negative
+                    Repeat(~uint64_t{0}, 21),
+                    Repeat(fail, 45),  // V = 0 -> "-0", rejected
+                    {WordFor(1, 2)},   // U = 0, negative
+                    Repeat(~uint64_t{0}, 21),
+                    {pass, fail},        // V = 1
+                    Repeat(pass, 43)}));  // after a failure: ignored
   EXPECT_EQ(SampleDiscreteLaplace(Rational{1, 1}, gen), -1);
 }
 
 // Scale 3/2 with U forced: r = 4 on [0, 6) gives U = 2 and a positive sign. D ~
-// Bernoulli(exp(-2/3)) runs trials Bernoulli(2/(3K)) as uniforms on [0, 3K) compared with
-// 2 (all 21 drawn). Y = floor(X / 2).
+// Bernoulli(exp(-2/3)) runs trials Bernoulli(2/(3K)) as uniforms on [0, 3K) compared with 2; a
+// D that fails (K even) rejects the attempt at once. Y = floor(X / 2).
 TEST(SampleDiscreteLaplaceTest, ForcedUniformsUseNumeratorAndDenominator) {
-  absl::MockingBitGen gen;
-  // Unforced draws: later unit trials (0 < 2: success, ignored after the first failure)
-  // and the geometric trials (w = 20! - 1: failure).
-  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, ::testing::_, ::testing::_))
-      .WillRepeatedly(Return(0));
-  EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-      .WillRepeatedly(Return(kTwentyFactorial - 1));
-  {
-    InSequence seq;
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{6}))
-        .WillOnce(Return(4))  // U = 2, positive
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{3}))
-        .WillOnce(Return(0))  // 0 < 2: K = 2
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{6}))
-        .WillOnce(Return(5))  // 5 >= 2: first failure K = 2, even -> D = 0, redraw
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{6}))
-        .WillOnce(Return(5))  // U = 2, negative
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, uint64_t{3}))
-        .WillOnce(Return(2))  // 2 >= 2: K = 1 odd -> D = 1
-        .RetiresOnSaturation();
-    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen, uint64_t{0}, kTwentyFactorial))
-        .WillOnce(Return(kTwentyFactorial / 2 - 1))  // V = 1
-        .RetiresOnSaturation();
-  }
+  Words gen(Concat({{WordFor(4, 6),   // U = 2, positive
+                     WordFor(0, 3),   // 0 < 2: K = 2
+                     WordFor(5, 6),   // 5 >= 2: first failure K = 2, even -> D = 0, redraw
+                     WordFor(5, 6),   // U = 2, negative
+                     WordFor(2, 3)},  // 2 >= 2: K = 1 odd -> D = 1 (20 more trials drawn)
+                    Repeat(~uint64_t{0}, 20),
+                    {WordFor(kPass, kTwentyFactorial),    // V = 1
+                     WordFor(kFail, kTwentyFactorial)}}));  // X = 2 + 3 * 1 = 5, Y = 2
   EXPECT_EQ(SampleDiscreteLaplace(Rational{3, 2}, gen), -2);
 }
 
@@ -388,6 +326,37 @@ TEST(SampleDiscreteGaussianTest, CallsDoNotDependOnTheValue) {
     ExpectCallsUncorrelatedWithValue(
         [&](CountingUrbg& urbg) { return SampleDiscreteGaussian(sigma_squared, urbg); });
   }
+}
+
+// Bernoulli(p) for the doubles Decide draws with: exact (two words against p·2^126), the same
+// two calls whatever p is; frequencies within 5 standard errors over 200k draws.
+TEST(SampleBernoulliTest, ExactThresholdAndTheSameCallsForEveryP) {
+  absl::MockingBitGen gen;
+  // p = 3/4: true iff the first word's top 63 bits are below 3·2^61.
+  {
+    InSequence seq;
+    EXPECT_CALL(absl::MockUniform<uint64_t>(), Call(gen))
+        .WillOnce(Return((uint64_t{3} << 62) - 2))  // top 63 bits 3·2^61 − 1: below
+        .WillOnce(Return(~uint64_t{0}))
+        .WillOnce(Return(uint64_t{3} << 62))  // exactly 3·2^61, low word irrelevant (lo = 0)
+        .WillOnce(Return(0))
+        .RetiresOnSaturation();
+  }
+  EXPECT_TRUE(SampleBernoulli(0.75, gen));
+  EXPECT_FALSE(SampleBernoulli(0.75, gen));
+  std::vector<int> calls;
+  for (double p : {1e-6, 0.1, 0.5, 0.75, 1 - 1e-6}) {
+    CountingUrbg urbg;
+    int hits = 0;
+    for (int i = 0; i < kSamples; ++i) hits += SampleBernoulli(p, urbg) ? 1 : 0;
+    calls.push_back(urbg.calls);
+    const double se = std::sqrt(p * (1 - p) / kSamples);
+    EXPECT_NEAR(static_cast<double>(hits) / kSamples, p, 5 * se + 1e-12) << "p " << p;
+  }
+  for (int c : calls) EXPECT_EQ(c, 2 * kSamples);
+  CountingUrbg edges;
+  EXPECT_FALSE(SampleBernoulli(0, edges));
+  EXPECT_TRUE(SampleBernoulli(1, edges));
 }
 
 struct LaplaceCase {

@@ -2,6 +2,7 @@
 // ALGORITHMS.md §2): the bin grid, histograms, repair, the step-5 solve and the fair sampler.
 #include "core/postprocess/statistical_parity.h"
 
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/numeric/int128.h"
 #include "absl/random/distributions.h"
 #include "absl/status/status.h"
@@ -251,25 +253,47 @@ absl::StatusOr<SpSolution> SolveStatisticalParity(absl::Span<const double> masse
 
 namespace {
 
-// Uniform on [0, n), exactly: rejection from the smallest power of two >= n. n >= 1.
+// Attempts of the rejection below: each is accepted with probability > 1/2, so all of them
+// fail with probability below 2^-64.
+constexpr int kUniformAttempts = 64;
+
+// Uniform on [0, n), exactly: rejection from the smallest power of two >= n (n >= 1). The
+// number of attempts would depend on n (and n on the subject's group, in Decide), so a fixed
+// number is made and the first accepted kept; more only if none is (probability < 2^-64).
 absl::uint128 UniformBelow(absl::uint128 n, absl::BitGenRef gen) {
   absl::uint128 mask = n - 1;
   for (int shift = 1; shift < 128; shift *= 2) mask |= mask >> shift;
-  for (;;) {
+  absl::uint128 chosen = 0;
+  uint64_t found = 0;
+  for (int attempt = 0; attempt < kUniformAttempts; ++attempt) {
     const uint64_t high = absl::Uniform<uint64_t>(gen);  // sequenced: high word first
     const uint64_t low = absl::Uniform<uint64_t>(gen);
     const absl::uint128 x = absl::MakeUint128(high, low) & mask;
-    if (x < n) return x;
+    const uint64_t take = static_cast<uint64_t>(x < n) & (1 ^ found);
+    const uint64_t m = uint64_t{0} - take;
+    chosen = (absl::MakeUint128(m, m) & x) | (~absl::MakeUint128(m, m) & chosen);
+    found |= take;
   }
+  while (ABSL_PREDICT_FALSE(found == 0)) {
+    const uint64_t high = absl::Uniform<uint64_t>(gen);
+    const uint64_t low = absl::Uniform<uint64_t>(gen);
+    const absl::uint128 x = absl::MakeUint128(high, low) & mask;
+    if (x < n) {
+      chosen = x;
+      found = 1;
+    }
+  }
+  return chosen;
 }
 
 // x = m·2^(e−53) (m a 53-bit integer) as the exact integer m·2^(e − min_exp); 0 unless x > 0.
 // Precondition: e − min_exp <= 63 for positive x.
 absl::uint128 IntegerWeight(double x, int min_exp) {
-  if (!(x > 0)) return 0;
   int e = 0;
-  const double fraction = std::frexp(x, &e);
-  return absl::uint128(static_cast<uint64_t>(std::ldexp(fraction, 53))) << (e - min_exp);
+  const double fraction = std::frexp(x > 0 ? x : 0.5, &e);
+  const absl::uint128 w = absl::uint128(static_cast<uint64_t>(std::ldexp(fraction, 53)))
+                          << std::max(0, e - min_exp);
+  return x > 0 ? w : 0;
 }
 
 }  // namespace
@@ -281,39 +305,50 @@ absl::uint128 IntegerWeight(double x, int min_exp) {
 // integer below their sum. Rows spanning a wider ratio (only with decision_floor 0, whose
 // artifacts Decide refuses) fall back to a double-precision draw, accurate to about 2^-52 of
 // the row total. Bins of zero probability are never returned.
+//
+// The work is the same for every row of the same k (issue 19: the rows are the groups'): every
+// bin is visited, the uniform takes a fixed number of attempts, and the bin is picked without
+// leaving the loop early.
 double SampleFairScore(const SpSolution& solution, const ScoreGrid& grid, int a, int bin,
                        absl::BitGenRef gen) {
   const int k = grid.k;
   bin = std::clamp(bin, 0, k - 1);
   const double* row = solution.transport[a].data() + static_cast<size_t>(bin) * k;
-  int last_positive = -1;
   int min_exp = std::numeric_limits<int>::max(), max_exp = std::numeric_limits<int>::min();
+  int positives = 0;
   double total = 0;
   for (int l = 0; l < k; ++l) {
-    if (!(row[l] > 0)) continue;
+    const bool positive = row[l] > 0;
     int e = 0;
-    std::frexp(row[l], &e);
-    min_exp = std::min(min_exp, e);
-    max_exp = std::max(max_exp, e);
-    total += row[l];
-    last_positive = l;
+    std::frexp(positive ? row[l] : 0.5, &e);
+    min_exp = positive ? std::min(min_exp, e) : min_exp;
+    max_exp = positive ? std::max(max_exp, e) : max_exp;
+    total += positive ? row[l] : 0.0;
+    positives += positive ? 1 : 0;
   }
-  if (last_positive < 0) return grid.Center(bin);
+  if (positives == 0) return grid.Center(bin);
   if (max_exp - min_exp <= 63) {  // 53 + 63 + log2(kMaxBins) < 128 bits
     // Recomputed, not stored: no allocation per draw on Decide's path.
-    auto weight = [&](int l) { return IntegerWeight(row[l], min_exp); };
     absl::uint128 sum = 0;
-    for (int l = 0; l <= last_positive; ++l) sum += weight(l);
-    absl::uint128 u = UniformBelow(sum, gen);
-    for (int l = 0; l < last_positive; ++l) {
-      const absl::uint128 w = weight(l);
-      if (u < w) return grid.Center(l);
-      u -= w;
+    for (int l = 0; l < k; ++l) sum += IntegerWeight(row[l], min_exp);
+    const absl::uint128 u = UniformBelow(sum, gen);
+    absl::uint128 cumulative = 0;
+    int chosen = 0;
+    uint64_t found = 0;
+    for (int l = 0; l < k; ++l) {
+      cumulative += IntegerWeight(row[l], min_exp);
+      const uint64_t take = static_cast<uint64_t>(u < cumulative) & (1 ^ found);
+      chosen = take != 0 ? l : chosen;
+      found |= take;
     }
-    return grid.Center(last_positive);
+    return grid.Center(chosen);
   }
   const double u = absl::Uniform<double>(gen, 0.0, 1.0) * total;
   double cumulative = 0;
+  int last_positive = 0;
+  for (int l = 0; l < k; ++l) {
+    if (row[l] > 0) last_positive = l;
+  }
   for (int l = 0; l < last_positive; ++l) {
     if (row[l] <= 0) continue;
     cumulative += row[l];

@@ -574,14 +574,20 @@ TEST(SampleFairScoreTest, FrequenciesMatchTheTransportRow) {
   }
 }
 
-// A URBG that returns scripted 64-bit words, to test the sampler's arithmetic at its edges.
+// A URBG that returns scripted 64-bit words, then 0 (a draw every rejection accepts), to test
+// the sampler's arithmetic at its edges.
 class ScriptedWords {
  public:
   using result_type = uint64_t;
   explicit ScriptedWords(std::vector<uint64_t> words) : words_(std::move(words)) {}
   static constexpr result_type min() { return 0; }
   static constexpr result_type max() { return ~uint64_t{0}; }
-  result_type operator()() { return words_.at(next_++); }
+  result_type operator()() {
+    const uint64_t w = next_ < words_.size() ? words_[next_] : 0;
+    ++next_;
+    return w;
+  }
+  size_t used() const { return next_; }
 
  private:
   std::vector<uint64_t> words_;
@@ -606,6 +612,30 @@ TEST(SampleFairScoreTest, TinyProbabilitiesAreDrawnExactly) {
   // redrawn: the first pair is rejected, the second lands in bin 0.
   ScriptedWords rejected({~uint64_t{0}, ~uint64_t{0}, 0, 5});
   EXPECT_EQ(SampleFairScore(s, grid, 0, 0, rejected), 0.5);
+  // Issue 19: the same 64 attempts (128 words) whether the first draw is accepted or not.
+  EXPECT_EQ(rejected.used(), 128u);
+  ScriptedWords accepted({0, 0});
+  EXPECT_EQ(SampleFairScore(s, grid, 0, 0, accepted), 0.5);
+  EXPECT_EQ(accepted.used(), 128u);
+}
+
+// Issue 19: the draw for one group's row makes the same generator calls as for another's
+// (Decide: the row is the subject's group's): rows of the same k with different supports and
+// sums.
+TEST(SampleFairScoreTest, CallsDoNotDependOnTheRow) {
+  const ScoreGrid grid{0, 4, 4};
+  SpSolution s;
+  s.transport = {{0.25, 0.25, 0.25, 0.25, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1},
+                 {0.9, 0.1, 0, 0, 0, 1, 0, 0, 1e-6, 1 - 2e-6, 1e-6, 0, 0, 0, 1, 0}};
+  std::vector<size_t> used;
+  for (int a = 0; a < 2; ++a) {
+    for (int bin = 0; bin < 4; ++bin) {
+      ScriptedWords words({0x0123456789abcdefULL, 42});
+      SampleFairScore(s, grid, a, bin, words);
+      used.push_back(words.used());
+    }
+  }
+  for (size_t u : used) EXPECT_EQ(u, 128u);
 }
 
 TEST(SampleFairScoreTest, DeterministicRowsAndOutOfRangeBins) {

@@ -12,6 +12,7 @@
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "core/postprocess/statistical_parity.h"
+#include "core/dp/discrete_samplers.h"
 #include "core/util/status_macros.h"
 #include "server/app/vault.h"
 #include "server/app/vault_charge_impl.h"
@@ -196,10 +197,13 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
       continue;
     }
     // A fresh draw from the secure generator.
+    // The draws' work does not depend on the group (docs/privacy.md §4, "Timing").
     const double output =
-        is_eo ? (absl::Bernoulli(gen_, input[i] == 1 ? p1[group[i]] : p0[group[i]]) ? 1 : 0)
+        is_eo ? (core::dp::SampleBernoulli(input[i] == 1 ? p1[group[i]] : p0[group[i]], gen_) ? 1
+                                                                                           : 0)
         : is_eo_scores
-            ? (absl::Bernoulli(gen_, p_bin[group[i]][static_cast<int>(input[i])]) ? 1 : 0)
+            ? (core::dp::SampleBernoulli(p_bin[group[i]][static_cast<int>(input[i])], gen_) ? 1
+                                                                                           : 0)
             : pp::SampleFairScore(transport, grid, group[i], static_cast<int>(input[i]), gen_);
     resp.add_outputs(output);
     fresh.push_back(storage::DecisionRow{key, input[i], output});
