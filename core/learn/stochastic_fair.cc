@@ -74,9 +74,9 @@ Schedule ScheduleOf(int64_t n, int epochs, int batch_size) {
   return {b, per_epoch, static_cast<int64_t>(epochs) * per_epoch};
 }
 
+// Scaled whether or not the projection binds: the same work for every W.
 void ProjectToBall(Eigen::Ref<Eigen::MatrixXd> w, double radius) {
-  const double norm = w.norm();
-  if (norm > radius) w *= radius / norm;
+  w *= radius / std::max(w.norm(), radius);
 }
 
 bool Report(const Progress& progress, int64_t done, int64_t total) {

@@ -9,10 +9,10 @@
 // D' but on D h_a is worse by one sensitivity (the TPR gap moves when subject 0 changes group). At
 // ε = 80 a proposal of h_a is accepted with probability e^-20 on D and surely on D': the
 // rejection sampler made about 300 proposals on D and one on D', each costing work that grew with
-// the utility gap's set bits. Measured on that sampler with this test (2-core VM): XXX-OLD-NUMBERS.
-// The sampler now makes
+// the utility gap's set bits. Measured on that sampler with this test (2-core VM): median
+// elapsed 0.754 ms on D against 0.658 ms on D', KS statistic 0.5. The sampler now makes
 // 45 proposals per candidate whatever the utilities, each with the same draws
-// (core/learn/exponential_mechanism.cc), so both take the same time.
+// (core/learn/exponential_mechanism.cc), so both take the same time (12.3 and 12.4 ms, KS 0.09).
 //
 // PF-LD (one epoch, full batch, one feature) is the stochastic learner checked: its work depends
 // on public sizes only, and its noise draws' work not on their values (core/dp/discrete_samplers).

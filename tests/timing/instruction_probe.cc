@@ -8,9 +8,11 @@
 // apart on the other (its rejection sampler of before issue 19 made about 50 times as many
 // proposals on one); the stochastic learners' row with a large feature is in the small group on
 // one neighbour and in the large one on the other, so its group-dependent gradient is clipped on
-// one and not the other.
+// one and not the other. The stochastic learners' runs release the same values on both
+// neighbours (recorded from a run with real noise, then replayed): see CountedRun.
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,7 +52,48 @@ int RunEm(bool neighbour) {
   return result.ok() ? 0 : 3;
 }
 
-int RunStochastic(bool pfld, bool neighbour) {
+// The released integers, in the order the learner released them: recorded from one run with
+// real noise, then replayed as the "noisy" values of the counted runs, so that both neighbours
+// release exactly the same values. (A learner may legitimately take other paths for other
+// released values — its later steps start from them — so only under this coupling must the
+// instruction counts be equal: a difference then comes from the group itself.)
+struct ReleaseLog {
+  std::vector<int64_t> values;
+  size_t next = 0;
+};
+
+class RecordingNoise final : public dp::IntegerNoise {
+ public:
+  RecordingNoise(std::unique_ptr<dp::IntegerNoise> real, ReleaseLog* log)
+      : real_(std::move(real)), log_(log) {}
+  int64_t AddNoise(int64_t value, absl::BitGenRef gen) const override {
+    const int64_t out = real_->AddNoise(value, gen);
+    log_->values.push_back(out);
+    return out;
+  }
+  std::string Name() const override { return real_->Name(); }
+  double Scale() const override { return real_->Scale(); }
+
+ private:
+  std::unique_ptr<dp::IntegerNoise> real_;
+  ReleaseLog* log_;
+};
+
+class ReplayNoise final : public dp::IntegerNoise {
+ public:
+  ReplayNoise(double scale, ReleaseLog* log) : scale_(scale), log_(log) {}
+  int64_t AddNoise(int64_t, absl::BitGenRef) const override {
+    return log_->next < log_->values.size() ? log_->values[log_->next++] : 0;
+  }
+  std::string Name() const override { return "replay"; }
+  double Scale() const override { return scale_; }
+
+ private:
+  double scale_;
+  ReleaseLog* log_;
+};
+
+StochasticData Data(bool neighbour) {
   constexpr int kRows = 20;
   StochasticData data;
   data.k = 2;
@@ -62,34 +105,55 @@ int RunStochastic(bool pfld, bool neighbour) {
     data.y.push_back(i % 3 == 0 ? 1 : 0);
     data.group.push_back(i == 0 ? (neighbour ? 1 : 0) : (i < 4 ? 0 : 1));
   }
+  return data;
+}
+
+absl::Status Train(bool pfld, const StochasticData& data, const NoiseFactory& noise) {
   Network net(NetworkShape{2, {}, 1});
   ChaCha20Stream stream(ChaCha20Stream::Key{23});
   net.Initialize(stream);
-  const NoiseFactory noise = [](double std_steps) {
-    return dp::MakeDiscreteGaussianNoise(std_steps);
-  };
-  const std::vector<double> released = {4, 16};  // public: the same on both neighbours
+  const int64_t n = data.n();
   if (pfld) {
     PfldOptions options;
     options.epochs = 20;
-    options.batch_size = kRows;
+    options.batch_size = static_cast<int>(n);
     options.clip = 10;
-    auto plan = PlanPfld(net.shape(), 2, kRows, options, 2.0);
-    if (!plan.ok()) return 2;
-    return TrainPfld(data, released, options, *plan, noise, stream, nullptr, &net, nullptr).ok()
-               ? 0
-               : 3;
+    auto plan = PlanPfld(net.shape(), 2, n, options, 2.0);
+    if (!plan.ok()) return plan.status();
+    const std::vector<double> released = {4, 16};  // public: the same on both neighbours
+    return TrainPfld(data, released, options, *plan, noise, stream, nullptr, &net, nullptr);
   }
   FermiOptions options;
   options.epochs = 20;
-  options.batch_size = kRows;
+  options.batch_size = static_cast<int>(n);
   options.lambda = 5;
+  auto plan = PlanDpFermi(net.shape(), 2, n, options, 2.0);
+  if (!plan.ok()) return plan.status();
   const std::vector<double> fractions = {0.2, 0.8};
-  auto plan = PlanDpFermi(net.shape(), 2, kRows, options, 2.0);
-  if (!plan.ok()) return 2;
-  return TrainDpFermi(data, fractions, options, *plan, noise, stream, nullptr, &net, nullptr).ok()
-             ? 0
-             : 3;
+  return TrainDpFermi(data, fractions, options, *plan, noise, stream, nullptr, &net, nullptr);
+}
+
+// What callgrind counts (--toggle-collect=*CountedRun*): the training, releasing the log's
+// values.
+__attribute__((noinline)) absl::Status CountedRun(bool pfld, const StochasticData& data,
+                                                  ReleaseLog* log) {
+  const NoiseFactory replay = [log](double scale)
+      -> absl::StatusOr<std::unique_ptr<dp::IntegerNoise>> {
+    return std::make_unique<ReplayNoise>(scale, log);
+  };
+  return Train(pfld, data, replay);
+}
+
+int RunStochastic(bool pfld, bool neighbour) {
+  ReleaseLog log;
+  const NoiseFactory recording = [&log](double std_steps)
+      -> absl::StatusOr<std::unique_ptr<dp::IntegerNoise>> {
+    auto real = dp::MakeDiscreteGaussianNoise(std_steps);
+    if (!real.ok()) return real.status();
+    return std::make_unique<RecordingNoise>(*std::move(real), &log);
+  };
+  if (!Train(pfld, Data(false), recording).ok()) return 3;
+  return CountedRun(pfld, Data(neighbour), &log).ok() ? 0 : 3;
 }
 
 }  // namespace
