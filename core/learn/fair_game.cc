@@ -245,7 +245,7 @@ absl::StatusOr<BestResponse> PrivateBestResponse(const GameData& data,
         const int64_t c = plan.steps[2 * data.group[i] + data.y[i]];
         costs(i) = static_cast<double>(draw->AddNoise(c, gen)) * plan.cost_grid;
       }
-      released.noalias() = data.x.transpose() * costs;
+      released.noalias() = data.x->transpose() * costs;
     }
   } else {
     // The snapped costs do not depend on the group (only on the label): the sum is the same on
@@ -266,7 +266,7 @@ absl::StatusOr<BestResponse> PrivateBestResponse(const GameData& data,
 
 std::vector<uint8_t> Decide(const GameData& data, const Eigen::VectorXd& weights) {
   if (!data.KeepsMatrix()) return {};
-  const Eigen::VectorXd margin = data.x * weights;
+  const Eigen::VectorXd margin = *data.x * weights;
   std::vector<uint8_t> out(data.n);
   for (int64_t i = 0; i < data.n; ++i) out[i] = margin(i) > 0 ? 1 : 0;
   return out;

@@ -92,7 +92,7 @@ TEST(PrivateBestResponseTest, ZeroLambdaIsTheUnconstrainedCostSensitiveClassifie
   // w0 − w1 = (XᵀX)⁻¹ Xᵀ(1{y=1} − 1{y=0}): least squares on 2y − 1.
   Eigen::VectorXd target(2000);
   for (int i = 0; i < 2000; ++i) target(i) = 2 * r.y[i] - 1;
-  const Eigen::VectorXd expected = data.gram.solve(data.x.transpose() * target);
+  const Eigen::VectorXd expected = data.gram.solve(data.x->transpose() * target);
   EXPECT_LT((br.weights - expected).norm(), 1e-9 * expected.norm());
   // And it is a decent classifier (accuracy well above the base rate).
   const std::vector<uint8_t> h = Decide(data, br.weights);

@@ -117,13 +117,11 @@ inline int64_t RoundToInt(double v) {
   return t + static_cast<int64_t>(fraction >= 0.5) - static_cast<int64_t>(fraction <= -0.5);
 }
 
-// Everything but x, from the blocks `load` gives.
-absl::Status SumBlocks(LoadBlock load, GameData& data) {
+// Pass 1, the a-free parts from the blocks `load` gives: XᵀX (with a tiny ridge for collinear
+// one-hot columns), Xᵀ1{y}, the largest row L1 norm and the features' grid.
+absl::Status SumRows(LoadBlock load, GameData& data) {
   const int64_t n = data.n;
   const int d = data.d;
-  const int k = data.k;
-  // Pass 1: the a-free parts, XᵀX (with a tiny ridge for collinear one-hot columns) and
-  // Xᵀ1{y}, and the largest row L1 norm.
   Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(d, d);
   data.xt_label0 = Eigen::VectorXd::Zero(d);
   data.xt_label1 = Eigen::VectorXd::Zero(d);
@@ -152,13 +150,20 @@ absl::Status SumBlocks(LoadBlock load, GameData& data) {
   const double ridge = 1e-6 * std::max(gram.trace() / d, 1e-12);
   gram.diagonal().array() += ridge;
   data.gram.compute(gram);
-
-  // Pass 2: the Mironov grid of the features and the exact per-cell sums, without keeping the
-  // snapped values: xs_ij = round(x_ij / feature_grid), summed exactly per cell and (in
-  // absolute value) per row.
   data.max_row_l1 = max_row_l1;
   if (!(data.max_row_l1 > 0)) return absl::InvalidArgumentError("every feature row is zero");
   ASSIGN_OR_RETURN(data.feature_grid, dp::PowerOfTwoGranularity(data.max_row_l1, kFeatureBits));
+  return absl::OkStatus();
+}
+
+// Pass 2, from the same blocks: the snapped features xs_ij = round(x_ij / feature_grid) summed
+// exactly per (group, label) cell and, in absolute value, per row (max_row_steps: a-free),
+// without keeping them. The only part of a game that reads the groups; it is computed afresh
+// for every release (RegroupGameData) and never cached across releases.
+absl::Status SumCells(LoadBlock load, GameData& data) {
+  const int64_t n = data.n;
+  const int d = data.d;
+  const int k = data.k;
   data.cell_sums.assign(2 * k, std::vector<int64_t>(d, 0));
   data.cell_counts.assign(2 * k, 0);
   const size_t block_rows = static_cast<size_t>(std::min(n, kBlockRows));
@@ -205,6 +210,26 @@ absl::Status SumBlocks(LoadBlock load, GameData& data) {
   return absl::OkStatus();
 }
 
+// Both passes.
+absl::Status SumBlocks(LoadBlock load, GameData& data) {
+  RETURN_IF_ERROR(SumRows(load, data));
+  return SumCells(load, data);
+}
+
+// Sets the groups after checking them.
+absl::Status SetGroups(std::vector<int> groups, int k, GameData& data) {
+  if (static_cast<int64_t>(groups.size()) != data.n) {
+    return absl::InvalidArgumentError("features, labels and groups must have the same rows");
+  }
+  if (k < 2) return absl::InvalidArgumentError("the game needs at least two groups");
+  for (int g : groups) {
+    if (g < 0 || g >= k) return absl::InternalError("group out of range");
+  }
+  data.k = k;
+  data.group = std::move(groups);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Eigen::VectorXd PreprocessRow(const Eigen::Ref<const Eigen::VectorXd>& raw, double clip_l1,
@@ -234,12 +259,12 @@ absl::StatusOr<GameData> BuildGameData(Eigen::MatrixXd&& features, std::vector<i
       StartGame(n, raw, std::move(labels), std::move(groups), k, clip_l1, intercept, data));
   // Preprocessed in the caller's matrix; the constant 1 as a last column (column-major: growing
   // by a column keeps the others in place, a realloc rather than a copy of the n x d values).
-  data.x = std::move(features);
-  if (intercept) data.x.conservativeResize(n, data.d);
+  Eigen::MatrixXd x = std::move(features);
+  if (intercept) x.conservativeResize(n, data.d);
   Eigen::VectorXd row(raw);
   RETURN_IF_ERROR(SumBlocks(
       [&](int64_t start, int64_t count, bool first) -> absl::StatusOr<Block> {
-        double* rows = data.x.data() + start;
+        double* rows = x.data() + start;
         if (first) {
           RETURN_IF_ERROR(Preprocess(Rows(rows, count, data.d, Eigen::OuterStride<>(n)), raw,
                                      clip_l1, intercept, row));
@@ -247,6 +272,7 @@ absl::StatusOr<GameData> BuildGameData(Eigen::MatrixXd&& features, std::vector<i
         return Block{rows, n};
       },
       data));
+  data.x = std::make_shared<const Eigen::MatrixXd>(std::move(x));
   return data;
 }
 
@@ -264,14 +290,15 @@ absl::StatusOr<GameData> BuildGameData(const FeatureColumns& features, std::vect
     return Gather(features, start, count, clip_l1, intercept, data.d, out, stride, row);
   };
   if (keep == KeepMatrix::kYes) {
-    data.x.resize(n, data.d);
+    Eigen::MatrixXd x(n, data.d);
     RETURN_IF_ERROR(SumBlocks(
         [&](int64_t start, int64_t count, bool first) -> absl::StatusOr<Block> {
-          double* rows = data.x.data() + start;
+          double* rows = x.data() + start;
           if (first) RETURN_IF_ERROR(gather(start, count, rows, n));
           return Block{rows, n};
         },
         data));
+    data.x = std::make_shared<const Eigen::MatrixXd>(std::move(x));
   } else {
     // One block of memory, filled again for the second pass (the same values: the same code on
     // the same inputs).
@@ -284,6 +311,71 @@ absl::StatusOr<GameData> BuildGameData(const FeatureColumns& features, std::vect
         data));
   }
   return data;
+}
+
+absl::Status CheckFeatureScale(double max_row_l1) {
+  if (!(max_row_l1 >= 0x1p-400 && max_row_l1 <= 0x1p480)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "feature_columns: the largest row's L1 norm (after clip_l1 and the intercept) is ",
+        max_row_l1,
+        ", outside [2^-400, 2^480] where the learners' sums stay finite; rescale the features "
+        "or set clip_l1"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> MaxPreprocessedRowL1(const FeatureColumns& features, double clip_l1,
+                                            bool intercept) {
+  RETURN_IF_ERROR(CheckRowIndices(features));
+  const size_t n = features.rows.size();
+  std::vector<double> l1(n, 0.0);
+  for (const absl::Span<const double>& column : features.columns) {
+    for (size_t i = 0; i < n; ++i) {
+      const double v = column[features.rows[i]];
+      if (!std::isfinite(v)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("feature_columns: row ", features.rows[i] + 1, " has a value that is "
+                         "not finite (",
+                         v, ")"));
+      }
+      l1[i] += std::fabs(v);
+    }
+  }
+  double largest = 0;
+  for (double v : l1) {
+    const double clipped = clip_l1 > 0 && v > clip_l1 ? clip_l1 : v;
+    largest = std::max(largest, clipped + (intercept ? 1.0 : 0.0));
+  }
+  return largest;
+}
+
+absl::Status RegroupGameData(const FeatureColumns& features, double clip_l1, bool intercept,
+                             std::vector<int> groups, int k, GameData* data) {
+  RETURN_IF_ERROR(SetGroups(std::move(groups), k, *data));
+  if (data->KeepsMatrix()) {
+    const Eigen::MatrixXd& x = *data->x;
+    return SumCells(
+        [&](int64_t start, int64_t, bool) -> absl::StatusOr<Block> {
+          return Block{x.data() + start, x.rows()};
+        },
+        *data);
+  }
+  if (static_cast<int64_t>(features.rows.size()) != data->n ||
+      static_cast<int>(features.columns.size()) + (intercept ? 1 : 0) != data->d) {
+    return absl::InternalError("RegroupGameData: not the features the game was built from");
+  }
+  RETURN_IF_ERROR(CheckRowIndices(features));
+  const int64_t n = data->n;
+  Eigen::VectorXd row(static_cast<Eigen::Index>(features.columns.size()));
+  Eigen::MatrixXd block(std::min(n, kBlockRows) + 8, data->d);
+  return SumCells(
+      [&](int64_t start, int64_t count, bool) -> absl::StatusOr<Block> {
+        RETURN_IF_ERROR(
+            Gather(features, start, count, clip_l1, intercept, data->d, block.data(), block.rows(),
+                   row));
+        return Block{block.data(), block.rows()};
+      },
+      *data);
 }
 
 absl::StatusOr<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>

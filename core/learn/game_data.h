@@ -6,6 +6,7 @@
 #define FAIRVAULT_CORE_LEARN_GAME_DATA_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "Eigen/Dense"
@@ -19,11 +20,14 @@ struct GameData {
   int64_t n = 0;  // rows
   int d = 0;      // features after preprocessing (intercept included)
   int k = 0;      // groups; group 0 is the reference
-  // n x d: clipped features (+ intercept), or empty when built with KeepMatrix::kNo. Only the
-  // FTPL oracle (Xᵀ c̃ over rows) and Decide (X·w) read it.
-  Eigen::MatrixXd x;
+  // n x d: clipped features (+ intercept), or null when built with KeepMatrix::kNo. Only the
+  // FTPL oracle (Xᵀ c̃ over rows) and Decide (X·w) read it. Shared, so that a copy of the game
+  // (to regroup it for another release) does not copy the matrix.
+  std::shared_ptr<const Eigen::MatrixXd> x;
   std::vector<int> y;                 // 0/1
   std::vector<int> group;             // 0..k-1 (protected: never released directly)
+  // Everything below `group` but the grid and max_row_steps depends on the groups and is
+  // recomputed for every release (RegroupGameData); the rest depends only on the company's rows.
   Eigen::LDLT<Eigen::MatrixXd> gram;  // XᵀX + ridge·I, factorized once
   Eigen::VectorXd xt_label0;          // Xᵀ 1{y=0}: the a-free part of Xᵀ C1
   Eigen::VectorXd xt_label1;          // Xᵀ 1{y=1} = Xᵀ C0
@@ -38,7 +42,7 @@ struct GameData {
   std::vector<int64_t> cell_counts;  // exact |(a, y)| (protected)
 
   // Whether `x` holds the n x d matrix (the FTPL oracle and the learner need it).
-  bool KeepsMatrix() const { return n > 0 && x.rows() == n && x.cols() == d; }
+  bool KeepsMatrix() const { return n > 0 && x != nullptr && x->rows() == n && x->cols() == d; }
 };
 
 // The company's raw features read where they lie: x_ij = columns[j][rows[i]] for
@@ -72,6 +76,27 @@ absl::StatusOr<GameData> BuildGameData(Eigen::MatrixXd&& features, std::vector<i
 absl::StatusOr<GameData> BuildGameData(const FeatureColumns& features, std::vector<int> labels,
                                        std::vector<int> groups, int k, double clip_l1,
                                        bool intercept, KeepMatrix keep);
+
+// The groups of another release on the same rows: sets `group` and k and recomputes the exact
+// per-cell sums (and max_row_steps) from the snapped features, read from the game's matrix if it
+// keeps one, else from `features` (the columns the game was built from, with the same clip_l1
+// and intercept). O(n·d); everything else of the game (XᵀX, its factorization, the grid) is
+// kept. This is how the vault reuses a game across releases without reusing anything that read
+// the groups: whether a game is reused then depends on public inputs only (issue 19).
+absl::Status RegroupGameData(const FeatureColumns& features, double clip_l1, bool intercept,
+                             std::vector<int> groups, int k, GameData* data);
+
+// The scale of features every learner handles without overflow or underflow: the largest row
+// L1 norm after clip_l1 and the intercept, R, in [2^-400, 2^480] (XᵀX then stays below 2^1000 for
+// n < 2^40, its ridge above R²·1e-6/d², and every solve and grid a finite normal double).
+// InvalidArgument naming feature_columns and clip_l1 otherwise. Public (the company's features),
+// so checked before a charge.
+absl::Status CheckFeatureScale(double max_row_l1);
+
+// R as BuildGameData computes it, from the raw columns over `rows` (InvalidArgument naming
+// feature_columns if a value is not finite). O(n·d).
+absl::StatusOr<double> MaxPreprocessedRowL1(const FeatureColumns& features, double clip_l1,
+                                            bool intercept);
 
 // The preprocessed features alone (clip, intercept; the same values as BuildGameData's to the
 // bit), row-major: the stochastic learners read whole rows of a batch.

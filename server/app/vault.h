@@ -156,6 +156,11 @@ class Vault {
   // Starts the job workers (re-queueing jobs a previous process left unfinished). The server
   // calls it once after construction; tests that run jobs call it too.
   absl::Status StartJobs();
+
+  // How many best-response games (XᵀX and its factorization) were built: the a-free part is
+  // reused by the next BestResponse on the same table, rows, columns and preprocessing, whatever
+  // its attributes and groups (which every call regroups). For tests.
+  int64_t GamesBuilt() const;
   absl::StatusOr<v1::GetArtifactResponse> GetArtifact(const Caller& caller,
                                                       const v1::GetArtifactRequest& req);
   absl::StatusOr<v1::GetBudgetResponse> GetBudget(const Caller& caller,

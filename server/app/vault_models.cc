@@ -5,6 +5,7 @@
 //   job's stored randomness, so a re-run after a crash produces the same artifact.
 // The models never need the protected attribute to predict. See docs/privacy.md.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -206,6 +207,19 @@ absl::Status RefuseUnreadParameters(const v1::FitFairModelRequest& req) {
   return absl::OkStatus();
 }
 
+// A best response's game that public inputs show cannot be solved (features out of scale, a
+// singular or non-finite system) is refused before the charge rather than failed in it.
+absl::Status CheckGameIsSolvable(const learn::GameData& game) {
+  RETURN_IF_ERROR(learn::CheckFeatureScale(game.max_row_l1));
+  if (!game.gram.solve(game.xt_label0).allFinite() ||
+      !game.gram.solve(game.xt_label1).allFinite()) {
+    return absl::InvalidArgumentError(
+        "feature_columns: the least-squares system of these features has no finite solution; "
+        "rescale the features or set clip_l1");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // The company's features over the joined rows, read in place from the stored table (no copies:
@@ -237,26 +251,30 @@ static absl::StatusOr<GameInputs> LoadGameInputs(
 
 // ---- BestResponse ----------------------------------------------------------------------------
 
-// The game's data of the last BestResponse, reused by the next one on the same table (the same
-// cached object), join (rows and group codes), columns and preprocessing: a company calls
-// BestResponse round after round with a new λ, and rebuilding XᵀX costs a second at 1M rows.
-// Only the a-free preprocessing is reused; every call still plans and draws its own noise. One
-// entry, so the memory stays bounded (it is replaced by the next game, or freed when a call
-// finds its table gone from the vault's cache). A least-squares call builds the game without the
-// n x d matrix (it needs only the sums; at 1M x 50 the matrix is 400 MB of fresh memory, over a
-// second on a VM): such an entry cannot serve an FTPL call, which rebuilds it with the matrix;
-// an entry with the matrix serves both.
+// The a-free part of the game of the last BestResponse, reused by the next one on the same table
+// (the same cached object), rows, columns and preprocessing: a company calls BestResponse round
+// after round with a new λ, and rebuilding XᵀX costs a second at 1M rows. Nothing that read the
+// groups is reused: whether an entry is reused depends on public inputs only (the key holds no
+// group, and every call regroups its copy: O(n·d)), so a call's time says nothing about whether
+// two attribute choices, or two vaults, group the rows alike (issue 19: it did, when the groups
+// were part of the key). Every call still plans and draws its own noise. One entry, so the
+// memory stays bounded (it is replaced by the next game, or freed when a call finds its table
+// gone from the vault's cache). A least-squares call builds the game without the n x d matrix
+// (it needs only the sums; at 1M x 50 the matrix is 400 MB of fresh memory, over a second on a
+// VM): such an entry cannot serve an FTPL call, which rebuilds it with the matrix; an entry with
+// the matrix serves both (its copies share the matrix).
 struct Vault::GameCache {
   absl::Mutex mu;
   std::weak_ptr<const void> table ABSL_GUARDED_BY(mu);
   std::vector<std::string> columns ABSL_GUARDED_BY(mu);  // features..., label
   double clip_l1 ABSL_GUARDED_BY(mu) = 0;
   bool intercept ABSL_GUARDED_BY(mu) = true;
-  int k ABSL_GUARDED_BY(mu) = 0;
   std::vector<int64_t> rows ABSL_GUARDED_BY(mu);
-  std::vector<int> group ABSL_GUARDED_BY(mu);
   std::shared_ptr<const learn::GameData> data ABSL_GUARDED_BY(mu);
+  std::atomic<int64_t> built{0};
 };
+
+int64_t Vault::GamesBuilt() const { return game_cache_->built.load(); }
 
 std::shared_ptr<Vault::GameCache> Vault::NewGameCache() { return std::make_shared<GameCache>(); }
 
@@ -268,7 +286,7 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
   RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
   if (req.label_column().empty()) return absl::InvalidArgumentError("label_column must be set");
   RETURN_IF_ERROR(internal::ValidateToken(req.masses_key(), "masses_key"));
-  RETURN_IF_ERROR(learn::ValidateLambdaBound(req.lambda_bound()));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.lambda_bound(), "lambda_bound"));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.gamma(), "gamma"));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.clip_l1(), "clip_l1"));
   const double mass_floor = req.mass_floor() == 0 ? 1 : req.mass_floor();
@@ -300,6 +318,8 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
   // 2. Replay first.
   ASSIGN_OR_RETURN(auto replay, Replay<v1::BestResponseResponse>(caller, release));
   if (replay) return *std::move(replay);
+  // Checks added after releases were stored come after the replay: a stored release replays.
+  RETURN_IF_ERROR(learn::ValidateLambdaBound(req.lambda_bound()));
 
   // 3. The company's table, the join, and the released masses (public).
   ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));
@@ -339,20 +359,22 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
     if (cached == nullptr) {
       last.data.reset();
     } else if (cached.get() == table.cached.get() && last.columns == columns &&
-               last.clip_l1 == req.clip_l1() && last.intercept == intercept && last.k == k &&
-               last.rows == joined.table_rows && last.group == joined.group &&
-               (!needs_rows || last.data->KeepsMatrix())) {
+               last.clip_l1 == req.clip_l1() && last.intercept == intercept &&
+               last.rows == joined.table_rows && (!needs_rows || last.data->KeepsMatrix())) {
       game = last.data;
     }
   }
+  ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
+                                                     req.feature_columns(), req.label_column()));
   if (game == nullptr) {
-    ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
-                                                       req.feature_columns(), req.label_column()));
     ASSIGN_OR_RETURN(learn::GameData built,
-                     learn::BuildGameData(
-                         inputs.features, std::move(inputs.labels), joined.group, k, req.clip_l1(),
-                         intercept, needs_rows ? learn::KeepMatrix::kYes : learn::KeepMatrix::kNo));
+                     learn::BuildGameData(inputs.features, inputs.labels, joined.group, k,
+                                          req.clip_l1(), intercept,
+                                          needs_rows ? learn::KeepMatrix::kYes
+                                                     : learn::KeepMatrix::kNo));
+    RETURN_IF_ERROR(CheckGameIsSolvable(built));
     game = std::make_shared<const learn::GameData>(std::move(built));
+    ++game_cache_->built;
     GameCache& last = *game_cache_;
     absl::MutexLock lock(&last.mu);
     last.data.reset();  // the old game's memory goes before the copies below
@@ -360,12 +382,15 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
     last.columns = std::move(columns);
     last.clip_l1 = req.clip_l1();
     last.intercept = intercept;
-    last.k = k;
     last.rows = joined.table_rows;
-    last.group = joined.group;
     last.data = game;
   }
-  const learn::GameData& data = *game;
+  // This call's groups, on a copy that shares the matrix: computed whether or not the a-free
+  // part was reused.
+  learn::GameData grouped = *game;
+  RETURN_IF_ERROR(learn::RegroupGameData(inputs.features, req.clip_l1(), intercept, joined.group,
+                                         k, &grouped));
+  const learn::GameData& data = grouped;
   const std::vector<double> lambda(req.lambda().begin(), req.lambda().end());
   // The epsilon the ledger charges (micro-units): the noise is calibrated to it.
   ASSIGN_OR_RETURN(const int64_t epsilon_micro, accounting::EpsilonToMicro(req.epsilon()));
@@ -495,7 +520,6 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.gamma(), "gamma"));
   if (req.label_column().empty()) return absl::InvalidArgumentError("label_column must be set");
-  RETURN_IF_ERROR(RefuseUnreadParameters(req));
   v1::FitFairModelRequest job_request = req;
   const bool game = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER ||
                     req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR;
@@ -540,6 +564,8 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   // 2. Replay first: the same job, charged once.
   ASSIGN_OR_RETURN(auto replay, Replay<v1::FitFairModelResponse>(caller, release));
   if (replay) return *std::move(replay);
+  // Checks added after releases were stored come after the replay: a stored release replays.
+  RETURN_IF_ERROR(RefuseUnreadParameters(req));
 
   // 3. The table, the join and the columns, checked before charging (the company's own data;
   // nothing here depends on a).
@@ -595,6 +621,15 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
       return absl::InvalidArgumentError(
           "feature_columns: every feature is 0 on every row and no_intercept is set, so no "
           "classifier can be fitted; drop no_intercept or add a feature");
+    }
+    if (linear) {
+      // The features' scale (public) must be one every round can compute with.
+      ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
+                                                         req.feature_columns(), ""));
+      ASSIGN_OR_RETURN(const double largest,
+                       learn::MaxPreprocessedRowL1(inputs.features, req.clip_l1(),
+                                                   !req.no_intercept()));
+      RETURN_IF_ERROR(learn::CheckFeatureScale(largest));
     }
   }
   // 4. The noise plan from the total (epsilon, grant delta) through the accountant.

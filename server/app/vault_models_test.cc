@@ -213,6 +213,72 @@ TEST_F(VaultModelsTest, BestResponseWithSubnormalLambdaIsRefusedNamingLambda) {
   EXPECT_OK(vault_->BestResponse(acme_, zero));
 }
 
+// Issue 19: whether a BestResponse reuses the previous call's game must not depend on the groups.
+// Calls over [sex] then [race] (other groups, other K), then [sex, race] and [race, sex] (the
+// same K = 6, the rows' joint group indices coinciding for some subjects only), on the same table,
+// rows and columns: one game is built, and every call regroups it (the key used to hold the
+// groups: a company timing the second of two calls learned whether they grouped alike).
+TEST_F(VaultModelsTest, BestResponseReusesTheGameWhateverTheGroups) {
+  const int64_t before = vault_->GamesBuilt();
+  int i = 0;
+  for (const std::vector<std::string>& attributes : std::vector<std::vector<std::string>>{
+           {"sex"}, {"race"}, {"sex", "race"}, {"race", "sex"}}) {
+    v1::NoisyCountsRequest masses;
+    masses.set_idempotency_key(absl::StrCat("reuse-masses-", i));
+    masses.set_table_handle(handle_);
+    masses.add_columns("label");
+    for (const std::string& a : attributes) masses.add_attributes(a);
+    masses.set_epsilon(kHugeEpsilon);
+    ASSERT_OK(vault_->NoisyCounts(acme_, masses));
+    auto req = BestResponseRequest(absl::StrCat("reuse-", i));
+    req.clear_attributes();
+    for (const std::string& a : attributes) req.add_attributes(a);
+    req.set_masses_key(masses.idempotency_key());
+    const int k = attributes.size() == 2 ? 6 : (attributes[0] == "sex" ? 2 : 3);
+    req.clear_lambda();
+    for (int c = 0; c < 4 * (k - 1); ++c) req.add_lambda(c == 0 ? 0.5 : 0.0);
+    ASSERT_OK(vault_->BestResponse(acme_, req)) << i;
+    ++i;
+  }
+  EXPECT_EQ(vault_->GamesBuilt(), before + 1);
+}
+
+// Issue 19 (review): features whose scale overflows the least-squares sums (1e160) made a game
+// learner fail after its charge; public inputs show it, so it is refused before, for every
+// linear learner and for BestResponse.
+TEST_F(VaultModelsTest, FeaturesOutOfScaleAreRefusedBeforeCharging) {
+  v1::TableHeader header = header_;
+  v1::TableChunk chunk = chunk_;
+  for (int i = 0; i < chunk.subject_keys_size(); ++i) {
+    chunk.mutable_columns(0)->set_numeric(i, 1e160 * (i % 3 + 1));  // f1
+  }
+  ASSERT_OK_AND_ASSIGN(const v1::UploadTableResponse table, Upload(acme_, header, {chunk}));
+  v1::NoisyCountsRequest masses;
+  masses.set_idempotency_key("huge-masses");
+  masses.set_table_handle(table.table_handle());
+  masses.add_columns("label");
+  masses.add_attributes("sex");
+  masses.set_epsilon(kHugeEpsilon);
+  ASSERT_OK(vault_->NoisyCounts(acme_, masses));
+  auto best = BestResponseRequest("huge-br");
+  best.set_table_handle(table.table_handle());
+  best.set_masses_key("huge-masses");
+  best.set_clip_l1(0);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->BestResponse(acme_, best).status(); },
+      absl::StatusCode::kInvalidArgument, "feature_columns: the largest row's L1 norm");
+  auto fit = FitRequest("huge-fit", v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
+  fit.set_table_handle(table.table_handle());
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, fit).status(); },
+      absl::StatusCode::kInvalidArgument, "feature_columns: the largest row's L1 norm");
+  // A public clip brings them back into scale.
+  fit.set_idempotency_key("huge-fit-clipped");
+  fit.set_clip_l1(5);
+  ASSERT_OK_AND_ASSIGN(const v1::FairModel model, FitAndWait(acme_, fit));
+  EXPECT_EQ(model.components_size(), 20);
+}
+
 TEST_F(VaultModelsTest, BestResponseRefusesBadInputBeforeCharging) {
   auto no_masses = BestResponseRequest("bad-1");
   no_masses.set_masses_key("nope");
