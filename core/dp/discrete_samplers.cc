@@ -187,18 +187,15 @@ inline uint64_t BernoulliExpMinusOne(absl::BitGenRef gen) {
 }
 
 // Algorithm 1 for gamma = num/den in [0, 1] (num <= den <= 2^40): K is the first failed
-// Bernoulli(gamma/K) trial; P(K odd) = exp(-gamma). kUnitTrials draws (the ones after the
-// first failure are ignored; kFixedIfPassed stops at an even K, which rejects); the exact loop
-// continues only if all of them succeed.
-template <Work kWork>
+// Bernoulli(gamma/K) trial; P(K odd) = exp(-gamma). Always kUnitTrials draws (the ones after
+// the first failure are ignored; stopping at an even K, which rejects an attempt, would save
+// draws, but the compiler turns that test into branches whose count depends on K); the exact
+// loop continues only if all of them succeed.
 inline bool BernoulliExpUnit64(uint64_t num, uint64_t den, absl::BitGenRef gen) {
   uint64_t first_failure = 0;
   for (uint64_t k = 1; k <= kUnitTrials; ++k) {
     const uint64_t failed = static_cast<uint64_t>(UniformBelow(den * k, gen) >= num);
     first_failure |= Mask(failed & static_cast<uint64_t>(first_failure == 0)) & k;
-    if (kWork == Work::kFixedIfPassed && first_failure != 0 && (first_failure & 1) == 0) {
-      return false;
-    }
   }
   if (ABSL_PREDICT_FALSE(first_failure == 0)) {
     uint64_t k = kUnitTrials + 1;
@@ -222,7 +219,6 @@ inline bool BernoulliExpUnit64(uint64_t num, uint64_t den, absl::BitGenRef gen) 
 // As BernoulliExpUnit64 for 128-bit num <= den. Bernoulli(gamma/K) is always
 // split into Bernoulli(1/K) and Bernoulli(num/den), so den * K never has to be
 // formed; both are drawn on every trial.
-template <Work kWork>
 bool BernoulliExpUnit128(absl::uint128 num, absl::uint128 den, absl::BitGenRef gen) {
   uint64_t first_failure = 0;
   for (uint64_t k = 1; k <= kUnitTrials; ++k) {
@@ -231,9 +227,6 @@ bool BernoulliExpUnit128(absl::uint128 num, absl::uint128 den, absl::BitGenRef g
     const uint64_t below = static_cast<uint64_t>(UniformBelow128(den, gen) < num);
     const uint64_t failed = 1 ^ (one_in_k & below);
     first_failure |= Mask(failed & static_cast<uint64_t>(first_failure == 0)) & k;
-    if (kWork == Work::kFixedIfPassed && first_failure != 0 && (first_failure & 1) == 0) {
-      return false;
-    }
   }
   if (ABSL_PREDICT_FALSE(first_failure == 0)) {
     uint64_t k = kUnitTrials + 1;
@@ -271,7 +264,7 @@ bool AllOfExpMinusOne(absl::uint128 whole, absl::BitGenRef gen) {
 bool BernoulliExpFixed(absl::uint128 num, int log2_den, absl::BitGenRef gen) {
   const uint64_t den = uint64_t{1} << log2_den;
   const bool whole = AllOfExpMinusOne<Work::kFixed>(num >> log2_den, gen);
-  const bool frac = BernoulliExpUnit64<Work::kFixed>(absl::Uint128Low64(num) & (den - 1), den, gen);
+  const bool frac = BernoulliExpUnit64(absl::Uint128Low64(num) & (den - 1), den, gen);
   return whole & frac;
 }
 
@@ -297,7 +290,7 @@ int64_t SampleLaplaceImpl(uint64_t t, uint64_t s, uint64_t geometric_trials,
     const uint64_t u = r >> 1;
     const bool negative = (r & 1) != 0;
     // D ~ Bernoulli(exp(-U/t))
-    if (!BernoulliExpUnit64<Work::kFixedIfPassed>(u, t, gen)) continue;
+    if (!BernoulliExpUnit64(u, t, gen)) continue;
     uint64_t v = 0;  // V ~ Geometric(1 - exp(-1))
     uint64_t running = 1;
     for (uint64_t i = 0; i < geometric_trials; ++i) {
@@ -311,11 +304,11 @@ int64_t SampleLaplaceImpl(uint64_t t, uint64_t s, uint64_t geometric_trials,
     const uint64_t x = u + t * v;  // Geometric(1 - exp(-1/t)) on {0, 1, ...}
     uint64_t unused;
     const uint64_t y = s == 1 ? x : DivModFixed64(x, s, &unused);  // s is public
-    if (negative) {
-      if (y == 0) continue;  // so that 0 is not counted twice
-      return -static_cast<int64_t>(y);
-    }
-    return static_cast<int64_t>(y);
+    // "-0" is rejected, so that 0 is not counted twice (a rejection: it may branch); the sign
+    // of an accepted value is applied without a branch.
+    if ((static_cast<uint64_t>(negative) & static_cast<uint64_t>(y == 0)) != 0) continue;
+    const int64_t m = -static_cast<int64_t>(negative);  // 0 or all ones
+    return (static_cast<int64_t>(y) ^ m) - m;
   }
 }
 
@@ -423,7 +416,7 @@ bool SampleBernoulliExp(const Rational& gamma, absl::BitGenRef gen) {
   uint64_t frac = 0;
   const uint64_t whole = DivModFixed64(gamma.num, gamma.den, &frac);
   const bool whole_ok = AllOfExpMinusOne<Work::kFixed>(whole, gen);
-  const bool frac_ok = BernoulliExpUnit64<Work::kFixed>(frac, gamma.den, gen);
+  const bool frac_ok = BernoulliExpUnit64(frac, gamma.den, gen);
   return whole_ok & frac_ok;
 }
 
@@ -486,7 +479,8 @@ int64_t SampleDiscreteGaussian(const Rational& sigma_squared, absl::BitGenRef ge
     // >= 40.5: an attempt whose V needed more than 10 trials is accepted with probability
     // below e^-10 e^-40.5 < 2^-72. So 10 trials for V are enough here.
     const int64_t y = SampleLaplaceImpl(t, 1, kGaussianGeometricTrials, gen);  // |y| < 2^63
-    const uint64_t abs_y = y < 0 ? uint64_t{0} - static_cast<uint64_t>(y) : y;
+    const uint64_t sign = static_cast<uint64_t>(y) >> 63;  // |y| without a branch on the sign
+    const uint64_t abs_y = (static_cast<uint64_t>(y) ^ (uint64_t{0} - sign)) + sign;
     const absl::uint128 ydt = absl::uint128(abs_y) * dt;  // < 2^104
     const absl::uint128 z = ydt >= n ? ydt - n : n - ydt;
     // The whole part, capped at kWholeTrials + 1, and the remainder (exact when not capped).
@@ -515,7 +509,7 @@ int64_t SampleDiscreteGaussian(const Rational& sigma_squared, absl::BitGenRef ge
       }
       if (!all) continue;
     }
-    if (BernoulliExpUnit128<Work::kFixedIfPassed>(frac, den, gen)) return y;
+    if (BernoulliExpUnit128(frac, den, gen)) return y;
   }
 }
 

@@ -244,13 +244,14 @@ TEST(SampleDiscreteLaplaceTest, ForcedUniformsGiveExactDraws) {
 }
 
 // Scale 3/2 with U forced: r = 4 on [0, 6) gives U = 2 and a positive sign. D ~
-// Bernoulli(exp(-2/3)) runs trials Bernoulli(2/(3K)) as uniforms on [0, 3K) compared with 2; a
-// D that fails (K even) rejects the attempt at once. Y = floor(X / 2).
+// Bernoulli(exp(-2/3)) runs 21 trials Bernoulli(2/(3K)) as uniforms on [0, 3K) compared with 2;
+// a D that fails (K even) rejects the attempt before V is drawn. Y = floor(X / 2).
 TEST(SampleDiscreteLaplaceTest, ForcedUniformsUseNumeratorAndDenominator) {
   Words gen(Concat({{WordFor(4, 6),   // U = 2, positive
                      WordFor(0, 3),   // 0 < 2: K = 2
-                     WordFor(5, 6),   // 5 >= 2: first failure K = 2, even -> D = 0, redraw
-                     WordFor(5, 6),   // U = 2, negative
+                     WordFor(5, 6)},  // 5 >= 2: first failure K = 2, even -> D = 0, redraw
+                    Repeat(~uint64_t{0}, 19),
+                    {WordFor(5, 6),   // U = 2, negative
                      WordFor(2, 3)},  // 2 >= 2: K = 1 odd -> D = 1 (20 more trials drawn)
                     Repeat(~uint64_t{0}, 20),
                     {WordFor(kPass, kTwentyFactorial),    // V = 1

@@ -1,6 +1,7 @@
 // Equalized odds from scores (issue 8 §6): the (group, label, bin) histogram, its repair into
 // noisy ROC curves, and the GLPK LP over per-(group, bin) decision probabilities.
 #include "core/postprocess/eo_scores.h"
+#include "core/postprocess/decision_floor.h"
 
 #include <glpk.h>
 
@@ -79,6 +80,13 @@ absl::Status EoScoresOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "decision_floor must be finite and in [0, 0.5) (got ", decision_floor,
         "); it keeps every decision probability in [floor, 1 - floor], 0 for no floor"));
+  }
+  if (decision_floor > 0 && decision_floor < kMinDecisionFloor) {
+    // Decide draws exactly, with the same work for every group, only probabilities of at least
+    // 2^-73 (docs/privacy.md §4, "Timing"): a floor of 1e-6 keeps them there.
+    return absl::InvalidArgumentError(absl::StrCat("decision_floor must be 0 or at least ",
+                                                   kMinDecisionFloor, " (got ", decision_floor,
+                                                   ")"));
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
 // DP equalized-odds post-processing (Jagielski et al. 2019, Alg. 1; ALGORITHMS.md §1): builds the
 // mixing LP over p[ŷ][a] from a (noisy) count table and solves it with GLPK's primal simplex.
 #include "core/postprocess/equalized_odds.h"
+#include "core/postprocess/decision_floor.h"
 
 #include <glpk.h>
 
@@ -214,6 +215,13 @@ absl::Status EoOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("decision_floor must be finite and in [0, 0.5) (got ", decision_floor,
                      "); it keeps every mixing probability in [floor, 1 - floor], 0 for no floor"));
+  }
+  if (decision_floor > 0 && decision_floor < kMinDecisionFloor) {
+    // Decide draws exactly, with the same work for every group, only probabilities of at least
+    // 2^-73 (docs/privacy.md §4, "Timing"): a floor of 1e-6 keeps them there.
+    return absl::InvalidArgumentError(absl::StrCat("decision_floor must be 0 or at least ",
+                                                   kMinDecisionFloor, " (got ", decision_floor,
+                                                   ")"));
   }
   if (min_group_count.has_value() &&
       !(*min_group_count >= 0 && std::isfinite(*min_group_count))) {

@@ -11,6 +11,7 @@
 #include "absl/random/bit_gen_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "core/postprocess/decision_floor.h"
 
 namespace fairvault::core::postprocess {
 
@@ -81,10 +82,6 @@ absl::Status CheckProblemSize(int num_groups, const ScoreGrid& grid, const SpOpt
 // concurrent calls are independent.
 absl::StatusOr<SpSolution> SolveStatisticalParity(absl::Span<const double> masses, int num_groups,
                                                   const ScoreGrid& grid, const SpOptions& options);
-
-// The smallest positive decision floor: it keeps every entry of a floored transport row within
-// 2^63 of the largest in ratio (>= floor/k, k <= kMaxBins), so SampleFairScore draws exactly.
-inline constexpr double kMinDecisionFloor = 1e-6;
 
 // Step 7: the fair output for a score in bin `bin` of group `a`: v_L with L ~ g_a[bin][.], drawn
 // exactly from the row's double weights when they span at most 2^63 in ratio (see

@@ -59,6 +59,17 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
         "' has decision_log_ratio_bound inf: some decisions would reveal a subject's group "
         "exactly; fit the post-processor with decision_floor > 0 to use Decide"));
   }
+  const double floor = artifact.has_equalized_odds()          ? artifact.equalized_odds().decision_floor()
+                       : artifact.has_equalized_odds_scores() ? artifact.equalized_odds_scores().decision_floor()
+                                                              : artifact.statistical_parity().decision_floor();
+  if (!(floor >= pp::kMinDecisionFloor)) {
+    // Probabilities below the floor (possible when it is 0) are drawn neither exactly nor with the
+    // same work for every group (docs/privacy.md §4, "Timing").
+    return absl::FailedPreconditionError(absl::StrCat(
+        "artifact '", artifact.id(), "' was fitted with decision_floor ", floor,
+        "; Decide needs decision_floor >= ", pp::kMinDecisionFloor,
+        ": refit the post-processor with one"));
+  }
   const bool is_eo = artifact.has_equalized_odds();
   // Equalized odds from scores: the input is a score (binned as for statistical parity), the
   // output a 0/1 decision.

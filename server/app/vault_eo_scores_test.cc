@@ -223,9 +223,10 @@ TEST_F(VaultEoScoresTest, DecideAppliesTheArtifactToScoresOncePerSubject) {
   EXPECT_THAT(vault_->Decide(acme_, moved), StatusIs(absl::StatusCode::kInvalidArgument, "finite"));
 }
 
-TEST_F(VaultEoScoresTest, DecideRefusesAnArtifactWithAnInfiniteBound) {
-  // Exact counts, no floor: the LP puts some bin at 0 for one group and above 0 for the other,
-  // or the bound is finite by chance; Decide follows the bound either way.
+// Exact counts, no floor: the LP puts some bin at 0 for one group and above 0 for the other, or
+// the bound is finite by chance; either way Decide refuses an artifact fitted without a floor of
+// at least 1e-6 (issue 19: a probability below 2^-73 is drawn with work that depends on it).
+TEST_F(VaultEoScoresTest, DecideRefusesAnArtifactWithoutAFloor) {
   auto req = Request("eos-nofloor");
   req.set_gamma(0.3);
   auto fit = vault_->FitEqualizedOddsScores(acme_, req);
@@ -234,12 +235,14 @@ TEST_F(VaultEoScoresTest, DecideRefusesAnArtifactWithAnInfiniteBound) {
   decide.set_artifact_id(fit->artifact().id());
   decide.add_subject_keys(subjects_[0].key);
   decide.add_values(scores_[0]);
-  if (std::isinf(fit->artifact().equalized_odds_scores().decision_log_ratio_bound())) {
-    EXPECT_THAT(vault_->Decide(acme_, decide),
-                StatusIs(absl::StatusCode::kFailedPrecondition, "decision_floor"));
-  } else {
-    EXPECT_OK(vault_->Decide(acme_, decide));
-  }
+  EXPECT_THAT(vault_->Decide(acme_, decide),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "decision_floor"));
+  // A positive floor below 1e-6 is refused at fit time, before the charge.
+  req.set_idempotency_key("eos-tinyfloor");
+  req.set_decision_floor(1e-9);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitEqualizedOddsScores(acme_, req).status(); },
+      absl::StatusCode::kInvalidArgument, "decision_floor must be 0 or at least");
 }
 
 }  // namespace

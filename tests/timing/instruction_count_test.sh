@@ -5,7 +5,8 @@
 # learner does takes a path, or a number of steps, that depends on the protected attribute. The
 # exponential mechanism runs from one random stream on both; the stochastic learners release
 # the same values on both (instruction_probe.cc, CountedRun), since their later steps may
-# legitimately depend on what they released.
+# legitimately depend on what they released. The discrete Laplace draws two different values
+# (sign, first failed trial, geometric count) from scripted words with the same draws.
 # Usage: instruction_count_test.sh PROBE   (tests/timing/instruction_probe.cc)
 set -euo pipefail
 probe="$1"
@@ -16,9 +17,10 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 status=0
-for learner in em pfld fermi; do
+for learner in em pfld fermi laplace; do
   case "$learner" in
     em) function='*ExponentialMechanismLearner*' ;;
+    laplace) function='*SampledOnce*' ;;
     pfld | fermi) function='*CountedRun*' ;;
   esac
   counts=()

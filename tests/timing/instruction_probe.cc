@@ -3,6 +3,7 @@
 // the instructions a function executes (deterministically, whatever the machine is doing), the
 // learner must execute exactly as many on both neighbours. Usage:
 //   instruction_probe em|pfld|fermi d|d2
+//   instruction_probe laplace d|d2   (two accepted draws of different values, same draws)
 // The datasets are chosen so that the learners' group-dependent branches would differ if they
 // had any: the exponential mechanism's candidates tie on one neighbour and are a sensitivity
 // apart on the other (its rejection sampler of before issue 19 made about 50 times as many
@@ -16,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/numeric/int128.h"
+#include "core/dp/discrete_samplers.h"
 #include "core/dp/integer_noise.h"
 #include "core/learn/exponential_mechanism.h"
 #include "core/learn/network.h"
@@ -156,17 +159,66 @@ int RunStochastic(bool pfld, bool neighbour) {
   return CountedRun(pfld, Data(neighbour), &log).ok() ? 0 : 3;
 }
 
+// Scripted generator words, then ~0 (which gives bound − 1 for any bound up to 2^63).
+class Words {
+ public:
+  using result_type = uint64_t;
+  explicit Words(std::vector<uint64_t> words) : words_(std::move(words)) {}
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return ~uint64_t{0}; }
+  result_type operator()() { return next_ < words_.size() ? words_[next_++] : ~uint64_t{0}; }
+
+ private:
+  std::vector<uint64_t> words_;
+  size_t next_ = 0;
+};
+
+// The word the samplers' uniform below `bound` turns into `value` on its first try.
+uint64_t WordFor(uint64_t value, uint64_t bound) {
+  const absl::uint128 top = (absl::uint128(value + 1) << 64) - 1;
+  return absl::Uint128Low64(top / bound);
+}
+
+// What callgrind counts for the sampler (--toggle-collect=*SampledOnce*).
+__attribute__((noinline)) int64_t SampledOnce(Words& words) {
+  return dp::SampleDiscreteLaplace(dp::Rational{3, 1}, words);
+}
+
+// One accepted attempt of the discrete Laplace of scale 3, with the same 67 draws: on "d" the
+// value 2 (U = 2, positive; D's first failed trial K = 1; V = 0), on "d2" the value −5 (U = 2,
+// negative; K = 3; V = 1). Different values, signs, first failures and geometric counts: the
+// sampler must execute the same instructions.
+int RunLaplace(bool other) {
+  constexpr uint64_t k20 = 2432902008176640000;  // 20!
+  std::vector<uint64_t> words;
+  if (!other) {
+    words = {WordFor(4, 6), WordFor(2, 3)};  // U = 2, positive; trial 1 fails (2 >= 2)
+    for (int k = 2; k <= 21; ++k) words.push_back(~uint64_t{0});
+    words.push_back(WordFor(k20 - 1, k20));  // V = 0
+  } else {
+    words = {WordFor(5, 6), WordFor(0, 3), WordFor(0, 6), WordFor(8, 9)};  // negative; K = 3
+    for (int k = 4; k <= 21; ++k) words.push_back(~uint64_t{0});
+    words.push_back(WordFor(k20 / 2 - 1, k20));  // V = 1
+    words.push_back(WordFor(k20 - 1, k20));
+  }
+  words.resize(80, ~uint64_t{0});  // the same script length: the harness takes the same path
+  Words gen(std::move(words));
+  const int64_t expected = other ? -5 : 2;
+  return SampledOnce(gen) == expected ? 0 : 3;
+}
+
 }  // namespace
 }  // namespace fairvault::core::learn
 
 int main(int argc, char** argv) {
   if (argc != 3 || (std::strcmp(argv[2], "d") != 0 && std::strcmp(argv[2], "d2") != 0)) {
-    std::fprintf(stderr, "usage: instruction_probe em|pfld|fermi d|d2\n");
+    std::fprintf(stderr, "usage: instruction_probe em|pfld|fermi|laplace d|d2\n");
     return 2;
   }
   const std::string learner = argv[1];
   const bool neighbour = std::strcmp(argv[2], "d2") == 0;
   if (learner == "em") return fairvault::core::learn::RunEm(neighbour);
+  if (learner == "laplace") return fairvault::core::learn::RunLaplace(neighbour);
   if (learner == "pfld" || learner == "fermi") {
     return fairvault::core::learn::RunStochastic(learner == "pfld", neighbour);
   }
