@@ -305,16 +305,21 @@ TEST(MetricsNoLeakTest, NoDataOrNameAppearsInMetricsOrLog) {
   table.set_dataset("dsleakmarmoset");
   for (auto [name, type] : {std::pair{"colnamequetzal", v1::COLUMN_TYPE_CATEGORICAL},
                             std::pair{"prediction", v1::COLUMN_TYPE_NUMERIC},
-                            std::pair{"label", v1::COLUMN_TYPE_NUMERIC}}) {
+                            std::pair{"label", v1::COLUMN_TYPE_NUMERIC},
+                            std::pair{"skewlabel", v1::COLUMN_TYPE_NUMERIC}}) {
     v1::ColumnSpec* c = table.add_columns();
     c->set_name(name);
     c->set_type(type);
   }
-  std::vector<v1::ColumnValues> columns(3);
+  std::vector<v1::ColumnValues> columns(4);
   for (int i = 0; i < n; ++i) {
     columns[0].add_categorical(i % 2 ? "ColValueNarwhal" : "ColValueAxolotl");
     columns[1].add_numeric(i % 5 < 2);
     columns[2].add_numeric(i % 7 < 3);
+    // Label 1 on 2 of the Zebra rows (i % 3 == 0) and on every other Okapi row: the public
+    // sizes (135 label-1 rows over two groups: at most 67 in the smaller) admit an
+    // exponential-mechanism job whose released M the data then puts below 1.
+    columns[3].add_numeric(i % 3 == 0 ? (i < 6 ? 1 : 0) : (i % 2));
   }
   auto uploaded = company->UploadTable(table, keys, columns, 100);
   ASSERT_OK(uploaded);
@@ -361,7 +366,8 @@ TEST(MetricsNoLeakTest, NoDataOrNameAppearsInMetricsOrLog) {
   (void)company->Decide(decide);
   decide.add_subject_keys("subj-7f3a9-0");  // values and keys differ in length
   EXPECT_FALSE(company->Decide(decide).ok());
-  // A job that runs, and one that fails (epsilon too small for the exponential mechanism).
+  // A job that runs, and one that fails (the data's smallest group of label-1 rows is too small
+  // for the exponential mechanism's released M; public sizes allowed it, so it is charged).
   v1::FitFairModelRequest job;
   job.set_idempotency_key("idemkeyleakwombat-job");
   job.set_table_handle(handle);
@@ -374,7 +380,14 @@ TEST(MetricsNoLeakTest, NoDataOrNameAppearsInMetricsOrLog) {
   auto submitted = company->FitFairModel(job);
   ASSERT_OK(submitted);
   job.set_idempotency_key("idemkeyleakwombat-job-2");
-  job.set_epsilon(0.01);
+  job.set_label_column("skewlabel");
+  job.clear_hypothesis_columns();
+  job.add_hypothesis_columns("prediction");
+  job.add_hypothesis_columns("skewlabel");
+  // Shift ln(1e9)/0.35 = 59.2 < 67 − 1: admitted; M ≈ 2 − 59.2 + noise of scale 2.9, above 1
+  // with probability about e^-20.
+  job.set_em_delta(1e-9);
+  job.set_epsilon(0.7);
   auto failing = company->FitFairModel(job);
   ASSERT_OK(failing);
   for (const auto& id : {submitted->job().id(), failing->job().id()}) {

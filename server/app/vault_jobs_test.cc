@@ -252,7 +252,7 @@ TEST_F(VaultJobsTest, ConcurrentSubmissionsNeverExceedTheJobLimit) {
     req.add_hypothesis_columns("pred");
     req.add_hypothesis_columns("label");
     req.set_em_delta(0.01);
-    req.set_epsilon(1);
+    req.set_epsilon(4);  // feasible: ln(100)/2 = 2.3 < 8 − 1 (CheckEmFeasible)
     return req;
   };
   const v1::Budget before = BudgetOf(acme_);
@@ -296,7 +296,7 @@ TEST_F(VaultJobsTest, ConcurrentSubmissionsNeverExceedTheJobLimit) {
   EXPECT_EQ(ChargeRows(), charges_before + 16);
   v1::Budget after = BudgetOf(acme_);
   EXPECT_EQ(after.releases(), before.releases() + 16);
-  EXPECT_NEAR(after.epsilon_spent(), before.epsilon_spent() + 16, 1e-6);
+  EXPECT_NEAR(after.epsilon_spent(), before.epsilon_spent() + 16 * 4, 1e-6);
   EXPECT_THAT(Ids(acme_, "", ""), ::testing::SizeIs(16));
   for (int i : refused) {  // charged nothing: no stored response, no job
     EXPECT_THAT(store_->GetStoredResponse(acme_.account_id, absl::StrCat("fit-", i)),

@@ -256,8 +256,9 @@ class VaultTest : public ::testing::Test {
   // An exponential-mechanism job that public sizes admit but the data makes fail after its
   // charge: dataset "skewed" (MakeNeighbourDataset, 40 subjects) whose label-1 rows are 2 in F
   // and 14 in M (the public check sees 16 over two groups: at most 8 in the smallest), and acme's
-  // table on it (label, h0 = label, h1 = 1). At ε = 1.34 and em_delta 0.01 the shift is 6.87:
-  // admitted (8 − 6.87 > 1), and M ≈ 2 − 6.87 + noise, above 1 with probability about 1 %.
+  // table on it (label, h0 = label, h1 = 1). At ε = 6 and em_delta 1e-9 the shift is 6.91:
+  // admitted (8 − 6.91 > 1), and M ≈ 2 − 6.91 + noise of scale 1/3, above 1 with probability
+  // about e^-15.
   v1::FitFairModelRequest SkewedEmRequest(const std::string& key) {
     if (skewed_handle_.empty()) {
       MakeNeighbourDataset("skewed", "F", 40);
@@ -291,8 +292,8 @@ class VaultTest : public ::testing::Test {
     req.add_attributes("sex");
     req.add_hypothesis_columns("h0");
     req.add_hypothesis_columns("h1");
-    req.set_em_delta(0.01);
-    req.set_epsilon(1.34);
+    req.set_em_delta(1e-9);
+    req.set_epsilon(6);
     return req;
   }
 

@@ -209,7 +209,7 @@ def test_fair_model_from_the_exponential_mechanism_predicts_its_column(populatio
         threshold=(population.x1.head(4000) + population.x2.head(4000) > 0.5).astype(int))
     candidates = ["always", "never", "biased", "threshold"]
     model = fairvault.FairModel(fair_company, DATASET, algorithm="exponential_mechanism",
-                                epsilon=2.0, attributes=["sex"], gamma=0.05, key_column="key",
+                                epsilon=2.0, attributes=["sex"], key_column="key",
                                 progress=False, hypothesis_columns=candidates)
     model.fit(df)
     chosen = model.artifact_.fair_model.hypothesis_column
