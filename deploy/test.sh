@@ -17,7 +17,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # is needed or used; tests/deploy/compose_config_test.sh). openssl: deploy/make-certs.sh.
 # python3-*: the Python client (client/python) and its pytest suite against the real server;
 # python3-pip and python3-setuptools: client/python/install.sh (tested by the suite).
-"$root/deploy/install-deps.sh" chromium postgresql docker-compose openssl \
+# valgrind: tests/timing/instruction_count_test.sh counts the learners' instructions on
+# neighbouring datasets with callgrind.
+"$root/deploy/install-deps.sh" chromium postgresql docker-compose openssl valgrind \
   python3-grpcio python3-protobuf python3-pandas python3-numpy python3-tqdm python3-matplotlib \
   python3-pytest python3-pip python3-setuptools
 "$root/deploy/build.sh"
