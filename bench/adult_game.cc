@@ -8,7 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "client/csv.h"
+#include "client/lib/csv.h"
 #include "core/util/status_macros.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR

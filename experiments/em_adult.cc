@@ -41,7 +41,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "client/csv.h"
+#include "client/lib/csv.h"
 #include "core/learn/exponential_mechanism.h"
 #include "core/learn/logistic_regression.h"
 #include "core/util/status_macros.h"

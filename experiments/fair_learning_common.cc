@@ -13,8 +13,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "client/csv.h"
-#include "client/model_apply.h"
+#include "client/lib/csv.h"
+#include "client/apply/model_apply.h"
 #include "core/postprocess/equalized_odds.h"
 #include "core/util/status_macros.h"
 

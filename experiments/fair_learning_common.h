@@ -15,7 +15,7 @@
 #include "Eigen/Dense"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "client/client.h"
+#include "client/lib/client.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "tests/server_process.h"
 

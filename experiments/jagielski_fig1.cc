@@ -56,7 +56,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "client/csv.h"
+#include "client/lib/csv.h"
 #include "core/dp/integer_noise.h"
 #include "core/learn/fair_game.h"
 #include "core/learn/logistic_regression.h"

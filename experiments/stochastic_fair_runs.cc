@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/model_apply.h"
+#include "client/apply/model_apply.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::experiments::stochastic_fair {

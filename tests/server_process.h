@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/client.h"
+#include "client/lib/client.h"
 
 namespace fairvault::testing {
 

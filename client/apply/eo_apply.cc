@@ -1,5 +1,5 @@
 // Local application of equalized-odds artifacts; see eo_apply.h.
-#include "client/eo_apply.h"
+#include "client/apply/eo_apply.h"
 
 #include <cmath>
 #include <utility>

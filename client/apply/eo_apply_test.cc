@@ -1,6 +1,6 @@
 // Tests of local equalized-odds application: exact behaviour at p ∈ {0,1}, frequencies at
 // interior p, and validation.
-#include "client/eo_apply.h"
+#include "client/apply/eo_apply.h"
 
 #include <cmath>
 #include <random>

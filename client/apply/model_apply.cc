@@ -1,5 +1,5 @@
 // Local application of a FairModel; see model_apply.h and docs/api.md.
-#include "client/model_apply.h"
+#include "client/apply/model_apply.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "client/csv.h"
+#include "client/lib/csv.h"
 
 namespace fairvault::client {
 

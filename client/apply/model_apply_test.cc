@@ -1,14 +1,14 @@
 // Tests of applying a FairModel locally: hand-computed decisions, clipping before the
 // intercept, mixtures, seeded draws, networks (logistic, softmax, a ReLU MLP), and the errors
 // for bad models and rows.
-#include "client/model_apply.h"
+#include "client/apply/model_apply.h"
 
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "client/csv.h"
+#include "client/lib/csv.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "client/cli_common.h"
+#include "client/cli/cli_common.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {

@@ -1,5 +1,5 @@
 // Shared CLI plumbing and output formatting; see cli_common.h.
-#include "client/cli_common.h"
+#include "client/cli/cli_common.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "client/pseudonymise.h"
+#include "client/lib/pseudonymise.h"
 #include "core/random/secure_bitgen.h"
 #include "core/util/truncate.h"
 #include "google/protobuf/util/json_util.h"

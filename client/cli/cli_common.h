@@ -13,9 +13,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "client/cli_flags.h"
-#include "client/client.h"
-#include "client/csv.h"
+#include "client/cli/cli_flags.h"
+#include "client/lib/client.h"
+#include "client/lib/csv.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/repeated_ptr_field.h"
 

@@ -5,8 +5,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "client/cli_common.h"
-#include "client/cli_spend.h"
+#include "client/cli/cli_common.h"
+#include "client/cli/cli_spend.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {

@@ -11,8 +11,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/cli_common.h"
-#include "client/cli_spend.h"
+#include "client/cli/cli_common.h"
+#include "client/cli/cli_spend.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "client/cli_common.h"
-#include "client/cli_spend.h"
+#include "client/cli/cli_common.h"
+#include "client/cli/cli_spend.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {

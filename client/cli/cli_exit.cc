@@ -1,5 +1,5 @@
 // Exit statuses and error output of the `fairvault` CLI; see cli_exit.h.
-#include "client/cli_exit.h"
+#include "client/cli/cli_exit.h"
 
 #include <cstdint>
 
@@ -7,8 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/cli_flags.h"
-#include "client/client.h"
+#include "client/cli/cli_flags.h"
+#include "client/lib/client.h"
 
 namespace fairvault::client::cli {
 namespace {

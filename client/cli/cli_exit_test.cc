@@ -1,10 +1,10 @@
 // Exit statuses by class, the field a message names, and the JSON error object.
-#include "client/cli_exit.h"
+#include "client/cli/cli_exit.h"
 
 #include <memory>
 
-#include "client/cli_flags.h"
-#include "client/client.h"
+#include "client/cli/cli_flags.h"
+#include "client/lib/client.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 

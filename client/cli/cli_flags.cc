@@ -1,5 +1,5 @@
 // Command-line flag parsing; see cli_flags.h.
-#include "client/cli_flags.h"
+#include "client/cli/cli_flags.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Tests of the CLI flag parser.
-#include "client/cli_flags.h"
+#include "client/cli/cli_flags.h"
 
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/cli_common.h"
+#include "client/cli/cli_common.h"
 
 namespace fairvault::client::cli {
 

@@ -1,6 +1,6 @@
 // Tests of the CLI's artifact rendering for fair models: a network's shapes, classes, fairness
 // notion and released marginals; linear mixtures keep their weight table.
-#include "client/cli_common.h"
+#include "client/cli/cli_common.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "client/cli_common.h"
+#include "client/cli/cli_common.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {

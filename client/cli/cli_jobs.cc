@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/cli_models.h"
+#include "client/cli/cli_models.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {

@@ -1,7 +1,7 @@
 // Fair models the company runs itself, without the protected attribute (issue 9): one private
 // best response (`best-response`) and managed learners (`model fit`). Their jobs are
 // cli_jobs.cc; applying a model, cli_predict.cc.
-#include "client/cli_models.h"
+#include "client/cli/cli_models.h"
 
 #include <cmath>
 #include <iostream>
@@ -11,7 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "client/cli_spend.h"
+#include "client/cli/cli_spend.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {

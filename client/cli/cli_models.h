@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "client/cli_common.h"
+#include "client/cli/cli_common.h"
 
 namespace fairvault::client::cli {
 

@@ -12,8 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "client/cli_models.h"
-#include "client/model_apply.h"
+#include "client/cli/cli_models.h"
+#include "client/apply/model_apply.h"
 #include "core/random/secure_bitgen.h"
 #include "core/util/status_macros.h"
 

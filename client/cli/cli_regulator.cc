@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "client/cli_common.h"
-#include "client/pseudonymise.h"
+#include "client/cli/cli_common.h"
+#include "client/lib/pseudonymise.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {

@@ -1,11 +1,11 @@
 // Local report commands: `report audit` renders the JSON of an audit (classifier or
 // regressor) and `report sweep` a trade-off sweep CSV, each as a self-contained HTML page
-// with an SVG chart (client/report_html.h).
+// with an SVG chart (client/report/report_html.h).
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "client/cli_common.h"
-#include "client/report_html.h"
+#include "client/cli/cli_common.h"
+#include "client/report/report_html.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {

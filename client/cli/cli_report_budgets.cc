@@ -1,12 +1,12 @@
 // `fairvault report budgets`: the auditor's (or regulator's) page of every company's privacy
 // spend, grants and caps, the ledger's verification and head hash, and the access log's volume,
-// fetched from the auditor service and rendered by client/report_budgets_html.h.
+// fetched from the auditor service and rendered by client/report/report_budgets_html.h.
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/cli_common.h"
-#include "client/report_budgets_html.h"
+#include "client/cli/cli_common.h"
+#include "client/report/report_budgets_html.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {

@@ -1,5 +1,5 @@
 // --dry-run previews and replay reporting of the spending commands; see cli_spend.h.
-#include "client/cli_spend.h"
+#include "client/cli/cli_spend.h"
 
 #include <iostream>
 

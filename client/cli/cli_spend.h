@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "client/cli_common.h"
-#include "client/client.h"
+#include "client/cli/cli_common.h"
+#include "client/lib/client.h"
 #include "google/protobuf/message.h"
 
 namespace fairvault::client::cli {

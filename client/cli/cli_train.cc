@@ -10,7 +10,7 @@
 #include "Eigen/Dense"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/cli_common.h"
+#include "client/cli/cli_common.h"
 #include "core/learn/logistic_regression.h"
 #include "core/util/status_macros.h"
 

@@ -8,8 +8,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/cli_common.h"
-#include "client/cli_exit.h"
+#include "client/cli/cli_common.h"
+#include "client/cli/cli_exit.h"
 
 namespace fairvault::client::cli {
 namespace {

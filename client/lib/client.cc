@@ -1,5 +1,5 @@
 // gRPC plumbing behind fairvault::client::Client: channel, per-call context, stream chunking.
-#include "client/client.h"
+#include "client/lib/client.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,6 @@
 // Tests of the client against in-process fake services: metadata, chunking of the two
 // uploads, status conversion, and validation before anything is sent.
-#include "client/client.h"
+#include "client/lib/client.h"
 
 #include <memory>
 #include <mutex>

@@ -1,5 +1,5 @@
 // CSV reading and writing; see csv.h for the dialect.
-#include "client/csv.h"
+#include "client/lib/csv.h"
 
 #include <errno.h>
 #include <fcntl.h>

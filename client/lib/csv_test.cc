@@ -1,5 +1,5 @@
 // Tests of the CSV reader and writer: trimming, quoting, errors with line numbers.
-#include "client/csv.h"
+#include "client/lib/csv.h"
 
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"

@@ -1,5 +1,5 @@
 // HMAC-SHA256 pseudonyms and SHA-256 fingerprints through OpenSSL.
-#include "client/pseudonymise.h"
+#include "client/lib/pseudonymise.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "client/csv.h"
+#include "client/lib/csv.h"
 
 namespace fairvault::client {
 namespace {

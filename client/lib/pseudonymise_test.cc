@@ -1,12 +1,12 @@
 // Tests of HMAC-SHA256 pseudonyms (RFC 4231), SHA-256 fingerprints and secret files.
-#include "client/pseudonymise.h"
+#include "client/lib/pseudonymise.h"
 
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
 
-#include "client/csv.h"
+#include "client/lib/csv.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

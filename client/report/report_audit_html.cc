@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/report_html.h"
-#include "client/report_svg.h"
+#include "client/report/report_html.h"
+#include "client/report/report_svg.h"
 
 namespace fairvault::client::report {
 namespace {

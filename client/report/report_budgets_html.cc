@@ -1,5 +1,5 @@
 // The auditor's budgets report; see report_budgets_html.h.
-#include "client/report_budgets_html.h"
+#include "client/report/report_budgets_html.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "client/report_svg.h"
+#include "client/report/report_svg.h"
 
 namespace fairvault::client::report {
 namespace {

@@ -1,7 +1,7 @@
 // Tests of the auditor's budgets page: one mark per charge on cumulative step lines per
 // (company, dataset), the tables (verification and head hash, grants and caps, access-log
 // volume), escaping of every server string, and an empty vault.
-#include "client/report_budgets_html.h"
+#include "client/report/report_budgets_html.h"
 
 #include <limits>
 #include <string>

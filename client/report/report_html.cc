@@ -1,6 +1,6 @@
 // The trade-off sweep report and its CSV input; the audit reports are in
 // report_audit_html.cc.
-#include "client/report_html.h"
+#include "client/report/report_html.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/report_svg.h"
+#include "client/report/report_svg.h"
 
 namespace fairvault::client::report {
 namespace {

@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "client/csv.h"
+#include "client/lib/csv.h"
 
 namespace fairvault::client::report {
 

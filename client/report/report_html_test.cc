@@ -1,6 +1,6 @@
 // Tests of the HTML reports: escaping, one mark per point or estimate, axes and legend, the
 // sweep CSV reader, and validation.
-#include "client/report_html.h"
+#include "client/report/report_html.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/report_svg.h"
+#include "client/report/report_svg.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

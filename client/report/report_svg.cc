@@ -1,5 +1,5 @@
 // SVG building blocks of the HTML reports; see report_svg.h.
-#include "client/report_svg.h"
+#include "client/report/report_svg.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 rows only, no protected attribute), and — through ``applier_for`` — the attribute-aware
 post-processors of ``fairvault.postprocess`` for a caller who holds each row's group.
 
-The arithmetic follows the C++ reference implementation, client/model_apply.cc (``fairvault
+The arithmetic follows the C++ reference implementation, client/apply/model_apply.cc (``fairvault
 predict``), and docs/api.md, "Model artifact format (FairModel)", step for step: sums in index
 order in IEEE double, the same clipping, the same comparisons (a score of exactly 0 decides 0),
 and ``exp`` from the C library as std::exp, so scores, logits, probabilities and decisions are
@@ -142,7 +142,7 @@ def _exp(x: np.ndarray) -> np.ndarray:
 
 class FairModelApplier:
     """A validated ``FairModel`` (mixture of linear classifiers, hypothesis column, or network),
-    ready to apply to the company's rows; client/model_apply.cc's ``FairModelApplier``.
+    ready to apply to the company's rows; client/apply/model_apply.cc's ``FairModelApplier``.
 
     ``predict_proba`` is ``p_positive`` of ``fairvault predict`` — the fraction of a mixture's
     components deciding 1, the hypothesis column's value, a one-logit network's sigmoid — or,

@@ -1,6 +1,6 @@
 """The attribute-aware post-processors applied with numpy where each row's group is known (the
 regulator, or a company measuring on its own labelled sample): equalized odds on predictions or
-on scores (client/eo_apply.cc, ``fairvault apply-eo``) and statistical parity on a regressor's
+on scores (client/apply/eo_apply.cc, ``fairvault apply-eo``) and statistical parity on a regressor's
 scores (the draw of core/postprocess/statistical_parity.cc that ``Decide`` makes).
 
 The decision probabilities are the C++ code's exactly (the same bin grid, bit for bit); the coins
@@ -92,7 +92,7 @@ def _group_index(labels: np.ndarray, groups: Sequence[str]) -> np.ndarray:
 
 class EqualizedOddsApplier:
     """An equalized-odds post-processor applied where each row's group is known
-    (client/eo_apply.cc; ``fairvault apply-eo``). The binary artifact (Jagielski et al. 2019,
+    (client/apply/eo_apply.cc; ``fairvault apply-eo``). The binary artifact (Jagielski et al. 2019,
     Alg. 1) decides 1 with probability P(Ỹ=1 | Ŷ=ŷ, group); the one fitted on scores with
     P(Ỹ=1 | bin(score), group). Probabilities 0 and 1 are exact (no draw)."""
 

@@ -1,4 +1,4 @@
-"""Keyed pseudonyms for subject keys, byte for byte those of the CLI (client/pseudonymise.cc).
+"""Keyed pseudonyms for subject keys, byte for byte those of the CLI (client/lib/pseudonymise.cc).
 
 The regulator and the company pseudonymise raw identifiers with the same secret so that
 their pseudonyms of one person match, and raw ids never reach the vault:

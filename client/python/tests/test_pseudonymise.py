@@ -13,7 +13,7 @@ SECRET = b"pytest-hmac-secret-0123456789abcdef"
 
 
 def test_rfc4231_vectors() -> None:
-    # RFC 4231 test cases 1 and 2 (the vectors client/pseudonymise_test.cc checks).
+    # RFC 4231 test cases 1 and 2 (the vectors client/lib/pseudonymise_test.cc checks).
     assert pseudonymise(b"\x0b" * 20, "Hi There") == (
         "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
     assert pseudonymise("Jefe", "what do ya want for nothing?") == (
