@@ -17,7 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
-#include "server/storage/test_postgres.h"
+#include "server/storage/postgres/test_postgres.h"
 #include "tests/server_process.h"
 
 namespace fairvault::bench {

@@ -29,9 +29,9 @@
 #include "server/app/vault.h"
 #include "server/grpc/metrics_interceptor.h"
 #include "server/grpc/services.h"
-#include "server/http/metrics_endpoint.h"
-#include "server/storage/pg_store.h"
-#include "server/storage/sqlite_store.h"
+#include "server/metrics/endpoint.h"
+#include "server/storage/postgres/pg_store.h"
+#include "server/storage/sqlite/sqlite_store.h"
 #include "server/util/private_file.h"
 
 #ifndef FAIRVAULT_VERSION

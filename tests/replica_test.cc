@@ -24,7 +24,7 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/storage/test_postgres.h"
+#include "server/storage/postgres/test_postgres.h"
 #include "tests/vault_fixture.h"
 
 namespace fairvault::testing {

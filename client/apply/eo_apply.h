@@ -2,8 +2,8 @@
 // al. 2019, Alg. 1) gives, per group a, P(Ỹ=1 | Ŷ=0, a) and P(Ỹ=1 | Ŷ=1, a); the one fitted on
 // scores (issue 8 §6) gives P(Ỹ=1 | score bin j, a). Each decision is a fresh coin with that
 // probability. The company needs the group label of each row.
-#ifndef FAIRVAULT_CLIENT_EO_APPLY_H_
-#define FAIRVAULT_CLIENT_EO_APPLY_H_
+#ifndef FAIRVAULT_CLIENT_APPLY_EO_APPLY_H_
+#define FAIRVAULT_CLIENT_APPLY_EO_APPLY_H_
 
 #include <string>
 #include <vector>
@@ -70,4 +70,4 @@ absl::StatusOr<std::vector<int>> ApplyEqualizedOdds(const v1::EqualizedOddsPostP
 
 }  // namespace fairvault::client
 
-#endif  // FAIRVAULT_CLIENT_EO_APPLY_H_
+#endif  // FAIRVAULT_CLIENT_APPLY_EO_APPLY_H_

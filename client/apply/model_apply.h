@@ -1,8 +1,8 @@
 // Applying a fair model (v1::FairModel, issue 9) to the company's own rows, locally: no vault
 // call and no protected attribute. The artifact format is documented in docs/api.md, "Model
 // artifact format (FairModel)"; this is its reference implementation.
-#ifndef FAIRVAULT_CLIENT_MODEL_APPLY_H_
-#define FAIRVAULT_CLIENT_MODEL_APPLY_H_
+#ifndef FAIRVAULT_CLIENT_APPLY_MODEL_APPLY_H_
+#define FAIRVAULT_CLIENT_APPLY_MODEL_APPLY_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -173,4 +173,4 @@ class FairModelRowReader {
 
 }  // namespace fairvault::client
 
-#endif  // FAIRVAULT_CLIENT_MODEL_APPLY_H_
+#endif  // FAIRVAULT_CLIENT_APPLY_MODEL_APPLY_H_

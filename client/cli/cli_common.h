@@ -1,7 +1,7 @@
 // Shared pieces of the `fairvault` CLI: the command table entry, the per-run context
 // (global flags, lazily created client), and output formatting.
-#ifndef FAIRVAULT_CLIENT_CLI_COMMON_H_
-#define FAIRVAULT_CLIENT_CLI_COMMON_H_
+#ifndef FAIRVAULT_CLIENT_CLI_CLI_COMMON_H_
+#define FAIRVAULT_CLIENT_CLI_CLI_COMMON_H_
 
 #include <cstdint>
 #include <functional>
@@ -304,4 +304,4 @@ absl::Status ReadScoreRequest(const ParsedFlags& flags, Request* req) {
 
 }  // namespace fairvault::client::cli
 
-#endif  // FAIRVAULT_CLIENT_CLI_COMMON_H_
+#endif  // FAIRVAULT_CLIENT_CLI_CLI_COMMON_H_

@@ -1,8 +1,8 @@
 // How a `fairvault` command ends when it fails: one exit status per class of failure (the
 // table in README.md and `fairvault --help`), and the error as text or, with --json, as one
 // JSON object on stderr.
-#ifndef FAIRVAULT_CLIENT_CLI_EXIT_H_
-#define FAIRVAULT_CLIENT_CLI_EXIT_H_
+#ifndef FAIRVAULT_CLIENT_CLI_CLI_EXIT_H_
+#define FAIRVAULT_CLIENT_CLI_CLI_EXIT_H_
 
 #include <string>
 
@@ -61,4 +61,4 @@ std::string ErrorText(const absl::Status& status);
 
 }  // namespace fairvault::client::cli
 
-#endif  // FAIRVAULT_CLIENT_CLI_EXIT_H_
+#endif  // FAIRVAULT_CLIENT_CLI_CLI_EXIT_H_

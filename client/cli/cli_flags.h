@@ -1,7 +1,7 @@
 // Flag parsing for the `fairvault` command line: `--name value`, `--name=value` and boolean
 // switches, declared per subcommand so each one has its own --help.
-#ifndef FAIRVAULT_CLIENT_CLI_FLAGS_H_
-#define FAIRVAULT_CLIENT_CLI_FLAGS_H_
+#ifndef FAIRVAULT_CLIENT_CLI_CLI_FLAGS_H_
+#define FAIRVAULT_CLIENT_CLI_CLI_FLAGS_H_
 
 #include <cstdint>
 #include <map>
@@ -67,4 +67,4 @@ bool IsUsageError(const absl::Status& status);
 
 }  // namespace fairvault::client::cli
 
-#endif  // FAIRVAULT_CLIENT_CLI_FLAGS_H_
+#endif  // FAIRVAULT_CLIENT_CLI_CLI_FLAGS_H_

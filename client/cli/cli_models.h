@@ -1,7 +1,7 @@
 // Pieces shared by the fair-model commands (cli_models.cc: best-response, model fit;
 // cli_jobs.cc: job status|wait|list|cancel; cli_predict.cc: predict; cli_sweep.cc: sweep model).
-#ifndef FAIRVAULT_CLIENT_CLI_MODELS_H_
-#define FAIRVAULT_CLIENT_CLI_MODELS_H_
+#ifndef FAIRVAULT_CLIENT_CLI_CLI_MODELS_H_
+#define FAIRVAULT_CLIENT_CLI_CLI_MODELS_H_
 
 #include <string>
 #include <vector>
@@ -52,4 +52,4 @@ absl::Status WaitForJob(Context& ctx, Client* client, const std::string& job_id,
 
 }  // namespace fairvault::client::cli
 
-#endif  // FAIRVAULT_CLIENT_CLI_MODELS_H_
+#endif  // FAIRVAULT_CLIENT_CLI_CLI_MODELS_H_

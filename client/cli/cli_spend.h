@@ -1,8 +1,8 @@
 // What every spending command (counts, postprocess eo|eo-scores|regression, audit
 // classifier|regressor, decide, best-response, model fit) shares beyond its request:
 // --dry-run through CompanyService.PreviewRelease, and saying so when a response is a replay.
-#ifndef FAIRVAULT_CLIENT_CLI_SPEND_H_
-#define FAIRVAULT_CLIENT_CLI_SPEND_H_
+#ifndef FAIRVAULT_CLIENT_CLI_CLI_SPEND_H_
+#define FAIRVAULT_CLIENT_CLI_CLI_SPEND_H_
 
 #include <cstdint>
 #include <optional>
@@ -46,4 +46,4 @@ std::string WithLeadingJsonFields(const std::string& json, const std::string& fi
 
 }  // namespace fairvault::client::cli
 
-#endif  // FAIRVAULT_CLIENT_CLI_SPEND_H_
+#endif  // FAIRVAULT_CLIENT_CLI_CLI_SPEND_H_

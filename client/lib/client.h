@@ -1,7 +1,7 @@
 // The C++ client a company (or the regulator, or an auditor) links: one method per RPC of
 // fairvault.v1, each returning absl::StatusOr, plus chunking helpers for the two uploads.
-#ifndef FAIRVAULT_CLIENT_CLIENT_H_
-#define FAIRVAULT_CLIENT_CLIENT_H_
+#ifndef FAIRVAULT_CLIENT_LIB_CLIENT_H_
+#define FAIRVAULT_CLIENT_LIB_CLIENT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -220,4 +220,4 @@ class Client {
 
 }  // namespace fairvault::client
 
-#endif  // FAIRVAULT_CLIENT_CLIENT_H_
+#endif  // FAIRVAULT_CLIENT_LIB_CLIENT_H_

@@ -1,6 +1,6 @@
 // A small CSV reader and writer for the company's files (RFC 4180 quoting, trimmed fields).
-#ifndef FAIRVAULT_CLIENT_CSV_H_
-#define FAIRVAULT_CLIENT_CSV_H_
+#ifndef FAIRVAULT_CLIENT_LIB_CSV_H_
+#define FAIRVAULT_CLIENT_LIB_CSV_H_
 
 #include <cstdint>
 #include <functional>
@@ -108,4 +108,4 @@ std::string FormatCsv(const std::vector<std::string>& header,
 
 }  // namespace fairvault::client
 
-#endif  // FAIRVAULT_CLIENT_CSV_H_
+#endif  // FAIRVAULT_CLIENT_LIB_CSV_H_

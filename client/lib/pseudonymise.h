@@ -1,7 +1,7 @@
 // Identifier hashing on the company's side: keyed pseudonyms for subject keys (so the vault
 // never sees raw ids) and plain SHA-256 fingerprints (e.g. default import batch ids).
-#ifndef FAIRVAULT_CLIENT_PSEUDONYMISE_H_
-#define FAIRVAULT_CLIENT_PSEUDONYMISE_H_
+#ifndef FAIRVAULT_CLIENT_LIB_PSEUDONYMISE_H_
+#define FAIRVAULT_CLIENT_LIB_PSEUDONYMISE_H_
 
 #include <string>
 
@@ -44,4 +44,4 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 
 }  // namespace fairvault::client
 
-#endif  // FAIRVAULT_CLIENT_PSEUDONYMISE_H_
+#endif  // FAIRVAULT_CLIENT_LIB_PSEUDONYMISE_H_

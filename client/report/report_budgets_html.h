@@ -4,8 +4,8 @@
 // dataset), the grants and caps, the ledger's verification and head hash, and the volume of
 // the access log. A pure function of already-fetched rows: `fairvault report budgets` converts
 // the auditor service's responses into these structs. Every string is escaped.
-#ifndef FAIRVAULT_CLIENT_REPORT_BUDGETS_HTML_H_
-#define FAIRVAULT_CLIENT_REPORT_BUDGETS_HTML_H_
+#ifndef FAIRVAULT_CLIENT_REPORT_REPORT_BUDGETS_HTML_H_
+#define FAIRVAULT_CLIENT_REPORT_REPORT_BUDGETS_HTML_H_
 
 #include <cstdint>
 #include <string>
@@ -77,4 +77,4 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report);
 
 }  // namespace fairvault::client::report
 
-#endif  // FAIRVAULT_CLIENT_REPORT_BUDGETS_HTML_H_
+#endif  // FAIRVAULT_CLIENT_REPORT_REPORT_BUDGETS_HTML_H_

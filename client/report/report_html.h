@@ -9,8 +9,8 @@
 // data-panels (the number of <g class="panel"> small multiples, 0 for a single chart) and
 // data-x-ticks (the first x axis's tick labels as "label@centre-x" joined by ';', in laid-out
 // SVG pixels), so a headless browser can prove the chart was laid out.
-#ifndef FAIRVAULT_CLIENT_REPORT_HTML_H_
-#define FAIRVAULT_CLIENT_REPORT_HTML_H_
+#ifndef FAIRVAULT_CLIENT_REPORT_REPORT_HTML_H_
+#define FAIRVAULT_CLIENT_REPORT_REPORT_HTML_H_
 
 #include <cstdint>
 #include <optional>
@@ -128,4 +128,4 @@ absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep);
 
 }  // namespace fairvault::client::report
 
-#endif  // FAIRVAULT_CLIENT_REPORT_HTML_H_
+#endif  // FAIRVAULT_CLIENT_REPORT_REPORT_HTML_H_

@@ -1,8 +1,8 @@
 // Building blocks of the HTML reports: HTML escaping, the page scaffold, and for the inline
 // SVG charts linear and logarithmic scales with "nice" ticks, axes with gridlines and labels, a
 // colour palette and a legend.
-#ifndef FAIRVAULT_CLIENT_REPORT_SVG_H_
-#define FAIRVAULT_CLIENT_REPORT_SVG_H_
+#ifndef FAIRVAULT_CLIENT_REPORT_REPORT_SVG_H_
+#define FAIRVAULT_CLIENT_REPORT_REPORT_SVG_H_
 
 #include <cstddef>
 #include <string>
@@ -127,4 +127,4 @@ void AppendLegend(std::string& svg, double x, double y,
 
 }  // namespace fairvault::client::report
 
-#endif  // FAIRVAULT_CLIENT_REPORT_SVG_H_
+#endif  // FAIRVAULT_CLIENT_REPORT_REPORT_SVG_H_

@@ -15,7 +15,7 @@
 #include "core/util/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "server/app/metrics.h"
+#include "server/metrics/metrics.h"
 #include "server/app/vault.h"
 #include "server/app/vault_internal.h"
 #include "server/util/crypto.h"

@@ -13,6 +13,13 @@
 
 namespace fairvault::server::internal {
 
+std::vector<int64_t> AddNoiseToEach(const std::vector<int64_t>& exact,
+                                    const core::dp::IntegerNoise& noise, absl::BitGenRef gen) {
+  std::vector<int64_t> noisy(exact.size());
+  for (size_t i = 0; i < exact.size(); ++i) noisy[i] = noise.AddNoise(exact[i], gen);
+  return noisy;
+}
+
 using core::accounting::MicroToEpsilon;
 
 absl::Status RequireRole(const Caller& caller, std::initializer_list<storage::Role> roles) {

@@ -10,6 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "absl/random/bit_gen_ref.h"
+#include "core/dp/integer_noise.h"
 #include "core/postprocess/statistical_parity.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
@@ -17,6 +19,10 @@
 #include "server/storage/store.h"
 
 namespace fairvault::server::internal {
+
+// One fresh draw of `noise` added to every value (a released histogram or vector).
+std::vector<int64_t> AddNoiseToEach(const std::vector<int64_t>& exact,
+                                    const core::dp::IntegerNoise& noise, absl::BitGenRef gen);
 
 // PermissionDenied unless the caller has one of `roles`.
 absl::Status RequireRole(const Caller& caller, std::initializer_list<storage::Role> roles);

@@ -381,4 +381,24 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
   return out;
 }
 
+absl::StatusOr<Vault::ScoredRows> Vault::LoadScores(
+    const Caller& caller, const std::string& handle, const std::string& score_column,
+    const google::protobuf::RepeatedPtrField<std::string>& attributes, v1::UnmatchedKeys unmatched,
+    const core::postprocess::ScoreGrid& grid, PreparedRelease* release) {
+  ScoredRows out;
+  ASSIGN_OR_RETURN(out.table, ResolveTable(caller, handle));
+  release->dataset_id = out.table.dataset.id;
+  release->dataset_name = out.table.dataset.name;
+  ASSIGN_OR_RETURN(int column,
+                   internal::ColumnIndex(*out.table.table, score_column, "score_column"));
+  ASSIGN_OR_RETURN(out.joined, Join(out.table, attributes, unmatched));
+  release->SizesFrom(out.joined);
+  ASSIGN_OR_RETURN(out.scores, internal::NumericColumn(*out.table.table, column,
+                                                       out.joined.table_rows, "score_column"));
+  ASSIGN_OR_RETURN(out.counts, core::postprocess::HistogramCounts(out.scores, out.joined.group,
+                                                   out.joined.num_groups, grid, &out.clipped));
+  return out;
+}
+
+
 }  // namespace fairvault::server

@@ -22,9 +22,9 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/app/clock.h"
+#include "server/util/clock.h"
 #include "server/app/vault.h"
-#include "server/storage/sqlite_store.h"
+#include "server/storage/sqlite/sqlite_store.h"
 
 namespace fairvault::server::testing {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "grpcpp/support/server_interceptor.h"
-#include "server/app/metrics.h"
+#include "server/metrics/metrics.h"
 
 namespace fairvault::server {
 

@@ -4,7 +4,7 @@
 
 #include "absl/status/statusor.h"
 #include "fairvault/v1/fairvault.grpc.pb.h"
-#include "server/app/metrics.h"
+#include "server/metrics/metrics.h"
 #include "server/app/vault.h"
 
 namespace fairvault::server {

@@ -1,6 +1,6 @@
 // The training-job worker pool: a queue of job ids in memory, a fixed number of workers that
 // claim jobs in the store, run them and store their outcome.
-#include "server/app/job_runner.h"
+#include "server/jobs/job_runner.h"
 
 #include <unistd.h>
 

@@ -5,8 +5,8 @@
 // while the job runs; a job whose runner died (its lease ended) is taken over by any runner and
 // run again from the same stored randomness, so it produces the same artifact. Training never
 // holds the ledger's write lock or a gRPC thread.
-#ifndef FAIRVAULT_SERVER_APP_JOB_RUNNER_H_
-#define FAIRVAULT_SERVER_APP_JOB_RUNNER_H_
+#ifndef FAIRVAULT_SERVER_JOBS_JOB_RUNNER_H_
+#define FAIRVAULT_SERVER_JOBS_JOB_RUNNER_H_
 
 #include <cstdint>
 #include <deque>
@@ -19,8 +19,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/app/clock.h"
-#include "server/app/metrics.h"
+#include "server/util/clock.h"
+#include "server/metrics/metrics.h"
 #include "server/storage/store.h"
 
 namespace fairvault::server {
@@ -106,4 +106,4 @@ class JobRunner {
 
 }  // namespace fairvault::server
 
-#endif  // FAIRVAULT_SERVER_APP_JOB_RUNNER_H_
+#endif  // FAIRVAULT_SERVER_JOBS_JOB_RUNNER_H_

@@ -1,7 +1,7 @@
 // Tests of the job runner on a real SQLite store: jobs run to their artifact, a cancelled job
 // stops, a job interrupted by shutdown is re-run to success by the next runner, a failing job
 // records its message.
-#include "server/app/job_runner.h"
+#include "server/jobs/job_runner.h"
 
 #include <unistd.h>
 
@@ -19,8 +19,8 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/app/clock.h"
-#include "server/storage/sqlite_store.h"
+#include "server/util/clock.h"
+#include "server/storage/sqlite/sqlite_store.h"
 
 namespace fairvault::server {
 namespace {

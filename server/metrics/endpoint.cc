@@ -1,6 +1,6 @@
 // The metrics endpoint on prometheus-cpp's pull library (Debian's prometheus-cpp-dev), which
 // embeds civetweb. Only /metrics is served; any other path is 404.
-#include "server/http/metrics_endpoint.h"
+#include "server/metrics/endpoint.h"
 
 #include <arpa/inet.h>
 

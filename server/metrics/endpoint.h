@@ -1,8 +1,8 @@
 // The HTTP endpoint that serves the operators' metrics (GET /metrics, Prometheus text format)
 // on its own address, apart from the gRPC port: prometheus-cpp's pull exposer (civetweb).
 // It has no authentication and no TLS: bind it to loopback or a private network.
-#ifndef FAIRVAULT_SERVER_HTTP_METRICS_ENDPOINT_H_
-#define FAIRVAULT_SERVER_HTTP_METRICS_ENDPOINT_H_
+#ifndef FAIRVAULT_SERVER_METRICS_ENDPOINT_H_
+#define FAIRVAULT_SERVER_METRICS_ENDPOINT_H_
 
 #include <memory>
 #include <string>
@@ -40,4 +40,4 @@ class MetricsEndpoint {
 
 }  // namespace fairvault::server
 
-#endif  // FAIRVAULT_SERVER_HTTP_METRICS_ENDPOINT_H_
+#endif  // FAIRVAULT_SERVER_METRICS_ENDPOINT_H_

@@ -1,5 +1,5 @@
 // The operators' metrics on prometheus-cpp's core library (Debian's prometheus-cpp-dev).
-#include "server/app/metrics.h"
+#include "server/metrics/metrics.h"
 
 #include <sstream>
 

@@ -8,8 +8,8 @@
 // value outside its set is replaced by "unknown" (methods) or "other" (kinds), so no subject
 // key, attribute value, account or dataset name, table handle, idempotency key or anything a
 // client chose can become a label, however it reaches these functions.
-#ifndef FAIRVAULT_SERVER_APP_METRICS_H_
-#define FAIRVAULT_SERVER_APP_METRICS_H_
+#ifndef FAIRVAULT_SERVER_METRICS_METRICS_H_
+#define FAIRVAULT_SERVER_METRICS_METRICS_H_
 
 #include <cstdint>
 #include <memory>
@@ -121,4 +121,4 @@ std::optional<Refusal> FilterRefusal(const absl::Status& status);
 
 }  // namespace fairvault::server
 
-#endif  // FAIRVAULT_SERVER_APP_METRICS_H_
+#endif  // FAIRVAULT_SERVER_METRICS_METRICS_H_

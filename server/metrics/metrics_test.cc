@@ -1,6 +1,6 @@
 // The metrics registry: series and fixed label sets, the text format, the status marks and the
 // refusal classification, and the HTTP endpoint serving it.
-#include "server/app/metrics.h"
+#include "server/metrics/metrics.h"
 
 #include <string>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/http/metrics_endpoint.h"
+#include "server/metrics/endpoint.h"
 #include "tests/metrics_scrape.h"
 
 namespace fairvault::server {

@@ -1,4 +1,4 @@
-#include "server/app/stochastic_job.h"
+#include "server/app/models/stochastic_job.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,8 @@
 // The stochastic fair learners (DP-FERMI, PF-LD; core/learn/stochastic_fair.h) as managed
 // training jobs: their defaults, their noise plan and charge at submission, and their run. Free
 // of the vault's internals; vault_models.cc calls it from FitFairModel and RunJob.
-#ifndef FAIRVAULT_SERVER_APP_STOCHASTIC_JOB_H_
-#define FAIRVAULT_SERVER_APP_STOCHASTIC_JOB_H_
+#ifndef FAIRVAULT_SERVER_APP_MODELS_STOCHASTIC_JOB_H_
+#define FAIRVAULT_SERVER_APP_MODELS_STOCHASTIC_JOB_H_
 
 #include <cstdint>
 #include <functional>
@@ -55,4 +55,4 @@ absl::Status RunStochasticJob(const core::learn::StochasticData& data,
 
 }  // namespace fairvault::server
 
-#endif  // FAIRVAULT_SERVER_APP_STOCHASTIC_JOB_H_
+#endif  // FAIRVAULT_SERVER_APP_MODELS_STOCHASTIC_JOB_H_

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/app/metrics.h"
+#include "server/metrics/metrics.h"
 #include "server/app/vault_test_fixture.h"
 #include "tests/metrics_scrape.h"
 

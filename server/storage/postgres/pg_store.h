@@ -7,8 +7,8 @@
 // Unavailable (retryable; its transaction was rolled back by the server) with a message that
 // names nothing about the database; libpq's own text goes to the server's log (stderr),
 // without the password.
-#ifndef FAIRVAULT_SERVER_STORAGE_PG_STORE_H_
-#define FAIRVAULT_SERVER_STORAGE_PG_STORE_H_
+#ifndef FAIRVAULT_SERVER_STORAGE_POSTGRES_PG_STORE_H_
+#define FAIRVAULT_SERVER_STORAGE_POSTGRES_PG_STORE_H_
 
 #include <cstdint>
 #include <map>
@@ -150,4 +150,4 @@ class PgStore final : public Store {
 
 }  // namespace fairvault::server::storage
 
-#endif  // FAIRVAULT_SERVER_STORAGE_PG_STORE_H_
+#endif  // FAIRVAULT_SERVER_STORAGE_POSTGRES_PG_STORE_H_

@@ -2,7 +2,7 @@
 // that it is unavailable and to retry, never where the database is (socket directory, host,
 // port) or who connects to it (user, database name, password). libpq's own text goes to the
 // server's log, without the password. This binary starts (and stops) its own PostgreSQL.
-#include "server/storage/pg_store.h"
+#include "server/storage/postgres/pg_store.h"
 
 #include <string>
 #include <vector>
@@ -11,7 +11,7 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/storage/test_postgres.h"
+#include "server/storage/postgres/test_postgres.h"
 
 namespace fairvault::server::storage {
 namespace {

@@ -1,5 +1,5 @@
 // A private PostgreSQL server per test binary (see test_postgres.h).
-#include "server/storage/test_postgres.h"
+#include "server/storage/postgres/test_postgres.h"
 
 #include <glob.h>
 #include <libpq-fe.h>

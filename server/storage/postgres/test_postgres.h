@@ -3,8 +3,8 @@
 // TCP port, so tests never collide with each other or with a system cluster). initdb refuses to
 // run as root, so as root the server runs as the unprivileged `postgres` user the package
 // creates.
-#ifndef FAIRVAULT_SERVER_STORAGE_TEST_POSTGRES_H_
-#define FAIRVAULT_SERVER_STORAGE_TEST_POSTGRES_H_
+#ifndef FAIRVAULT_SERVER_STORAGE_POSTGRES_TEST_POSTGRES_H_
+#define FAIRVAULT_SERVER_STORAGE_POSTGRES_TEST_POSTGRES_H_
 
 #include <cstdint>
 #include <memory>
@@ -58,4 +58,4 @@ class TestPostgres {
 
 }  // namespace fairvault::server::storage
 
-#endif  // FAIRVAULT_SERVER_STORAGE_TEST_POSTGRES_H_
+#endif  // FAIRVAULT_SERVER_STORAGE_POSTGRES_TEST_POSTGRES_H_

@@ -11,7 +11,7 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/storage/sqlite_store.h"
+#include "server/storage/sqlite/sqlite_store.h"
 
 namespace fairvault::server::storage {
 namespace {

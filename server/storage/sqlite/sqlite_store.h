@@ -1,8 +1,8 @@
 // SQLite implementation of Store: one file, WAL journal, synchronous=FULL, one connection
 // behind a mutex (SQLite has one writer anyway; the charge path must be serial), and a
 // background checkpointer that keeps the write-ahead log (`<file>-wal`) bounded.
-#ifndef FAIRVAULT_SERVER_STORAGE_SQLITE_STORE_H_
-#define FAIRVAULT_SERVER_STORAGE_SQLITE_STORE_H_
+#ifndef FAIRVAULT_SERVER_STORAGE_SQLITE_SQLITE_STORE_H_
+#define FAIRVAULT_SERVER_STORAGE_SQLITE_SQLITE_STORE_H_
 
 #include <cstdint>
 #include <functional>
@@ -185,4 +185,4 @@ class SqliteStore final : public Store {
 
 }  // namespace fairvault::server::storage
 
-#endif  // FAIRVAULT_SERVER_STORAGE_SQLITE_STORE_H_
+#endif  // FAIRVAULT_SERVER_STORAGE_SQLITE_SQLITE_STORE_H_

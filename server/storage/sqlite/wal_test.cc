@@ -17,7 +17,7 @@
 #include "core/accounting/accountant.h"
 #include "core/testing/status_matchers.h"
 #include "gtest/gtest.h"
-#include "server/storage/sqlite_store.h"
+#include "server/storage/sqlite/sqlite_store.h"
 
 namespace fairvault::server::storage {
 namespace {

@@ -1,6 +1,6 @@
 // Time source seam, so expiry and ledger timestamps are testable.
-#ifndef FAIRVAULT_SERVER_APP_CLOCK_H_
-#define FAIRVAULT_SERVER_APP_CLOCK_H_
+#ifndef FAIRVAULT_SERVER_UTIL_CLOCK_H_
+#define FAIRVAULT_SERVER_UTIL_CLOCK_H_
 
 #include <atomic>
 #include <cstdint>
@@ -34,4 +34,4 @@ class FakeClock final : public Clock {
 
 }  // namespace fairvault::server
 
-#endif  // FAIRVAULT_SERVER_APP_CLOCK_H_
+#endif  // FAIRVAULT_SERVER_UTIL_CLOCK_H_

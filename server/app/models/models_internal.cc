@@ -1,0 +1,131 @@
+#include "server/app/models/models_internal.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "core/util/status_macros.h"
+#include "server/app/vault_internal.h"
+
+namespace fairvault::server::models_internal {
+
+namespace learn = core::learn;
+
+absl::Status ValidateColumns(const google::protobuf::RepeatedPtrField<std::string>& columns,
+                             const char* field, int lo, int hi) {
+  if (columns.size() < lo || columns.size() > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": give ", lo, "..", hi, " columns (got ", columns.size(), ")"));
+  }
+  std::set<std::string> seen;
+  for (const std::string& c : columns) {
+    if (c.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty column name"));
+    if (!seen.insert(c).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": column '", c, "' given twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+learn::NoiseFactory Borrow(const core::dp::IntegerNoise& noise, double planned_scale) {
+  class Borrowed : public core::dp::IntegerNoise {
+   public:
+    explicit Borrowed(const core::dp::IntegerNoise& n) : n_(n) {}
+    int64_t AddNoise(int64_t v, absl::BitGenRef gen) const override { return n_.AddNoise(v, gen); }
+    std::string Name() const override { return n_.Name(); }
+    double Scale() const override { return n_.Scale(); }
+    int64_t HalfWidth(double confidence) const override { return n_.HalfWidth(confidence); }
+
+   private:
+    const core::dp::IntegerNoise& n_;
+  };
+  return [&noise,
+          planned_scale](double scale) -> absl::StatusOr<std::unique_ptr<core::dp::IntegerNoise>> {
+    if (scale != planned_scale) {
+      return absl::InternalError("a best response asked for another noise than it was charged");
+    }
+    return std::make_unique<Borrowed>(noise);
+  };
+}
+
+learn::NoiseFactory SecureLaplace() {
+  return [](double scale) { return core::dp::MakeDiscreteLaplaceNoise(scale); };
+}
+
+learn::Oracle OracleOf(v1::BestResponseOracle oracle) {
+  return oracle == v1::BEST_RESPONSE_ORACLE_FTPL ? learn::Oracle::kFtpl
+                                                 : learn::Oracle::kLeastSquares;
+}
+
+std::string SeedBytes(const core::ChaCha20Stream::Key& key) {
+  std::string out(32, '\0');
+  std::memcpy(out.data(), key.data(), 32);
+  return out;
+}
+
+core::ChaCha20Stream::Key KeyOf(const std::string& seed) {
+  core::ChaCha20Stream::Key key{};
+  std::memcpy(key.data(), seed.data(), std::min<size_t>(seed.size(), 32));
+  return key;
+}
+
+void SetFeatures(const google::protobuf::RepeatedPtrField<std::string>& columns, double clip_l1,
+                 bool intercept, v1::FairModel* model) {
+  v1::FeaturePreprocessing* f = model->mutable_features();
+  *f->mutable_feature_columns() = columns;
+  f->set_clip_l1(clip_l1);
+  f->set_intercept(intercept);
+}
+
+void AddComponent(const Eigen::VectorXd& w, v1::FairModel* model) {
+  v1::LinearClassifier* c = model->add_components();
+  c->mutable_weights()->Reserve(static_cast<int>(w.size()));
+  for (Eigen::Index j = 0; j < w.size(); ++j) c->add_weights(w(j));
+}
+
+learn::LearnerOptions LearnerOptionsOf(const v1::FitFairModelRequest& req) {
+  learn::LearnerOptions options;
+  options.rounds = req.rounds();
+  options.lambda_bound = req.lambda_bound();
+  options.learning_rate = req.learning_rate();
+  options.gamma = req.gamma();
+  options.mass_floor = req.mass_floor();
+  options.oracle = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR
+                       ? learn::Oracle::kFtpl
+                       : learn::Oracle::kLeastSquares;
+  return options;
+}
+
+absl::Status CheckGameIsSolvable(const learn::GameData& game) {
+  RETURN_IF_ERROR(learn::CheckFeatureScale(game.max_row_l1));
+  if (!game.gram.solve(game.xt_label0).allFinite() ||
+      !game.gram.solve(game.xt_label1).allFinite()) {
+    return absl::InvalidArgumentError(
+        "feature_columns: the least-squares system of these features has no finite solution; "
+        "rescale the features or set clip_l1");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GameInputs> LoadGameInputs(
+    const storage::StoredTable& table, const std::vector<int64_t>& rows,
+    const google::protobuf::RepeatedPtrField<std::string>& feature_columns,
+    const std::string& label_column) {
+  GameInputs in;
+  if (!label_column.empty()) {
+    ASSIGN_OR_RETURN(int label, internal::ColumnIndex(table, label_column, "label_column"));
+    ASSIGN_OR_RETURN(in.labels, internal::BinaryColumn(table, label, rows, "label_column"));
+  }
+  for (const std::string& name : feature_columns) {
+    ASSIGN_OR_RETURN(int c, internal::ColumnIndex(table, name, "feature_columns"));
+    ASSIGN_OR_RETURN(const absl::Span<const double> values,
+                     internal::NumericValues(table, c, "feature_columns"));
+    in.features.columns.push_back(values);
+  }
+  in.features.rows = rows;
+  return in;
+}
+
+}  // namespace fairvault::server::models_internal

@@ -1,0 +1,130 @@
+// The PostgreSQL backend: artifacts, the decisions Decide stored, and the access log.
+#include "server/storage/postgres/pg_store.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/util/status_macros.h"
+#include "server/storage/ledger_chain.h"
+#include "server/storage/postgres/statement.h"
+#include "server/storage/store_common.h"
+
+namespace fairvault::server::storage {
+
+using postgres::Params;
+using postgres::Result;
+using postgres::NotFoundIfEmpty;
+using postgres::ArrayLiteral;
+
+absl::StatusOr<ArtifactRecord> PgStore::GetArtifact(const std::string& id) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  ASSIGN_OR_RETURN(Result r, c->Exec("SELECT id, account_id, dataset_id, ledger_seq, "
+                                     "created_micros, payload FROM artifacts WHERE id=$1",
+                                     Params().Text(id)));
+  RETURN_IF_ERROR(NotFoundIfEmpty(r, absl::StrCat("unknown artifact_id '", id, "'")));
+  return ArtifactRecord{r.Text(0, 0), r.Int(0, 1), r.Int(0, 2),
+                        r.Int(0, 3),  r.Int(0, 4), r.Text(0, 5)};
+}
+
+// ---- access log and decisions ----------------------------------------------------------------
+
+absl::StatusOr<std::vector<AccessLogRow>> PgStore::ListAccessLog(const LedgerFilter& filter) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  ASSIGN_OR_RETURN(
+      Result r,
+      c->Exec("SELECT seq, time_micros, account, dataset, artifact_id, "
+              "rows, new_decisions FROM access_log WHERE seq > $1 AND "
+              "($2::text IS NULL OR account = $2) ORDER BY seq LIMIT $3",
+              Params().Int(filter.after_seq).OptionalText(filter.account).Int(filter.limit)));
+  std::vector<AccessLogRow> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    out.push_back(AccessLogRow{r.Int(i, 0), r.Int(i, 1), r.Text(i, 2), r.Text(i, 3), r.Text(i, 4),
+                               r.Int(i, 5), r.Int(i, 6)});
+  }
+  return out;
+}
+
+namespace {
+// Keys per statement when looking up or recording decisions.
+constexpr size_t kDecisionChunk = 20'000;
+}  // namespace
+
+absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> PgStore::GetDecisions(
+    const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  absl::flat_hash_map<std::string, DecisionRow> out;
+  for (size_t start = 0; start < subject_keys.size(); start += kDecisionChunk) {
+    std::vector<std::string> chunk;
+    for (size_t i = start; i < std::min(subject_keys.size(), start + kDecisionChunk); ++i) {
+      chunk.push_back(*subject_keys[i]);
+    }
+    const std::string keys = ArrayLiteral(chunk);
+    ASSIGN_OR_RETURN(Result r, c->Exec("SELECT subject_key, input, output FROM decisions "
+                                       "WHERE artifact_id=$1 AND subject_key = ANY($2::text[])",
+                                       Params().Text(artifact_id).Text(keys)));
+    for (int i = 0; i < r.rows(); ++i) {
+      std::string key = r.Text(i, 0);
+      out.emplace(key, DecisionRow{key, r.Double(i, 1), r.Double(i, 2)});
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> PgStore::RecordDecisions(const std::string& artifact_id,
+                                                 const std::vector<DecisionRow>& rows,
+                                                 const AccessLogRow& log) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  absl::StatusOr<int64_t> seq = c->InTransaction([&]() -> absl::StatusOr<int64_t> {
+    for (size_t start = 0; start < rows.size(); start += kDecisionChunk) {
+      std::vector<std::string> keys, inputs, outputs;
+      for (size_t i = start; i < std::min(rows.size(), start + kDecisionChunk); ++i) {
+        keys.push_back(rows[i].subject_key);
+        // %.17g: the text form reads back as the same double.
+        inputs.push_back(absl::StrFormat("%.17g", rows[i].input));
+        outputs.push_back(absl::StrFormat("%.17g", rows[i].output));
+      }
+      const std::string k = ArrayLiteral(keys), in = ArrayLiteral(inputs),
+                        out = ArrayLiteral(outputs);
+      RETURN_IF_ERROR(
+          c->Run("INSERT INTO decisions(artifact_id, subject_key, input, output) "
+                 "SELECT $1, * FROM unnest($2::text[], $3::text::float8[], "
+                 "$4::text::float8[])",
+                 Params().Text(artifact_id).Text(k).Text(in).Text(out)));
+    }
+    // Access-log rows get consecutive seqs in commit order (a sequence would leave gaps and
+    // commit out of order, and an auditor paging by seq could miss a row).
+    RETURN_IF_ERROR(c->LockHead("access_log"));
+    ASSIGN_OR_RETURN(Result head, c->Exec("SELECT COALESCE(MAX(seq), 0) FROM access_log"));
+    const int64_t next = head.Int(0, 0) + 1;
+    RETURN_IF_ERROR(
+        c->Run("INSERT INTO access_log(seq, time_micros, account, dataset, "
+               "artifact_id, rows, new_decisions) VALUES($1,$2,$3,$4,$5,$6,$7)",
+               Params()
+                   .Int(next)
+                   .Int(log.time_micros)
+                   .Text(log.account)
+                   .Text(log.dataset)
+                   .Text(log.artifact_id)
+                   .Int(log.rows)
+                   .Int(log.new_decisions)));
+    return next;
+  });
+  if (absl::IsAlreadyExists(seq.status())) {
+    // Another process decided some of these subjects at the same time; nothing of this call
+    // was stored or returned. A retry returns the stored decisions.
+    return absl::AbortedError(
+        "another vault process decided some of these subjects concurrently; retry the call (the "
+        "stored decisions will be returned)");
+  }
+  return seq;
+}
+
+}  // namespace fairvault::server::storage

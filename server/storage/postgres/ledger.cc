@@ -1,0 +1,319 @@
+// The PostgreSQL backend: grants, caps and spend, the one charge transaction (under the heads
+// row lock every replica takes: privacy filter, job limit, release, ledger row, stored
+// response), and the hash-chained ledger.
+#include "server/storage/postgres/pg_store.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/util/status_macros.h"
+#include "server/storage/ledger_chain.h"
+#include "server/storage/postgres/statement.h"
+#include "server/storage/store_common.h"
+
+namespace fairvault::server::storage {
+
+using postgres::Params;
+using postgres::Result;
+using postgres::Conn;
+using postgres::kLedgerCols;
+using postgres::kJobCols;
+using postgres::ReadSpend;
+using postgres::ReadLedger;
+using postgres::NotFoundIfEmpty;
+using postgres::DatasetById;
+using postgres::GrantIn;
+using postgres::SpendIn;
+using postgres::DatasetSpendIn;
+using postgres::AppendLedger;
+using core::accounting::Spend;
+using core::accounting::SpentEpsilonMicro;
+
+// ---- grants, caps, spend ---------------------------------------------------------------------
+
+absl::StatusOr<GrantRecord> PgStore::SetGrant(const GrantRecord& grant,
+                                              const std::string& account_name,
+                                              const std::string& dataset_name, int64_t now_micros) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  RETURN_IF_ERROR(c->InTransaction([&]() -> absl::Status {
+    RETURN_IF_ERROR(c->LockHead("ledger"));
+    RETURN_IF_ERROR(c->Run(
+        "INSERT INTO grants(account_id, dataset_id, epsilon_micro, delta) VALUES($1,$2,$3,$4) "
+        "ON CONFLICT(account_id, dataset_id) DO UPDATE SET "
+        "epsilon_micro=excluded.epsilon_micro, delta=excluded.delta",
+        Params()
+            .Int(grant.account_id)
+            .Int(grant.dataset_id)
+            .Int(grant.epsilon_micro)
+            .Double(grant.delta)));
+    LedgerRow row = GrantLedgerRow(grant, account_name, dataset_name, now_micros);
+    return AppendLedger(*c, row, grant.account_id, grant.dataset_id);
+  }));
+  return grant;
+}
+
+absl::StatusOr<std::vector<GrantRecord>> PgStore::ListGrants() {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  ASSIGN_OR_RETURN(Result r, c->Exec("SELECT account_id, dataset_id, epsilon_micro, delta "
+                                     "FROM grants ORDER BY dataset_id, account_id"));
+  std::vector<GrantRecord> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    out.push_back(GrantRecord{r.Int(i, 0), r.Int(i, 1), r.Int(i, 2), r.Double(i, 3)});
+  }
+  return out;
+}
+
+absl::Status PgStore::SetCap(int64_t dataset_id, const std::string& dataset_name,
+                             int64_t epsilon_micro, double delta, int64_t now_micros) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  return c->InTransaction([&]() -> absl::Status {
+    RETURN_IF_ERROR(c->LockHead("ledger"));
+    RETURN_IF_ERROR(c->Run("UPDATE datasets SET cap_micro=$1, cap_delta=$2 WHERE id=$3",
+                           Params().Int(epsilon_micro).Double(delta).Int(dataset_id)));
+    LedgerRow row = CapLedgerRow(dataset_name, epsilon_micro, delta, now_micros);
+    return AppendLedger(*c, row, 0, dataset_id);
+  });
+}
+
+absl::StatusOr<BudgetState> PgStore::GetBudget(int64_t account_id, int64_t dataset_id) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  // Grant and spend from one snapshot.
+  return c->InTransaction([&]() -> absl::StatusOr<BudgetState> {
+    RETURN_IF_ERROR(c->Run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"));
+    BudgetState state;
+    ASSIGN_OR_RETURN(state.grant, GrantIn(*c, account_id, dataset_id));
+    ASSIGN_OR_RETURN(state.spend, SpendIn(*c, account_id, dataset_id));
+    state.spent_micro = SpentEpsilonMicro(state.spend, state.grant.delta);
+    return state;
+  });
+}
+
+absl::StatusOr<Spend> PgStore::GetDatasetSpend(int64_t dataset_id) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  return DatasetSpendIn(*c, dataset_id);
+}
+
+
+// ---- charges ---------------------------------------------------------------------------------
+
+absl::StatusOr<StoredResponse> PgStore::GetStoredResponse(int64_t account_id,
+                                                          const std::string& key) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  ASSIGN_OR_RETURN(Result r, c->Exec("SELECT request_kind, params_digest, ledger_seq, payload, "
+                                     "error_code, error_message FROM responses "
+                                     "WHERE account_id=$1 AND idempotency_key=$2",
+                                     Params().Int(account_id).Text(key)));
+  RETURN_IF_ERROR(NotFoundIfEmpty(r, "no stored response"));
+  return StoredResponse{r.Text(0, 0), r.Text(0, 1), r.Int(0, 2), r.Text(0, 3),
+                        absl::Status(static_cast<absl::StatusCode>(r.Int(0, 4)), r.Text(0, 5))};
+}
+
+absl::StatusOr<ChargeOutcome> PgStore::Charge(const ChargeRequest& request, int64_t now_micros,
+                                              const ChargeBody& body) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  // The charged failure of a body, returned after the commit that stores it.
+  absl::Status failure;
+  absl::StatusOr<ChargeOutcome> outcome = c->InTransaction([&]() -> absl::StatusOr<ChargeOutcome> {
+    // 0. Every charge on the database, from any process, waits here for the one before.
+    RETURN_IF_ERROR(c->LockHead("ledger"));
+
+    // 1. Replays return the stored bytes, charged once.
+    ASSIGN_OR_RETURN(Result stored,
+                     c->Exec("SELECT params_digest, payload, error_code, error_message "
+                             "FROM responses WHERE account_id=$1 AND idempotency_key=$2",
+                             Params().Int(request.account_id).Text(request.idempotency_key)));
+    if (stored.rows() > 0) {
+      if (stored.Text(0, 0) != request.params_digest) {
+        return IdempotencyKeyReused(request.idempotency_key);
+      }
+      RETURN_IF_ERROR(
+          absl::Status(static_cast<absl::StatusCode>(stored.Int(0, 2)), stored.Text(0, 3)));
+      return ChargeOutcome{stored.Text(0, 1), true};
+    }
+
+    // 2. The privacy filter, on the declared cost only, and the job limit. Jobs are created
+    // only by charges, which hold the lock: no other process adds one before this commits.
+    ASSIGN_OR_RETURN(Spend spend, SpendIn(*c, request.account_id, request.dataset_id));
+    ASSIGN_OR_RETURN(Admission admitted,
+                     AdmitCharge(
+                         request, GrantIn(*c, request.account_id, request.dataset_id), spend,
+                         DatasetById(*c, request.dataset_id),
+                         [&] { return DatasetSpendIn(*c, request.dataset_id); },
+                         [&]() -> absl::StatusOr<int64_t> {
+                           ASSIGN_OR_RETURN(
+                               Result r,
+                               c->Exec("SELECT COUNT(*) FROM jobs WHERE state IN (1, 2)"));
+                           return r.Int(0, 0);
+                         }));
+
+    // 3. Compute the release inside the transaction, then debit and store it together.
+    ASSIGN_OR_RETURN(Result head, c->Exec("SELECT COALESCE(MAX(seq), 0) FROM ledger"));
+    const int64_t seq = head.Int(0, 0) + 1;
+    absl::StatusOr<ChargeResult> computed = body(seq, admitted.after);
+    ChargeResult result;
+    if (computed.ok()) {
+      result = *std::move(computed);
+    } else {
+      failure = ChargedFailure(computed.status());
+    }
+    LedgerRow row = ChargeLedgerRow(request, now_micros);
+    RETURN_IF_ERROR(AppendLedger(*c, row, request.account_id, request.dataset_id));
+    if (row.seq != seq) return absl::InternalError("ledger sequence moved inside a transaction");
+    const Spend& after = admitted.after.spend;
+    const std::string all = EncodeInt64s(after.rdp_all_nano);
+    const std::string nonpure = EncodeInt64s(after.rdp_nonpure_nano);
+    RETURN_IF_ERROR(c->Run(
+        "INSERT INTO spend(account_id, dataset_id, releases, pure_micro, rdp_all, rdp_nonpure) "
+        "VALUES($1,$2,$3,$4,$5,$6) ON CONFLICT(account_id, dataset_id) DO UPDATE SET "
+        "releases=excluded.releases, pure_micro=excluded.pure_micro, rdp_all=excluded.rdp_all, "
+        "rdp_nonpure=excluded.rdp_nonpure",
+        Params()
+            .Int(request.account_id)
+            .Int(request.dataset_id)
+            .Int(after.releases)
+            .Int(after.pure_micro)
+            .Bytes(all)
+            .Bytes(nonpure)));
+    RETURN_IF_ERROR(
+        c->Run("INSERT INTO responses(account_id, idempotency_key, request_kind, params_digest, "
+               "ledger_seq, payload, error_code, error_message) VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
+               Params()
+                   .Int(request.account_id)
+                   .Text(request.idempotency_key)
+                   .Text(request.request_kind)
+                   .Text(request.params_digest)
+                   .Int(seq)
+                   .Bytes(result.response_payload)
+                   .Int(static_cast<int64_t>(failure.code()))
+                   .Text(std::string(failure.message()))));
+    if (result.artifact) {
+      const ArtifactRecord& a = *result.artifact;
+      RETURN_IF_ERROR(
+          c->Run("INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, "
+                 "created_micros, payload) VALUES($1,$2,$3,$4,$5,$6)",
+                 Params()
+                     .Text(a.id)
+                     .Int(a.account_id)
+                     .Int(a.dataset_id)
+                     .Int(seq)
+                     .Int(a.created_micros)
+                     .Bytes(a.payload)));
+    }
+    if (result.job) {
+      // Created queued and unstarted, paid for by this charge, whatever the record says.
+      const JobRecord& j = *result.job;
+      Params p;
+      p.Text(j.id).Int(j.account_id).Int(j.dataset_id).Int(seq).Text(j.idempotency_key);
+      p.Text(j.table_handle).Int(j.algorithm).Bytes(j.request).Bytes(j.plan).Bytes(j.seed);
+      p.Int(j.subject_limit).Int(static_cast<int64_t>(JobState::kQueued)).Int(j.total);
+      p.Int(j.submitted_micros != 0 ? j.submitted_micros : now_micros);
+      RETURN_IF_ERROR(c->Run(absl::StrCat("INSERT INTO jobs(", kJobCols,
+                                          ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,0,$13,"
+                                          "$14,0,0,0,'','','',0)")
+                                 .c_str(),
+                             p));
+    }
+    return ChargeOutcome{std::move(result.response_payload), false};
+  });
+  RETURN_IF_ERROR(outcome.status());
+  if (!outcome->replayed) RETURN_IF_ERROR(failure);
+  return outcome;
+}
+
+
+namespace {
+
+// What VerifyLedgerFrom reads, inside one REPEATABLE READ transaction (one snapshot).
+class PgLedgerReader final : public LedgerReader {
+ public:
+  explicit PgLedgerReader(Conn& c) : c_(c) {}
+  absl::Status ForEachLedgerRow(const RowFn& fn) override {
+    // In pages: a ledger of millions of rows is not held in memory at once.
+    int64_t after = 0;
+    while (true) {
+      ASSIGN_OR_RETURN(Result r, c_.Exec(absl::StrCat("SELECT ", kLedgerCols,
+                                                      " FROM ledger WHERE seq > $1 "
+                                                      "ORDER BY seq LIMIT 10000")
+                                             .c_str(),
+                                         Params().Int(after)));
+      if (r.rows() == 0) return absl::OkStatus();
+      for (int i = 0; i < r.rows(); ++i) {
+        RETURN_IF_ERROR(fn(ReadLedger(r, i), r.Int(i, 3), r.Int(i, 5)));
+        after = r.Int(i, 0);
+      }
+    }
+  }
+  absl::Status ForEachGrant(const GrantFn& fn) override {
+    ASSIGN_OR_RETURN(Result r,
+                     c_.Exec("SELECT account_id, dataset_id, epsilon_micro, delta FROM grants"));
+    for (int i = 0; i < r.rows(); ++i) {
+      RETURN_IF_ERROR(fn(r.Int(i, 0), r.Int(i, 1), r.Int(i, 2), r.Double(i, 3)));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status ForEachCap(const CapFn& fn) override {
+    ASSIGN_OR_RETURN(
+        Result r,
+        c_.Exec("SELECT id, cap_micro, cap_delta FROM datasets WHERE cap_micro IS NOT NULL"));
+    for (int i = 0; i < r.rows(); ++i)
+      RETURN_IF_ERROR(fn(r.Int(i, 0), r.Int(i, 1), r.Double(i, 2)));
+    return absl::OkStatus();
+  }
+  absl::Status ForEachSpend(const SpendFn& fn) override {
+    ASSIGN_OR_RETURN(Result r, c_.Exec("SELECT account_id, dataset_id, releases, pure_micro, "
+                                       "rdp_all, rdp_nonpure FROM spend"));
+    for (int i = 0; i < r.rows(); ++i) {
+      ASSIGN_OR_RETURN(Spend stored, ReadSpend(r, i, 2));
+      RETURN_IF_ERROR(fn(r.Int(i, 0), r.Int(i, 1), stored));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<bool> DatasetExists(int64_t dataset_id) override {
+    ASSIGN_OR_RETURN(Result r,
+                     c_.Exec("SELECT 1 FROM datasets WHERE id=$1", Params().Int(dataset_id)));
+    return r.rows() > 0;
+  }
+
+ private:
+  Conn& c_;
+};
+
+}  // namespace
+
+// ---- ledger ----------------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<LedgerRow>> PgStore::ListLedger(const LedgerFilter& filter) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  ASSIGN_OR_RETURN(Result r,
+                   c->Exec(absl::StrCat("SELECT ", kLedgerCols,
+                                        " FROM ledger WHERE seq > $1 AND ($2::text IS NULL OR "
+                                        "account = $2) AND ($3::text IS NULL OR dataset = $3) "
+                                        "ORDER BY seq LIMIT $4")
+                               .c_str(),
+                           Params()
+                               .Int(filter.after_seq)
+                               .OptionalText(filter.account)
+                               .OptionalText(filter.dataset)
+                               .Int(filter.limit)));
+  std::vector<LedgerRow> out;
+  for (int i = 0; i < r.rows(); ++i) out.push_back(ReadLedger(r, i));
+  return out;
+}
+
+absl::StatusOr<LedgerVerification> PgStore::VerifyLedger() {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  return c->InTransaction([&]() -> absl::StatusOr<LedgerVerification> {
+    RETURN_IF_ERROR(c->Run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+    PgLedgerReader reader(*c);
+    return VerifyLedgerFrom(reader);
+  });
+}
+
+}  // namespace fairvault::server::storage

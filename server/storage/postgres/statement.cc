@@ -1,0 +1,177 @@
+#include "server/storage/postgres/statement.h"
+
+#include "absl/strings/match.h"
+#include "server/storage/ledger_chain.h"
+#include "server/storage/store_common.h"
+
+namespace fairvault::server::storage::postgres {
+
+using core::accounting::Spend;
+
+bool IsConnectionLoss(const char* sqlstate) {
+  // 08: connection exceptions; 57P01-57P03: the server is shutting down or starting;
+  // 53300: too many connections.
+  return sqlstate != nullptr &&
+         (absl::StartsWith(sqlstate, "08") || absl::StartsWith(sqlstate, "57P") ||
+          std::strcmp(sqlstate, "53300") == 0);
+}
+
+AccountRecord ReadAccount(const Result& r, int i) {
+  return AccountRecord{r.Int(i, 0),  r.Text(i, 1), static_cast<Role>(r.Int(i, 2)),
+                       r.Text(i, 3), r.Text(i, 4), r.Int(i, 5)};
+}
+
+DatasetRecord ReadDataset(const Result& r, int i) {
+  DatasetRecord d;
+  d.id = r.Int(i, 0);
+  d.name = r.Text(i, 1);
+  d.attributes = r.Text(i, 2);
+  d.created_micros = r.Int(i, 3);
+  d.subject_count = r.Int(i, 4);
+  if (!r.IsNull(i, 5)) d.cap_micro = r.Int(i, 5);
+  d.cap_delta = r.Double(i, 6);
+  return d;
+}
+
+absl::StatusOr<Spend> ReadSpend(const Result& r, int i, int first_col) {
+  Spend spend;
+  spend.releases = r.Int(i, first_col);
+  spend.pure_micro = r.Int(i, first_col + 1);
+  ASSIGN_OR_RETURN(spend.rdp_all_nano, DecodeInt64s(r.Text(i, first_col + 2)));
+  ASSIGN_OR_RETURN(spend.rdp_nonpure_nano, DecodeInt64s(r.Text(i, first_col + 3)));
+  return spend;
+}
+
+LedgerRow ReadLedger(const Result& r, int i) {
+  LedgerRow row;
+  row.seq = r.Int(i, 0);
+  row.time_micros = r.Int(i, 1);
+  row.kind = r.Text(i, 2);
+  row.account = r.Text(i, 4);
+  row.dataset = r.Text(i, 6);
+  row.request_kind = r.Text(i, 7);
+  row.idempotency_key = r.Text(i, 8);
+  row.epsilon = r.Double(i, 9);
+  row.delta = r.Double(i, 10);
+  row.mechanism = r.Text(i, 11);
+  if (!r.IsNull(i, 12)) row.pure_micro = r.Int(i, 12);
+  auto rdp = DecodeInt64s(r.Text(i, 13));
+  if (rdp.ok()) row.rdp_nano = *std::move(rdp);
+  row.prev_hash = r.Text(i, 14);
+  row.hash = r.Text(i, 15);
+  return row;
+}
+
+JobRecord ReadJob(const Result& r, int i) {
+  JobRecord j;
+  j.id = r.Text(i, 0);
+  j.account_id = r.Int(i, 1);
+  j.dataset_id = r.Int(i, 2);
+  j.ledger_seq = r.Int(i, 3);
+  j.idempotency_key = r.Text(i, 4);
+  j.table_handle = r.Text(i, 5);
+  j.algorithm = static_cast<int32_t>(r.Int(i, 6));
+  j.request = r.Text(i, 7);
+  j.plan = r.Text(i, 8);
+  j.seed = r.Text(i, 9);
+  j.subject_limit = r.Int(i, 10);
+  j.state = static_cast<JobState>(r.Int(i, 11));
+  j.done = r.Int(i, 12);
+  j.total = r.Int(i, 13);
+  j.submitted_micros = r.Int(i, 14);
+  j.started_micros = r.Int(i, 15);
+  j.finished_micros = r.Int(i, 16);
+  j.attempts = static_cast<int32_t>(r.Int(i, 17));
+  j.artifact_id = r.Text(i, 18);
+  j.error = r.Text(i, 19);
+  j.lease_owner = r.Text(i, 20);
+  j.lease_expires_micros = r.Int(i, 21);
+  return j;
+}
+
+absl::Status NotFoundIfEmpty(const Result& r, const std::string& what) {
+  if (r.rows() == 0) return absl::NotFoundError(what);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobRecord> JobIn(Conn& c, const std::string& id, bool for_update) {
+  ASSIGN_OR_RETURN(Result r, c.Exec(absl::StrCat("SELECT ", kJobCols, " FROM jobs WHERE id=$1",
+                                                 for_update ? " FOR UPDATE" : "")
+                                        .c_str(),
+                                    Params().Text(id)));
+  RETURN_IF_ERROR(NotFoundIfEmpty(r, UnknownJob(id)));
+  return ReadJob(r, 0);
+}
+
+absl::StatusOr<DatasetRecord> DatasetById(Conn& c, int64_t id) {
+  ASSIGN_OR_RETURN(
+      Result r, c.Exec(absl::StrCat("SELECT ", kDatasetCols, " FROM datasets WHERE id=$1").c_str(),
+                       Params().Int(id)));
+  RETURN_IF_ERROR(NotFoundIfEmpty(r, absl::StrCat("no dataset with id ", id)));
+  return ReadDataset(r, 0);
+}
+
+absl::StatusOr<GrantRecord> GrantIn(Conn& c, int64_t account_id, int64_t dataset_id) {
+  ASSIGN_OR_RETURN(Result r, c.Exec("SELECT epsilon_micro, delta FROM grants "
+                                    "WHERE account_id=$1 AND dataset_id=$2",
+                                    Params().Int(account_id).Int(dataset_id)));
+  RETURN_IF_ERROR(NotFoundIfEmpty(r, "no grant"));
+  return GrantRecord{account_id, dataset_id, r.Int(0, 0), r.Double(0, 1)};
+}
+
+absl::StatusOr<Spend> SpendIn(Conn& c, int64_t account_id, int64_t dataset_id) {
+  ASSIGN_OR_RETURN(Result r, c.Exec("SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend "
+                                    "WHERE account_id=$1 AND dataset_id=$2",
+                                    Params().Int(account_id).Int(dataset_id)));
+  if (r.rows() == 0) return Spend{};
+  return ReadSpend(r, 0, 0);
+}
+
+absl::StatusOr<Spend> DatasetSpendIn(Conn& c, int64_t dataset_id) {
+  ASSIGN_OR_RETURN(Result r, c.Exec("SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend "
+                                    "WHERE dataset_id=$1",
+                                    Params().Int(dataset_id)));
+  Spend total;
+  for (int i = 0; i < r.rows(); ++i) {
+    ASSIGN_OR_RETURN(Spend one, ReadSpend(r, i, 0));
+    total.Merge(one);  // saturating: a wrapped sum would look like no spend at all
+  }
+  return total;
+}
+
+// Appends one row to the chain inside the caller's transaction, which holds the ledger head's
+// lock; fills seq and hashes.
+absl::Status AppendLedger(Conn& c, LedgerRow& row, int64_t account_id, int64_t dataset_id) {
+  ASSIGN_OR_RETURN(Result head, c.Exec("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1"));
+  row.seq = head.rows() == 0 ? 1 : head.Int(0, 0) + 1;
+  row.prev_hash = head.rows() == 0 ? std::string(kGenesisHash) : head.Text(0, 1);
+  row.hash = LedgerRowHash(row, account_id, dataset_id);
+  const std::string rdp = EncodeInt64s(row.rdp_nano);
+  Params p;
+  p.Int(row.seq).Int(row.time_micros).Text(row.kind).Int(account_id).Text(row.account);
+  p.Int(dataset_id).Text(row.dataset).Text(row.request_kind).Text(row.idempotency_key);
+  p.Double(row.epsilon).Double(row.delta).Text(row.mechanism).OptionalInt(row.pure_micro);
+  p.Bytes(rdp).Text(row.prev_hash).Text(row.hash);
+  return c.Run(absl::StrCat("INSERT INTO ledger(", kLedgerCols,
+                            ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)")
+                   .c_str(),
+               p);
+}
+
+// A PostgreSQL array literal of `values` (for = ANY($n::text[]) and unnest).
+std::string ArrayLiteral(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char ch : values[i]) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      out += ch;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace fairvault::server::storage::postgres

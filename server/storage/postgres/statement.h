@@ -1,0 +1,245 @@
+// The PostgreSQL backend's parameters, results, connection and row readers, shared by its files
+// (one per domain: catalog, ledger, tables, artifacts, jobs). Internal to
+// server/storage/postgres.
+#ifndef FAIRVAULT_SERVER_STORAGE_POSTGRES_STATEMENT_H_
+#define FAIRVAULT_SERVER_STORAGE_POSTGRES_STATEMENT_H_
+
+#include <libpq-fe.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/internal/endian.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "core/accounting/accountant.h"
+#include "core/util/status_macros.h"
+#include "server/storage/postgres/pg_store.h"
+#include "server/storage/store.h"
+
+namespace fairvault::server::storage::postgres {
+
+// Type OIDs of the parameters we send (pg_type.h).
+constexpr Oid kInt8 = 20;
+constexpr Oid kText = 25;
+constexpr Oid kFloat8 = 701;
+constexpr Oid kBytea = 17;
+
+// Binary parameters for PQexecParams.
+class Params {
+ public:
+  Params& Int(int64_t v) {
+    std::string b(8, '\0');
+    absl::big_endian::Store64(b.data(), static_cast<uint64_t>(v));
+    return Add(kInt8, std::move(b));
+  }
+  Params& Double(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    std::string b(8, '\0');
+    absl::big_endian::Store64(b.data(), bits);
+    return Add(kFloat8, std::move(b));
+  }
+  Params& Text(const std::string& v) { return Ref(kText, v); }
+  Params& Bytes(const std::string& v) { return Ref(kBytea, v); }
+  Params& OptionalInt(const std::optional<int64_t>& v) { return v ? Int(*v) : Null(kInt8); }
+  Params& OptionalText(const std::optional<std::string>& v) { return v ? Text(*v) : Null(kText); }
+  Params& Null(Oid type) {
+    types_.push_back(type);
+    values_.push_back(nullptr);
+    lengths_.push_back(0);
+    return *this;
+  }
+
+  int size() const { return static_cast<int>(types_.size()); }
+  const Oid* types() const { return types_.data(); }
+  const char* const* values() const { return values_.data(); }
+  const int* lengths() const { return lengths_.data(); }
+  const int* formats() const {
+    formats_.assign(types_.size(), 1);
+    return formats_.data();
+  }
+
+ private:
+  Params& Add(Oid type, std::string bytes) {
+    owned_.push_back(std::make_unique<std::string>(std::move(bytes)));
+    return Ref(type, *owned_.back());
+  }
+  // Refers to `v`, which must outlive the call.
+  Params& Ref(Oid type, const std::string& v) {
+    types_.push_back(type);
+    values_.push_back(v.data());
+    lengths_.push_back(static_cast<int>(v.size()));
+    return *this;
+  }
+  std::vector<Oid> types_;
+  std::vector<const char*> values_;
+  std::vector<int> lengths_;
+  mutable std::vector<int> formats_;
+  std::vector<std::unique_ptr<std::string>> owned_;
+};
+
+// A query result in binary form.
+class Result {
+ public:
+  explicit Result(PGresult* r) : r_(r) {}
+  Result(Result&& o) noexcept : r_(std::exchange(o.r_, nullptr)) {}
+  Result& operator=(Result&&) = delete;
+  ~Result() { PQclear(r_); }
+
+  int rows() const { return PQntuples(r_); }
+  bool IsNull(int row, int col) const { return PQgetisnull(r_, row, col) != 0; }
+  int64_t Int(int row, int col) const {
+    const char* p = PQgetvalue(r_, row, col);
+    switch (PQgetlength(r_, row, col)) {
+      case 8:
+        return static_cast<int64_t>(absl::big_endian::Load64(p));
+      case 4:
+        return static_cast<int32_t>(absl::big_endian::Load32(p));
+      case 2:
+        return static_cast<int16_t>(absl::big_endian::Load16(p));
+      case 1:
+        return static_cast<unsigned char>(p[0]);
+      default:
+        return 0;
+    }
+  }
+  double Double(int row, int col) const {
+    uint64_t bits = absl::big_endian::Load64(PQgetvalue(r_, row, col));
+    double v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  }
+  std::string Text(int row, int col) const {
+    return std::string(PQgetvalue(r_, row, col), PQgetlength(r_, row, col));
+  }
+  // Rows a command changed.
+  int64_t changed() const {
+    const char* n = PQcmdTuples(r_);
+    return n[0] == '\0' ? 0 : std::strtoll(n, nullptr, 10);
+  }
+
+ private:
+  PGresult* r_;
+};
+
+// Whether a SQLSTATE says the connection is gone (or the server is shutting down or starting).
+bool IsConnectionLoss(const char* sqlstate);
+
+}  // namespace fairvault::server::storage::postgres
+
+namespace fairvault::server::storage {
+
+// One connection. Exec maps PostgreSQL's errors to statuses: a lost connection (or a server
+// that is restarting) is Unavailable (its detail logged by the store), a unique violation
+// AlreadyExists.
+class PgStore::Conn {
+  using Params = postgres::Params;
+  using Result = postgres::Result;
+
+ public:
+  Conn(PGconn* c, PgStore* store) : c_(c), store_(store) {}
+  ~Conn() { PQfinish(c_); }
+  bool ok() const { return PQstatus(c_) == CONNECTION_OK; }
+
+  absl::StatusOr<Result> Exec(const char* sql, const Params& p = Params()) {
+    return Check(PQexecParams(c_, sql, p.size(), p.types(), p.values(), p.lengths(), p.formats(),
+                              /*resultFormat=*/1));
+  }
+
+  // Several statements without parameters (the schema).
+  absl::Status Script(const char* sql) { return Check(PQexec(c_, sql)).status(); }
+
+  absl::StatusOr<Result> Check(PGresult* raw) {
+    const ExecStatusType st = raw == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(raw);
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return Result(raw);
+    const char* sqlstate = raw ? PQresultErrorField(raw, PG_DIAG_SQLSTATE) : nullptr;
+    std::string message = raw ? PQresultErrorMessage(raw) : PQerrorMessage(c_);
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
+      message.pop_back();
+    }
+    absl::Status status;
+    // No SQLSTATE: libpq's own error, not the server's; e.g. "server closed the connection
+    // unexpectedly" while PQstatus still says CONNECTION_OK (seen under pg_ctl stop -m immediate).
+    if (!ok() || sqlstate == nullptr || postgres::IsConnectionLoss(sqlstate)) {
+      status = store_->Unavailable(message);
+    } else if (sqlstate != nullptr && std::strcmp(sqlstate, "23505") == 0) {
+      status = absl::AlreadyExistsError(absl::StrCat("constraint: ", message));
+    } else if (sqlstate != nullptr &&
+               (std::strcmp(sqlstate, "40001") == 0 || std::strcmp(sqlstate, "40P01") == 0)) {
+      status = absl::AbortedError(absl::StrCat("postgres: ", message, "; retry"));
+    } else if (sqlstate != nullptr && std::strcmp(sqlstate, "54000") == 0) {
+      status = absl::InvalidArgumentError(
+          "a value is larger than the database accepts (1 GB per batch or table); split it");
+    } else {
+      status = absl::InternalError(absl::StrCat("postgres: ", message));
+    }
+    PQclear(raw);
+    return status;
+  }
+
+  absl::Status Run(const char* sql, const Params& p = Params()) { return Exec(sql, p).status(); }
+
+  // BEGIN ... COMMIT around `fn`, rolled back unless `fn` and the commit succeed.
+  template <typename Fn>
+  auto InTransaction(Fn fn) -> decltype(fn()) {
+    RETURN_IF_ERROR(Run("BEGIN"));
+    auto result = fn();
+    if (!result.ok()) {
+      (void)Run("ROLLBACK");
+      return result;
+    }
+    RETURN_IF_ERROR(Run("COMMIT"));
+    return result;
+  }
+
+  // Serializes ledger (or access-log) appends across every process on the database.
+  absl::Status LockHead(const char* name) {
+    return Run("SELECT name FROM heads WHERE name=$1 FOR UPDATE", Params().Text(name));
+  }
+
+ private:
+  PGconn* c_;
+  PgStore* store_;
+};
+
+}  // namespace fairvault::server::storage
+
+namespace fairvault::server::storage::postgres {
+
+using Conn = PgStore::Conn;
+
+inline constexpr char kAccountCols[] =
+    "id, name, role, key_salt, key_hash, created_micros";
+inline constexpr char kDatasetCols[] =
+    "id, name, attributes, created_micros, subject_count, cap_micro, cap_delta";
+inline constexpr char kLedgerCols[] =
+    "seq, time_micros, kind, account_id, account, dataset_id, dataset, request_kind, "
+    "idempotency_key, epsilon, delta, mechanism, pure_micro, rdp, prev_hash, hash";
+inline constexpr char kJobCols[] =
+    "id, account_id, dataset_id, ledger_seq, idempotency_key, table_handle, algorithm, request, "
+    "plan, seed, subject_limit, state, done, total, submitted_micros, started_micros, "
+    "finished_micros, attempts, artifact_id, error, lease_owner, lease_expires_micros";
+
+AccountRecord ReadAccount(const Result& r, int i);
+DatasetRecord ReadDataset(const Result& r, int i);
+absl::StatusOr<core::accounting::Spend> ReadSpend(const Result& r, int i, int first_col);
+LedgerRow ReadLedger(const Result& r, int i);
+JobRecord ReadJob(const Result& r, int i);
+absl::Status NotFoundIfEmpty(const Result& r, const std::string& what);
+absl::StatusOr<JobRecord> JobIn(Conn& c, const std::string& id, bool for_update);
+absl::StatusOr<DatasetRecord> DatasetById(Conn& c, int64_t id);
+absl::StatusOr<GrantRecord> GrantIn(Conn& c, int64_t account_id, int64_t dataset_id);
+absl::StatusOr<core::accounting::Spend> SpendIn(Conn& c, int64_t account_id, int64_t dataset_id);
+absl::StatusOr<core::accounting::Spend> DatasetSpendIn(Conn& c, int64_t dataset_id);
+absl::Status AppendLedger(Conn& c, LedgerRow& row, int64_t account_id, int64_t dataset_id);
+std::string ArrayLiteral(const std::vector<std::string>& values);
+
+}  // namespace fairvault::server::storage::postgres
+
+#endif  // FAIRVAULT_SERVER_STORAGE_POSTGRES_STATEMENT_H_

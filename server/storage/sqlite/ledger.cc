@@ -1,0 +1,349 @@
+// The SQLite backend: grants, caps and spend, the one charge transaction (privacy filter, job
+// limit, release, ledger row and stored response), and the hash-chained ledger.
+#include "server/storage/sqlite/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/util/status_macros.h"
+#include "core/util/truncate.h"
+#include "server/storage/ledger_chain.h"
+#include "server/storage/sqlite/statement.h"
+#include "server/storage/store_common.h"
+
+namespace fairvault::server::storage {
+
+using sqlite::Stmt;
+using sqlite::Transaction;
+using sqlite::ReadSpend;
+using sqlite::ReadLedger;
+using sqlite::kLedgerCols;
+using sqlite::StoredFailure;
+using sqlite::NotFoundIfNoRow;
+using sqlite::kJobCols;
+using core::accounting::Spend;
+using core::accounting::SpentEpsilonMicro;
+
+// ---- grants, caps, spend -------------------------------------------------------------------
+
+absl::StatusOr<std::pair<int64_t, std::string>> SqliteStore::LedgerHeadLocked() {
+  Stmt s(db_, "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1");
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::make_pair(int64_t{0}, std::string(kGenesisHash));
+  return std::make_pair(s.Int(0), s.Text(1));
+}
+
+absl::Status SqliteStore::AppendLedgerLocked(LedgerRow& row, int64_t account_id,
+                                             int64_t dataset_id) {
+  ASSIGN_OR_RETURN(auto head, LedgerHeadLocked());
+  row.seq = head.first + 1;
+  row.prev_hash = head.second;
+  row.hash = LedgerRowHash(row, account_id, dataset_id);
+  Stmt s(db_, absl::StrCat("INSERT INTO ledger(", kLedgerCols,
+                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                  .c_str());
+  s.Bind(1, row.seq).Bind(2, row.time_micros).Bind(3, row.kind).Bind(4, account_id);
+  s.Bind(5, row.account).Bind(6, dataset_id).Bind(7, row.dataset).Bind(8, row.request_kind);
+  s.Bind(9, row.idempotency_key).Bind(10, row.epsilon).Bind(11, row.delta);
+  s.Bind(12, row.mechanism);
+  if (row.pure_micro) {
+    s.Bind(13, *row.pure_micro);
+  } else {
+    s.BindNull(13);
+  }
+  std::string rdp = EncodeInt64s(row.rdp_nano);
+  s.BindBlob(14, rdp).Bind(15, row.prev_hash).Bind(16, row.hash);
+  return s.Run();
+}
+
+absl::StatusOr<GrantRecord> SqliteStore::SetGrant(const GrantRecord& grant,
+                                                  const std::string& account_name,
+                                                  const std::string& dataset_name,
+                                                  int64_t now_micros) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_,
+         "INSERT INTO grants(account_id, dataset_id, epsilon_micro, delta) VALUES(?,?,?,?) "
+         "ON CONFLICT(account_id, dataset_id) DO UPDATE SET epsilon_micro=excluded.epsilon_micro, "
+         "delta=excluded.delta");
+  s.Bind(1, grant.account_id).Bind(2, grant.dataset_id).Bind(3, grant.epsilon_micro);
+  s.Bind(4, grant.delta);
+  RETURN_IF_ERROR(s.Run());
+  LedgerRow row = GrantLedgerRow(grant, account_name, dataset_name, now_micros);
+  RETURN_IF_ERROR(AppendLedgerLocked(row, grant.account_id, grant.dataset_id));
+  RETURN_IF_ERROR(txn.Commit());
+  return grant;
+}
+
+absl::StatusOr<std::vector<GrantRecord>> SqliteStore::ListGrants() {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "SELECT account_id, dataset_id, epsilon_micro, delta FROM grants "
+         "ORDER BY dataset_id, account_id");
+  std::vector<GrantRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(GrantRecord{s.Int(0), s.Int(1), s.Int(2), s.Double(3)});
+  }
+  return out;
+}
+
+absl::Status SqliteStore::SetCap(int64_t dataset_id, const std::string& dataset_name,
+                                 int64_t epsilon_micro, double delta, int64_t now_micros) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  Stmt s(db_, "UPDATE datasets SET cap_micro=?, cap_delta=? WHERE id=?");
+  s.Bind(1, epsilon_micro).Bind(2, delta).Bind(3, dataset_id);
+  RETURN_IF_ERROR(s.Run());
+  LedgerRow row = CapLedgerRow(dataset_name, epsilon_micro, delta, now_micros);
+  RETURN_IF_ERROR(AppendLedgerLocked(row, 0, dataset_id));
+  return txn.Commit();
+}
+
+absl::StatusOr<GrantRecord> SqliteStore::GrantLocked(int64_t account_id, int64_t dataset_id) {
+  Stmt s(db_, "SELECT epsilon_micro, delta FROM grants WHERE account_id=? AND dataset_id=?");
+  s.Bind(1, account_id).Bind(2, dataset_id);
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no grant"));
+  return GrantRecord{account_id, dataset_id, s.Int(0), s.Double(1)};
+}
+
+absl::StatusOr<Spend> SqliteStore::SpendLocked(int64_t account_id, int64_t dataset_id) {
+  Stmt s(db_,
+         "SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend "
+         "WHERE account_id=? AND dataset_id=?");
+  s.Bind(1, account_id).Bind(2, dataset_id);
+  ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Spend{};
+  return ReadSpend(s, 0);
+}
+
+absl::StatusOr<Spend> SqliteStore::DatasetSpendLocked(int64_t dataset_id) {
+  Stmt s(db_, "SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend WHERE dataset_id=?");
+  s.Bind(1, dataset_id);
+  Spend total;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(Spend one, ReadSpend(s, 0));
+    total.Merge(one);  // saturating: a wrapped sum would look like no spend at all
+  }
+  return total;
+}
+
+absl::StatusOr<BudgetState> SqliteStore::GetBudget(int64_t account_id, int64_t dataset_id) {
+  absl::MutexLock lock(&mu_);
+  BudgetState state;
+  ASSIGN_OR_RETURN(state.grant, GrantLocked(account_id, dataset_id));
+  ASSIGN_OR_RETURN(state.spend, SpendLocked(account_id, dataset_id));
+  state.spent_micro = SpentEpsilonMicro(state.spend, state.grant.delta);
+  return state;
+}
+
+absl::StatusOr<Spend> SqliteStore::GetDatasetSpend(int64_t dataset_id) {
+  absl::MutexLock lock(&mu_);
+  return DatasetSpendLocked(dataset_id);
+}
+
+
+// ---- charges -------------------------------------------------------------------------------
+
+absl::StatusOr<StoredResponse> SqliteStore::GetStoredResponse(int64_t account_id,
+                                                              const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "SELECT request_kind, params_digest, ledger_seq, payload, error_code, error_message "
+         "FROM responses WHERE account_id=? AND idempotency_key=?");
+  s.Bind(1, account_id).Bind(2, key);
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no stored response"));
+  return StoredResponse{s.Text(0), s.Text(1), s.Int(2), s.Text(3), StoredFailure(s, 4)};
+}
+
+absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, int64_t now_micros,
+                                                  const ChargeBody& body) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+
+  // 1. Replays return the stored bytes, charged once.
+  {
+    Stmt s(db_,
+           "SELECT params_digest, payload, error_code, error_message FROM responses WHERE "
+           "account_id=? AND idempotency_key=?");
+    s.Bind(1, request.account_id).Bind(2, request.idempotency_key);
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (row) {
+      if (s.Text(0) != request.params_digest) {
+        return IdempotencyKeyReused(request.idempotency_key);
+      }
+      RETURN_IF_ERROR(StoredFailure(s, 2));
+      return ChargeOutcome{s.Text(1), true};
+    }
+  }
+
+  // 2. The privacy filter, on the declared cost only, and the job limit.
+  ASSIGN_OR_RETURN(Spend spend, SpendLocked(request.account_id, request.dataset_id));
+  absl::StatusOr<DatasetRecord> dataset = DatasetLocked("id=?", request.dataset_id, "");
+  ASSIGN_OR_RETURN(
+      Admission admitted,
+      AdmitCharge(
+          request, GrantLocked(request.account_id, request.dataset_id), spend, dataset,
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return DatasetSpendLocked(request.dataset_id); },
+          [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<int64_t> {
+            Stmt s(db_, "SELECT COUNT(*) FROM jobs WHERE state IN (1, 2)");
+            RETURN_IF_ERROR(s.Step().status());
+            return s.Int(0);
+          }));
+
+  // 3. Compute the release inside the transaction, then debit and store it together.
+  ASSIGN_OR_RETURN(auto head, LedgerHeadLocked());
+  const int64_t seq = head.first + 1;
+  absl::StatusOr<ChargeResult> computed = body(seq, admitted.after);
+  ChargeResult result;
+  absl::Status failure;
+  if (computed.ok()) {
+    result = *std::move(computed);
+  } else {
+    failure = ChargedFailure(computed.status());
+  }
+
+  LedgerRow row = ChargeLedgerRow(request, now_micros);
+  RETURN_IF_ERROR(AppendLedgerLocked(row, request.account_id, request.dataset_id));
+  if (row.seq != seq) return absl::InternalError("ledger sequence moved inside a transaction");
+  {
+    Stmt s(db_,
+           "INSERT INTO spend(account_id, dataset_id, releases, pure_micro, rdp_all, "
+           "rdp_nonpure) VALUES(?,?,?,?,?,?) ON CONFLICT(account_id, dataset_id) DO UPDATE SET "
+           "releases=excluded.releases, pure_micro=excluded.pure_micro, "
+           "rdp_all=excluded.rdp_all, rdp_nonpure=excluded.rdp_nonpure");
+    const Spend& after = admitted.after.spend;
+    std::string all = EncodeInt64s(after.rdp_all_nano);
+    std::string nonpure = EncodeInt64s(after.rdp_nonpure_nano);
+    s.Bind(1, request.account_id).Bind(2, request.dataset_id).Bind(3, after.releases);
+    s.Bind(4, after.pure_micro).BindBlob(5, all).BindBlob(6, nonpure);
+    RETURN_IF_ERROR(s.Run());
+  }
+  {
+    Stmt s(db_,
+           "INSERT INTO responses(account_id, idempotency_key, request_kind, params_digest, "
+           "ledger_seq, payload, error_code, error_message) VALUES(?,?,?,?,?,?,?,?)");
+    s.Bind(1, request.account_id).Bind(2, request.idempotency_key).Bind(3, request.request_kind);
+    s.Bind(4, request.params_digest).Bind(5, seq).BindBlob(6, result.response_payload);
+    s.Bind(7, static_cast<int64_t>(failure.code())).Bind(8, std::string(failure.message()));
+    RETURN_IF_ERROR(s.Run());
+  }
+  if (result.artifact) {
+    const ArtifactRecord& a = *result.artifact;
+    Stmt s(db_,
+           "INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, created_micros, payload) "
+           "VALUES(?,?,?,?,?,?)");
+    s.Bind(1, a.id).Bind(2, a.account_id).Bind(3, a.dataset_id).Bind(4, seq);
+    s.Bind(5, a.created_micros).BindBlob(6, a.payload);
+    RETURN_IF_ERROR(s.Run());
+  }
+  if (result.job) {
+    // Created queued and unstarted, paid for by this charge, whatever the record says.
+    const JobRecord& j = *result.job;
+    Stmt s(db_, absl::StrCat("INSERT INTO jobs(", kJobCols,
+                             ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,0,0,0,'','','',0)")
+                    .c_str());
+    s.Bind(1, j.id).Bind(2, j.account_id).Bind(3, j.dataset_id).Bind(4, seq);
+    s.Bind(5, j.idempotency_key).Bind(6, j.table_handle);
+    s.Bind(7, static_cast<int64_t>(j.algorithm)).BindBlob(8, j.request).BindBlob(9, j.plan);
+    s.BindBlob(10, j.seed).Bind(11, j.subject_limit);
+    s.Bind(12, static_cast<int64_t>(JobState::kQueued)).Bind(13, j.total);
+    s.Bind(14, j.submitted_micros != 0 ? j.submitted_micros : now_micros);
+    RETURN_IF_ERROR(s.Run());
+  }
+  RETURN_IF_ERROR(txn.Commit());
+  RETURN_IF_ERROR(failure);
+  return ChargeOutcome{std::move(result.response_payload), false};
+}
+
+
+// ---- ledger --------------------------------------------------------------------------------
+
+absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilter& filter) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, absl::StrCat("SELECT ", kLedgerCols,
+                           " FROM ledger WHERE seq > ? AND (?2 IS NULL OR account = ?2) AND "
+                           "(?3 IS NULL OR dataset = ?3) ORDER BY seq LIMIT ?4")
+                  .c_str());
+  s.Bind(1, filter.after_seq);
+  s.BindOptional(2, filter.account);
+  s.BindOptional(3, filter.dataset);
+  s.Bind(4, static_cast<int64_t>(filter.limit));
+  std::vector<LedgerRow> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadLedger(s));
+  }
+  return out;
+}
+
+namespace {
+
+// Runs `sql` and calls `fn` on each row.
+absl::Status ForEachRow(sqlite3* db, const char* sql,
+                        const std::function<absl::Status(const Stmt&)>& fn) {
+  Stmt s(db, sql);
+  while (true) {
+    ASSIGN_OR_RETURN(bool has, s.Step());
+    if (!has) return absl::OkStatus();
+    RETURN_IF_ERROR(fn(s));
+  }
+}
+
+// What VerifyLedgerFrom reads, from SQLite (the caller holds the connection's mutex).
+class SqliteLedgerReader final : public LedgerReader {
+ public:
+  explicit SqliteLedgerReader(sqlite3* db) : db_(db) {}
+  absl::Status ForEachLedgerRow(const RowFn& fn) override {
+    return ForEachRow(db_,
+                      absl::StrCat("SELECT ", kLedgerCols, " FROM ledger ORDER BY seq").c_str(),
+                      [&](const Stmt& s) { return fn(ReadLedger(s), s.Int(3), s.Int(5)); });
+  }
+  absl::Status ForEachGrant(const GrantFn& fn) override {
+    return ForEachRow(db_, "SELECT account_id, dataset_id, epsilon_micro, delta FROM grants",
+                      [&](const Stmt& s) { return fn(s.Int(0), s.Int(1), s.Int(2), s.Double(3)); });
+  }
+  absl::Status ForEachCap(const CapFn& fn) override {
+    return ForEachRow(db_,
+                      "SELECT id, cap_micro, cap_delta FROM datasets WHERE cap_micro IS NOT NULL",
+                      [&](const Stmt& s) { return fn(s.Int(0), s.Int(1), s.Double(2)); });
+  }
+  absl::Status ForEachSpend(const SpendFn& fn) override {
+    return ForEachRow(
+        db_, "SELECT account_id, dataset_id, releases, pure_micro, rdp_all, rdp_nonpure FROM spend",
+        [&](const Stmt& s) -> absl::Status {
+          ASSIGN_OR_RETURN(Spend stored, ReadSpend(s, 2));
+          return fn(s.Int(0), s.Int(1), stored);
+        });
+  }
+  absl::StatusOr<bool> DatasetExists(int64_t dataset_id) override {
+    Stmt d(db_, "SELECT 1 FROM datasets WHERE id=?");
+    d.Bind(1, dataset_id);
+    return d.Step();
+  }
+
+ private:
+  sqlite3* db_;
+};
+
+}  // namespace
+
+absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
+  absl::MutexLock lock(&mu_);
+  SqliteLedgerReader reader(db_);
+  return VerifyLedgerFrom(reader);
+}
+
+}  // namespace fairvault::server::storage

@@ -1,0 +1,102 @@
+#include "server/storage/sqlite/statement.h"
+
+#include <utility>
+
+#include "server/storage/ledger_chain.h"
+#include "server/storage/store_common.h"
+
+namespace fairvault::server::storage::sqlite {
+
+using core::accounting::Spend;
+
+AccountRecord ReadAccount(const Stmt& s) {
+  AccountRecord a;
+  a.id = s.Int(0);
+  a.name = s.Text(1);
+  a.role = static_cast<Role>(s.Int(2));
+  a.key_salt = s.Text(3);
+  a.key_hash = s.Text(4);
+  a.created_micros = s.Int(5);
+  return a;
+}
+
+DatasetRecord ReadDataset(const Stmt& s) {
+  DatasetRecord d;
+  d.id = s.Int(0);
+  d.name = s.Text(1);
+  d.attributes = s.Text(2);
+  d.created_micros = s.Int(3);
+  d.subject_count = s.Int(4);
+  if (!s.IsNull(5)) d.cap_micro = s.Int(5);
+  d.cap_delta = s.Double(6);
+  return d;
+}
+
+absl::StatusOr<Spend> ReadSpend(const Stmt& s, int first_col) {
+  Spend spend;
+  spend.releases = s.Int(first_col);
+  spend.pure_micro = s.Int(first_col + 1);
+  ASSIGN_OR_RETURN(spend.rdp_all_nano, DecodeInt64s(s.Text(first_col + 2)));
+  ASSIGN_OR_RETURN(spend.rdp_nonpure_nano, DecodeInt64s(s.Text(first_col + 3)));
+  return spend;
+}
+
+LedgerRow ReadLedger(const Stmt& s) {
+  LedgerRow r;
+  r.seq = s.Int(0);
+  r.time_micros = s.Int(1);
+  r.kind = s.Text(2);
+  r.account = s.Text(4);
+  r.dataset = s.Text(6);
+  r.request_kind = s.Text(7);
+  r.idempotency_key = s.Text(8);
+  r.epsilon = s.Double(9);
+  r.delta = s.Double(10);
+  r.mechanism = s.Text(11);
+  if (!s.IsNull(12)) r.pure_micro = s.Int(12);
+  auto rdp = DecodeInt64s(s.Text(13));
+  if (rdp.ok()) r.rdp_nano = *std::move(rdp);
+  r.prev_hash = s.Text(14);
+  r.hash = s.Text(15);
+  return r;
+}
+
+absl::Status StoredFailure(const Stmt& s, int first_col) {
+  return absl::Status(static_cast<absl::StatusCode>(s.Int(first_col)), s.Text(first_col + 1));
+}
+
+absl::Status NotFoundIfNoRow(absl::StatusOr<bool> row, const std::string& what) {
+  if (!row.ok()) return row.status();
+  if (!*row) return absl::NotFoundError(what);
+  return absl::OkStatus();
+}
+
+
+JobRecord ReadJob(const Stmt& s) {
+  JobRecord j;
+  j.id = s.Text(0);
+  j.account_id = s.Int(1);
+  j.dataset_id = s.Int(2);
+  j.ledger_seq = s.Int(3);
+  j.idempotency_key = s.Text(4);
+  j.table_handle = s.Text(5);
+  j.algorithm = static_cast<int32_t>(s.Int(6));
+  j.request = s.Text(7);
+  j.plan = s.Text(8);
+  j.seed = s.Text(9);
+  j.subject_limit = s.Int(10);
+  j.state = static_cast<JobState>(s.Int(11));
+  j.done = s.Int(12);
+  j.total = s.Int(13);
+  j.submitted_micros = s.Int(14);
+  j.started_micros = s.Int(15);
+  j.finished_micros = s.Int(16);
+  j.attempts = static_cast<int32_t>(s.Int(17));
+  j.artifact_id = s.Text(18);
+  j.error = s.Text(19);
+  j.lease_owner = s.Text(20);
+  j.lease_expires_micros = s.Int(21);
+  return j;
+}
+
+}  // namespace fairvault::server::storage::sqlite

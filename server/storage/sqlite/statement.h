@@ -1,0 +1,148 @@
+// The SQLite backend's statements, transactions and row readers, shared by its files (one per
+// domain: catalog, ledger, tables, artifacts, jobs). Internal to server/storage/sqlite.
+#ifndef FAIRVAULT_SERVER_STORAGE_SQLITE_STATEMENT_H_
+#define FAIRVAULT_SERVER_STORAGE_SQLITE_STATEMENT_H_
+
+#include <sqlite3.h>
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "core/accounting/accountant.h"
+#include "core/util/status_macros.h"
+#include "server/storage/store.h"
+
+namespace fairvault::server::storage::sqlite {
+
+// A prepared statement; binds are 1-based, columns 0-based as in SQLite.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  absl::Status prepared() const { return Check(rc_, "prepare"); }
+  Stmt& Bind(int i, int64_t v) { return Bound(sqlite3_bind_int64(stmt_, i, v)); }
+  Stmt& Bind(int i, double v) { return Bound(sqlite3_bind_double(stmt_, i, v)); }
+  Stmt& Bind(int i, const std::string& v) {
+    return Bound(sqlite3_bind_text64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
+  }
+  Stmt& BindBlob(int i, const std::string& v) {
+    return Bound(sqlite3_bind_blob64(stmt_, i, v.data(), v.size(), SQLITE_STATIC));
+  }
+  Stmt& BindNull(int i) { return Bound(sqlite3_bind_null(stmt_, i)); }
+  // The value, or NULL when absent (for `?N IS NULL OR col = ?N` filters).
+  template <typename T>
+  Stmt& BindOptional(int i, const std::optional<T>& v) {
+    return v ? Bind(i, *v) : BindNull(i);
+  }
+  // true: a row is ready; false: done.
+  absl::StatusOr<bool> Step() {
+    RETURN_IF_ERROR(prepared());
+    if (bind_rc_ == SQLITE_TOOBIG) {
+      return absl::InvalidArgumentError(
+          "a value is larger than the database accepts (1 GB per batch or table); split it");
+    }
+    RETURN_IF_ERROR(Check(bind_rc_, "bind"));
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return Check(rc, "step");
+  }
+  absl::Status Run() {
+    ASSIGN_OR_RETURN(bool row, Step());
+    (void)row;
+    return absl::OkStatus();
+  }
+  // Ready for new binds and another Step().
+  void Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    bind_rc_ = SQLITE_OK;
+  }
+  int64_t Int(int c) const { return sqlite3_column_int64(stmt_, c); }
+  double Double(int c) const { return sqlite3_column_double(stmt_, c); }
+  bool IsNull(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
+  std::string Text(int c) const {
+    const void* p = sqlite3_column_blob(stmt_, c);
+    int n = sqlite3_column_bytes(stmt_, c);
+    return p == nullptr ? std::string() : std::string(static_cast<const char*>(p), n);
+  }
+
+ private:
+  absl::Status Check(int rc, const char* what) const {
+    if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return absl::OkStatus();
+    if (rc == SQLITE_CONSTRAINT) {
+      return absl::AlreadyExistsError(absl::StrCat("constraint: ", sqlite3_errmsg(db_)));
+    }
+    return absl::InternalError(absl::StrCat("sqlite ", what, ": ", sqlite3_errmsg(db_)));
+  }
+  Stmt& Bound(int rc) {
+    if (bind_rc_ == SQLITE_OK) bind_rc_ = rc;
+    return *this;
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+  int bind_rc_ = SQLITE_OK;  // the first failed bind, reported by Step()
+};
+
+// BEGIN IMMEDIATE ... COMMIT, rolled back unless Commit() succeeded.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) { status_ = Exec("BEGIN IMMEDIATE"); }
+  ~Transaction() {
+    if (status_.ok() && !done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  const absl::Status& status() const { return status_; }
+  absl::Status Commit() {
+    RETURN_IF_ERROR(Exec("COMMIT"));
+    done_ = true;
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      absl::Status s = absl::InternalError(absl::StrCat("sqlite ", sql, ": ", err ? err : "?"));
+      sqlite3_free(err);
+      return s;
+    }
+    return absl::OkStatus();
+  }
+  sqlite3* db_;
+  absl::Status status_;
+  bool done_ = false;
+};
+
+inline constexpr char kAccountCols[] =
+    "id, name, role, key_salt, key_hash, created_micros";
+inline constexpr char kDatasetCols[] =
+    "id, name, attributes, created_micros, subject_count, cap_micro, cap_delta";
+inline constexpr char kLedgerCols[] =
+    "seq, time_micros, kind, account_id, account, dataset_id, dataset, request_kind, "
+    "idempotency_key, epsilon, delta, mechanism, pure_micro, rdp, prev_hash, hash";
+inline constexpr char kJobCols[] =
+    "id, account_id, dataset_id, ledger_seq, idempotency_key, table_handle, algorithm, request, "
+    "plan, seed, subject_limit, state, done, total, submitted_micros, started_micros, "
+    "finished_micros, attempts, artifact_id, error, lease_owner, lease_expires_micros";
+
+AccountRecord ReadAccount(const Stmt& s);
+DatasetRecord ReadDataset(const Stmt& s);
+absl::StatusOr<core::accounting::Spend> ReadSpend(const Stmt& s, int first_col);
+LedgerRow ReadLedger(const Stmt& s);
+// The failure stored in (error_code, error_message) columns starting at `first_col`.
+absl::Status StoredFailure(const Stmt& s, int first_col);
+absl::Status NotFoundIfNoRow(absl::StatusOr<bool> row, const std::string& what);
+JobRecord ReadJob(const Stmt& s);
+
+}  // namespace fairvault::server::storage::sqlite
+
+#endif  // FAIRVAULT_SERVER_STORAGE_SQLITE_STATEMENT_H_
