@@ -13,8 +13,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "fairvault/v1/fairvault.grpc.pb.h"
+#include "fairvault/v1/auditor.grpc.pb.h"
+#include "fairvault/v1/company.grpc.pb.h"
 #include "fairvault/v1/fairvault.pb.h"
+#include "fairvault/v1/regulator.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 

@@ -4,8 +4,8 @@
 
 #include <chrono>
 
-#include "fairvault/v1/fairvault.grpc.pb.h"
 #include "google/protobuf/descriptor.h"
+#include "server/grpc/services.h"
 
 namespace fairvault::server {
 namespace {

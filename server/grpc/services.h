@@ -3,7 +3,9 @@
 #define FAIRVAULT_SERVER_GRPC_SERVICES_H_
 
 #include "absl/status/statusor.h"
-#include "fairvault/v1/fairvault.grpc.pb.h"
+#include "fairvault/v1/auditor.grpc.pb.h"
+#include "fairvault/v1/company.grpc.pb.h"
+#include "fairvault/v1/regulator.grpc.pb.h"
 #include "server/metrics/metrics.h"
 #include "server/app/vault.h"
 

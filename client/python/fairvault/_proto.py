@@ -6,8 +6,11 @@ committed); ``client/python/install.sh`` installs the package together with them
 from __future__ import annotations
 
 try:
+    # Every message (fairvault.proto imports each part publicly), and each service's stub.
     from fairvault.v1 import fairvault_pb2 as pb  # noqa: F401
-    from fairvault.v1 import fairvault_pb2_grpc as pb_grpc  # noqa: F401
+    from fairvault.v1 import auditor_pb2_grpc as auditor_grpc  # noqa: F401
+    from fairvault.v1 import company_pb2_grpc as company_grpc  # noqa: F401
+    from fairvault.v1 import regulator_pb2_grpc as regulator_grpc  # noqa: F401
 except ImportError as error:  # pragma: no cover - depends on how the package was found
     raise ImportError(
         "fairvault's generated gRPC stubs (fairvault.v1.fairvault_pb2) are missing: this "
@@ -15,7 +18,7 @@ except ImportError as error:  # pragma: no cover - depends on how the package wa
         "PYTHONPATH=build/client/python, or install it with client/python/install.sh"
     ) from error
 
-__all__ = ["pb", "pb_grpc", "enum_value"]
+__all__ = ["pb", "regulator_grpc", "company_grpc", "auditor_grpc", "enum_value"]
 
 
 def enum_value(enum_type, value, prefix: str) -> int:

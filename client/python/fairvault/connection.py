@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Tuple, Union
 import grpc
 
 from fairvault import errors
-from fairvault._proto import pb_grpc
+from fairvault._proto import auditor_grpc, company_grpc, regulator_grpc
 from fairvault.secret import Secret
 
 __all__ = ["Connection", "DEFAULT_SERVER"]
@@ -81,9 +81,9 @@ class Connection:
         if interceptors:
             channel = grpc.intercept_channel(channel, *interceptors)
         self.channel = channel
-        self.regulator = pb_grpc.RegulatorServiceStub(channel)
-        self.company = pb_grpc.CompanyServiceStub(channel)
-        self.auditor = pb_grpc.AuditorServiceStub(channel)
+        self.regulator = regulator_grpc.RegulatorServiceStub(channel)
+        self.company = company_grpc.CompanyServiceStub(channel)
+        self.auditor = auditor_grpc.AuditorServiceStub(channel)
 
     @property
     def has_key(self) -> bool:
