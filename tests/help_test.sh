@@ -9,7 +9,7 @@
 #    FAIRVAULT_SERVER pointing where nothing listens (a command that connected would fail);
 #  - the benchmark and experiment programs given as further arguments;
 #  - the scripts README.md names (deploy/, bench/cli_upload.sh, client/python/install.sh,
-#    experiments/adult_python.py), each under a timeout: one that ignored --help would start
+#    experiments/python_demo/adult_python.py), each under a timeout: one that ignored --help would start
 #    its real work.
 # Usage: tests/help_test.sh SERVER_BINARY CLI_BINARY [PROGRAM ...]
 set -uo pipefail
@@ -108,7 +108,7 @@ for script in "${scripts[@]}"; do
 done
 export PYTHONPATH=${FAIRVAULT_PYTHONPATH:-$root/build/client/python}
 for h in --help -h; do
-  expect_help "adult_python.py" /usr/bin/python3 "$root/experiments/adult_python.py" "$h"
+  expect_help "adult_python.py" /usr/bin/python3 "$root/experiments/python_demo/adult_python.py" "$h"
 done
 
 if ((failures > 0)); then

@@ -1,6 +1,6 @@
 // Browser test of the HTML reports: runs the real `fairvault report sweep` and `fairvault
 // report audit` on small fixtures and on the sweep CSV of a real experiment run
-// (experiments/tradeoff_adult --quick against a real vault), loads the pages in headless
+// (experiments/tradeoff/tradeoff_adult --quick against a real vault), loads the pages in headless
 // Chromium and checks that the chart was laid out (the page's script records on <body> the
 // bounding box of the plotted marks, their number, the panels and where the x tick labels
 // went), that nothing was written to the console (no script error), and that a screenshot has
@@ -211,9 +211,9 @@ TEST_F(ReportChromiumTest, SweepChartIsLaidOutWithOneMarkPerPoint) {
   ExpectScreenshot(html);
 }
 
-// A real sweep: the quick run of experiments/tradeoff_adult (Adult through a real vault: DP-FERMI,
-// PF-LD, the DP-oracle learner and the EO post-processor at two epsilons, plus the references)
-// rendered with a log x axis and one panel per series.
+// A real sweep: the quick run of experiments/tradeoff/tradeoff_adult (Adult through a real vault:
+// DP-FERMI, PF-LD, the DP-oracle learner and the EO post-processor at two epsilons, plus the
+// references) rendered with a log x axis and one panel per series.
 TEST_F(ReportChromiumTest, TradeoffExperimentSweepWithLogXAndPanels) {
   const std::string out_dir = Path("tradeoff");
   std::filesystem::create_directories(out_dir);

@@ -1,5 +1,5 @@
 // Flag reading and exit codes shared by the experiments (experiment_cli.h).
-#include "experiments/experiment_cli.h"
+#include "experiments/common/experiment_cli.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,10 +1,11 @@
 // The command-line shell every experiment shares: reading its flags one by one (a value, an
 // integer, a comma-separated list of numbers, each with the same error messages in every
 // program) and main()'s exit codes (2: bad flags, 1: the run failed, 0: done).
-#ifndef FAIRVAULT_EXPERIMENTS_EXPERIMENT_CLI_H_
-#define FAIRVAULT_EXPERIMENTS_EXPERIMENT_CLI_H_
+#ifndef FAIRVAULT_EXPERIMENTS_COMMON_EXPERIMENT_CLI_H_
+#define FAIRVAULT_EXPERIMENTS_COMMON_EXPERIMENT_CLI_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,6 +46,27 @@ class FlagReader {
   std::string arg_;
 };
 
+// Every flag of argv into a default Flags: `--datasets DIR` (the flag every study has) into
+// flags.datasets, each other one handed to `one(reader, flags)`, which consumes its value and
+// returns true, or returns false for a flag it does not know ("unknown flag --x").
+template <typename Flags, typename OneFlag>
+absl::StatusOr<Flags> ReadFlags(int argc, char** argv, OneFlag one) {
+  Flags flags;
+  FlagReader reader(argc, argv);
+  while (reader.Next()) {
+    if (reader.arg() == "--datasets") {
+      absl::StatusOr<std::string> dir = reader.Value();
+      if (!dir.ok()) return dir.status();
+      flags.datasets = *std::move(dir);
+      continue;
+    }
+    absl::StatusOr<bool> known = one(reader, flags);
+    if (!known.ok()) return known.status();
+    if (!*known) return absl::InvalidArgumentError("unknown flag " + reader.arg());
+  }
+  return flags;
+}
+
 // True when --help or -h is among the arguments. Programs check it first and then only print
 // their usage (PrintUsage): nothing is read, started or connected to.
 bool HelpRequested(int argc, char** argv);
@@ -56,13 +78,17 @@ int PrintUsage(const char* usage);
 int FlagsErrorExit(const absl::Status& status);
 int RunExit(const char* program, const absl::Status& status);
 
-// ParseFlags then run(flags), with the exit codes above.
-template <typename Flags, typename RunFn>
-int ExperimentMain(const char* program, const absl::StatusOr<Flags>& flags, RunFn run) {
+// A study's main(): --help or -h prints `usage` and nothing else happens; otherwise
+// parse(argc, argv), then run(flags), with the exit codes above.
+template <typename ParseFn, typename RunFn>
+int ExperimentMain(const char* program, const char* usage, int argc, char** argv, ParseFn parse,
+                   RunFn run) {
+  if (HelpRequested(argc, argv)) return PrintUsage(usage);
+  const auto flags = parse(argc, argv);
   if (!flags.ok()) return FlagsErrorExit(flags.status());
   return RunExit(program, run(*flags));
 }
 
 }  // namespace fairvault::experiments
 
-#endif  // FAIRVAULT_EXPERIMENTS_EXPERIMENT_CLI_H_
+#endif  // FAIRVAULT_EXPERIMENTS_COMMON_EXPERIMENT_CLI_H_

@@ -26,8 +26,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
-#include <map>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,18 +36,18 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
+#include "client/apply/eo_apply.h"
 #include "client/lib/client.h"
 #include "client/lib/csv.h"
-#include "client/apply/eo_apply.h"
 #include "core/fairness/metrics.h"
 #include "core/learn/logistic_regression.h"
 #include "core/postprocess/eo_scores.h"
 #include "core/postprocess/equalized_odds.h"
 #include "core/util/status_macros.h"
-#include "experiments/experiment_cli.h"
-#include "tests/server_process.h"
+#include "experiments/common/datasets.h"
+#include "experiments/common/experiment_cli.h"
+#include "experiments/common/metrics.h"
+#include "experiments/common/vault_session.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR
 #error "FAIRVAULT_SOURCE_DIR must be defined by the build"
@@ -58,17 +56,12 @@
 namespace fairvault::experiments {
 namespace {
 
-namespace v1 = ::fairvault::v1;
 namespace pp = ::fairvault::core::postprocess;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr char kCompany[] = "eo-lab";
 constexpr char kDataset[] = "adult";
 const std::vector<std::string> kSexes = {"Female", "Male"};
-const std::vector<std::string> kNumeric = {"age", "education-num", "capital-gain", "capital-loss",
-                                           "hours-per-week"};
-const std::vector<std::string> kCategorical = {"workclass",     "education",    "marital-status",
-                                               "occupation",    "relationship", "native-country"};
 
 struct Flags {
   std::string datasets = std::string(FAIRVAULT_SOURCE_DIR) + "/../shared/datasets";
@@ -91,107 +84,47 @@ struct Adult {
   std::vector<std::string> train_keys;
 };
 
-absl::StatusOr<Eigen::MatrixXd> Encode(const client::CsvTable& table, const std::string& path,
-                                       const client::CsvTable& reference) {
-  // Encoding learned on `reference` (the training file).
-  std::vector<std::pair<double, double>> moments;
-  for (const std::string& name : kNumeric) {
-    ASSIGN_OR_RETURN(size_t c, reference.ColumnIndex(name));
-    double sum = 0, sum_sq = 0;
-    for (const auto& row : reference.rows) {
-      double v = 0;
-      if (!absl::SimpleAtod(row[c], &v)) return absl::InvalidArgumentError("bad number");
-      sum += v;
-      sum_sq += v * v;
-    }
-    const double n = static_cast<double>(reference.rows.size());
-    const double mean = sum / n, sd = std::sqrt(std::max(0.0, sum_sq / n - mean * mean));
-    moments.emplace_back(mean, sd > 1e-12 ? sd : 1.0);
+// The base model's outputs on `rows`: its score, the 0.5-threshold prediction, label and group.
+void Score(const core::learn::LogisticRegressionModel& model, const LabeledRows& rows,
+           Split* out) {
+  const Eigen::VectorXd p = model.PredictProbability(rows.x);
+  for (Eigen::Index r = 0; r < rows.x.rows(); ++r) {
+    out->score.push_back(p(r));
+    out->prediction.push_back(p(r) >= 0.5 ? 1 : 0);
+    out->label.push_back(rows.y[static_cast<size_t>(r)]);
+    out->group.push_back(rows.group[static_cast<size_t>(r)]);
   }
-  std::vector<std::map<std::string, int>> categories;
-  int width = static_cast<int>(kNumeric.size());
-  for (const std::string& name : kCategorical) {
-    ASSIGN_OR_RETURN(size_t c, reference.ColumnIndex(name));
-    std::map<std::string, int> offsets;
-    for (const auto& row : reference.rows) offsets.emplace(row[c], 0);
-    for (auto& [value, offset] : offsets) offset = width++;
-    categories.push_back(std::move(offsets));
-  }
-  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(table.rows.size()), width);
-  for (size_t k = 0; k < kNumeric.size(); ++k) {
-    ASSIGN_OR_RETURN(size_t c, table.ColumnIndex(kNumeric[k]));
-    for (size_t r = 0; r < table.rows.size(); ++r) {
-      double v = 0;
-      if (!absl::SimpleAtod(table.rows[r][c], &v)) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": bad number in ", kNumeric[k]));
-      }
-      x(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(k)) =
-          (v - moments[k].first) / moments[k].second;
-    }
-  }
-  for (size_t k = 0; k < kCategorical.size(); ++k) {
-    ASSIGN_OR_RETURN(size_t c, table.ColumnIndex(kCategorical[k]));
-    for (size_t r = 0; r < table.rows.size(); ++r) {
-      auto it = categories[k].find(table.rows[r][c]);
-      if (it != categories[k].end()) x(static_cast<Eigen::Index>(r), it->second) = 1;
-    }
-  }
-  return x;
 }
 
-absl::Status Fill(const client::CsvTable& table, const std::string& path,
-                  const core::learn::LogisticRegressionModel& model, const Eigen::MatrixXd& x,
-                  Split* out) {
-  ASSIGN_OR_RETURN(size_t y_col, table.ColumnIndex("Y"));
-  ASSIGN_OR_RETURN(size_t sex_col, table.ColumnIndex("sex"));
-  const Eigen::VectorXd p = model.PredictProbability(x);
-  for (size_t r = 0; r < table.rows.size(); ++r) {
-    const std::string& y = table.rows[r][y_col];
-    const std::string& sex = table.rows[r][sex_col];
-    if (sex != "Female" && sex != "Male") {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": unknown sex '", sex, "'"));
-    }
-    out->score.push_back(p(static_cast<Eigen::Index>(r)));
-    out->prediction.push_back(p(static_cast<Eigen::Index>(r)) >= 0.5 ? 1 : 0);
-    out->label.push_back(y == ">50K" || y == ">50K." ? 1 : 0);
-    out->group.push_back(sex == "Male" ? 1 : 0);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Adult> LoadAdult(const std::string& dir) {
-  const std::string train_path = dir + "/adult/adult.data";
-  const std::string test_path = dir + "/adult/adult.test";
-  ASSIGN_OR_RETURN(client::CsvTable train, client::ReadCsvFile(train_path));
-  ASSIGN_OR_RETURN(client::CsvTable test, client::ReadCsvFile(test_path));
-  ASSIGN_OR_RETURN(Eigen::MatrixXd x_train, Encode(train, train_path, train));
-  ASSIGN_OR_RETURN(Eigen::MatrixXd x_test, Encode(test, test_path, train));
-  std::vector<int> y;
-  ASSIGN_OR_RETURN(size_t y_col, train.ColumnIndex("Y"));
-  for (const auto& row : train.rows) y.push_back(row[y_col] == ">50K" ? 1 : 0);
+// Adult encoded as every study encodes it (common/datasets.h), and the base model: a logistic
+// regression fitted on the train rows.
+absl::StatusOr<Adult> LoadScoredAdult(const std::string& dir) {
+  ASSIGN_OR_RETURN(const AdultData data, LoadAdult(dir));
   ASSIGN_OR_RETURN(auto model, core::learn::FitLogisticRegression(
-                                   x_train, y, core::learn::LogisticRegressionOptions()));
+                                   data.train.x, data.train.y,
+                                   core::learn::LogisticRegressionOptions()));
   Adult adult;
-  RETURN_IF_ERROR(Fill(train, train_path, model, x_train, &adult.train));
-  RETURN_IF_ERROR(Fill(test, test_path, model, x_test, &adult.test));
-  for (size_t r = 0; r < train.rows.size(); ++r) adult.train_keys.push_back(absl::StrCat("row-", r));
+  Score(model, data.train, &adult.train);
+  Score(model, data.test, &adult.test);
+  for (size_t r = 0; r < data.train.y.size(); ++r)
+    adult.train_keys.push_back(absl::StrCat("row-", r));
   return adult;
 }
 
-struct Metrics {
+struct EoMetrics {
   double error = 0, violation = 0;
 };
 
-absl::StatusOr<Metrics> Evaluate(const std::vector<int>& decisions, const Split& split) {
+absl::StatusOr<EoMetrics> Evaluate(const std::vector<int>& decisions, const Split& split) {
   ASSIGN_OR_RETURN(auto rates,
                    core::fairness::ComputeGroupRates(decisions, split.label, split.group, 2));
-  return Metrics{core::fairness::ErrorRate(decisions, split.label),
+  return EoMetrics{core::fairness::ErrorRate(decisions, split.label),
                  core::fairness::EqualizedOddsViolation(rates)};
 }
 
 // The regulator applies an artifact to the test rows (it holds their sex), through the client's
 // local applier, with a seeded generator.
-absl::StatusOr<Metrics> ApplyToTest(const client::EqualizedOddsApplier& applier,
+absl::StatusOr<EoMetrics> ApplyToTest(const client::EqualizedOddsApplier& applier,
                                     const Split& test, uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::vector<int> decisions;
@@ -208,70 +141,27 @@ absl::StatusOr<Metrics> ApplyToTest(const client::EqualizedOddsApplier& applier,
 
 // ---- The vault ----------------------------------------------------------------------------
 
-struct Vault {
-  std::unique_ptr<testing::ServerProcess> server;
-  std::unique_ptr<client::Client> regulator, company;
-  std::string table;
-};
-
-absl::StatusOr<Vault> StartVault(const Adult& adult, double grant) {
-  Vault v;
-  v.server = std::make_unique<testing::ServerProcess>(testing::TempDatabasePath("eo_scores"));
-  ASSIGN_OR_RETURN(std::string regulator_key, v.server->Bootstrap("regulator"));
-  RETURN_IF_ERROR(v.server->Start());
-  v.regulator = v.server->Connect(regulator_key);
-  if (v.regulator == nullptr) return absl::InternalError("cannot connect as the regulator");
-  v1::CreateAccountRequest account;
-  account.set_name(kCompany);
-  account.set_role(v1::ROLE_COMPANY);
-  ASSIGN_OR_RETURN(auto created, v.regulator->CreateAccount(account));
-  v.company = v.server->Connect(created.api_key());
-  if (v.company == nullptr) return absl::InternalError("cannot connect as the company");
-
-  v1::CreateDatasetRequest dataset;
-  dataset.set_name(kDataset);
-  v1::Attribute* sex = dataset.add_attributes();
-  sex->set_name("sex");
-  for (const auto& s : kSexes) sex->add_categories(s);
-  RETURN_IF_ERROR(v.regulator->CreateDataset(dataset).status());
-  v1::ImportHeader header;
-  header.set_dataset(kDataset);
-  header.set_batch_id("train");
-  header.add_attributes("sex");
-  std::vector<std::string> categories;
-  for (int g : adult.train.group) categories.push_back(kSexes[g]);
-  RETURN_IF_ERROR(v.regulator->ImportAttributes(header, adult.train_keys, categories).status());
-  v1::GrantBudgetRequest budget;
-  budget.set_company(kCompany);
-  budget.set_dataset(kDataset);
-  budget.set_epsilon(grant);
-  RETURN_IF_ERROR(v.regulator->GrantBudget(budget).status());
-
-  // The company's table: score, prediction, label per train row.
-  v1::TableHeader table;
-  table.set_dataset(kDataset);
-  table.set_label("adult train: logistic regression scores");
-  std::vector<v1::ColumnValues> columns(3);
-  for (const char* name : {"score", "prediction", "label"}) {
-    v1::ColumnSpec* c = table.add_columns();
-    c->set_name(name);
-    c->set_type(v1::COLUMN_TYPE_NUMERIC);
-  }
+// The regulator's dataset (the train rows' sex) and grant; the company's table: score,
+// prediction and label per train row. Returns the table handle.
+absl::StatusOr<std::string> LoadIntoVault(VaultSession& v, const Adult& adult, double grant) {
+  RETURN_IF_ERROR(
+      AddDataset(v, kDataset, "sex", kSexes, adult.train_keys, adult.train.group, grant));
+  std::vector<std::vector<double>> columns(3);
   for (size_t i = 0; i < adult.train.label.size(); ++i) {
-    columns[0].add_numeric(adult.train.score[i]);
-    columns[1].add_numeric(adult.train.prediction[i]);
-    columns[2].add_numeric(adult.train.label[i]);
+    columns[0].push_back(adult.train.score[i]);
+    columns[1].push_back(adult.train.prediction[i]);
+    columns[2].push_back(adult.train.label[i]);
   }
-  ASSIGN_OR_RETURN(auto uploaded, v.company->UploadTable(table, adult.train_keys, columns));
-  v.table = uploaded.table_handle();
-  return v;
+  return UploadNumeric(v, kDataset, adult.train_keys, {"score", "prediction", "label"}, columns);
 }
 
-absl::StatusOr<client::EqualizedOddsApplier> FitBinaryInVault(Vault& v, const Flags& flags,
-                                                              double eps, int seed) {
+absl::StatusOr<client::EqualizedOddsApplier> FitBinaryInVault(VaultSession& v,
+                                                              const std::string& table,
+                                                              const Flags& flags, double eps,
+                                                              int seed) {
   v1::FitEqualizedOddsRequest req;
   req.set_idempotency_key(absl::StrCat("binary-eps", eps, "-seed", seed));
-  req.set_table_handle(v.table);
+  req.set_table_handle(table);
   req.set_prediction_column("prediction");
   req.set_label_column("label");
   req.set_epsilon(eps);
@@ -280,11 +170,13 @@ absl::StatusOr<client::EqualizedOddsApplier> FitBinaryInVault(Vault& v, const Fl
   return client::EqualizedOddsApplier::Create(resp.artifact().equalized_odds());
 }
 
-absl::StatusOr<client::EqualizedOddsApplier> FitScoresInVault(Vault& v, const Flags& flags,
-                                                              double eps, int seed) {
+absl::StatusOr<client::EqualizedOddsApplier> FitScoresInVault(VaultSession& v,
+                                                              const std::string& table,
+                                                              const Flags& flags, double eps,
+                                                              int seed) {
   v1::FitEqualizedOddsScoresRequest req;
   req.set_idempotency_key(absl::StrCat("scores-eps", eps, "-seed", seed));
-  req.set_table_handle(v.table);
+  req.set_table_handle(table);
   req.set_score_column("score");
   req.set_label_column("label");
   req.set_lo(0);
@@ -345,22 +237,10 @@ struct Row {
   std::string method;  // "binary" or "scores"
   double epsilon;
   int seed;
-  Metrics m;
+  EoMetrics m;
 };
 
-struct MeanStd {
-  double mean = 0, std = 0;
-};
-MeanStd Summarize(const std::vector<double>& v) {
-  MeanStd s;
-  for (double x : v) s.mean += x;
-  s.mean /= static_cast<double>(v.size());
-  for (double x : v) s.std += (x - s.mean) * (x - s.mean);
-  s.std = std::sqrt(s.std / static_cast<double>(v.size()));
-  return s;
-}
 
-std::string EpsilonText(double eps) { return std::isinf(eps) ? "inf" : absl::StrCat(eps); }
 
 // --help / -h: what the program does and its flags (the file comment above has the protocol).
 constexpr char kUsage[] =
@@ -370,13 +250,9 @@ constexpr char kUsage[] =
     "a real vault (fairvault-server on a temp SQLite file).\n";
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
-  Flags flags;
-  FlagReader reader(argc, argv);
-  while (reader.Next()) {
+  auto one = [](FlagReader& reader, Flags& flags) -> absl::StatusOr<bool> {
     const std::string& arg = reader.arg();
-    if (arg == "--datasets") {
-      ASSIGN_OR_RETURN(flags.datasets, reader.Value());
-    } else if (arg == "--seeds" || arg == "--bins") {
+    if (arg == "--seeds" || arg == "--bins") {
       RETURN_IF_ERROR(reader.PositiveInteger(arg == "--seeds" ? &flags.seeds : &flags.bins));
     } else if (arg == "--gamma") {
       ASSIGN_OR_RETURN(std::string v, reader.Value());
@@ -390,81 +266,82 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     } else if (arg == "--quick") {
       flags.seeds = 2;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+      return false;
+    }
+    return true;
+  };
+  return ReadFlags<Flags>(argc, argv, one);
+}
+
+// The study, once its flags are read.
+absl::Status Run(const Flags& flags) {
+  ASSIGN_OR_RETURN(const Adult adult, LoadScoredAdult(flags.datasets));
+  ASSIGN_OR_RETURN(const EoMetrics base, Evaluate(adult.test.prediction, adult.test));
+  double grant = 0;
+  for (double e : flags.epsilons) grant += 2 * e * flags.seeds;
+  ASSIGN_OR_RETURN(VaultSession vault, StartVault("eo_scores", kCompany));
+  ASSIGN_OR_RETURN(const std::string table, LoadIntoVault(vault, adult, grant + 1));
+
+  std::vector<Row> rows;
+  ASSIGN_OR_RETURN(auto exact_binary, ExactBinary(adult, flags));
+  ASSIGN_OR_RETURN(auto exact_scores, ExactScores(adult, flags));
+  for (int seed = 0; seed < flags.seeds; ++seed) {
+    const uint64_t apply_seed = 1000003ULL * static_cast<uint64_t>(seed) + 17;
+    ASSIGN_OR_RETURN(EoMetrics b, ApplyToTest(exact_binary, adult.test, apply_seed));
+    rows.push_back({"binary", kInf, seed, b});
+    ASSIGN_OR_RETURN(EoMetrics s, ApplyToTest(exact_scores, adult.test, apply_seed));
+    rows.push_back({"scores", kInf, seed, s});
+    for (double eps : flags.epsilons) {
+      ASSIGN_OR_RETURN(auto binary, FitBinaryInVault(vault, table, flags, eps, seed));
+      ASSIGN_OR_RETURN(EoMetrics mb, ApplyToTest(binary, adult.test, apply_seed));
+      rows.push_back({"binary", eps, seed, mb});
+      ASSIGN_OR_RETURN(auto scores, FitScoresInVault(vault, table, flags, eps, seed));
+      ASSIGN_OR_RETURN(EoMetrics ms, ApplyToTest(scores, adult.test, apply_seed));
+      rows.push_back({"scores", eps, seed, ms});
     }
   }
-  return flags;
+
+  std::string csv = "method,epsilon,seed,error,violation\n";
+  for (const Row& r : rows) {
+    absl::StrAppend(&csv, r.method, ",", EpsilonText(r.epsilon), ",", r.seed, ",",
+                    absl::StrFormat("%.6f,%.6f", r.m.error, r.m.violation), "\n");
+  }
+  RETURN_IF_ERROR(client::WriteStringToFile(flags.out, csv));
+
+  std::printf(
+      "== Adult (sex), test split (%zu rows), %d seeds, gamma = %g, scores on [0, 1] in %d "
+      "bins\n",
+      adult.test.label.size(), flags.seeds, flags.gamma, flags.bins);
+  std::printf("base logistic regression (threshold 0.5): error %.4f, EO violation %.4f\n",
+              base.error, base.violation);
+  std::printf("  %-5s | %-34s | %-34s\n", "eps", "binary (Jagielski) error / EO viol.",
+              "scores (this) error / EO viol.");
+  std::vector<double> order = flags.epsilons;
+  order.push_back(kInf);
+  for (double eps : order) {
+    std::string cells[2];
+    for (int k = 0; k < 2; ++k) {
+      std::vector<double> err, vio;
+      for (const Row& r : rows) {
+        if (r.method != (k == 0 ? "binary" : "scores") || r.epsilon != eps) continue;
+        err.push_back(r.m.error);
+        vio.push_back(r.m.violation);
+      }
+      const MeanStd e = Summarize(err), v = Summarize(vio);
+      cells[k] = absl::StrFormat("%.4f ± %.4f / %.4f ± %.4f", e.mean, e.std, v.mean, v.std);
+    }
+    std::printf("  %-5s | %-34s | %-34s\n", EpsilonText(eps).c_str(), cells[0].c_str(),
+                cells[1].c_str());
+  }
+  std::printf(
+      "quoted in issue 8 (not measured here): FairDP (binary, eps = 1) 0.170 / 0.0085; "
+      "Fairlearn ThresholdOptimizer (non-private, scores) 0.166 / 0.004\nwrote %s\n",
+      flags.out.c_str());
+  return absl::OkStatus();
 }
 
 int Main(int argc, char** argv) {
-  if (HelpRequested(argc, argv)) return PrintUsage(kUsage);
-  auto flags = ParseFlags(argc, argv);
-  if (!flags.ok()) return FlagsErrorExit(flags.status());
-  auto run = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(const Adult adult, LoadAdult(flags->datasets));
-    ASSIGN_OR_RETURN(const Metrics base, Evaluate(adult.test.prediction, adult.test));
-    double grant = 0;
-    for (double e : flags->epsilons) grant += 2 * e * flags->seeds;
-    ASSIGN_OR_RETURN(Vault vault, StartVault(adult, grant + 1));
-
-    std::vector<Row> rows;
-    ASSIGN_OR_RETURN(auto exact_binary, ExactBinary(adult, *flags));
-    ASSIGN_OR_RETURN(auto exact_scores, ExactScores(adult, *flags));
-    for (int seed = 0; seed < flags->seeds; ++seed) {
-      const uint64_t apply_seed = 1000003ULL * static_cast<uint64_t>(seed) + 17;
-      ASSIGN_OR_RETURN(Metrics b, ApplyToTest(exact_binary, adult.test, apply_seed));
-      rows.push_back({"binary", kInf, seed, b});
-      ASSIGN_OR_RETURN(Metrics s, ApplyToTest(exact_scores, adult.test, apply_seed));
-      rows.push_back({"scores", kInf, seed, s});
-      for (double eps : flags->epsilons) {
-        ASSIGN_OR_RETURN(auto binary, FitBinaryInVault(vault, *flags, eps, seed));
-        ASSIGN_OR_RETURN(Metrics mb, ApplyToTest(binary, adult.test, apply_seed));
-        rows.push_back({"binary", eps, seed, mb});
-        ASSIGN_OR_RETURN(auto scores, FitScoresInVault(vault, *flags, eps, seed));
-        ASSIGN_OR_RETURN(Metrics ms, ApplyToTest(scores, adult.test, apply_seed));
-        rows.push_back({"scores", eps, seed, ms});
-      }
-    }
-
-    std::string csv = "method,epsilon,seed,error,violation\n";
-    for (const Row& r : rows) {
-      absl::StrAppend(&csv, r.method, ",", EpsilonText(r.epsilon), ",", r.seed, ",",
-                      absl::StrFormat("%.6f,%.6f", r.m.error, r.m.violation), "\n");
-    }
-    RETURN_IF_ERROR(client::WriteStringToFile(flags->out, csv));
-
-    std::printf(
-        "== Adult (sex), test split (%zu rows), %d seeds, gamma = %g, scores on [0, 1] in %d "
-        "bins\n",
-        adult.test.label.size(), flags->seeds, flags->gamma, flags->bins);
-    std::printf("base logistic regression (threshold 0.5): error %.4f, EO violation %.4f\n",
-                base.error, base.violation);
-    std::printf("  %-5s | %-34s | %-34s\n", "eps", "binary (Jagielski) error / EO viol.",
-                "scores (this) error / EO viol.");
-    std::vector<double> order = flags->epsilons;
-    order.push_back(kInf);
-    for (double eps : order) {
-      std::string cells[2];
-      for (int k = 0; k < 2; ++k) {
-        std::vector<double> err, vio;
-        for (const Row& r : rows) {
-          if (r.method != (k == 0 ? "binary" : "scores") || r.epsilon != eps) continue;
-          err.push_back(r.m.error);
-          vio.push_back(r.m.violation);
-        }
-        const MeanStd e = Summarize(err), v = Summarize(vio);
-        cells[k] = absl::StrFormat("%.4f ± %.4f / %.4f ± %.4f", e.mean, e.std, v.mean, v.std);
-      }
-      std::printf("  %-5s | %-34s | %-34s\n", EpsilonText(eps).c_str(), cells[0].c_str(),
-                  cells[1].c_str());
-    }
-    std::printf(
-        "quoted in issue 8 (not measured here): FairDP (binary, eps = 1) 0.170 / 0.0085; "
-        "Fairlearn ThresholdOptimizer (non-private, scores) 0.166 / 0.004\nwrote %s\n",
-        flags->out.c_str());
-    return absl::OkStatus();
-  };
-  return RunExit("eo_scores_adult", run());
+  return ExperimentMain("eo_scores_adult", kUsage, argc, argv, ParseFlags, Run);
 }
 
 }  // namespace

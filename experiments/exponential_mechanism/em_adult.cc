@@ -45,8 +45,10 @@
 #include "core/learn/exponential_mechanism.h"
 #include "core/learn/logistic_regression.h"
 #include "core/util/status_macros.h"
-#include "experiments/experiment_cli.h"
-#include "experiments/fair_learning_common.h"
+#include "experiments/common/experiment_cli.h"
+#include "experiments/common/datasets.h"
+#include "experiments/common/metrics.h"
+#include "experiments/common/vault_session.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR
 #error "FAIRVAULT_SOURCE_DIR must be defined by the build"
@@ -156,13 +158,9 @@ constexpr char kUsage[] =
     "(fairvault-server on a temp SQLite file), over a family of classifiers the company builds.\n";
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
-  Flags flags;
-  FlagReader reader(argc, argv);
-  while (reader.Next()) {
+  auto one = [](FlagReader& reader, Flags& flags) -> absl::StatusOr<bool> {
     const std::string& arg = reader.arg();
-    if (arg == "--datasets") {
-      ASSIGN_OR_RETURN(flags.datasets, reader.Value());
-    } else if (arg == "--out") {
+    if (arg == "--out") {
       ASSIGN_OR_RETURN(flags.out, reader.Value());
     } else if (arg == "--md") {
       ASSIGN_OR_RETURN(flags.md, reader.Value());
@@ -187,163 +185,163 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       flags.subsets = 20;
       flags.epsilons = {0.25, 2};
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+      return false;
+    }
+    return true;
+  };
+  return ReadFlags<Flags>(argc, argv, one);
+}
+
+// The study, once its flags are read.
+absl::Status Run(const Flags& flags) {
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(const AdultData adult, LoadAdult(flags.datasets));
+  ASSIGN_OR_RETURN(const Family family, BuildFamily(adult, flags));
+  const size_t h = family.train.size();
+  const double family_secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  // The company's own view of its candidates is non-private (it has no groups); the
+  // reference uses the train groups, which only the ε → ∞ limit may.
+  learn::EmLearnerInput input;
+  input.y = adult.train.y;
+  input.group = adult.train.group;
+  input.k = 2;
+  input.predictions = family.train;
+  const std::vector<double> utility = learn::EmUtilities(input, 0);
+  const int best =
+      static_cast<int>(std::min_element(utility.begin(), utility.end()) - utility.begin());
+  std::vector<double> sorted = utility;
+  std::sort(sorted.begin(), sorted.end());
+
+  ASSIGN_OR_RETURN(VaultSession vault, StartVault("em_adult", "em-lab"));
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < adult.train.y.size(); ++i) keys.push_back(absl::StrCat("adult-", i));
+  double grant = 1;
+  for (double e : flags.epsilons) grant += e * flags.seeds;
+  RETURN_IF_ERROR(
+      AddDataset(vault, "adult", "sex", {"Female", "Male"}, keys, adult.train.group, grant));
+  std::vector<std::string> names = {"label"};
+  std::vector<std::vector<double>> columns = {
+      std::vector<double>(adult.train.y.begin(), adult.train.y.end())};
+  for (size_t j = 0; j < h; ++j) {
+    names.push_back(absl::StrCat("h", j));
+    columns.emplace_back(family.train[j].begin(), family.train[j].end());
+  }
+  // Chunks of 2,000 rows, fewer if they would pass 16 MB of doubles (at 1,001 columns they stay
+  // at 2,000, 16 MB): well under the server's 64 MB message limit.
+  const size_t chunk_rows =
+      std::clamp<size_t>((size_t{16} << 20) / (8 * names.size()), 1, 2000);
+  ASSIGN_OR_RETURN(const std::string handle,
+                   UploadNumeric(vault, "adult", keys, names, columns, chunk_rows));
+  columns.clear();
+  const double setup_secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::vector<v1::FitFairModelRequest> reqs;
+  std::vector<std::pair<double, int>> settings;
+  for (double eps : flags.epsilons) {
+    for (int seed = 0; seed < flags.seeds; ++seed) {
+      v1::FitFairModelRequest req;
+      req.set_idempotency_key(absl::StrCat("em-", eps, "-", seed));
+      req.set_table_handle(handle);
+      req.set_algorithm(v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);
+      req.set_label_column("label");
+      for (size_t j = 1; j < names.size(); ++j) req.add_hypothesis_columns(names[j]);
+      req.set_epsilon(eps);
+      req.set_em_delta(flags.em_delta);
+      reqs.push_back(std::move(req));
+      settings.emplace_back(eps, seed);
     }
   }
-  return flags;
+  ASSIGN_OR_RETURN(auto models, RunJobs(vault, reqs, 4));
+  std::vector<Row> rows;
+  for (size_t i = 0; i < models.size(); ++i) {
+    Row r{settings[i].first, settings[i].second, -1, 0, {}, 0};
+    if (models[i].ok()) {
+      r.chosen = models[i]->hypothesis_index();
+      r.released_m = models[i]->released_min_positives();
+      r.train_utility = utility[static_cast<size_t>(r.chosen)];
+      r.test = Evaluate(family.test[static_cast<size_t>(r.chosen)], adult.test);
+    } else if (models[i].status().message().find("is <= 1") == std::string::npos) {
+      return models[i].status();
+    }
+    rows.push_back(r);
+  }
+  const double total_secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::string csv =
+      "epsilon,seed,chosen,released_m,train_utility,error,tpr_gap,eo_violation\n";
+  for (const Row& r : rows) {
+    if (r.chosen < 0) {
+      absl::StrAppend(&csv, EpsilonText(r.epsilon), ",", r.seed, ",refused,,,,,\n");
+      continue;
+    }
+    absl::StrAppend(&csv, EpsilonText(r.epsilon), ",", r.seed, ",", r.chosen, ",",
+                    r.released_m, ",",
+                    absl::StrFormat("%.6f,%.6f,%.6f,%.6f", r.train_utility, r.test.error,
+                                    r.test.tpr_gap, r.test.eo_violation),
+                    "\n");
+  }
+  const Eval reference = Evaluate(family.test[static_cast<size_t>(best)], adult.test);
+  std::string md = absl::StrFormat(
+      "Family: %d attribute subsets × %zu thresholds = %zu candidates (train utility err + "
+      "TPR gap over all: best %.4f, median %.4f, worst %.4f), all in one table and every "
+      "FitFairModel job; %d seeds per ε; δ of the shift %s.\n\n",
+      flags.subsets, flags.thresholds.size(), h, sorted.front(), sorted[sorted.size() / 2],
+      sorted.back(), flags.seeds,
+      flags.em_delta > 0 ? absl::StrCat(flags.em_delta) : "exp(−√n) (the paper's)");
+  absl::StrAppend(&md,
+                  "| ε | refused (M ≤ 1) | released M | train utility of the choice | test "
+                  "error | test TPR gap | test EO violation |\n|---|---|---|---|---|---|---|\n");
+  for (double eps : flags.epsilons) {
+    std::vector<double> m, u, err, gap, eo;
+    int refused = 0;
+    for (const Row& r : rows) {
+      if (r.epsilon != eps) continue;
+      if (r.chosen < 0) {
+        ++refused;
+        continue;
+      }
+      m.push_back(r.released_m);
+      u.push_back(r.train_utility);
+      err.push_back(r.test.error);
+      gap.push_back(r.test.tpr_gap);
+      eo.push_back(r.test.eo_violation);
+    }
+    auto cell = [](const std::vector<double>& v, const char* fmt) {
+      if (v.empty()) return std::string("—");
+      const MeanStd s = Summarize(v);
+      return absl::StrCat(absl::StrFormat(fmt, s.mean), " ± ", absl::StrFormat(fmt, s.std));
+    };
+    absl::StrAppend(&md, "| ", EpsilonText(eps), " | ", refused, "/", refused + err.size(),
+                    " | ", cell(m, "%.0f"), " | ", cell(u, "%.4f"), " | ", cell(err, "%.4f"),
+                    " | ", cell(gap, "%.4f"), " | ", cell(eo, "%.4f"), " |\n");
+  }
+  absl::StrAppend(
+      &md, absl::StrFormat(
+               "| ∞ (best train utility: h%d = %s) | — | — | %.4f | %.4f | %.4f | %.4f |\n",
+               best, family.description[static_cast<size_t>(best)],
+               utility[static_cast<size_t>(best)], reference.error, reference.tpr_gap,
+               reference.eo_violation));
+  absl::StrAppend(&csv, "inf,0,", best, ",0,",
+                  absl::StrFormat("%.6f,%.6f,%.6f,%.6f", utility[static_cast<size_t>(best)],
+                                  reference.error, reference.tpr_gap, reference.eo_violation),
+                  "\n");
+  absl::StrAppend(
+      &md, absl::StrFormat("\n(run time %.0f s: family %.0f s, vault set-up and upload of the "
+                           "%zu columns %.0f s, %zu vault jobs %.0f s)\n",
+                           total_secs, family_secs, h + 1, setup_secs - family_secs,
+                           reqs.size(), total_secs - setup_secs));
+  RETURN_IF_ERROR(client::WriteStringToFile(flags.out, csv));
+  RETURN_IF_ERROR(client::WriteStringToFile(flags.md, md));
+  std::printf("%s\nwrote %s and %s\n", md.c_str(), flags.out.c_str(), flags.md.c_str());
+  return absl::OkStatus();
 }
 
 int Main(int argc, char** argv) {
-  if (HelpRequested(argc, argv)) return PrintUsage(kUsage);
-  auto flags = ParseFlags(argc, argv);
-  if (!flags.ok()) return FlagsErrorExit(flags.status());
-  auto run = [&]() -> absl::Status {
-    const auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(const AdultData adult, LoadAdult(flags->datasets));
-    ASSIGN_OR_RETURN(const Family family, BuildFamily(adult, *flags));
-    const size_t h = family.train.size();
-    const double family_secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-    // The company's own view of its candidates is non-private (it has no groups); the
-    // reference uses the train groups, which only the ε → ∞ limit may.
-    learn::EmLearnerInput input;
-    input.y = adult.train.y;
-    input.group = adult.train.group;
-    input.k = 2;
-    input.predictions = family.train;
-    const std::vector<double> utility = learn::EmUtilities(input, 0);
-    const int best =
-        static_cast<int>(std::min_element(utility.begin(), utility.end()) - utility.begin());
-    std::vector<double> sorted = utility;
-    std::sort(sorted.begin(), sorted.end());
-
-    ASSIGN_OR_RETURN(VaultSession vault, StartVault("em_adult", "em-lab"));
-    std::vector<std::string> keys;
-    for (size_t i = 0; i < adult.train.y.size(); ++i) keys.push_back(absl::StrCat("adult-", i));
-    double grant = 1;
-    for (double e : flags->epsilons) grant += e * flags->seeds;
-    RETURN_IF_ERROR(
-        AddDataset(vault, "adult", "sex", {"Female", "Male"}, keys, adult.train.group, grant));
-    std::vector<std::string> names = {"label"};
-    std::vector<std::vector<double>> columns = {
-        std::vector<double>(adult.train.y.begin(), adult.train.y.end())};
-    for (size_t j = 0; j < h; ++j) {
-      names.push_back(absl::StrCat("h", j));
-      columns.emplace_back(family.train[j].begin(), family.train[j].end());
-    }
-    // Chunks of 2,000 rows, fewer if they would pass 16 MB of doubles (at 1,001 columns they stay
-    // at 2,000, 16 MB): well under the server's 64 MB message limit.
-    const size_t chunk_rows =
-        std::clamp<size_t>((size_t{16} << 20) / (8 * names.size()), 1, 2000);
-    ASSIGN_OR_RETURN(const std::string handle,
-                     UploadNumeric(vault, "adult", keys, names, columns, chunk_rows));
-    columns.clear();
-    const double setup_secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-    std::vector<v1::FitFairModelRequest> reqs;
-    std::vector<std::pair<double, int>> settings;
-    for (double eps : flags->epsilons) {
-      for (int seed = 0; seed < flags->seeds; ++seed) {
-        v1::FitFairModelRequest req;
-        req.set_idempotency_key(absl::StrCat("em-", eps, "-", seed));
-        req.set_table_handle(handle);
-        req.set_algorithm(v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);
-        req.set_label_column("label");
-        for (size_t j = 1; j < names.size(); ++j) req.add_hypothesis_columns(names[j]);
-        req.set_epsilon(eps);
-        req.set_em_delta(flags->em_delta);
-        reqs.push_back(std::move(req));
-        settings.emplace_back(eps, seed);
-      }
-    }
-    ASSIGN_OR_RETURN(auto models, RunJobs(vault, reqs, 4));
-    std::vector<Row> rows;
-    for (size_t i = 0; i < models.size(); ++i) {
-      Row r{settings[i].first, settings[i].second, -1, 0, {}, 0};
-      if (models[i].ok()) {
-        r.chosen = models[i]->hypothesis_index();
-        r.released_m = models[i]->released_min_positives();
-        r.train_utility = utility[static_cast<size_t>(r.chosen)];
-        r.test = Evaluate(family.test[static_cast<size_t>(r.chosen)], adult.test);
-      } else if (models[i].status().message().find("is <= 1") == std::string::npos) {
-        return models[i].status();
-      }
-      rows.push_back(r);
-    }
-    const double total_secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-    std::string csv =
-        "epsilon,seed,chosen,released_m,train_utility,error,tpr_gap,eo_violation\n";
-    for (const Row& r : rows) {
-      if (r.chosen < 0) {
-        absl::StrAppend(&csv, EpsilonText(r.epsilon), ",", r.seed, ",refused,,,,,\n");
-        continue;
-      }
-      absl::StrAppend(&csv, EpsilonText(r.epsilon), ",", r.seed, ",", r.chosen, ",",
-                      r.released_m, ",",
-                      absl::StrFormat("%.6f,%.6f,%.6f,%.6f", r.train_utility, r.test.error,
-                                      r.test.tpr_gap, r.test.eo_violation),
-                      "\n");
-    }
-    const Eval reference = Evaluate(family.test[static_cast<size_t>(best)], adult.test);
-    std::string md = absl::StrFormat(
-        "Family: %d attribute subsets × %zu thresholds = %zu candidates (train utility err + "
-        "TPR gap over all: best %.4f, median %.4f, worst %.4f), all in one table and every "
-        "FitFairModel job; %d seeds per ε; δ of the shift %s.\n\n",
-        flags->subsets, flags->thresholds.size(), h, sorted.front(), sorted[sorted.size() / 2],
-        sorted.back(), flags->seeds,
-        flags->em_delta > 0 ? absl::StrCat(flags->em_delta) : "exp(−√n) (the paper's)");
-    absl::StrAppend(&md,
-                    "| ε | refused (M ≤ 1) | released M | train utility of the choice | test "
-                    "error | test TPR gap | test EO violation |\n|---|---|---|---|---|---|---|\n");
-    for (double eps : flags->epsilons) {
-      std::vector<double> m, u, err, gap, eo;
-      int refused = 0;
-      for (const Row& r : rows) {
-        if (r.epsilon != eps) continue;
-        if (r.chosen < 0) {
-          ++refused;
-          continue;
-        }
-        m.push_back(r.released_m);
-        u.push_back(r.train_utility);
-        err.push_back(r.test.error);
-        gap.push_back(r.test.tpr_gap);
-        eo.push_back(r.test.eo_violation);
-      }
-      auto cell = [](const std::vector<double>& v, const char* fmt) {
-        if (v.empty()) return std::string("—");
-        const MeanStd s = Summarize(v);
-        return absl::StrCat(absl::StrFormat(fmt, s.mean), " ± ", absl::StrFormat(fmt, s.std));
-      };
-      absl::StrAppend(&md, "| ", EpsilonText(eps), " | ", refused, "/", refused + err.size(),
-                      " | ", cell(m, "%.0f"), " | ", cell(u, "%.4f"), " | ", cell(err, "%.4f"),
-                      " | ", cell(gap, "%.4f"), " | ", cell(eo, "%.4f"), " |\n");
-    }
-    absl::StrAppend(
-        &md, absl::StrFormat(
-                 "| ∞ (best train utility: h%d = %s) | — | — | %.4f | %.4f | %.4f | %.4f |\n",
-                 best, family.description[static_cast<size_t>(best)],
-                 utility[static_cast<size_t>(best)], reference.error, reference.tpr_gap,
-                 reference.eo_violation));
-    absl::StrAppend(&csv, "inf,0,", best, ",0,",
-                    absl::StrFormat("%.6f,%.6f,%.6f,%.6f", utility[static_cast<size_t>(best)],
-                                    reference.error, reference.tpr_gap, reference.eo_violation),
-                    "\n");
-    absl::StrAppend(
-        &md, absl::StrFormat("\n(run time %.0f s: family %.0f s, vault set-up and upload of the "
-                             "%zu columns %.0f s, %zu vault jobs %.0f s)\n",
-                             total_secs, family_secs, h + 1, setup_secs - family_secs,
-                             reqs.size(), total_secs - setup_secs));
-    RETURN_IF_ERROR(client::WriteStringToFile(flags->out, csv));
-    RETURN_IF_ERROR(client::WriteStringToFile(flags->md, md));
-    std::printf("%s\nwrote %s and %s\n", md.c_str(), flags->out.c_str(), flags->md.c_str());
-    return absl::OkStatus();
-  };
-  return RunExit("em_adult", run());
+  return ExperimentMain("em_adult", kUsage, argc, argv, ParseFlags, Run);
 }
 
 }  // namespace

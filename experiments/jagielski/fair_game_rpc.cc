@@ -26,8 +26,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/util/status_macros.h"
-#include "experiments/experiment_cli.h"
-#include "experiments/fair_learning_common.h"
+#include "experiments/common/experiment_cli.h"
+#include "experiments/common/datasets.h"
+#include "experiments/common/metrics.h"
+#include "experiments/common/vault_session.h"
 
 namespace fairvault::experiments {
 namespace {
@@ -38,7 +40,7 @@ struct Options {
   double epsilon = 4;
   int rows = 0;  // 0: every train row
   double lambda_bound =
-      1;  // B = 1: the experiments' choice (experiments/results/jagielski_fig1.md)
+      1;  // B = 1: the experiments' choice (experiments/jagielski/results/jagielski_fig1.md)
   double learning_rate = 1;
   double gamma = 0.02;
   double masses_share = 0.1;

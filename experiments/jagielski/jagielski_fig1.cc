@@ -61,8 +61,10 @@
 #include "core/learn/fair_game.h"
 #include "core/learn/logistic_regression.h"
 #include "core/util/status_macros.h"
-#include "experiments/experiment_cli.h"
-#include "experiments/fair_learning_common.h"
+#include "experiments/common/experiment_cli.h"
+#include "experiments/common/datasets.h"
+#include "experiments/common/metrics.h"
+#include "experiments/common/vault_session.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR
 #error "FAIRVAULT_SOURCE_DIR must be defined by the build"
@@ -386,9 +388,7 @@ constexpr char kUsage[] =
     "post-processor on Communities & Crime, then Adult, against a real vault.\n";
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
-  Flags flags;
-  FlagReader reader(argc, argv);
-  while (reader.Next()) {
+  auto one = [](FlagReader& reader, Flags& flags) -> absl::StatusOr<bool> {
     const std::string& arg = reader.arg();
     auto number = [&](double* out) -> absl::Status {
       ASSIGN_OR_RETURN(std::string v, reader.Value());
@@ -397,9 +397,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       }
       return absl::OkStatus();
     };
-    if (arg == "--datasets") {
-      ASSIGN_OR_RETURN(flags.datasets, reader.Value());
-    } else if (arg == "--out-dir") {
+    if (arg == "--out-dir") {
       ASSIGN_OR_RETURN(flags.out_dir, reader.Value());
     } else if (arg == "--only") {
       ASSIGN_OR_RETURN(flags.only, reader.Value());
@@ -424,9 +422,11 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     } else if (arg == "--quick") {
       flags.quick = true;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+      return false;
     }
-  }
+    return true;
+  };
+  ASSIGN_OR_RETURN(Flags flags, ReadFlags<Flags>(argc, argv, one));
   if (flags.quick) {
     flags.seeds = 2;
     flags.adult_seeds = 1;
@@ -436,55 +436,54 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   return flags;
 }
 
+// The study, once its flags are read.
+absl::Status Run(const Flags& flags) {
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(VaultSession vault, StartVault("jagielski_fig1", "fig1-lab"));
+  std::vector<Problem> problems;
+  if (flags.only != "adult") {
+    ASSIGN_OR_RETURN(Problem p, LoadCommunities(flags.datasets));
+    p.clip_l1 = flags.clip_l1;
+    problems.push_back(std::move(p));
+  }
+  if (flags.only != "communities") {
+    ASSIGN_OR_RETURN(Problem p, LoadAdultProblem(flags.datasets, flags.adult_clip_l1));
+    problems.push_back(std::move(p));
+  }
+  std::string md = absl::StrFormat(
+      "Learner parameters: B = %g, η = %g, γ = 0, masses share 0.1, δ = 0 (pure "
+      "composition); clip_l1 = %g (communities), %g (adult); T ∈ {%s}.\n\n",
+      flags.lambda_bound, flags.learning_rate, flags.clip_l1, flags.adult_clip_l1,
+      absl::StrJoin(flags.rounds, ", "));
+  for (const Problem& problem : problems) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(std::vector<Row> rows, RunProblem(vault, problem, flags));
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string csv = "dataset,method,epsilon,rounds,seed,error,violation\n";
+    for (const Row& r : rows) {
+      absl::StrAppend(&csv, problem.name, ",", r.method, ",", EpsilonText(r.epsilon), ",",
+                      r.rounds, ",", r.seed, ",",
+                      absl::StrFormat("%.6f,%.6f", r.m.error, r.m.violation), "\n");
+    }
+    const std::string path =
+        absl::StrCat(flags.out_dir, "/jagielski_fig1_", problem.name, ".csv");
+    RETURN_IF_ERROR(client::WriteStringToFile(path, csv));
+    const std::string table =
+        Table(problem, rows, flags, problem.has_fixed_test ? flags.adult_seeds : flags.seeds);
+    absl::StrAppend(&md, table,
+                    absl::StrFormat("\n(run time %.0f s; per seed in %s)\n\n", secs, path));
+    std::printf("%s\n", table.c_str());
+  }
+  const std::string md_path = absl::StrCat(flags.out_dir, "/jagielski_fig1_tables.md");
+  RETURN_IF_ERROR(client::WriteStringToFile(md_path, md));
+  std::printf("wrote %s (total %.0f s)\n", md_path.c_str(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
-  if (HelpRequested(argc, argv)) return PrintUsage(kUsage);
-  auto flags = ParseFlags(argc, argv);
-  if (!flags.ok()) return FlagsErrorExit(flags.status());
-  auto run = [&]() -> absl::Status {
-    const auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(VaultSession vault, StartVault("jagielski_fig1", "fig1-lab"));
-    std::vector<Problem> problems;
-    if (flags->only != "adult") {
-      ASSIGN_OR_RETURN(Problem p, LoadCommunities(flags->datasets));
-      p.clip_l1 = flags->clip_l1;
-      problems.push_back(std::move(p));
-    }
-    if (flags->only != "communities") {
-      ASSIGN_OR_RETURN(Problem p, LoadAdultProblem(flags->datasets, flags->adult_clip_l1));
-      problems.push_back(std::move(p));
-    }
-    std::string md = absl::StrFormat(
-        "Learner parameters: B = %g, η = %g, γ = 0, masses share 0.1, δ = 0 (pure "
-        "composition); clip_l1 = %g (communities), %g (adult); T ∈ {%s}.\n\n",
-        flags->lambda_bound, flags->learning_rate, flags->clip_l1, flags->adult_clip_l1,
-        absl::StrJoin(flags->rounds, ", "));
-    for (const Problem& problem : problems) {
-      const auto t0 = std::chrono::steady_clock::now();
-      ASSIGN_OR_RETURN(std::vector<Row> rows, RunProblem(vault, problem, *flags));
-      const double secs =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::string csv = "dataset,method,epsilon,rounds,seed,error,violation\n";
-      for (const Row& r : rows) {
-        absl::StrAppend(&csv, problem.name, ",", r.method, ",", EpsilonText(r.epsilon), ",",
-                        r.rounds, ",", r.seed, ",",
-                        absl::StrFormat("%.6f,%.6f", r.m.error, r.m.violation), "\n");
-      }
-      const std::string path =
-          absl::StrCat(flags->out_dir, "/jagielski_fig1_", problem.name, ".csv");
-      RETURN_IF_ERROR(client::WriteStringToFile(path, csv));
-      const std::string table =
-          Table(problem, rows, *flags, problem.has_fixed_test ? flags->adult_seeds : flags->seeds);
-      absl::StrAppend(&md, table,
-                      absl::StrFormat("\n(run time %.0f s; per seed in %s)\n\n", secs, path));
-      std::printf("%s\n", table.c_str());
-    }
-    const std::string md_path = absl::StrCat(flags->out_dir, "/jagielski_fig1_tables.md");
-    RETURN_IF_ERROR(client::WriteStringToFile(md_path, md));
-    std::printf("wrote %s (total %.0f s)\n", md_path.c_str(),
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    return absl::OkStatus();
-  };
-  return RunExit("jagielski_fig1", run());
+  return ExperimentMain("jagielski_fig1", kUsage, argc, argv, ParseFlags, Run);
 }
 
 }  // namespace

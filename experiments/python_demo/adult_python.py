@@ -10,13 +10,13 @@ set before and after: those numbers are exact (not private) and marked "regulato
 
 Run against a running vault where the regulator has loaded Adult as the demo does:
 
-    PYTHONPATH=build/client/python experiments/adult_python.py --server 127.0.0.1:50051 \\
+    PYTHONPATH=build/client/python experiments/python_demo/adult_python.py --server 127.0.0.1:50051 \\
         --key-file var/demo/acme.key --hmac-secret-file var/demo/pseudonym.secret
 
 (the company needs a fresh grant: ``fairvault grant --company acme --dataset adult --epsilon 7``),
 or with its own server on a temporary SQLite file, as the tests do:
 
-    PYTHONPATH=build/client/python experiments/adult_python.py --self-contained
+    PYTHONPATH=build/client/python experiments/python_demo/adult_python.py --self-contained
 
 ``--quick`` (the ctest smoke run) trains the fair model with 5 rounds instead of 20.
 Data: ``$FAIRVAULT_DATASETS/adult`` (default ``../shared/datasets/adult``).
@@ -39,7 +39,7 @@ import pandas as pd
 
 import fairvault
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--server", help="HOST:PORT of a running vault (with --key-file)")
 parser.add_argument("--key-file", help="the company's API key file")

@@ -4,7 +4,7 @@
 //
 // Settings (--suite, the default: all of them in one vault): DP-FERMI for demographic parity on
 // Adult, Credit, Parkinsons with motor_UPDRS and Parkinsons without it; DP-FERMI for equalized
-// odds on Adult; PF-LD for demographic parity on Adult. Data (fair_learning_common): Adult's
+// odds on Adult; PF-LD for demographic parity on Adult. Data (common/datasets): Adult's
 // official train/test files, a seeded 75/25 row split for Credit and Parkinsons (--split-seed);
 // group = sex; numeric columns standardised, categorical ones one-hot, the attribute never a
 // feature. Logistic regression throughout.
@@ -65,10 +65,12 @@
 #include "client/lib/csv.h"
 #include "core/learn/logistic_regression.h"
 #include "core/util/status_macros.h"
-#include "experiments/experiment_cli.h"
-#include "experiments/fair_learning_common.h"
-#include "experiments/stochastic_fair_runs.h"
-#include "experiments/stochastic_fair_settings.h"
+#include "experiments/common/experiment_cli.h"
+#include "experiments/common/datasets.h"
+#include "experiments/common/metrics.h"
+#include "experiments/common/vault_session.h"
+#include "experiments/stochastic/stochastic_fair_runs.h"
+#include "experiments/stochastic/stochastic_fair_settings.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR
 #error "FAIRVAULT_SOURCE_DIR must be defined by the build"
@@ -119,13 +121,9 @@ constexpr char kUsage[] =
     "(fairvault-server on a temp SQLite file).\n";
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
-  Flags flags;
-  FlagReader reader(argc, argv);
-  while (reader.Next()) {
+  auto one = [](FlagReader& reader, Flags& flags) -> absl::StatusOr<bool> {
     const std::string& arg = reader.arg();
-    if (arg == "--datasets") {
-      ASSIGN_OR_RETURN(flags.datasets, reader.Value());
-    } else if (arg == "--out-dir") {
+    if (arg == "--out-dir") {
       ASSIGN_OR_RETURN(flags.out_dir, reader.Value());
     } else if (arg == "--seeds") {
       RETURN_IF_ERROR(reader.Integer(&flags.seeds, 1));
@@ -208,9 +206,11 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     } else if (arg == "--grid-clip") {
       RETURN_IF_ERROR(reader.NumberList(&flags.grid_clip, true));
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+      return false;
     }
-  }
+    return true;
+  };
+  ASSIGN_OR_RETURN(Flags flags, ReadFlags<Flags>(argc, argv, one));
   if (flags.custom) {
     flags.custom_config.name = "custom";
     flags.configs = {"custom"};
@@ -468,11 +468,10 @@ absl::Status Reproduce(const Flags& flags) {
   return absl::OkStatus();
 }
 
+absl::Status Run(const Flags& flags) { return flags.tune ? Tune(flags) : Reproduce(flags); }
+
 int Main(int argc, char** argv) {
-  if (HelpRequested(argc, argv)) return PrintUsage(kUsage);
-  return ExperimentMain("stochastic_fair_repro", ParseFlags(argc, argv), [](const Flags& flags) {
-    return flags.tune ? Tune(flags) : Reproduce(flags);
-  });
+  return ExperimentMain("stochastic_fair_repro", kUsage, argc, argv, ParseFlags, Run);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // stochastic_fair_repro's uploads, jobs and summaries (stochastic_fair_runs.h).
-#include "experiments/stochastic_fair_runs.h"
+#include "experiments/stochastic/stochastic_fair_runs.h"
 
 #include <algorithm>
 #include <chrono>

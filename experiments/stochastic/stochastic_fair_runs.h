@@ -1,8 +1,8 @@
 // stochastic_fair_repro's jobs: each data set uploaded to the vault once, one FitFairModel job
 // per row (setting × configuration × ε × λ × seed) run and its network applied to the evaluation
 // rows, and the rows summarised as table cells and CSV.
-#ifndef FAIRVAULT_EXPERIMENTS_STOCHASTIC_FAIR_RUNS_H_
-#define FAIRVAULT_EXPERIMENTS_STOCHASTIC_FAIR_RUNS_H_
+#ifndef FAIRVAULT_EXPERIMENTS_STOCHASTIC_STOCHASTIC_FAIR_RUNS_H_
+#define FAIRVAULT_EXPERIMENTS_STOCHASTIC_STOCHASTIC_FAIR_RUNS_H_
 
 #include <cstdint>
 #include <map>
@@ -13,8 +13,10 @@
 #include "Eigen/Dense"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "experiments/fair_learning_common.h"
-#include "experiments/stochastic_fair_settings.h"
+#include "experiments/common/datasets.h"
+#include "experiments/common/metrics.h"
+#include "experiments/common/vault_session.h"
+#include "experiments/stochastic/stochastic_fair_settings.h"
 
 namespace fairvault::experiments::stochastic_fair {
 
@@ -72,4 +74,4 @@ std::string CsvOf(const std::vector<Row>& rows, bool objective);
 
 }  // namespace fairvault::experiments::stochastic_fair
 
-#endif  // FAIRVAULT_EXPERIMENTS_STOCHASTIC_FAIR_RUNS_H_
+#endif  // FAIRVAULT_EXPERIMENTS_STOCHASTIC_STOCHASTIC_FAIR_RUNS_H_

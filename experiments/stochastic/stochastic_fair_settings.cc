@@ -1,6 +1,6 @@
 // stochastic_fair_repro's configurations, settings and the authors' numbers
 // (stochastic_fair_settings.h).
-#include "experiments/stochastic_fair_settings.h"
+#include "experiments/stochastic/stochastic_fair_settings.h"
 
 #include <algorithm>
 #include <array>

@@ -1,14 +1,16 @@
 // stochastic_fair_repro's settings: the training configurations (the paper's and the large-batch
 // one), the (data set, fairness notion, learner) settings of the suite with their λ grids, the
 // authors' published numbers at ε = 1, and the validation objective --tune ranks by.
-#ifndef FAIRVAULT_EXPERIMENTS_STOCHASTIC_FAIR_SETTINGS_H_
-#define FAIRVAULT_EXPERIMENTS_STOCHASTIC_FAIR_SETTINGS_H_
+#ifndef FAIRVAULT_EXPERIMENTS_STOCHASTIC_STOCHASTIC_FAIR_SETTINGS_H_
+#define FAIRVAULT_EXPERIMENTS_STOCHASTIC_STOCHASTIC_FAIR_SETTINGS_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "experiments/fair_learning_common.h"
+#include "experiments/common/datasets.h"
+#include "experiments/common/metrics.h"
+#include "experiments/common/vault_session.h"
 
 namespace fairvault::experiments::stochastic_fair {
 
@@ -83,4 +85,4 @@ double FermiObjective(const std::vector<double>& p, const LabeledRows& rows, dou
 
 }  // namespace fairvault::experiments::stochastic_fair
 
-#endif  // FAIRVAULT_EXPERIMENTS_STOCHASTIC_FAIR_SETTINGS_H_
+#endif  // FAIRVAULT_EXPERIMENTS_STOCHASTIC_STOCHASTIC_FAIR_SETTINGS_H_

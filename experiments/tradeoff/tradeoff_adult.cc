@@ -4,7 +4,7 @@
 // through the client library), on the same split, the same features and the same ε.
 //
 // Data: adult.data to train, adult.test to test, group = sex, the shared encoding
-// (fair_learning_common: numeric standardised, categorical one-hot, no sex or race). The split is
+// (common/datasets: numeric standardised, categorical one-hot, no sex or race). The split is
 // Adult's official one, so seeds are repetitions of the vault's noise (and of DP-FERMI's
 // initialisation).
 //
@@ -27,9 +27,9 @@
 // the post-processor's LP on exact counts (ε = ∞).
 //
 // DP-FERMI / PF-LD schedule: the vault's accountant gives no subsampling amplification at small
-// ε with batch 1024 (noise multiplier ≈ 500 at ε = 1, experiments/results/dp_fermi_adult.md), so
-// every step here uses all rows (full batch: z ≈ 100 at ε = 1 over 300 steps) with learning rates
-// large enough for 300 full-batch steps: η_θ = 1, W radius 5, DP-FERMI clips 1. Chosen on
+// ε with batch 1024 (noise multiplier ≈ 500 at ε = 1, ../stochastic/results/dp_fermi_adult.md),
+// so every step here uses all rows (full batch: z ≈ 100 at ε = 1 over 300 steps) with learning
+// rates large enough for 300 full-batch steps: η_θ = 1, W radius 5, DP-FERMI clips 1. Chosen on
 // validation rows carved from adult.data (--validate; never adult.test; README and
 // results/tradeoff_adult_validation*.md): η_w = 0.1, not 1 (with η_w = 1 every λ >= 1.5 collapses
 // to the constant classifier, so the λ grid has no point between violation 0.12 and 0), PF-LD's
@@ -61,10 +61,12 @@
 #include "client/lib/csv.h"
 #include "core/learn/logistic_regression.h"
 #include "core/util/status_macros.h"
-#include "experiments/experiment_cli.h"
-#include "experiments/fair_learning_common.h"
-#include "experiments/tradeoff_adult_arms.h"
-#include "experiments/tradeoff_adult_report.h"
+#include "experiments/common/experiment_cli.h"
+#include "experiments/common/datasets.h"
+#include "experiments/common/metrics.h"
+#include "experiments/common/vault_session.h"
+#include "experiments/tradeoff/tradeoff_adult_arms.h"
+#include "experiments/tradeoff/tradeoff_adult_report.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR
 #error "FAIRVAULT_SOURCE_DIR must be defined by the build"
@@ -252,14 +254,10 @@ constexpr char kUsage[] =
     "SQLite file); writes the CSVs and `fairvault report sweep` inputs into --out-dir.\n";
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
-  Flags flags;
-  FlagReader reader(argc, argv);
-  while (reader.Next()) {
+  auto one = [](FlagReader& reader, Flags& flags) -> absl::StatusOr<bool> {
     const std::string& arg = reader.arg();
     Schedule& s = flags.schedule;
-    if (arg == "--datasets") {
-      ASSIGN_OR_RETURN(flags.datasets, reader.Value());
-    } else if (arg == "--out-dir") {
+    if (arg == "--out-dir") {
       ASSIGN_OR_RETURN(flags.out_dir, reader.Value());
     } else if (arg == "--seeds") {
       RETURN_IF_ERROR(reader.Integer(&flags.seeds, 1));
@@ -305,9 +303,11 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     } else if (arg == "--quick") {
       flags.quick = true;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+      return false;
     }
-  }
+    return true;
+  };
+  ASSIGN_OR_RETURN(Flags flags, ReadFlags<Flags>(argc, argv, one));
   if (flags.quick) {
     flags.seeds = 1;
     flags.epsilons = {1, 9};
@@ -325,8 +325,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 }
 
 int Main(int argc, char** argv) {
-  if (HelpRequested(argc, argv)) return PrintUsage(kUsage);
-  return ExperimentMain("tradeoff_adult", ParseFlags(argc, argv), Run);
+  return ExperimentMain("tradeoff_adult", kUsage, argc, argv, ParseFlags, Run);
 }
 
 }  // namespace

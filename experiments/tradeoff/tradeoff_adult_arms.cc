@@ -1,5 +1,5 @@
 // tradeoff_adult's split, schedule variations and arms (tradeoff_adult_arms.h).
-#include "experiments/tradeoff_adult_arms.h"
+#include "experiments/tradeoff/tradeoff_adult_arms.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,8 @@
 // tradeoff_adult's arms: the learners' schedule, the flags, the learner configurations (arms)
 // of the sweep or of --validate's schedule variations, the train / evaluation split and the
 // per-seed result rows.
-#ifndef FAIRVAULT_EXPERIMENTS_TRADEOFF_ADULT_ARMS_H_
-#define FAIRVAULT_EXPERIMENTS_TRADEOFF_ADULT_ARMS_H_
+#ifndef FAIRVAULT_EXPERIMENTS_TRADEOFF_TRADEOFF_ADULT_ARMS_H_
+#define FAIRVAULT_EXPERIMENTS_TRADEOFF_TRADEOFF_ADULT_ARMS_H_
 
 #include <functional>
 #include <limits>
@@ -12,7 +12,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "experiments/fair_learning_common.h"
+#include "experiments/common/datasets.h"
+#include "experiments/common/metrics.h"
+#include "experiments/common/vault_session.h"
 
 #ifndef FAIRVAULT_SOURCE_DIR
 #error "FAIRVAULT_SOURCE_DIR must be defined by the build"
@@ -146,4 +148,4 @@ struct Results {
 
 }  // namespace fairvault::experiments::tradeoff
 
-#endif  // FAIRVAULT_EXPERIMENTS_TRADEOFF_ADULT_ARMS_H_
+#endif  // FAIRVAULT_EXPERIMENTS_TRADEOFF_TRADEOFF_ADULT_ARMS_H_

@@ -1,5 +1,5 @@
 // tradeoff_adult's CSV and markdown writers (tradeoff_adult_report.h).
-#include "experiments/tradeoff_adult_report.h"
+#include "experiments/tradeoff/tradeoff_adult_report.h"
 
 #include <algorithm>
 #include <cmath>

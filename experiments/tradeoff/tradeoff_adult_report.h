@@ -1,11 +1,11 @@
 // tradeoff_adult's outputs: the per-seed CSV, the `fairvault report sweep` CSVs (mean over
 // seeds with a 95% t-interval) and the markdown tables of the trade-off and of --validate.
-#ifndef FAIRVAULT_EXPERIMENTS_TRADEOFF_ADULT_REPORT_H_
-#define FAIRVAULT_EXPERIMENTS_TRADEOFF_ADULT_REPORT_H_
+#ifndef FAIRVAULT_EXPERIMENTS_TRADEOFF_TRADEOFF_ADULT_REPORT_H_
+#define FAIRVAULT_EXPERIMENTS_TRADEOFF_TRADEOFF_ADULT_REPORT_H_
 
 #include <string>
 
-#include "experiments/tradeoff_adult_arms.h"
+#include "experiments/tradeoff/tradeoff_adult_arms.h"
 
 namespace fairvault::experiments::tradeoff {
 
@@ -26,4 +26,4 @@ std::string ValidationMarkdown(const Split& split, const Flags& flags, const Res
 
 }  // namespace fairvault::experiments::tradeoff
 
-#endif  // FAIRVAULT_EXPERIMENTS_TRADEOFF_ADULT_REPORT_H_
+#endif  // FAIRVAULT_EXPERIMENTS_TRADEOFF_TRADEOFF_ADULT_REPORT_H_

@@ -42,7 +42,7 @@ namespace {
 constexpr int kMaxHypotheses = 5000;
 constexpr int kDefaultRounds = 100;
 // B = 1: with η = 1, B = 10 overshoots (noise-free test error 0.41 on Communities against 0.17
-// with B = 1; experiments/results/jagielski_fig1_investigation.md).
+// with B = 1; experiments/jagielski/results/jagielski_fig1_investigation.md).
 constexpr double kDefaultLambdaBound = 1;
 constexpr double kDefaultLearningRate = 1;
 constexpr double kDefaultMassesShare = 0.1;
