@@ -1,0 +1,187 @@
+// Migrations: SQLite databases of earlier schema versions opened by this build, and a SQLite
+// vault moved to PostgreSQL whole and verified (fixtures in store_test_fixture.h).
+#include "server/storage/store_test_fixture.h"
+
+namespace fairvault::server::storage::store_testing {
+namespace {
+
+class SqliteMigrationTest : public StoreTest {};
+
+TEST_P(SqliteMigrationTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
+  Grant(acme_, census_, 1'000'000);
+  ASSERT_OK(Charge(Request(acme_, census_, "k1", 100'000)));
+  const std::string payload = store_->GetStoredResponse(acme_.id, "k1")->payload;
+  store_.reset();
+  // The responses table as the first release shipped it, holding the stored response.
+  ASSERT_EQ(Raw("CREATE TABLE old_responses("
+                "  account_id INTEGER NOT NULL, idempotency_key TEXT NOT NULL,"
+                "  request_kind TEXT NOT NULL, params_digest TEXT NOT NULL,"
+                "  ledger_seq INTEGER NOT NULL, payload BLOB NOT NULL,"
+                "  PRIMARY KEY(account_id, idempotency_key));"
+                "INSERT INTO old_responses SELECT account_id, idempotency_key, request_kind,"
+                "  params_digest, ledger_seq, payload FROM responses;"
+                "DROP TABLE responses; ALTER TABLE old_responses RENAME TO responses;"
+                "PRAGMA user_version=0"),
+            "");
+
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  // The old response still replays, and new charges (which store failures) work.
+  auto replay = Charge(Request(acme_, census_, "k1", 100'000));
+  ASSERT_OK(replay);
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->response_payload, payload);
+  ASSERT_OK(Charge(Request(acme_, census_, "k2", 100'000)));
+  EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
+  // Opening again is a no-op.
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
+}
+
+TEST_P(SqliteMigrationTest, AccessLogFromVersion1IsMigratedOnOpen) {
+  store_.reset();
+  // The access log as schema version 1 had it, with one logged call.
+  ASSERT_EQ(Raw("DROP TABLE access_log;"
+                "CREATE TABLE access_log(seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+                "  time_micros INTEGER NOT NULL, account TEXT NOT NULL, dataset TEXT NOT NULL,"
+                "  artifact_id TEXT NOT NULL, rows INTEGER NOT NULL);"
+                "INSERT INTO access_log(time_micros, account, dataset, artifact_id, rows)"
+                "  VALUES(7, 'acme', 'census', 'art', 40);"
+                "PRAGMA user_version=1"),
+            "");
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  ASSERT_OK(store_->RecordDecisions("art", {{"s1", 1, 0}},
+                                    AccessLogRow{0, 8, "acme", "census", "art", 1, 1}));
+  auto log = store_->ListAccessLog(LedgerFilter{});
+  ASSERT_OK(log);
+  ASSERT_EQ(log->size(), 2u);
+  EXPECT_EQ((*log)[0].rows, 40);
+  EXPECT_EQ((*log)[0].new_decisions, -1);  // not recorded then
+  EXPECT_EQ((*log)[1].new_decisions, 1);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
+}
+
+class SqliteJobMigrationTest : public StoreJobTest {};
+
+TEST_P(SqliteJobMigrationTest, DatabaseFromVersion2GainsTheJobsTableOnOpen) {
+  store_.reset();
+  ASSERT_EQ(Raw("DROP TABLE jobs; PRAGMA user_version=2"), "");
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
+  ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
+  EXPECT_EQ(Job("job_a").state, JobState::kQueued);
+}
+
+TEST_P(SqliteJobMigrationTest, DatabaseFromVersion3GainsJobLeasesOnOpen) {
+  ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
+  store_.reset();
+  ASSERT_EQ(Raw("ALTER TABLE jobs DROP COLUMN lease_owner; "
+                "ALTER TABLE jobs DROP COLUMN lease_expires_micros; PRAGMA user_version=3"),
+            "");
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
+  auto started = store_->StartJob("job_a", Lease(5'000));
+  ASSERT_OK(started);
+  EXPECT_EQ(started->lease_owner, kOwner);
+  EXPECT_EQ(started->lease_expires_micros, 1'005'000);
+}
+
+class MigrateTest : public StoreJobTest {};
+
+TEST_P(MigrateTest, ASqliteVaultMovesToPostgresWholeAndVerified) {
+  // A vault with every kind of row: grants, a cap, charges with an artifact, a stored failure,
+  // a job, subjects, a table, decisions and their access-log row, a deleted dataset.
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  ArtifactRecord artifact{"art_1", acme_.id, census_.id, 0, 7, std::string("model\0bytes", 11)};
+  bool called = false;
+  ASSERT_OK(
+      store_->Charge(Request(acme_, census_, "k-art", 100'000), ++now_, Body(&called, artifact)));
+  ASSERT_THAT(store_->Charge(Request(acme_, census_, "k-fail", 100'000), ++now_,
+                             [](int64_t, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+                               return absl::InternalError("solver failed");
+                             }),
+              StatusIs(absl::StatusCode::kInternal));
+  ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
+  ASSERT_OK(store_->PutSubjectBatch(census_.id, "b1", "d1", 0, 3, std::string("sub\0jects", 9)));
+  ASSERT_OK(store_->PutTable(TableRecord{"tbl_1", acme_.id, census_.id, 3, now_ + 1, "cols"}));
+  ASSERT_OK(store_->RecordDecisions("art_1", {{"s1", 1, 0.25}, {"s2", 0, 1}},
+                                    AccessLogRow{0, now_, "acme", "census", "art_1", 2, 2}));
+  DatasetRecord gone = MakeDataset("gone");
+  ASSERT_OK(store_->DeleteDataset(gone.id));
+  const std::string sqlite_path = path_;
+  auto sqlite_head = store_->VerifyLedger();
+  ASSERT_OK(sqlite_head);
+  const std::string replay_bytes = store_->GetStoredResponse(acme_.id, "k-art")->payload;
+  store_.reset();
+
+  TestPostgres* pg = SharedPostgres();
+  ASSERT_NE(pg, nullptr);
+  auto uri = pg->CreateDatabase("migrated");
+  ASSERT_OK(uri);
+  auto target = PgStore::Open(*uri);
+  ASSERT_OK(target);
+  auto report = (*target)->ImportSqlite(sqlite_path);
+  ASSERT_OK(report);
+  EXPECT_TRUE(report->copy.ok);
+  EXPECT_EQ(report->copy.head_hash, sqlite_head->head_hash);
+  EXPECT_EQ(report->rows.at("ledger"), sqlite_head->rows_checked);
+  EXPECT_EQ(report->rows.at("decisions"), 2);
+  EXPECT_EQ(report->rows.at("jobs"), 1);
+
+  // Everything reads back as it was, replays return the stored bytes and failures, budgets
+  // are unchanged, and new charges chain onto the copied head.
+  store_ = *std::move(target);
+  EXPECT_EQ(SpentMicro(acme_, census_), 1'050'000);  // 0.25 + 0.5 + 3 x 0.1
+  auto replay = Charge(Request(acme_, census_, "k-art", 100'000));
+  ASSERT_OK(replay);
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(replay->response_payload, replay_bytes);
+  EXPECT_THAT(Charge(Request(acme_, census_, "k-fail", 100'000)),
+              StatusIs(absl::StatusCode::kInternal, "solver failed"));
+  EXPECT_EQ(store_->GetArtifact("art_1")->payload, artifact.payload);
+  EXPECT_EQ(Job("job_a").state, JobState::kQueued);
+  EXPECT_EQ(store_->GetTable("tbl_1")->payload, "cols");
+  std::vector<std::string> batches;
+  ASSERT_OK(store_->ForEachSubjectBatch(census_.id, [&](const std::string& b) {
+    batches.push_back(b);
+    return absl::OkStatus();
+  }));
+  EXPECT_THAT(batches, ::testing::ElementsAre(std::string("sub\0jects", 9)));
+  const std::string s1 = "s1";
+  const std::string* keys[] = {&s1};
+  auto decided = store_->GetDecisions("art_1", keys);
+  ASSERT_OK(decided);
+  EXPECT_DOUBLE_EQ(decided->at("s1").output, 0.25);
+  ASSERT_OK(Charge(Request(acme_, census_, "k-new", 100'000)));
+  EXPECT_TRUE(Verify().ok);
+  // Ids are never reused: the deleted dataset's id stays taken.
+  EXPECT_GT(MakeDataset("fresh").id, gone.id);
+  // The copy is refused into a database that holds a vault.
+  EXPECT_THAT(static_cast<PgStore*>(store_.get())->ImportSqlite(sqlite_path),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "already holds a vault"));
+}
+
+TEST_P(MigrateTest, ALedgerThatDoesNotVerifyIsNotCopied) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  store_.reset();
+  ASSERT_EQ(Raw("UPDATE spend SET pure_micro = 0;"), "");
+  TestPostgres* pg = SharedPostgres();
+  ASSERT_NE(pg, nullptr);
+  auto uri = pg->CreateDatabase("refused");
+  ASSERT_OK(uri);
+  auto target = PgStore::Open(*uri);
+  ASSERT_OK(target);
+  EXPECT_THAT((*target)->ImportSqlite(path_),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "does not verify"));
+  EXPECT_EQ(pg->Scalar("refused", "SELECT COUNT(*) FROM ledger"), 0);
+  EXPECT_EQ(pg->Scalar("refused", "SELECT COUNT(*) FROM accounts"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sqlite, SqliteMigrationTest, ::testing::Values(Backend::kSqlite),
+                         BackendName);
+INSTANTIATE_TEST_SUITE_P(Sqlite, MigrateTest, ::testing::Values(Backend::kSqlite), BackendName);
+INSTANTIATE_TEST_SUITE_P(Sqlite, SqliteJobMigrationTest, ::testing::Values(Backend::kSqlite),
+                         BackendName);
+
+}  // namespace
+}  // namespace fairvault::server::storage::store_testing
