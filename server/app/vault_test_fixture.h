@@ -49,6 +49,19 @@ ChunkSource<Chunk> Feed(std::vector<Chunk> chunks) {
   return source;
 }
 
+// A stream that hands out `chunks`, then fails with `error` instead of ending.
+template <typename Chunk>
+ChunkSource<Chunk> BreakAfter(std::vector<Chunk> chunks, absl::Status error) {
+  ChunkSource<Chunk> source = Feed(std::move(chunks));
+  auto inner = source.next;
+  source.next = [inner, error](Chunk* out) -> absl::StatusOr<bool> {
+    absl::StatusOr<bool> more = inner(out);
+    if (!more.ok() || *more) return more;
+    return error;
+  };
+  return source;
+}
+
 inline v1::SubjectRows Rows(const std::vector<std::vector<std::string>>& rows) {
   v1::SubjectRows out;
   for (const auto& r : rows) {
