@@ -3,6 +3,8 @@
 // PostgreSQL beside the disk's raw sync rate. One real server process on SQLite serves the
 // release benchmarks; charged requests get a server per backend. Databases live in $TMPDIR
 // (SQLite, default /tmp) and /tmp (PostgreSQL).
+// Over 500 lines as one file: the benchmarks share the loaded server and its 1M-row tables, which
+// are most of the code.
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>

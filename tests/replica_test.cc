@@ -4,6 +4,8 @@
 // replica replays those byte for byte; a PostgreSQL restart under load fails requests with
 // UNAVAILABLE only and the replica serves again by itself; a training job whose replica died is
 // taken over by the other once its lease ends and ends with the artifact of an undisturbed run.
+// Over 500 lines as one file: every fault shares the two replica processes and the database they
+// start.
 #include <glob.h>
 #include <sys/wait.h>
 

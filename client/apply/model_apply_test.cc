@@ -1,6 +1,8 @@
 // Tests of applying a FairModel locally: hand-computed decisions, clipping before the
 // intercept, mixtures, seeded draws, networks (logistic, softmax, a ReLU MLP), and the errors
 // for bad models and rows.
+// Over 500 lines as one file: the hand-computed models are shared by the decision, draw and error
+// suites.
 #include "client/apply/model_apply.h"
 
 #include <cmath>

@@ -3,6 +3,8 @@
 // holds, and measured: the error locally (the company has the labels), the fairness violation
 // either locally with evaluation groups the analyst holds, or by a charged private audit. Writes
 // the CSV `report sweep` draws. Idempotency keys come from --run-id, so a re-run replays.
+// Over 500 lines as one file: one command, whose eo and model sweeps share the same plan, holdout,
+// charged fits and measurements.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,6 @@
 // gRPC plumbing behind fairvault::client::Client: channel, per-call context, stream chunking.
+// Over 500 lines as one file: one short method per RPC of the three services, all on the same call
+// and stream conventions kept here once.
 #include "client/lib/client.h"
 
 #include <algorithm>

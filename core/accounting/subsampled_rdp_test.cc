@@ -2,6 +2,7 @@
 // values from the authors' own implementation, hand-checked low orders, the sanity properties
 // the theorem implies (gamma = 1, never above the un-amplified curve, monotone in gamma,
 // quadratic in small gamma), fail-closed inputs, and the sigma calibration.
+// Over 500 lines as one file: most of it is the authors' reference values, which every suite reads.
 #include "core/accounting/subsampled_rdp.h"
 
 #include <cmath>

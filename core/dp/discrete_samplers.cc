@@ -3,6 +3,8 @@
 // attempt so that the running time does not depend on the value drawn. Every decision is
 // a comparison of uniform integers drawn with absl::Uniform; floating point appears only
 // in RationalAtLeast and the pmfs.
+// Over 500 lines as one file: both samplers are built on the same fixed-work Bernoulli and
+// geometric draws, which must stay beside them.
 #include "core/dp/discrete_samplers.h"
 
 #include <cmath>

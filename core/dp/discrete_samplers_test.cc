@@ -2,6 +2,8 @@
 // against the exact pmfs (chi-square), moments, and RationalAtLeast's exact
 // rounding and errors. Statistical tests use fixed seeds and fail a correct
 // sampler with probability <= 1e-4 each.
+// Over 500 lines as one file: the exact pmfs and the chi-square check are shared by both samplers'
+// suites.
 #include "core/dp/discrete_samplers.h"
 
 #include <cmath>

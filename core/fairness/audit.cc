@@ -1,6 +1,8 @@
 // Private fairness audits: point estimates from one noisy release and parametric-bootstrap
 // confidence intervals that simulate both the sampling of the data and the DP noise. Everything
 // here post-processes an already released table, so it costs no privacy.
+// Over 500 lines as one file: the classifier's and the regressor's reports share the one bootstrap
+// that simulates sampling and noise together.
 #include "core/fairness/audit.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // Tests for the private fairness audits: exact agreement with metrics.h without noise,
 // empirical coverage of the bootstrap intervals under real discrete Laplace noise, interval
 // widths against ε and n, regressor histograms/means/KS, and argument validation.
+// Over 500 lines as one file: the coverage suites share the noisy populations they draw.
 #include "core/fairness/audit.h"
 
 #include <algorithm>

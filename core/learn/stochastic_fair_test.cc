@@ -8,6 +8,8 @@
 //   equalized-odds variants shrink the equalized-odds gap, softmax learns three classes, the MLP
 //   learns a non-linear rule the logistic model cannot; training is deterministic given the
 //   generator.
+// Over 500 lines as one file: the learners' tests share the synthetic populations and the gradient
+// checks of their models.
 #include "core/learn/stochastic_fair.h"
 
 #include <cmath>

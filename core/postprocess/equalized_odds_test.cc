@@ -1,6 +1,8 @@
 // Tests of the DP equalized-odds post-processor: the LP against brute force and exact vertex
 // enumeration, the ε = ∞ limit against an independent Hardt et al. optimum, a noisy end-to-end
 // run on a synthetic population, thread safety, and input validation.
+// Over 500 lines as one file: every suite checks against the independent restatement of the LP at
+// the top.
 #include "core/postprocess/equalized_odds.h"
 
 #include <algorithm>

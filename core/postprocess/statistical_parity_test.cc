@@ -2,6 +2,8 @@
 // quantile solver on random instances, the KS constraints and the α trade-off, hand-checked
 // barycenters, the CDF repair, grid and histogram validation, the fair sampler's frequencies,
 // and exact parity of the transported pmfs.
+// Over 500 lines as one file: the suites share the random instances and the exact quantile solver
+// they are checked against.
 #include "core/postprocess/statistical_parity.h"
 
 #include <algorithm>
