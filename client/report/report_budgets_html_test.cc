@@ -7,24 +7,17 @@
 #include <string>
 
 #include "core/testing/status_matchers.h"
+#include "core/testing/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace fairvault::client::report {
 namespace {
 
+using ::fairvault::testing::Count;
 using ::fairvault::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-int Count(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (size_t at = haystack.find(needle); at != std::string::npos;
-       at = haystack.find(needle, at + needle.size())) {
-    ++n;
-  }
-  return n;
-}
 
 std::string Plot(const std::string& html) {
   const size_t begin = html.find("<g id=\"plot\">");

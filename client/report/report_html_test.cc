@@ -14,25 +14,18 @@
 #include "absl/strings/str_cat.h"
 #include "client/report/report_svg.h"
 #include "core/testing/status_matchers.h"
+#include "core/testing/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace fairvault::client::report {
 namespace {
 
+using ::fairvault::testing::Count;
 using ::fairvault::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::Pointwise;
-
-int Count(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (size_t at = haystack.find(needle); at != std::string::npos;
-       at = haystack.find(needle, at + needle.size())) {
-    ++n;
-  }
-  return n;
-}
 
 // The inside of <g id="plot">...</g> (marks never nest groups).
 std::string Plot(const std::string& html) {

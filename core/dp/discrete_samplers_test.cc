@@ -138,7 +138,9 @@ TEST(SampleBernoulliExpTest, MakesTheSameDrawsWhateverGamma) {
     CountingUrbg urbg;
     int hits = 0;
     for (int i = 0; i < 1000; ++i) hits += SampleBernoulliExp(gamma, urbg) ? 1 : 0;
-    if (gamma.num == 0) EXPECT_EQ(hits, 1000);
+    if (gamma.num == 0) {
+      EXPECT_EQ(hits, 1000);
+    }
     calls.push_back(urbg.calls);
   }
   for (int c : calls) EXPECT_EQ(c, calls[0]);

@@ -263,8 +263,7 @@ class Vault {
   // and what the privacy filter would say now (read-only). Returns the status that stops the
   // use-case (caller.outputs->priced tells PreviewRelease it is not an error).
   absl::Status Price(const Caller& caller, const PreparedRelease& release,
-                     const storage::ChargeRequest& charge, const v1::Cost& cost,
-                     const Noises& noises);
+                     const storage::ChargeRequest& charge, const v1::Cost& cost);
   // A preview of a request whose key already holds a stored release (or failure).
   absl::Status PriceReplay(const Caller& caller, const PreparedRelease& release,
                            const storage::StoredResponse& stored, const v1::Cost& cost);

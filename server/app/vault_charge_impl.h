@@ -234,7 +234,7 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
     }
   }
 
-  if (caller.Previewing()) return Price(caller, release, charge, cost, noises);
+  if (caller.Previewing()) return Price(caller, release, charge, cost);
 
   absl::Status body_failure;  // the release's own failure, once its noise was drawn
   absl::StatusOr<storage::ChargeOutcome> outcome = store_->Charge(

@@ -56,8 +56,7 @@ absl::Status AddAccuracy(const v1::Cost& cost, int64_t rows, int64_t groups,
 }  // namespace
 
 absl::Status Vault::Price(const Caller& caller, const PreparedRelease& release,
-                          const storage::ChargeRequest& charge, const v1::Cost& cost,
-                          const Noises& /*noises: described by cost*/) {
+                          const storage::ChargeRequest& charge, const v1::Cost& cost) {
   v1::PreviewReleaseResponse* preview = caller.outputs->preview;
   *preview->mutable_cost() = cost;
   preview->set_rows(release.rows);
