@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/accounting/accountant.h"
 #include "core/dp/integer_noise.h"
+#include "core/postprocess/equalized_odds.h"
 #include "core/postprocess/statistical_parity.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
@@ -293,6 +294,20 @@ class Vault {
     std::vector<int64_t> counts;  // exact (group, bin) histogram
     int64_t clipped = 0;          // scores outside [lo, hi]
   };
+  // A company's 0/1 prediction and label columns joined with the vault, counted per (ŷ, group,
+  // y) (the EO post-processor and the classifier audit). Sets the release's dataset and sizes.
+  // A non-null `two_groups_needed` refuses fewer than two groups with that message, before the
+  // columns' values are read.
+  struct OutcomeRows {
+    ResolvedTable table;
+    JoinedRows joined;
+    core::postprocess::EoCounts counts;  // exact
+  };
+  absl::StatusOr<OutcomeRows> LoadOutcomes(
+      const Caller& caller, const std::string& handle, const std::string& prediction_column,
+      const std::string& label_column,
+      const google::protobuf::RepeatedPtrField<std::string>& attributes,
+      v1::UnmatchedKeys unmatched, const char* two_groups_needed, PreparedRelease* release);
   absl::StatusOr<ScoredRows> LoadScores(
       const Caller& caller, const std::string& handle, const std::string& score_column,
       const google::protobuf::RepeatedPtrField<std::string>& attributes,

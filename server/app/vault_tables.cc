@@ -400,5 +400,32 @@ absl::StatusOr<Vault::ScoredRows> Vault::LoadScores(
   return out;
 }
 
+absl::StatusOr<Vault::OutcomeRows> Vault::LoadOutcomes(
+    const Caller& caller, const std::string& handle, const std::string& prediction_column,
+    const std::string& label_column,
+    const google::protobuf::RepeatedPtrField<std::string>& attributes, v1::UnmatchedKeys unmatched,
+    const char* two_groups_needed, PreparedRelease* release) {
+  OutcomeRows out;
+  ASSIGN_OR_RETURN(out.table, ResolveTable(caller, handle));
+  const ResolvedTable& table = out.table;
+  release->dataset_id = table.dataset.id;
+  release->dataset_name = table.dataset.name;
+  ASSIGN_OR_RETURN(int pred_col,
+                   internal::ColumnIndex(*table.table, prediction_column, "prediction_column"));
+  ASSIGN_OR_RETURN(int label_col,
+                   internal::ColumnIndex(*table.table, label_column, "label_column"));
+  ASSIGN_OR_RETURN(out.joined, Join(table, attributes, unmatched));
+  release->SizesFrom(out.joined);
+  if (two_groups_needed != nullptr && out.joined.num_groups < 2) {
+    return absl::InvalidArgumentError(two_groups_needed);
+  }
+  ASSIGN_OR_RETURN(auto pred, internal::BinaryColumn(*table.table, pred_col,
+                                                     out.joined.table_rows, "prediction_column"));
+  ASSIGN_OR_RETURN(auto label, internal::BinaryColumn(*table.table, label_col,
+                                                      out.joined.table_rows, "label_column"));
+  ASSIGN_OR_RETURN(out.counts, core::postprocess::CountEo(pred, label, out.joined.group,
+                                                          out.joined.num_groups));
+  return out;
+}
 
 }  // namespace fairvault::server

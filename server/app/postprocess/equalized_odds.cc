@@ -43,24 +43,13 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
   ASSIGN_OR_RETURN(auto replay, Replay<v1::FitEqualizedOddsResponse>(caller, release));
   if (replay) return *std::move(replay);
 
-  ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));
-  release.dataset_id = table.dataset.id;
-  release.dataset_name = table.dataset.name;
-  ASSIGN_OR_RETURN(int pred_col, internal::ColumnIndex(*table.table, req.prediction_column(),
-                                                       "prediction_column"));
-  ASSIGN_OR_RETURN(int label_col,
-                   internal::ColumnIndex(*table.table, req.label_column(), "label_column"));
-  ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
-  release.SizesFrom(joined);
-  if (joined.num_groups < 2) {
-    return absl::InvalidArgumentError("attributes: equalized odds needs at least two groups");
-  }
-  ASSIGN_OR_RETURN(auto pred, internal::BinaryColumn(*table.table, pred_col, joined.table_rows,
-                                                     "prediction_column"));
-  ASSIGN_OR_RETURN(auto label, internal::BinaryColumn(*table.table, label_col, joined.table_rows,
-                                                      "label_column"));
-  ASSIGN_OR_RETURN(auto counts,
-                   core::postprocess::CountEo(pred, label, joined.group, joined.num_groups));
+  ASSIGN_OR_RETURN(OutcomeRows outcomes,
+                   LoadOutcomes(caller, req.table_handle(), req.prediction_column(),
+                                req.label_column(), req.attributes(), req.unmatched(),
+                                "attributes: equalized odds needs at least two groups", &release));
+  const ResolvedTable& table = outcomes.table;
+  const JoinedRows& joined = outcomes.joined;
+  const core::postprocess::EoCounts& counts = outcomes.counts;
   core::postprocess::EoOptions options;
   options.gamma = req.gamma();
   options.beta = beta;

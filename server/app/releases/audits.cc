@@ -78,20 +78,12 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
   ASSIGN_OR_RETURN(auto replay, Replay<v1::AuditClassifierResponse>(caller, release));
   if (replay) return *std::move(replay);
 
-  ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));
-  release.dataset_id = table.dataset.id;
-  release.dataset_name = table.dataset.name;
-  ASSIGN_OR_RETURN(int pred_col, internal::ColumnIndex(*table.table, req.prediction_column(),
-                                                       "prediction_column"));
-  ASSIGN_OR_RETURN(int label_col,
-                   internal::ColumnIndex(*table.table, req.label_column(), "label_column"));
-  ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched()));
-  release.SizesFrom(joined);
-  ASSIGN_OR_RETURN(auto pred, internal::BinaryColumn(*table.table, pred_col, joined.table_rows,
-                                                     "prediction_column"));
-  ASSIGN_OR_RETURN(auto label, internal::BinaryColumn(*table.table, label_col, joined.table_rows,
-                                                      "label_column"));
-  ASSIGN_OR_RETURN(auto counts, pp::CountEo(pred, label, joined.group, joined.num_groups));
+  ASSIGN_OR_RETURN(OutcomeRows outcomes,
+                   LoadOutcomes(caller, req.table_handle(), req.prediction_column(),
+                                req.label_column(), req.attributes(), req.unmatched(),
+                                /*two_groups_needed=*/nullptr, &release));
+  const JoinedRows& joined = outcomes.joined;
+  const pp::EoCounts& counts = outcomes.counts;
 
   return ChargeAndRelease<v1::AuditClassifierResponse>(
       caller, release,
