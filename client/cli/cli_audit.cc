@@ -117,13 +117,7 @@ absl::Status Finish(Context& ctx, const Response& resp, const CallInfo& info,
 absl::Status AuditClassifier(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   v1::AuditClassifierRequest req;
-  req.set_idempotency_key(IdempotencyKey(flags));
-  req.set_table_handle(flags.Get("table"));
-  req.set_prediction_column(flags.Get("prediction-column"));
-  req.set_label_column(flags.Get("label-column"));
-  for (const std::string& a : flags.GetList("attributes")) req.add_attributes(a);
-  ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
-  req.set_epsilon(epsilon);
+  RETURN_IF_ERROR(ReadOutcomeRequest(flags, &req));
   ASSIGN_OR_RETURN(const double confidence, Confidence(flags));
   req.set_confidence(confidence);
   req.set_unmatched(Unmatched(flags));

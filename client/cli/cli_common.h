@@ -285,6 +285,22 @@ absl::Status PrintScoreFit(Context& ctx, const Response& resp, const CallInfo& i
   return absl::OkStatus();
 }
 
+// The fields every request on a classifier's outputs shares (`audit classifier`, `postprocess
+// eo`): --idempotency-key, --table, --prediction-column, --label-column, --attributes and
+// --epsilon.
+template <typename Request>
+absl::Status ReadOutcomeRequest(const ParsedFlags& flags, Request* req) {
+  req->set_idempotency_key(IdempotencyKey(flags));
+  req->set_table_handle(flags.Get("table"));
+  req->set_prediction_column(flags.Get("prediction-column"));
+  req->set_label_column(flags.Get("label-column"));
+  for (const std::string& a : flags.GetList("attributes")) req->add_attributes(a);
+  absl::StatusOr<double> epsilon = RequiredEpsilon(flags);
+  if (!epsilon.ok()) return epsilon.status();
+  req->set_epsilon(*epsilon);
+  return absl::OkStatus();
+}
+
 // The fields every score request shares (`audit regressor`, `postprocess regression`,
 // `postprocess eo-scores`): --idempotency-key, --table, --score-column, --attributes and the
 // score grid (--lo, --hi, --bins).

@@ -169,13 +169,7 @@ absl::Status Counts(Context& ctx) {
 absl::Status PostprocessEo(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   v1::FitEqualizedOddsRequest req;
-  req.set_idempotency_key(IdempotencyKey(flags));
-  req.set_table_handle(flags.Get("table"));
-  req.set_prediction_column(flags.Get("prediction-column"));
-  req.set_label_column(flags.Get("label-column"));
-  for (const std::string& a : flags.GetList("attributes")) req.add_attributes(a);
-  ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
-  req.set_epsilon(epsilon);
+  RETURN_IF_ERROR(ReadOutcomeRequest(flags, &req));
   ASSIGN_OR_RETURN(const double gamma, flags.GetDouble("gamma", 0));
   if (gamma < 0) return UsageError(absl::StrCat("--gamma must be >= 0 (got ", gamma, ")"));
   req.set_gamma(gamma);

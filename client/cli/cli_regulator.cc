@@ -244,6 +244,17 @@ absl::Status AccountList(Context& ctx) {
   return absl::OkStatus();
 }
 
+// A grant's or a cap's response: the JSON, or the budget as one row of `budgets`' table.
+void PrintBudget(Context& ctx, const google::protobuf::Message& resp, const v1::Budget& budget) {
+  if (ctx.json()) {
+    PrintJson(resp);
+    return;
+  }
+  google::protobuf::RepeatedPtrField<v1::Budget> one;
+  *one.Add() = budget;
+  std::cout << FormatBudgets(one);
+}
+
 absl::Status Grant(Context& ctx) {
   v1::GrantBudgetRequest req;
   req.set_company(ctx.flags().Get("company"));
@@ -254,13 +265,7 @@ absl::Status Grant(Context& ctx) {
   req.set_delta(delta);
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   ASSIGN_OR_RETURN(v1::GrantBudgetResponse resp, client->GrantBudget(req));
-  if (ctx.json()) {
-    PrintJson(resp);
-  } else {
-    google::protobuf::RepeatedPtrField<v1::Budget> one;
-    *one.Add() = resp.budget();
-    std::cout << FormatBudgets(one);
-  }
+  PrintBudget(ctx, resp, resp.budget());
   return absl::OkStatus();
 }
 
@@ -273,13 +278,7 @@ absl::Status Cap(Context& ctx) {
   req.set_delta(delta);
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   ASSIGN_OR_RETURN(v1::SetDatasetCapResponse resp, client->SetDatasetCap(req));
-  if (ctx.json()) {
-    PrintJson(resp);
-  } else {
-    google::protobuf::RepeatedPtrField<v1::Budget> one;
-    *one.Add() = resp.cap();
-    std::cout << FormatBudgets(one);
-  }
+  PrintBudget(ctx, resp, resp.cap());
   return absl::OkStatus();
 }
 
