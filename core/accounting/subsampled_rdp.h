@@ -57,8 +57,8 @@
 // eps(j) <= j Delta^2 / (2 sigma^2), not tightness, and its Pearson-Vajda moments are not known to
 // be at most the continuous ones; in several dimensions it does not reduce to one direction).
 // So Theorem 27 is offered under its own names (SubsampledContinuousGaussian*), and
-// SubsampledGaussianRdp, which DP-FERMI (server/app/fermi_job.cc) uses for DISCRETE Gaussian
-// noise, stays on Theorem 9, valid for any mechanism with that RDP upper bound.
+// SubsampledGaussianRdp, which DP-FERMI (server/app/models/stochastic_job.cc) uses for DISCRETE
+// Gaussian noise, stays on Theorem 9, valid for any mechanism with that RDP upper bound.
 //
 // Computing B(l): the binomial expansion (autodp's route, forward differences in log space)
 // cancels catastrophically at small s (terms ~2^l, result ~s^l (l-1)!!); here B(2) = e^{s^2} - 1

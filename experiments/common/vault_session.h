@@ -64,7 +64,7 @@ absl::StatusOr<std::vector<absl::StatusOr<v1::FairModel>>> RunJobs(
     std::vector<JobRun>* runs = nullptr);
 
 // Each row's probability of a positive decision under a fair model applied locally with
-// client/model_apply (no group needed): a mixture's fraction of components deciding 1 (exact,
+// client/apply/model_apply (no group needed): a mixture's fraction of components deciding 1 (exact,
 // no draws), a hypothesis column's 0/1 value, and a one-logit network's decision (0 or 1: a
 // network decides deterministically, so its sigmoid is a score, not a decision probability).
 absl::StatusOr<std::vector<double>> PositiveProbabilities(const v1::FairModel& model,

@@ -6,7 +6,7 @@
 //   3. for t = 1..T:
 //        λ_t = B·exp(θ)/(1 + Σ exp(θ))                          (the auditor, locally)
 //        h_t = BestResponse(λ_t, masses_key, ε₀)                (one charged release)
-//        predictions of h_t on its own rows                     (client/model_apply, locally)
+//        predictions of h_t on its own rows                     (client/apply/model_apply, locally)
 //        upload (key, pred, label); NoisyCounts over [pred, label] (ε₀)
 //        r_t = noisy FP/TP gaps over q̂·n, θ += η·r_t          (locally)
 //   4. output the uniform mixture of h_1..h_T and apply it locally.

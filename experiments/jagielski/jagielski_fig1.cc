@@ -29,8 +29,8 @@
 //   regulator, who holds the test rows' groups, applies it. ε = ∞: the same LP on exact counts.
 // * In-processing: FitFairModel(DP_ORACLE_LEARNER) on the train features (γ = 0, B, η, clip_l1
 //   from the flags; masses share 0.1, δ = 0: pure composition), T ∈ `--rounds`; the company
-//   applies the mixture to test rows with client/model_apply. ε = ∞: core RunDpOracleLearner with
-//   zero noise (the vault refuses ε = ∞).
+//   applies the mixture to test rows with client/apply/model_apply. ε = ∞: core RunDpOracleLearner
+//   with zero noise (the vault refuses ε = ∞).
 // * Metrics on the test rows from each row's probability of a positive decision (no draws):
 //   expected error and EO violation max_y |P(Ŷ=1 | A=0, y) − P(Ŷ=1 | A=1, y)|.
 //

@@ -75,9 +75,10 @@ stack = contextlib.ExitStack()
 
 
 def start_vault() -> tuple:
-    """Bootstraps and starts fairvault-server on a temporary SQLite file (tests/conftest.py's
-    way), then plays the regulator: dataset 'adult' with sex and race, imported under HMAC
-    pseudonyms of the row numbers, a company 'acme' with epsilon 7 (delta 1e-6)."""
+    """Bootstraps and starts fairvault-server on a temporary SQLite file (the way of
+    client/python/tests/conftest.py), then plays the regulator: dataset 'adult' with sex and
+    race, imported under HMAC pseudonyms of the row numbers, a company 'acme' with epsilon 7
+    (delta 1e-6)."""
     tmp = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="adult-py-")))
     db = tmp / "vault.db"
     key = subprocess.run([args.server_binary, "bootstrap", "--db", str(db), "--name",

@@ -13,11 +13,12 @@
 // with δ = 1e-5 (the learners' noise is Gaussian). The company uploads its features and labels
 // once per data set and submits one FitFairModel job per configuration × ε × λ × seed; the jobs
 // run one at a time on the server's single job worker (each job's elapsed_seconds is its own
-// training time). The company applies each artifact to the test rows locally (client/model_apply,
-// no group needed; decide 1 iff the logit is > 0); the test rows' groups give the violations:
-// demographic parity max_ŷ |P(ŷ | Female) − P(ŷ | Male)|, equalized odds the same among each true
-// label's rows, max over labels. The vault draws each job's randomness itself, so "seeds" are
-// repetitions of its noise and batch draws (and, for the 75/25 data sets, not of the split).
+// training time). The company applies each artifact to the test rows locally
+// (client/apply/model_apply, no group needed; decide 1 iff the logit is > 0); the test rows' groups
+// give the violations: demographic parity max_ŷ |P(ŷ | Female) − P(ŷ | Male)|, equalized odds the
+// same among each true label's rows, max over labels. The vault draws each job's randomness itself,
+// so "seeds" are repetitions of its noise and batch draws (and, for the 75/25 data sets, not of the
+// split).
 //
 // Two configurations per setting:
 //   (a) "paper": the paper's defaults as they are (200 epochs, batches of 1024, η_θ 0.005,

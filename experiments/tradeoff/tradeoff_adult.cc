@@ -19,7 +19,7 @@
 //     T = 100, B = 1, η = 1, γ = 0, no clipping, masses share 0.1; it constrains equalized odds),
 //   * the equalized-odds post-processor of the logistic regression's 0/1 predictions
 //     (FitEqualizedOddsPostProcessor, γ = 0, min_group_count 0, as jagielski_fig1 runs it),
-// each one charged release of ε. The models are applied to adult.test with client/model_apply
+// each one charged release of ε. The models are applied to adult.test with client/apply/model_apply
 // (no group needed); the post-processor needs each test row's group, which the regulator holds.
 // Metrics on adult.test from each row's probability of a positive decision: expected error,
 // demographic-parity violation |P(ŷ=1 | Female) − P(ŷ=1 | Male)| and equalized-odds violation

@@ -68,7 +68,7 @@ absl::StatusOr<Admission> AdmitCharge(
 }
 
 absl::Status JobLimitReached(int64_t limit) {
-  // The wording FilterRefusal (server/app/metrics.cc) counts as a full job queue.
+  // The wording FilterRefusal (server/metrics/metrics.cc) counts as a full job queue.
   return absl::ResourceExhaustedError(absl::StrCat("the vault is running its limit of ", limit,
                                                    " training jobs; retry later (nothing was "
                                                    "charged)"));
