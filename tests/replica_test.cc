@@ -27,6 +27,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/storage/postgres/test_postgres.h"
+#include "tests/charge_checks.h"
 #include "tests/vault_fixture.h"
 
 namespace fairvault::testing {
@@ -52,18 +53,6 @@ TestPostgres* SharedPostgres() {
   return pg.get();
 }
 
-double MillisSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-// What a client received for one idempotency key.
-struct Outcome {
-  std::string key;
-  absl::Status status;
-  std::string bytes;  // the serialized response when OK
-  int64_t ledger_seq = 0;
-};
-
 class ReplicaTest : public VaultFixture {
  protected:
   // Replica A is the fixture's server_; B runs on the same database with the same flags.
@@ -87,77 +76,19 @@ class ReplicaTest : public VaultFixture {
   }
 
   v1::NoisyCountsRequest Counts(const std::string& key, double epsilon) const {
-    v1::NoisyCountsRequest req;
-    req.set_idempotency_key(key);
-    req.set_table_handle(table_handle_);
-    req.add_attributes("sex");
-    req.set_epsilon(epsilon);
-    return req;
-  }
-
-  static Outcome Charge(client::Client& client, const v1::NoisyCountsRequest& req) {
-    Outcome out;
-    out.key = req.idempotency_key();
-    auto resp = client.NoisyCounts(req);
-    out.status = resp.status();
-    if (resp.ok()) {
-      out.bytes = resp->SerializeAsString();
-      out.ledger_seq = resp->charge().ledger_seq();
-    }
-    return out;
+    return CountsBySex(table_handle_, key, epsilon);
   }
 
   // The whole ledger through the auditor of `server`, oldest first.
   std::vector<v1::LedgerEntry> Ledger(const ServerProcess& server) const {
-    auto auditor = server.Connect(auditor_key_);
-    std::vector<v1::LedgerEntry> rows;
-    v1::ListLedgerRequest req;
-    req.set_limit(10000);
-    while (true) {
-      auto page = auditor->AuditorListLedger(req);
-      EXPECT_OK(page);
-      if (!page.ok() || page->entries().empty()) break;
-      rows.insert(rows.end(), page->entries().begin(), page->entries().end());
-      req.set_after_seq(rows.back().seq());
-    }
-    return rows;
+    return ReadLedger(*server.Connect(auditor_key_));
   }
 
-  // The ledger verifies for the auditor and the regulator; its seqs are 1..n without a gap or a
-  // repeat; no idempotency key is charged twice; every OK outcome has its row (same seq, key).
-  // Returns the charge rows by key.
+  // tests/charge_checks.h's CheckLedger through `server`.
   std::map<std::string, int64_t> CheckLedger(const ServerProcess& server,
                                              const std::vector<Outcome>& outcomes) const {
-    auto auditor = server.Connect(auditor_key_);
-    auto verify = auditor->AuditorVerifyLedger();
-    EXPECT_OK(verify);
-    if (verify.ok()) {
-      EXPECT_TRUE(verify->ok()) << verify->message();
-    }
-    auto regulator = server.Connect(regulator_key_);
-    auto verify2 = regulator->VerifyLedger();
-    EXPECT_OK(verify2);
-    if (verify2.ok()) {
-      EXPECT_TRUE(verify2->ok()) << verify2->message();
-    }
-
-    const std::vector<v1::LedgerEntry> rows = Ledger(server);
-    std::map<std::string, int64_t> charges;
-    std::map<int64_t, std::string> by_seq;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      EXPECT_EQ(rows[i].seq(), static_cast<int64_t>(i + 1)) << "a seq is missing or repeated";
-      if (rows[i].kind() != "charge") continue;
-      EXPECT_TRUE(charges.emplace(rows[i].idempotency_key(), rows[i].seq()).second)
-          << "key charged twice: " << rows[i].idempotency_key();
-      by_seq[rows[i].seq()] = rows[i].idempotency_key();
-    }
-    for (const Outcome& o : outcomes) {
-      if (!o.status.ok()) continue;
-      auto row = by_seq.find(o.ledger_seq);
-      EXPECT_TRUE(row != by_seq.end() && row->second == o.key)
-          << "no ledger row for the response to " << o.key << " (seq " << o.ledger_seq << ")";
-    }
-    return charges;
+    return ::fairvault::testing::CheckLedger(*server.Connect(auditor_key_),
+                                             *server.Connect(regulator_key_), outcomes);
   }
 
   TestPostgres* pg_ = nullptr;
@@ -456,32 +387,6 @@ std::string PgTool(const std::string& name) {
   return found;
 }
 
-// Polls until the job leaves QUEUED/RUNNING (at most 120 s) and returns it.
-v1::Job WaitFor(client::Client& company, const std::string& id) {
-  v1::GetJobRequest get;
-  get.set_job_id(id);
-  v1::Job job;
-  for (int i = 0; i < 12000; ++i) {
-    auto got = company.GetJob(get);
-    if (!got.ok()) {
-      ADD_FAILURE() << got.status();
-      return job;
-    }
-    job = got->job();
-    if (job.state() != v1::JOB_STATE_QUEUED && job.state() != v1::JOB_STATE_RUNNING) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return job;
-}
-
-std::string ArtifactBytes(client::Client& company, const std::string& id) {
-  v1::GetArtifactRequest get;
-  get.set_artifact_id(id);
-  auto artifact = company.GetArtifact(get);
-  EXPECT_OK(artifact);
-  return artifact.ok() ? artifact->artifact().SerializeAsString() : "";
-}
-
 TEST_F(ReplicaTest, JobOfAKilledReplicaIsTakenOverAndEndsWithTheUndisturbedArtifact) {
   // The job of tests/job_restart_test.cc.
   ASSERT_NO_FATAL_FAILURE(StartReplicas(5000, 11, /*epsilon=*/10));
@@ -523,7 +428,7 @@ TEST_F(ReplicaTest, JobOfAKilledReplicaIsTakenOverAndEndsWithTheUndisturbedArtif
 
   // B takes the job over once A's lease (2 s) has ended, and finishes it.
   auto company_b = b_->Connect(company_key_);
-  const v1::Job taken = WaitFor(*company_b, job_id);
+  const v1::Job taken = WaitForJob(*company_b, job_id);
   const double takeover_ms = MillisSince(killed);
   ASSERT_EQ(taken.state(), v1::JOB_STATE_SUCCEEDED) << taken.error();
   EXPECT_EQ(taken.done(), 60000);
@@ -534,7 +439,7 @@ TEST_F(ReplicaTest, JobOfAKilledReplicaIsTakenOverAndEndsWithTheUndisturbedArtif
   other.set_serve_flags(serve_flags_);
   ASSERT_OK(other.Start());
   auto other_company = other.Connect(company_key_);
-  const v1::Job rerun = WaitFor(*other_company, job_id);
+  const v1::Job rerun = WaitForJob(*other_company, job_id);
   ASSERT_EQ(rerun.state(), v1::JOB_STATE_SUCCEEDED) << rerun.error();
   EXPECT_EQ(rerun.artifact_id(), taken.artifact_id());
   EXPECT_EQ(ArtifactBytes(*other_company, rerun.artifact_id()), after_crash);

@@ -31,19 +31,10 @@ Population MakePopulation(int n, uint64_t seed) {
   return p;
 }
 
-void VaultFixture::StartVault(const Population& population, double epsilon, double delta) {
-  server_ = std::make_unique<ServerProcess>(db_.empty() ? TempDatabasePath("e2e") : db_);
-  auto key = server_->Bootstrap("regulator");
-  ASSERT_OK(key);
-  regulator_key_ = *key;
-  server_->set_serve_flags(serve_flags_);
-  if (!server_log_.empty()) server_->set_log_path(server_log_);
-  ASSERT_OK(server_->Start());
-  regulator_ = server_->Connect(regulator_key_);
-  ASSERT_NE(regulator_, nullptr);
-
+void SeedVault(client::Client& regulator, const ConnectFn& connect, const Population& population,
+               double epsilon, double delta, const SeedNames& names, SeededVault* out) {
   v1::CreateDatasetRequest dataset;
-  dataset.set_name("pop");
+  dataset.set_name(names.dataset);
   auto* sex = dataset.add_attributes();
   sex->set_name("sex");
   sex->add_categories("F");
@@ -51,10 +42,10 @@ void VaultFixture::StartVault(const Population& population, double epsilon, doub
   auto* race = dataset.add_attributes();
   race->set_name("race");
   for (const char* r : {"A", "B", "C"}) race->add_categories(r);
-  ASSERT_OK(regulator_->CreateDataset(dataset));
+  ASSERT_OK(regulator.CreateDataset(dataset));
 
   v1::ImportHeader header;
-  header.set_dataset("pop");
+  header.set_dataset(names.dataset);
   header.set_batch_id("batch-1");
   header.add_attributes("race");  // any order: the server maps columns to attributes
   header.add_attributes("sex");
@@ -65,31 +56,30 @@ void VaultFixture::StartVault(const Population& population, double epsilon, doub
     categories.push_back(kRace[population.race[i]]);
     categories.push_back(kSex[population.sex[i]]);
   }
-  auto imported = regulator_->ImportAttributes(header, population.keys, categories, 1000);
+  auto imported = regulator.ImportAttributes(header, population.keys, categories, 1000);
   ASSERT_OK(imported);
   ASSERT_EQ(imported->subject_count(), static_cast<int64_t>(population.keys.size()));
 
-  for (auto [name, role, out] : {std::make_tuple("acme", v1::ROLE_COMPANY, &company_key_),
-                                 std::make_tuple("watchdog", v1::ROLE_AUDITOR, &auditor_key_)}) {
+  for (auto [name, role, key] :
+       {std::make_tuple(names.company, v1::ROLE_COMPANY, &out->company_key),
+        std::make_tuple(names.auditor, v1::ROLE_AUDITOR, &out->auditor_key)}) {
     v1::CreateAccountRequest req;
     req.set_name(name);
     req.set_role(role);
-    auto created = regulator_->CreateAccount(req);
+    auto created = regulator.CreateAccount(req);
     ASSERT_OK(created);
-    *out = created->api_key();
+    *key = created->api_key();
   }
-  company_ = server_->Connect(company_key_);
-  auditor_ = server_->Connect(auditor_key_);
 
   v1::GrantBudgetRequest grant;
-  grant.set_company("acme");
-  grant.set_dataset("pop");
+  grant.set_company(names.company);
+  grant.set_dataset(names.dataset);
   grant.set_epsilon(epsilon);
   grant.set_delta(delta);
-  ASSERT_OK(regulator_->GrantBudget(grant));
+  ASSERT_OK(regulator.GrantBudget(grant));
 
   v1::TableHeader table;
-  table.set_dataset("pop");
+  table.set_dataset(names.dataset);
   auto add_column = [&](const char* name, v1::ColumnType type) {
     auto* c = table.add_columns();
     c->set_name(name);
@@ -104,10 +94,34 @@ void VaultFixture::StartVault(const Population& population, double epsilon, doub
     columns[1].add_numeric(population.prediction[i]);
     columns[2].add_numeric(population.label[i]);
   }
-  auto uploaded = company_->UploadTable(table, population.keys, columns, 777);
+  const std::unique_ptr<client::Client> company = connect(out->company_key);
+  ASSERT_NE(company, nullptr);
+  auto uploaded = company->UploadTable(table, population.keys, columns, 777);
   ASSERT_OK(uploaded);
   ASSERT_EQ(uploaded->rows_in_vault(), static_cast<int64_t>(population.keys.size()));
-  table_handle_ = uploaded->table_handle();
+  out->table_handle = uploaded->table_handle();
+}
+
+void VaultFixture::StartVault(const Population& population, double epsilon, double delta) {
+  server_ = std::make_unique<ServerProcess>(db_.empty() ? TempDatabasePath("e2e") : db_);
+  auto key = server_->Bootstrap("regulator");
+  ASSERT_OK(key);
+  regulator_key_ = *key;
+  server_->set_serve_flags(serve_flags_);
+  if (!server_log_.empty()) server_->set_log_path(server_log_);
+  ASSERT_OK(server_->Start());
+  regulator_ = server_->Connect(regulator_key_);
+  ASSERT_NE(regulator_, nullptr);
+
+  SeededVault seeded;
+  ASSERT_NO_FATAL_FAILURE(SeedVault(
+      *regulator_, [&](const std::string& key) { return server_->Connect(key); }, population,
+      epsilon, delta, SeedNames{}, &seeded));
+  company_key_ = seeded.company_key;
+  auditor_key_ = seeded.auditor_key;
+  table_handle_ = seeded.table_handle;
+  company_ = server_->Connect(company_key_);
+  auditor_ = server_->Connect(auditor_key_);
 }
 
 void VaultFixture::TearDown() {

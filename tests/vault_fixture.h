@@ -4,6 +4,7 @@
 #ifndef FAIRVAULT_TESTS_VAULT_FIXTURE_H_
 #define FAIRVAULT_TESTS_VAULT_FIXTURE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,27 @@ Population MakePopulation(int n, uint64_t seed);
 // A DP-oracle learner job of 60,000 rounds on the fixture's table ("prediction" → "label", by
 // sex, ε 5, γ 0.01): long enough to kill its server mid-run, deterministic given its seed.
 v1::FitFairModelRequest LongTrainingJob(const std::string& table_handle);
+
+// A client for an API key, on whatever vault the caller means.
+using ConnectFn = std::function<std::unique_ptr<client::Client>(const std::string& api_key)>;
+
+// The names SeedVault gives what it creates (the fixture's defaults).
+struct SeedNames {
+  std::string dataset = "pop";
+  std::string company = "acme";
+  std::string auditor = "watchdog";
+};
+// What SeedVault made.
+struct SeededVault {
+  std::string company_key, auditor_key, table_handle;
+};
+
+// Through the regulator's client: creates the dataset (sex{F,M}, race{A,B,C}) and imports
+// `population`'s attributes, creates the company and the auditor, grants the company (epsilon,
+// delta) on the dataset; then the company (a client from `connect`) uploads its table (region,
+// prediction, label). Fatal test failures on any error.
+void SeedVault(client::Client& regulator, const ConnectFn& connect, const Population& population,
+               double epsilon, double delta, const SeedNames& names, SeededVault* out);
 
 class VaultFixture : public ::testing::Test {
  protected:
