@@ -101,7 +101,9 @@ for sname, secret in cfg.get("secrets", {}).items():
           f"secret {sname} is a file under deploy/secrets/ ({secret})")
 
 pg = services["postgres"]
-check(pg["image"].startswith("postgres:15"), f"postgres image is PostgreSQL 15 ({pg['image']})")
+check(pg["build"]["dockerfile"] == "deploy/postgres/Dockerfile"
+      and "postgresql-15" in open(pg["build"]["context"] + "/deploy/postgres/Dockerfile").read(),
+      f"postgres is Debian's PostgreSQL 15, built from deploy/postgres/ ({pg['build']})")
 check(pg["environment"].get("POSTGRES_PASSWORD_FILE") == "/run/secrets/postgres_password"
       and "postgres_password" in [s["source"] for s in pg["secrets"]],
       "postgres reads its password from the postgres_password secret")

@@ -8,6 +8,7 @@
 #    package that none of them needs (except the libraries of work in progress on issue 11 that
 #    a build may not link yet: libpq5 for the PostgreSQL store, prometheus-cpp for metrics);
 #  - non-root user, EXPOSE 50051, a HEALTHCHECK with `fairvault health`;
+#  - deploy/postgres/Dockerfile is Debian's postgresql-15 on the same base, with its entrypoint;
 #  - .dockerignore keeps secrets, .git and local builds out of the build context.
 # Usage: dockerfile_test.sh FAIRVAULT_SERVER_BINARY FAIRVAULT_CLI_BINARY
 # No -e: each check records its own failure and the script goes on.
@@ -119,8 +120,18 @@ grep -Eq '^HEALTHCHECK .*CMD \["fairvault", "health",' <<< "$runtime_stage"
 check $? "HEALTHCHECK runs fairvault health"
 ! grep -q -- '-dev' <<< "$runtime_packages"; check $? "no -dev package at run time"
 
+# ---- deploy/postgres/Dockerfile: Debian's PostgreSQL 15 on the same base ----
+pg_dockerfile="$root/deploy/postgres/Dockerfile"
+[[ $(grep -c '^FROM ' "$pg_dockerfile") == 1 ]] && grep -qx 'FROM debian:bookworm-slim' "$pg_dockerfile"
+check $? "the PostgreSQL image is one stage on debian:bookworm-slim"
+grep -q 'apt-get install -y --no-install-recommends postgresql-15 ' "$pg_dockerfile"
+check $? "the PostgreSQL image installs Debian's postgresql-15 only"
+[[ -x $root/deploy/postgres/entrypoint.sh ]] \
+  && grep -q '^COPY deploy/postgres/entrypoint.sh ' "$pg_dockerfile"
+check $? "the PostgreSQL image's entrypoint is deploy/postgres/entrypoint.sh (executable)"
+
 # ---- .dockerignore ----
-for pattern in .git 'build*/' var/ deploy/secrets/ deploy/.env; do
+for pattern in .git 'build*' var/ deploy/secrets/ deploy/.env; do
   grep -qxF "$pattern" "$root/.dockerignore"; check $? ".dockerignore excludes $pattern"
 done
 
