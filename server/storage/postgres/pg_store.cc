@@ -310,12 +310,14 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& connin
   PQconninfoFree(parsed);
   std::unique_ptr<PgStore> store(new PgStore(conninfo, pool_size));
   ASSIGN_OR_RETURN(Borrowed c, store->Borrow());
+  int64_t found = 0;  // the version the database had when this process took the lock
   RETURN_IF_ERROR(c->InTransaction([&]() -> absl::Status {
     // One process applies the schema at a time (CREATE ... IF NOT EXISTS races otherwise).
     RETURN_IF_ERROR(c->Run("SELECT pg_advisory_xact_lock(7261626175)"));
     RETURN_IF_ERROR(c->Script(kSchema));
     ASSIGN_OR_RETURN(Result v, c->Exec("SELECT version FROM schema_version"));
     const int64_t at = v.rows() == 0 ? 0 : v.Int(0, 0);
+    found = at;
     if (at > kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrCat("the database has schema version ", at,
                                                         " but this fairvault-server knows ",
@@ -327,6 +329,14 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& connin
     }
     return c->Run("UPDATE schema_version SET version=$1", Params().Int(kSchemaVersion));
   }));
+  // Replicas starting together take the lock in turn: one logs the migration, the others find
+  // the database current (what the container test's upgrade checks).
+  if (found < kSchemaVersion) {
+    std::cerr << "fairvault: database schema migrated from version " << found << " to "
+              << kSchemaVersion << "\n";
+  } else {
+    std::cerr << "fairvault: database schema at version " << kSchemaVersion << " (current)\n";
+  }
   return store;
 }
 
