@@ -35,17 +35,16 @@ fi
 mirror=${mirror:-http://deb.debian.org/debian}
 security=$(sed -n 's/^URIs: *\([^ ]*\/debian-security\/\{0,1\}\)$/\1/p' \
   /etc/apt/sources.list.d/*.sources 2> /dev/null | head -n 1 || true)
-security=${security:-${mirror%/debian*}/debian-security}
+security=${security:-http://security.debian.org/debian-security}
 
 root=$(mktemp -d)
-trap '$SUDO rm -rf "$root"' EXIT
+trap '$SUDO rm -rf --one-file-system "$root" "$root.log"' EXIT
 echo "make-base-image: debootstrap bookworm from $mirror"
 $SUDO debootstrap --variant=minbase bookworm "$root" "$mirror" > "$root.log" 2>&1 || {
   tail -n 20 "$root.log" >&2
   echo "make-base-image: debootstrap failed (log above)" >&2
   exit 1
 }
-rm -f "$root.log"
 # As the published image: apt reads bookworm, its updates and the security archive; no package
 # files or lists are kept.
 $SUDO rm -f "$root/etc/apt/sources.list"

@@ -7,12 +7,14 @@
 # postgres), whose password is read from POSTGRES_PASSWORD_FILE (required); password
 # authentication (scram-sha-256) over TCP from any address, trust on the container's own Unix
 # socket (`docker exec ... pg_dump`); then the database POSTGRES_DB (default: the user's name),
-# created by a server that listens on the socket only, so the compose health check over TCP
-# never sees a half-initialised database.
+# created by a server that listens on the socket only. All of it happens in a directory outside
+# the volume, copied in at the end with PG_VERSION last: a start interrupted anywhere leaves no
+# PG_VERSION in the volume, and the next start initialises again from scratch.
 set -eu
 : "${PGDATA:=/var/lib/postgresql/data}"
 user="${POSTGRES_USER:-postgres}"
 db="${POSTGRES_DB:-$user}"
+staging=/var/lib/postgresql/initialising
 
 as_postgres() { setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"; }
 
@@ -29,21 +31,27 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
       "non-empty file; set it to the superuser's password file (compose: secrets)" >&2
     exit 1
   fi
-  pwfile="$(mktemp)"
+  rm -rf "$staging"
+  install -d -m 0700 -o postgres -g postgres "$staging" "$staging/data"
+  pwfile="$staging/password"
+  trap 'rm -f "$pwfile"' EXIT
+  (umask 077 && head -n 1 "$POSTGRES_PASSWORD_FILE" > "$pwfile")
   chown postgres "$pwfile"
-  chmod 0600 "$pwfile"
-  head -n 1 "$POSTGRES_PASSWORD_FILE" > "$pwfile"
-  as_postgres initdb --username="$user" --pwfile="$pwfile" --auth-local=trust \
+  as_postgres initdb -D "$staging/data" --username="$user" --pwfile="$pwfile" --auth-local=trust \
     --auth-host=scram-sha-256 --encoding=UTF8 --locale=C.UTF-8 > /dev/null
   rm -f "$pwfile"
-  echo "host all all all scram-sha-256" >> "$PGDATA/pg_hba.conf"
-  echo "listen_addresses = '*'" >> "$PGDATA/postgresql.conf"
+  echo "host all all all scram-sha-256" >> "$staging/data/pg_hba.conf"
+  echo "listen_addresses = '*'" >> "$staging/data/postgresql.conf"
   if [ "$db" != postgres ]; then
-    as_postgres pg_ctl -D "$PGDATA" -o "-c listen_addresses=''" -w start > /dev/null
+    as_postgres pg_ctl -D "$staging/data" -o "-c listen_addresses=''" -w start > /dev/null
     as_postgres psql -v ON_ERROR_STOP=1 --quiet --username "$user" --dbname postgres \
       --command "CREATE DATABASE \"$db\" OWNER \"$user\""
-    as_postgres pg_ctl -D "$PGDATA" -m fast -w stop > /dev/null
+    as_postgres pg_ctl -D "$staging/data" -m fast -w stop > /dev/null
   fi
+  (cd "$staging/data" && tar --exclude=./PG_VERSION -cf - .) | tar -xpf - -C "$PGDATA"
+  cp -p "$staging/data/PG_VERSION" "$PGDATA/PG_VERSION.new"
+  mv "$PGDATA/PG_VERSION.new" "$PGDATA/PG_VERSION"
+  rm -rf "$staging"
   echo "fairvault-postgres: initialised $PGDATA (user $user, database $db)"
 fi
 
