@@ -3,6 +3,8 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+
 #include "core/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
@@ -76,6 +78,64 @@ std::map<std::string, int64_t> CheckLedger(client::Client& auditor, client::Clie
         << "no ledger row for the response to " << o.key << " (seq " << o.ledger_seq << ")";
   }
   return charges;
+}
+
+TwoReplicaLoad::TwoReplicaLoad(int threads, const ClientFor& client_for,
+                               std::string table_handle, double epsilon)
+    : outcomes_(threads) {
+  for (int t = 0; t < threads; ++t) {
+    const bool on_a = t % 2 == 0;
+    threads_.emplace_back([this, t, on_a, table_handle, epsilon,
+                           client = std::shared_ptr<client::Client>(client_for(on_a))] {
+      for (int i = 0; !stop_.load(); ++i) {
+        outcomes_[t].push_back(
+            Charge(*client, CountsBySex(table_handle, absl::StrCat("k", t, "-", i), epsilon)));
+        if (outcomes_[t].back().status.ok()) {
+          ++ok_;
+        } else if (on_a) {
+          return;  // replica A is gone
+        }
+      }
+    });
+  }
+}
+
+TwoReplicaLoad::~TwoReplicaLoad() {
+  stop_ = true;
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+bool TwoReplicaLoad::WaitForOk(int n, std::chrono::milliseconds limit) const {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (ok_.load() < n) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+TwoReplicaLoad::Tally TwoReplicaLoad::Stop() {
+  stop_ = true;
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  Tally tally;
+  for (size_t t = 0; t < outcomes_.size(); ++t) {
+    for (const Outcome& o : outcomes_[t]) {
+      tally.all.push_back(o);
+      if (o.status.ok()) {
+        ++(t % 2 == 0 ? tally.ok_a : tally.ok_b);
+      } else {
+        // Only replica A's clients fail, and only because A is gone.
+        EXPECT_EQ(t % 2, 0u) << o.key << ": " << o.status;
+        EXPECT_TRUE(absl::IsUnavailable(o.status)) << o.key << ": " << o.status;
+        ++tally.lost_a;
+      }
+    }
+  }
+  return tally;
 }
 
 v1::Job WaitForJob(client::Client& company, const std::string& id, std::chrono::seconds limit) {

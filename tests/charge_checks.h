@@ -4,10 +4,14 @@
 #ifndef FAIRVAULT_TESTS_CHARGE_CHECKS_H_
 #define FAIRVAULT_TESTS_CHARGE_CHECKS_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +41,37 @@ std::vector<v1::LedgerEntry> ReadLedger(client::Client& auditor);
 // Returns the charge rows' seqs by key. Non-fatal test failures.
 std::map<std::string, int64_t> CheckLedger(client::Client& auditor, client::Client& regulator,
                                            const std::vector<Outcome>& outcomes);
+
+// Charges through two replicas of one vault until stopped, the load of the kill -9 tests:
+// `threads` client threads, the even ones on replica A, the odd ones on B, each sending
+// CountsBySex(table_handle, "k<thread>-<i>", epsilon) in turn. A thread on A stops at its first
+// failure (A is gone); the threads on B go on until Stop.
+class TwoReplicaLoad {
+ public:
+  // A client of the company on replica A (true) or B (false).
+  using ClientFor = std::function<std::unique_ptr<client::Client>(bool on_a)>;
+  TwoReplicaLoad(int threads, const ClientFor& client_for, std::string table_handle,
+                 double epsilon);
+  ~TwoReplicaLoad();
+
+  // Waits until `n` calls have succeeded; false if not within `limit`.
+  bool WaitForOk(int n, std::chrono::milliseconds limit) const;
+  int ok() const { return ok_.load(); }
+
+  // What the threads saw, once they are joined. Test failures unless only A's threads failed,
+  // and only with UNAVAILABLE.
+  struct Tally {
+    std::vector<Outcome> all;
+    int ok_a = 0, ok_b = 0, lost_a = 0;
+  };
+  Tally Stop();
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> ok_{0};
+  std::vector<std::vector<Outcome>> outcomes_;
+  std::vector<std::thread> threads_;
+};
 
 // Polls until the job leaves QUEUED/RUNNING (at most `limit`) and returns it.
 v1::Job WaitForJob(client::Client& company, const std::string& id,

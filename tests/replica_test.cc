@@ -157,47 +157,16 @@ TEST_F(ReplicaTest, ConcurrentChargesOnTwoReplicasSpendExactlyTheGrantAndTheCap)
 
 TEST_F(ReplicaTest, ReplicaKilledMidChargeLeavesARowForEveryResponseAndTheOtherReplaysIt) {
   ASSERT_NO_FATAL_FAILURE(StartReplicas(1000, 8, /*epsilon=*/1000));
-  constexpr int kThreads = 16;
-  std::atomic<bool> stop{false};
-  std::atomic<int> ok_total{0};
-  std::vector<std::vector<Outcome>> outcomes(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      const bool on_a = t % 2 == 0;
-      auto client = (on_a ? *server_ : *b_).Connect(company_key_);
-      for (int i = 0; !stop.load(); ++i) {
-        outcomes[t].push_back(Charge(*client, Counts(absl::StrCat("k", t, "-", i), 0.01)));
-        if (outcomes[t].back().status.ok()) {
-          ++ok_total;
-        } else if (on_a) {
-          return;  // replica A is gone
-        }
-      }
-    });
-  }
-  while (ok_total.load() < 80) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  const int ok_at_kill = ok_total.load();
+  TwoReplicaLoad load(
+      16, [&](bool on_a) { return (on_a ? *server_ : *b_).Connect(company_key_); },
+      table_handle_, 0.01);
+  ASSERT_TRUE(load.WaitForOk(80, std::chrono::seconds(60)));
+  const int ok_at_kill = load.ok();
   ASSERT_OK(server_->Kill());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // B keeps charging meanwhile
-  stop = true;
-  for (std::thread& t : threads) t.join();
-
-  std::vector<Outcome> all;
-  int ok_a = 0, ok_b = 0, lost_a = 0;
-  for (int t = 0; t < kThreads; ++t) {
-    for (const Outcome& o : outcomes[t]) {
-      all.push_back(o);
-      if (o.status.ok()) {
-        ++(t % 2 == 0 ? ok_a : ok_b);
-      } else {
-        // Only replica A's clients fail, and only because A is gone.
-        EXPECT_EQ(t % 2, 0) << o.key << ": " << o.status;
-        EXPECT_TRUE(absl::IsUnavailable(o.status)) << o.key << ": " << o.status;
-        ++lost_a;
-      }
-    }
-  }
+  const TwoReplicaLoad::Tally tally = load.Stop();
+  const std::vector<Outcome>& all = tally.all;
+  const int ok_a = tally.ok_a, ok_b = tally.ok_b, lost_a = tally.lost_a;
   std::printf(
       "replica_test kill -9: replica A killed after %d OK charges; OK through A %d, through B %d; "
       "%d calls on A failed (UNAVAILABLE)\n",
