@@ -13,13 +13,15 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # chromium: the browser test of the HTML reports (tests/report_chromium_test.cc) loads them.
 # postgresql: the store suite and the replica tests start a private PostgreSQL server
 # (initdb + pg_ctl in a temporary directory, as the unprivileged postgres user).
-# docker-compose: `docker-compose config` validates deploy/docker-compose.yml (no Docker engine
-# is needed or used; tests/deploy/compose_config_test.sh). openssl: deploy/make-certs.sh.
+# docker.io, docker-compose, debootstrap: the container test (tests/container/) starts its own
+# dockerd, makes the base image and runs the compose stack; `docker-compose config` also
+# validates deploy/docker-compose.yml (tests/deploy/compose_config_test.sh). openssl:
+# deploy/make-certs.sh.
 # python3-*: the Python client (client/python) and its pytest suite against the real server;
 # python3-pip and python3-setuptools: client/python/install.sh (tested by the suite).
 # valgrind: tests/timing/instruction_count_test.sh counts the learners' instructions on
 # neighbouring datasets with callgrind.
-"$root/deploy/install-deps.sh" chromium postgresql docker-compose openssl valgrind \
+"$root/deploy/install-deps.sh" chromium postgresql docker.io docker-compose debootstrap openssl valgrind \
   python3-grpcio python3-protobuf python3-pandas python3-numpy python3-tqdm python3-matplotlib \
   python3-pytest python3-pip python3-setuptools
 "$root/deploy/build.sh"
@@ -28,4 +30,7 @@ cd "$root/build"
 export FAIRVAULT_REQUIRE_CHROMIUM=1
 # Likewise a missing docker-compose fails the compose test.
 export FAIRVAULT_REQUIRE_DOCKER_COMPOSE=1
+# And a Docker engine that cannot start fails the container test (it says why) instead of
+# skipping it.
+export FAIRVAULT_REQUIRE_DOCKER=1
 ctest --output-on-failure -j2 --timeout 900
