@@ -170,6 +170,41 @@ TEST_F(PredictCliTest, MixtureColumnsAreUnchanged) {
   EXPECT_EQ(out, "id,p_positive\nk0,0.3333333333333333\nk1,0.3333333333333333\nk2,0\n");
 }
 
+// Issue 22 §5: a model that decides alike for everyone, or worse than doing so, is named.
+TEST_F(PredictCliTest, TrivialModelsAreWarnedAbout) {
+  // z = a - 10 < 0 on every row: decides 0 for all three.
+  constexpr char kConstant[] = R"({"fair_model": {"algorithm": "pf_ld",
+    "features": {"feature_columns": ["a"], "intercept": true},
+    "network": {"layers": [{"inputs": 2, "outputs": 1, "weights": [1, -10], "bias": [0]}],
+                "classes": [0, 1]}}})";
+  Predict(kConstant, kRows, "");
+  EXPECT_THAT(Summary(), HasSubstr("warning: the model decides 0 for 100.0% of these rows"));
+  // kMlp decides 1, 0, 0 where y is 1, 0, 0: no error, the constant classifier errs on 1 of 3.
+  Predict(kMlp, kRows, "--label-column y");
+  EXPECT_THAT(Summary(), HasSubstr("error on these rows: 0.0% (the constant classifier "
+                                   "deciding 0: 33.3%)"));
+  EXPECT_THAT(Summary(), Not(HasSubstr("warning")));
+  // Against flipped labels it errs on every row, more than the constant classifier.
+  Predict(kMlp, "id,a,b,y\nk0,2,0,0\nk1,1,3,1\nk2,0,0,1\n", "--label-column y");
+  EXPECT_THAT(Summary(), HasSubstr("warning: the model errs on 100.0% of these rows, more than "
+                                   "the constant classifier deciding 1 (33.3%)"));
+  // Labels must be integers; decisions are needed.
+  const std::string model_path = Write("mlp.json", kMlp);
+  const std::string csv_path = Write("bad.csv", "id,a,b,y\nk0,2,0,yes\n");
+  const CliResult bad =
+      RunCli("predict --artifact-file '" + model_path + "' --csv '" + csv_path +
+                 "' --key-column id --label-column y",
+             dir_ + "/stderr.txt");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(Summary(), HasSubstr(":2: --label-column 'y' must hold integer class labels"));
+  const CliResult proba =
+      RunCli("predict --artifact-file '" + model_path + "' --csv '" + csv_path +
+                 "' --key-column id --label-column y --proba-only",
+             dir_ + "/stderr.txt");
+  EXPECT_NE(proba.exit_code, 0);
+  EXPECT_THAT(Summary(), HasSubstr("--label-column needs decisions"));
+}
+
 TEST_F(PredictCliTest, InvalidNetworkIsRefusedNamingTheField) {
   const std::string model_path = Write(
       "bad.json", R"({"fair_model": {"features": {"feature_columns": ["a"], "intercept": true},

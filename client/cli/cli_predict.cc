@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/cli_models.h"
 #include "client/apply/model_apply.h"
+#include "client/apply/model_quality.h"
 #include "core/random/secure_bitgen.h"
 #include "core/util/status_macros.h"
 
@@ -123,6 +124,20 @@ absl::Status Predict(Context& ctx) {
   ASSIGN_OR_RETURN(KeyColumn keys, KeyColumn::Resolve(reader->header(), path, key_column, ""));
   ASSIGN_OR_RETURN(FairModelRowReader rows,
                    FairModelRowReader::Bind(applier, reader->header(), path));
+  // The company's own labels, to compare the decisions with (and with the constant classifier).
+  int64_t label_index = -1;
+  if (flags.Has("label-column")) {
+    if (proba_only) {
+      return UsageError("--label-column needs decisions: drop --proba-only");
+    }
+    const std::string name = flags.Get("label-column");
+    const auto it = std::find(reader->header().begin(), reader->header().end(), name);
+    if (it == reader->header().end()) {
+      return UsageError(absl::StrCat("--label-column: ", path, " has no column '", name, "'"));
+    }
+    label_index = it - reader->header().begin();
+  }
+  DecisionTally tally;
 
   // Rows stream from the input to the output; the output file appears only when complete.
   const std::string out_path = flags.Get("out");
@@ -202,7 +217,21 @@ absl::Status Predict(Context& ctx) {
     } else {
       ExactNumber(p.p_positive, record[1]);
     }
-    if (!proba_only) record[1 + num_p] = absl::StrCat(p.decision);
+    if (!proba_only) {
+      record[1 + num_p] = absl::StrCat(p.decision);
+      if (label_index < 0) {
+        tally.Add(p.decision);
+      } else {
+        const std::string& text = fields[label_index];
+        double label = 0;
+        if (!absl::SimpleAtod(text, &label) || label != static_cast<int64_t>(label)) {
+          return fail(absl::InvalidArgumentError(absl::StrCat(
+              path, ":", line, ": --label-column '", flags.Get("label-column"),
+              "' must hold integer class labels (0/1 for a binary model; got '", text, "')")));
+        }
+        tally.Add(p.decision, static_cast<int64_t>(label));
+      }
+    }
     for (size_t k = 0; k < keep_index.size(); ++k) record[first_kept + k] = fields[keep_index[k]];
     out << FormatCsvRecord(record);
     ++n;
@@ -253,6 +282,9 @@ absl::Status Predict(Context& ctx) {
       absl::StrAppend(&summary, "decisions are deterministic for this model (no draws)\n");
     }
   }
+  if (!proba_only) {
+    absl::StrAppend(&summary, DescribeErrors(tally), TrivialModelWarning(tally));
+  }
   if (out_path.empty()) {
     std::cerr << summary;
   } else {
@@ -280,7 +312,9 @@ std::vector<Command> PredictCommands() {
        "Network and hypothesis decisions are deterministic (no draw; --seed is not needed).\n"
        "Writes the key column, p_positive (or the p_<class> columns), decision (not with\n"
        "--proba-only) and --keep-columns. The CSV is streamed: any size in constant memory.\n"
-       "--artifact-id fetches the artifact once; --artifact-file makes no vault call.",
+       "--artifact-id fetches the artifact once; --artifact-file makes no vault call.\n"
+       "It warns when the model decides one class for 99% or more of the rows, or (with\n"
+       "--label-column) errs more often than the constant classifier: a trivial model.",
        {{"artifact-id", "ARTIFACT_ID", "a fair-model artifact of yours (one GetArtifact call)"},
         {"artifact-file", "FILE",
          "the artifact as written by `artifact get --out` or `best-response --out` (JSON or "
@@ -292,7 +326,9 @@ std::vector<Command> PredictCommands() {
         {"out", "FILE", "output CSV (default: stdout, summary on stderr)"},
         {"seed", "S", "seed of a mixture's decision draws, 0..2^64-1 (default: from the OS)"},
         {"proba-only", "", "write the probabilities only (p_positive or p_<class>): no decision"},
-        {"keep-columns", "COL,...", "copy these input columns into the output too", false, true}},
+        {"keep-columns", "COL,...", "copy these input columns into the output too", false, true},
+        {"label-column", "COL",
+         "your labels: print the decisions' error beside the constant classifier's"}},
        true,
        Predict},
   };

@@ -34,7 +34,7 @@ __all__ = [
     "private_metric_frame", "PrivateMetricFrame", "PrivateEqualizedOdds",
     "PrivateEqualizedOddsScores", "PrivateStatisticalParityRegressor", "FairModel",
     "FairModelApplier", "EqualizedOddsApplier", "StatisticalParityApplier", "applier_for",
-    "load_artifact",
+    "load_artifact", "TrivialModelWarning", "describe_decisions", "trivial_model_warning",
 ]
 
 # The estimators' modules, imported on first use of one of their names (fairvault.FairModel,

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
-from fairvault.models import applier_for
+from fairvault.models import (TrivialModelWarning, applier_for, describe_decisions,
+                              trivial_model_warning)
 from fairvault.results import Preview
 from fairvault.secret import as_secret
 
@@ -379,7 +381,10 @@ class FairModel(_Estimator):
     def fit(self, df: pd.DataFrame, y: Any = None, preview: bool = False):
         """Uploads the key, feature (and hypothesis) columns and the label (``y`` if given,
         else ``df[label]``), submits the job (charged now), waits for it with a progress bar
-        and fetches the model. Returns self, or the job's ``Preview`` with ``preview=True``."""
+        and fetches the model. Returns self, or the job's ``Preview`` with ``preview=True``.
+        Then, locally, ``training_summary_`` (``fairvault.models.describe_decisions`` of the
+        model's decisions on these rows) and a ``TrivialModelWarning`` when the model decides
+        one class for 99 % of them or more, or errs more often than the constant classifier."""
         features = self._feature_columns(df)
         hypotheses = list(self.learner_params.get("hypothesis_columns", []))
         columns = {c: df[c] for c in features + [h for h in hypotheses if h not in features]}
@@ -395,6 +400,20 @@ class FairModel(_Estimator):
         self.job_ = self.vault.wait_job(result.job.id, timeout=self.timeout,
                                         progress=self.progress)
         self._store(result, self.vault.get_artifact(self.job_.artifact_id), table)
+        # Checked on the rows just given, locally: a trivial model is named at once. The model
+        # is paid for: a check that cannot run (labels that are not classes) is skipped.
+        try:
+            decisions = self.predict(df, seed=0)
+            labels = np.asarray(columns[self.label], dtype=float)
+            if not np.all(np.equal(np.mod(labels, 1), 0)):
+                labels = None
+            self.training_summary_ = describe_decisions(decisions, labels)
+            warning = trivial_model_warning(decisions, labels)
+        except (ValueError, TypeError):
+            self.training_summary_, warning = None, None
+        if warning is not None:
+            warnings.warn(f"{type(self).__name__}: {warning} (on the {len(decisions)} rows "
+                          "given to fit)", TrivialModelWarning, stacklevel=2)
         return self
 
     @property

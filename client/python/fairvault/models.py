@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 import os
 import secrets
-from typing import Any, Optional, Sequence, Union
+from collections import Counter
+from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 
@@ -24,8 +25,83 @@ from fairvault.postprocess import EqualizedOddsApplier, ScoreGrid, StatisticalPa
 
 __all__ = [
     "load_artifact", "applier_for", "FairModelApplier", "EqualizedOddsApplier",
-    "StatisticalParityApplier", "ScoreGrid", "MT19937_64",
+    "StatisticalParityApplier", "ScoreGrid", "MT19937_64", "TrivialModelWarning",
+    "describe_decisions", "trivial_model_warning", "TRIVIAL_SHARE",
 ]
+
+
+# ---- trivial models -----------------------------------------------------------------------
+# As client/apply/model_quality.cc (`fairvault predict --label-column`), in the same words.
+
+#: A model decides one class for (nearly) everyone when that class has at least this share of
+#: the rows' decisions.
+TRIVIAL_SHARE = 0.99
+
+
+class TrivialModelWarning(UserWarning):
+    """A returned model decides one class for (nearly) everyone, or errs more often than the
+    constant classifier on the rows it was checked on."""
+
+
+def _mode(counts: Counter) -> tuple:
+    """The most frequent value (the smallest on ties) and its count."""
+    return min(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f}%"
+
+
+def describe_decisions(decisions: Any, labels: Any = None) -> Dict[str, Any]:
+    """What a model's ``decisions`` on your own rows say about it, computed locally: ``rows``,
+    the ``positive_rate`` (share of decisions 1) and each class's ``shares``; with ``labels``
+    also ``error`` and ``constant_error``, the error of the constant classifier deciding the
+    most frequent label (``constant_class``)."""
+    d = np.asarray(decisions).astype(np.int64).ravel()
+    counts = Counter(d.tolist())
+    n = int(d.shape[0])
+    out: Dict[str, Any] = {
+        "rows": n,
+        "positive_rate": counts.get(1, 0) / n if n else float("nan"),
+        "shares": {int(k): v / n for k, v in sorted(counts.items())},
+    }
+    if labels is not None:
+        y = np.asarray(labels).ravel()
+        if y.shape[0] != n:
+            raise ValueError(f"labels has {y.shape[0]} rows but decisions has {n}")
+        if not np.all(np.equal(np.mod(y, 1), 0)):
+            raise ValueError("labels must be integer class labels (0/1 for a binary model)")
+        y = y.astype(np.int64)
+        constant_class, constant_right = _mode(Counter(y.tolist())) if n else (0, 0)
+        out.update(error=float(np.mean(d != y)) if n else float("nan"),
+                   constant_class=int(constant_class),
+                   constant_error=(n - constant_right) / n if n else float("nan"))
+    return out
+
+
+def trivial_model_warning(decisions: Any, labels: Any = None) -> Optional[str]:
+    """The warning ``fairvault predict`` prints, or None: the model decides one class for at
+    least ``TRIVIAL_SHARE`` of the rows, or (with ``labels``) errs more often than the constant
+    classifier."""
+    d = np.asarray(decisions).astype(np.int64).ravel()
+    n = int(d.shape[0])
+    if n == 0:
+        return None
+    mode, count = _mode(Counter(d.tolist()))
+    if count >= TRIVIAL_SHARE * n:
+        return (f"the model decides {mode} for {_percent(count, n)} of these rows: it is "
+                "(nearly) a constant classifier. Its fairness comes from deciding alike for "
+                "everyone; try a smaller fairness weight or a larger epsilon")
+    if labels is not None:
+        summary = describe_decisions(d, labels)
+        errors = int(round(summary["error"] * n))
+        constant_errors = int(round(summary["constant_error"] * n))
+        if errors > constant_errors:
+            return (f"the model errs on {_percent(errors, n)} of these rows, more than the "
+                    f"constant classifier deciding {summary['constant_class']} "
+                    f"({_percent(constant_errors, n)}): it is worse than deciding alike for "
+                    "everyone")
+    return None
 
 
 def _pb():

@@ -318,3 +318,33 @@ def test_statistical_parity_draws_follow_the_vaults_decisions(vault_server) -> N
             sd = np.sqrt((dist[rows] * (1 - dist[rows])).sum(axis=0))
             assert np.all(np.abs(observed - expected) <= 5 * sd + 1), (sex, observed, expected)
     assert np.allclose(applier.expected_output(df.score, df.sex), dist @ centres)
+
+
+# ---- issue 22 §5: trivial models, in fairvault predict's words ------------------------------
+
+def test_trivial_model_warning_matches_the_cli_thresholds_and_words():
+    assert "decides 0 for 100.0% of these rows" in models.trivial_model_warning([0] * 100)
+    assert "decides 1 for 99.0% of these rows" in models.trivial_model_warning([1] * 99 + [0])
+    assert models.trivial_model_warning([1] * 98 + [0] * 2) is None
+    assert models.trivial_model_warning([]) is None
+    labels = [0] * 70 + [1] * 30
+    worse = [i % 2 for i in range(100)]  # errs on 50
+    message = models.trivial_model_warning(worse, labels)
+    assert ("errs on 50.0% of these rows, more than the constant classifier deciding 0 (30.0%)"
+            in message)
+    better = [y if i < 60 or i >= 80 else 1 - y for i, y in enumerate(labels)]  # errs on 20
+    assert models.trivial_model_warning(better, labels) is None
+    summary = models.describe_decisions(better, labels)
+    assert summary["rows"] == 100
+    assert summary["error"] == pytest.approx(0.2)
+    assert summary["constant_class"] == 0
+    assert summary["constant_error"] == pytest.approx(0.3)
+    assert summary["positive_rate"] == pytest.approx(sum(better) / 100)
+    with pytest.raises(ValueError, match="integer class labels"):
+        models.describe_decisions([0, 1], [0.5, 1])
+
+
+def test_trivial_model_warning_is_a_fairvault_name():
+    import fairvault
+    assert issubclass(fairvault.TrivialModelWarning, UserWarning)
+    assert fairvault.trivial_model_warning is models.trivial_model_warning
