@@ -142,7 +142,8 @@ fv train-logreg --csv "$data/adult/adult.data" --test-csv "$data/adult/adult.tes
   --out "$work/test_features.csv" 2>/dev/null > /dev/null
 # Applied locally with no vault call; the regulator adds sex to measure it.
 fv predict --artifact-file "$work/fair_model.json" --csv "$work/test_features.csv" \
-  --key-column key --seed 7 --keep-columns label,sex --out "$work/test_fair_model.csv"
+  --key-column key --seed 7 --keep-columns label,sex --label-column label \
+  --out "$work/test_fair_model.csv"
 echo "-- regulator's view of the fair model on the test set:"
 fv metrics --csv "$work/test_fair_model.csv" --prediction-column decision \
   --label-column label --group-column sex | tail -n 3
@@ -157,7 +158,7 @@ fv "${acme[@]}" model fit --table "$features_handle" --algorithm dp_fermi \
 fermi_id=$(sed -n 's/.*\(art_[0-9a-f]\{32\}\).*/\1/p' "$work/fermi.txt" | tail -n 1)
 fv "${acme[@]}" artifact get --id "$fermi_id" --out "$work/fermi_model.json" > /dev/null
 fv predict --artifact-file "$work/fermi_model.json" --csv "$work/test_features.csv" \
-  --key-column key --keep-columns label,sex --out "$work/test_fermi.csv"
+  --key-column key --keep-columns label,sex --label-column label --out "$work/test_fermi.csv"
 echo "-- regulator's view of the DP-FERMI model on the test set:"
 fv metrics --csv "$work/test_fermi.csv" --prediction-column decision \
   --label-column label --group-column sex | tail -n 3
