@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/testing/files.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/testing/status_matchers.h"
@@ -38,13 +39,6 @@ struct CliRun {
   std::string out;  // stdout
   std::string err;  // stderr
 };
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 // Runs the CLI with `args` (shell words), stdout and stderr apart.
 CliRun Cli(const std::string& args) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/testing/files.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -237,11 +238,6 @@ TEST(MetricsServeFlagTest, OffByDefaultAndBadAddressesAreUsageErrors) {
 }
 
 // ---- no leak -----------------------------------------------------------------------------------
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // A vault whose subjects, categories, company columns and names are all distinctive strings;
 // everything a regulator and a company do with it, right and wrong; then neither /metrics nor

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/testing/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,6 +20,8 @@
 #endif
 
 namespace {
+
+using ::fairvault::testing::ReadFile;
 
 using ::testing::HasSubstr;
 
@@ -60,13 +63,6 @@ std::vector<std::vector<std::string>> Records(const std::string& csv) {
 // libms, so probabilities are compared within 1e-15).
 double Number(const std::vector<std::vector<std::string>>& records, size_t row, size_t column) {
   return std::strtod(records.at(row + 1).at(column).c_str(), nullptr);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
 }
 
 class PredictCliTest : public ::testing::Test {

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/testing/files.h"
 #include "gtest/gtest.h"
 #include "tests/vault_fixture.h"
 
@@ -38,14 +39,9 @@
 
 namespace {
 
-constexpr char kChromium[] = "/usr/bin/chromium";
+using ::fairvault::testing::ReadFile;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+constexpr char kChromium[] = "/usr/bin/chromium";
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 

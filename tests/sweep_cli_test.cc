@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/testing/files.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/testing/status_matchers.h"
@@ -34,13 +35,6 @@ struct CliResult {
   int exit_code = -1;
   std::string out;  // stdout and stderr
 };
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 std::vector<std::vector<std::string>> CsvRecords(const std::string& csv) {
   std::vector<std::vector<std::string>> records;

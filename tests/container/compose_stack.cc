@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/testing/files.h"
 
 namespace fairvault::testing {
 namespace {
@@ -36,14 +37,6 @@ std::string LastLines(const std::string& text, int n) {
   std::string out;
   for (size_t i = from; i < lines.size(); ++i) absl::StrAppend(&out, lines[i], "\n");
   return out;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -144,7 +137,7 @@ absl::StatusOr<std::unique_ptr<DockerEngine>> DockerEngine::Start(const std::str
           "dockerd exited at once (status ", status,
           "); it needs root or the privileges to mount overlay file systems and set up "
           "networks. Its log:\n",
-          LastLines(Slurp(log), 15)));
+          LastLines(ReadFile(log), 15)));
     }
     if (access(socket.c_str(), F_OK) == 0 && Shell("docker version --format '{{.Server.Version}}'", "", /*quiet=*/true).ok()) {
       return engine;
@@ -152,7 +145,7 @@ absl::StatusOr<std::unique_ptr<DockerEngine>> DockerEngine::Start(const std::str
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   return absl::DeadlineExceededError(
-      absl::StrCat("dockerd did not answer within 60 s. Its log:\n", LastLines(Slurp(log), 15)));
+      absl::StrCat("dockerd did not answer within 60 s. Its log:\n", LastLines(ReadFile(log), 15)));
 }
 
 absl::Status DockerEngine::Stop() {
@@ -265,7 +258,7 @@ std::unique_ptr<client::Client> ComposeStack::Connect(int replica,
 }
 
 std::string ComposeStack::ReadFile(const std::string& relative) const {
-  return Slurp(dir_ + "/" + relative);
+  return ::fairvault::testing::ReadFile(dir_ + "/" + relative);
 }
 
 }  // namespace fairvault::testing

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/testing/files.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -48,13 +49,6 @@ using std::chrono::seconds;
 std::string Env(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : fallback;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // The one stack of the binary, and what later scenarios need from earlier ones.
@@ -82,7 +76,7 @@ Shared& S() {
 // docs/operations.md), word for word, so the test does nothing README does not say.
 void ExpectDocumented(const std::string& step, const std::string& doc = "README.md") {
   static std::map<std::string, std::string> texts;
-  if (!texts.count(doc)) texts[doc] = Slurp(absl::StrCat(FAIRVAULT_SOURCE_DIR, "/", doc));
+  if (!texts.count(doc)) texts[doc] = ReadFile(absl::StrCat(FAIRVAULT_SOURCE_DIR, "/", doc));
   EXPECT_THAT(texts[doc], HasSubstr(step)) << "the test runs a step " << doc << " does not say";
 }
 
@@ -568,9 +562,8 @@ TEST_F(ContainerTest, ABackupRestoredIntoAFreshStackVerifiesReplaysAndFinishesTh
       "container_test restore: dump of %lld bytes restored into a fresh stack in %.0f ms (stop, "
       "pg_restore, start, healthy, ledger verify); %d replays byte-identical, no new row; the "
       "job finished again with the identical artifact\n",
-      static_cast<long long>(Slurp(stack().dir() + "/" + s.dump).size()), restore_ms, replayed);
+      static_cast<long long>(ReadFile(stack().dir() + "/" + s.dump).size()), restore_ms, replayed);
 }
-
 
 TEST_F(ContainerTest, AnUpgradeServesThePreviousReleasesDatabaseWithBothReplicasStartingTogether) {
   // tests/testdata/upgrade: a vault the previous release wrote on PostgreSQL (make_upgrade_
