@@ -52,30 +52,39 @@ def _percent(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.1f}%"
 
 
+def _tally(decisions: Any, labels: Any) -> Dict[str, Any]:
+    """Counts of the decisions, and with labels the errors and the constant classifier's."""
+    d = np.asarray(decisions).astype(np.int64).ravel()
+    t: Dict[str, Any] = {"d": d, "n": int(d.shape[0]), "counts": Counter(d.tolist())}
+    if labels is not None:
+        y = np.asarray(labels).ravel()
+        if y.shape[0] != t["n"]:
+            raise ValueError(f"labels has {y.shape[0]} rows but decisions has {t['n']}")
+        if not np.all(np.equal(np.mod(y, 1), 0)):
+            raise ValueError("labels must be integer class labels (0/1 for a binary model)")
+        y = y.astype(np.int64)
+        constant_class, constant_right = _mode(Counter(y.tolist())) if t["n"] else (0, 0)
+        t.update(errors=int(np.sum(d != y)), constant_class=int(constant_class),
+                 constant_errors=t["n"] - constant_right)
+    return t
+
+
 def describe_decisions(decisions: Any, labels: Any = None) -> Dict[str, Any]:
     """What a model's ``decisions`` on your own rows say about it, computed locally: ``rows``,
     the ``positive_rate`` (share of decisions 1) and each class's ``shares``; with ``labels``
     also ``error`` and ``constant_error``, the error of the constant classifier deciding the
     most frequent label (``constant_class``)."""
-    d = np.asarray(decisions).astype(np.int64).ravel()
-    counts = Counter(d.tolist())
-    n = int(d.shape[0])
+    t = _tally(decisions, labels)
+    n = t["n"]
     out: Dict[str, Any] = {
         "rows": n,
-        "positive_rate": counts.get(1, 0) / n if n else float("nan"),
-        "shares": {int(k): v / n for k, v in sorted(counts.items())},
+        "positive_rate": t["counts"].get(1, 0) / n if n else float("nan"),
+        "shares": {int(k): v / n for k, v in sorted(t["counts"].items())},
     }
-    if labels is not None:
-        y = np.asarray(labels).ravel()
-        if y.shape[0] != n:
-            raise ValueError(f"labels has {y.shape[0]} rows but decisions has {n}")
-        if not np.all(np.equal(np.mod(y, 1), 0)):
-            raise ValueError("labels must be integer class labels (0/1 for a binary model)")
-        y = y.astype(np.int64)
-        constant_class, constant_right = _mode(Counter(y.tolist())) if n else (0, 0)
-        out.update(error=float(np.mean(d != y)) if n else float("nan"),
-                   constant_class=int(constant_class),
-                   constant_error=(n - constant_right) / n if n else float("nan"))
+    if "errors" in t:
+        out.update(error=t["errors"] / n if n else float("nan"),
+                   constant_class=t["constant_class"],
+                   constant_error=t["constant_errors"] / n if n else float("nan"))
     return out
 
 
@@ -83,24 +92,20 @@ def trivial_model_warning(decisions: Any, labels: Any = None) -> Optional[str]:
     """The warning ``fairvault predict`` prints, or None: the model decides one class for at
     least ``TRIVIAL_SHARE`` of the rows, or (with ``labels``) errs more often than the constant
     classifier."""
-    d = np.asarray(decisions).astype(np.int64).ravel()
-    n = int(d.shape[0])
+    t = _tally(decisions, labels)
+    n = t["n"]
     if n == 0:
         return None
-    mode, count = _mode(Counter(d.tolist()))
+    mode, count = _mode(t["counts"])
     if count >= TRIVIAL_SHARE * n:
         return (f"the model decides {mode} for {_percent(count, n)} of these rows: it is "
                 "(nearly) a constant classifier. Its fairness comes from deciding alike for "
                 "everyone; try a smaller fairness weight or a larger epsilon")
-    if labels is not None:
-        summary = describe_decisions(d, labels)
-        errors = int(round(summary["error"] * n))
-        constant_errors = int(round(summary["constant_error"] * n))
-        if errors > constant_errors:
-            return (f"the model errs on {_percent(errors, n)} of these rows, more than the "
-                    f"constant classifier deciding {summary['constant_class']} "
-                    f"({_percent(constant_errors, n)}): it is worse than deciding alike for "
-                    "everyone")
+    if "errors" in t and t["errors"] > t["constant_errors"]:
+        return (f"the model errs on {_percent(t['errors'], n)} of these rows, more than the "
+                f"constant classifier deciding {t['constant_class']} "
+                f"({_percent(t['constant_errors'], n)}): it is worse than deciding alike for "
+                "everyone")
     return None
 
 
