@@ -103,6 +103,28 @@ absl::StatusOr<FairModelApplier> FairModelApplier::Create(const v1::FairModel& m
       if (!status.ok()) return status;
       applier.weights_.emplace_back(component.weights().begin(), component.weights().end());
     }
+    if (!model.component_weights().empty()) {
+      if (model.component_weights_size() != model.components_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "component_weights has ", model.component_weights_size(), " entries; expected none ",
+            "(a uniform mixture) or one per component (", model.components_size(), ")"));
+      }
+      double total = 0;
+      for (int c = 0; c < model.component_weights_size(); ++c) {
+        const double w = model.component_weights(c);
+        if (!(w >= 0) || !std::isfinite(w)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "component_weights[", c, "] must be finite and >= 0 (got ", w, ")"));
+        }
+        total += w;
+        applier.mixture_weights_.push_back(w);
+        applier.cumulative_.push_back(total);
+      }
+      if (!(std::abs(total - 1) <= 1e-9)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("component_weights must sum to 1 (got ", total, ")"));
+      }
+    }
   } else {
     absl::Status status = CheckFeatures(features, "network");
     if (!status.ok()) return status;
@@ -300,16 +322,25 @@ absl::Status FairModelApplier::Predict(absl::Span<const double> inputs, ModelRng
   std::vector<int>& decisions = workspace.decisions_;
   decisions.resize(weights_.size());
   size_t positives = 0;
+  double weighted = 0;  // Σ of the weights of the components deciding 1, in index order
   for (size_t c = 0; c < weights_.size(); ++c) {
     double score = 0;
     for (size_t j = 0; j < x.size(); ++j) score += weights_[c][j] * x[j];
     decisions[c] = score > 0 ? 1 : 0;
     positives += decisions[c];
+    if (!mixture_weights_.empty() && decisions[c] == 1) weighted += mixture_weights_[c];
   }
-  out.p_positive = static_cast<double>(positives) / static_cast<double>(weights_.size());
+  out.p_positive = mixture_weights_.empty()
+                       ? static_cast<double>(positives) / static_cast<double>(weights_.size())
+                       : std::min(1.0, weighted);
   if (gen != nullptr) {
-    out.decision =
-        weights_.size() == 1 ? decisions[0] : decisions[DrawComponent(weights_.size(), *gen)];
+    if (weights_.size() == 1) {
+      out.decision = decisions[0];
+    } else if (mixture_weights_.empty()) {
+      out.decision = decisions[DrawComponent(weights_.size(), *gen)];
+    } else {
+      out.decision = decisions[DrawWeightedComponent(cumulative_, *gen)];
+    }
   }
   return absl::OkStatus();
 }
@@ -321,6 +352,14 @@ absl::StatusOr<ModelPrediction> FairModelApplier::Predict(absl::Span<const doubl
   absl::Status status = Predict(inputs, gen, workspace, out);
   if (!status.ok()) return status;
   return out;
+}
+
+size_t DrawWeightedComponent(absl::Span<const double> cumulative, ModelRng& gen) {
+  const double u = static_cast<double>(DrawComponent(uint64_t{1} << 53, gen)) * 0x1p-53;
+  for (size_t c = 0; c + 1 < cumulative.size(); ++c) {
+    if (u < cumulative[c]) return c;
+  }
+  return cumulative.size() - 1;
 }
 
 absl::StatusOr<FairModelRowReader> FairModelRowReader::Bind(const FairModelApplier& applier,

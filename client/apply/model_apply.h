@@ -49,6 +49,11 @@ using ModelRng = std::mt19937_64;
 // decisions are reproducible given the seed in any language. m must be >= 1.
 uint64_t DrawComponent(uint64_t m, ModelRng& gen);
 
+// Index drawn with the weights whose running sums (in index order, the last about 1) are
+// `cumulative`: u = DrawComponent(2^53, gen) · 2^-53, then the first c with u < cumulative[c]
+// (the last index if none). Reproducible in any language with IEEE doubles.
+size_t DrawWeightedComponent(absl::Span<const double> cumulative, ModelRng& gen);
+
 // Buffers that Predict reuses from row to row, so that applying a model allocates nothing
 // per row once they have grown to the model's widths. Opaque; one per thread.
 class ModelWorkspace {
@@ -102,10 +107,12 @@ class FairModelApplier {
 
   // One row: `inputs` holds the values of input_columns() in order (finite; for a hypothesis
   // model 0 or 1).
-  // - Mixture: component c decides 1 iff Σ_j w_cj·x_j > 0 (summed in index order). With `gen`
-  //   null no draw is made and decision is -1; otherwise the decision is a uniformly drawn
-  //   component's (DrawComponent, one draw per row for a mixture of two or more components;
-  //   none for one component).
+  // - Mixture: component c decides 1 iff Σ_j w_cj·x_j > 0 (summed in index order); p_positive
+  //   is the fraction of components deciding 1 or, with component_weights, the sum of their
+  //   weights (in index order, at most 1). With `gen` null no draw is made and decision is -1;
+  //   otherwise the decision is a drawn component's (DrawComponent uniformly, or
+  //   DrawWeightedComponent with component_weights; one draw per row for a mixture of two or
+  //   more components, none for one component).
   // - Hypothesis column: p_positive is the value; the decision too unless `gen` is null.
   // - Network: the forward pass in double (docs/api.md gives the exact order of operations).
   //   One logit z: p_positive = 1/(1+e^{-z}) (evaluated without overflow), decision 1 iff
@@ -139,6 +146,9 @@ class FairModelApplier {
   std::vector<std::string> input_columns_;
   std::vector<int> classes_ = {0, 1};
   std::vector<std::vector<double>> weights_;
+  // The mixture's component_weights and their running sums; empty for a uniform mixture.
+  std::vector<double> mixture_weights_;
+  std::vector<double> cumulative_;
   std::vector<Layer> layers_;
   size_t max_width_ = 0;  // the widest layer input or output of a network
 };

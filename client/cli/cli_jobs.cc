@@ -24,6 +24,8 @@ std::string AlgorithmName(v1::FairModelAlgorithm algorithm) {
       return "dp_fermi";
     case v1::FAIR_MODEL_ALGORITHM_PF_LD:
       return "pf_ld";
+    case v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT:
+      return "exponentiated_gradient";
     default:
       return absl::StrCat("unknown(", static_cast<int>(algorithm), ")");
   }

@@ -111,9 +111,10 @@ absl::StatusOr<v1::FairModelAlgorithm> Algorithm(const ParsedFlags& flags) {
   if (name == "private_fair_nr") return v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR;
   if (name == "dp_fermi") return v1::FAIR_MODEL_ALGORITHM_DP_FERMI;
   if (name == "pf_ld") return v1::FAIR_MODEL_ALGORITHM_PF_LD;
+  if (name == "exponentiated_gradient") return v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT;
   return UsageError(absl::StrCat(
-      "--algorithm must be dp_oracle_learner, exponential_mechanism, private_fair_nr, dp_fermi "
-      "or pf_ld (got '",
+      "--algorithm must be dp_oracle_learner, exponential_mechanism, private_fair_nr, dp_fermi, "
+      "pf_ld or exponentiated_gradient (got '",
       flags.Get("algorithm"), "')"));
 }
 
@@ -224,10 +225,36 @@ absl::StatusOr<v1::FitFairModelRequest> ReadModelFitRequest(const ParsedFlags& f
   // The stochastic learners' parameters (0: the server's defaults, the papers').
   const bool fermi = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_FERMI;
   const bool pfld = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PF_LD;
+  const bool eg = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT;
   for (const char* name : {"epochs", "batch-size", "lr-theta", "clip-theta", "marginals-share",
-                           "model", "fairness", "hidden-units"}) {
+                           "model", "hidden-units"}) {
     if (!fermi && !pfld && flags.Has(name)) {
       return UsageError(absl::StrCat("--", name, " is for --algorithm dp_fermi or pf_ld only"));
+    }
+  }
+  if (!fermi && !pfld && !eg && flags.Has("fairness")) {
+    return UsageError("--fairness is for --algorithm dp_fermi, pf_ld or exponentiated_gradient");
+  }
+  for (const char* name : {"sums-share", "mixture"}) {
+    if (!eg && flags.Has(name)) {
+      return UsageError(absl::StrCat("--", name, " is for --algorithm exponentiated_gradient only"));
+    }
+  }
+  ASSIGN_OR_RETURN(const double sums_share, OptionalNonNegative(flags, "sums-share"));
+  if (sums_share >= 1) {
+    return UsageError(
+        absl::StrCat("--sums-share must be in (0, 1) (got ", flags.Get("sums-share"), ")"));
+  }
+  req.set_sums_share(sums_share);
+  if (flags.Has("mixture")) {
+    const std::string mixture = absl::AsciiStrToLower(flags.Get("mixture"));
+    if (mixture == "linear_program") {
+      req.set_mixture(v1::FINAL_MIXTURE_LINEAR_PROGRAM);
+    } else if (mixture == "average") {
+      req.set_mixture(v1::FINAL_MIXTURE_AVERAGE);
+    } else {
+      return UsageError(absl::StrCat("--mixture must be linear_program or average (got '",
+                                     flags.Get("mixture"), "')"));
     }
   }
   for (const char* name : {"lr-w", "w-radius", "clip-w", "fairness-lambda"}) {
@@ -364,16 +391,29 @@ std::vector<FlagSpec> ModelFitFlags() {
   std::vector<FlagSpec> fit = LearnerFlags();
   for (FlagSpec& f : std::vector<FlagSpec>{
            {"algorithm", "NAME",
+            "exponentiated_gradient (the reductions learner; needs --features), "
             "dp_oracle_learner or private_fair_nr (the game; needs --features), "
             "exponential_mechanism (needs --hypotheses), or the stochastic learners dp_fermi "
             "and pf_ld (need --features and a grant with delta > 0)",
             true},
-           {"gamma", "G", "equalized-odds slack (>= 0; default 0)"},
-           {"rounds", "T", "rounds of the game, 1..100000 (default: server's 100)"},
-           {"lambda-bound", "B", "bound on the auditor's L1 norm of lambda (default: server's 1)"},
-           {"learning-rate", "ETA", "the auditor's step (default: server's 1)"},
+           {"gamma", "G",
+            "equalized-odds slack (>= 0; default 0); exponentiated_gradient: the constraints' "
+            "bound (default 0.01)"},
+           {"rounds", "T",
+            "rounds of the game, 1..100000 (default: server's 100; exponentiated_gradient 200)"},
+           {"lambda-bound", "B",
+            "bound on the auditor's L1 norm of lambda (default: server's 1; "
+            "exponentiated_gradient 100)"},
+           {"learning-rate", "ETA",
+            "the auditor's step (default: server's 1; exponentiated_gradient 2/B)"},
            {"masses-share", "S",
-            "share of epsilon spent on the group-label masses, in (0,1) (default: server's 0.1)"},
+            "share of epsilon spent on the group-label masses, in (0,1) (default: server's 0.1; "
+            "exponentiated_gradient 0.05)"},
+           {"sums-share", "S",
+            "exponentiated_gradient: share of epsilon spent on the per-cell feature sums, in "
+            "(0,1) (default 0.45)"},
+           {"mixture", "linear_program|average",
+            "exponentiated_gradient: the final mixture (default linear_program)"},
            {"hypotheses", "C1,C2,...",
             "exponential_mechanism: your candidate classifiers' 0/1 columns in the table", false,
             true},
@@ -386,7 +426,8 @@ std::vector<FlagSpec> ModelFitFlags() {
             "dp_fermi, pf_ld: the model (default logistic; softmax and mlp take labels "
             "0..l-1)"},
            {"fairness", "demographic_parity|equalized_odds|accuracy_parity",
-            "dp_fermi, pf_ld: the notion (default demographic_parity; accuracy_parity: pf_ld "
+            "dp_fermi, pf_ld, exponentiated_gradient: the notion (default demographic_parity; "
+            "exponentiated_gradient: equalized_odds, and no accuracy_parity, which is pf_ld's "
             "only)"},
            {"hidden-units", "N[,M]", "mlp: one or two hidden layer widths, 1..512 (default 32)",
             false, true},

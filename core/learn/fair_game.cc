@@ -29,9 +29,6 @@ constexpr double kExactLimit = 0x1p62;
 // Bounds on lambda_bound (B) and the released masses that keep every grid a normal double.
 constexpr double kMinLambdaBound = 1e-9;
 constexpr double kMaxLambdaBound = 1e9;
-// The largest feature-step factor of one row: max_row_steps <= 2^12 + d/2 (game_data.cc snaps
-// rows of L1 norm <= R to the grid R/2^12 rounded up to a power of two).
-double MaxRowStepsBound(int d) { return 4096.0 + 0.5 * d; }
 
 double Clamp01(double v) { return std::min(1.0, std::max(0.0, v)); }
 

@@ -86,6 +86,11 @@ absl::StatusOr<GameData> BuildGameData(const FeatureColumns& features, std::vect
 absl::Status RegroupGameData(const FeatureColumns& features, double clip_l1, bool intercept,
                              std::vector<int> groups, int k, GameData* data);
 
+// The largest feature-step factor of one row whatever the features: max_row_steps <= 2^12 + d/2
+// (rows of L1 norm <= R snap to the grid R/2^12 rounded up to a power of two). For the checks
+// made before a charge, when only d is known.
+inline double MaxRowStepsBound(int d) { return 4096.0 + 0.5 * d; }
+
 // The scale of features every learner handles without overflow or underflow: the largest row
 // L1 norm after clip_l1 and the intercept, R, in [2^-400, 2^480] (XᵀX then stays below 2^1000 for
 // n < 2^40, its ridge above R²·1e-6/d², and every solve and grid a finite normal double).

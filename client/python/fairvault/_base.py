@@ -80,7 +80,8 @@ def _list(values: Union[None, str, Sequence[str]]) -> List[str]:
 
 # Fields of FitFairModelRequest given by name to fit_fair_model(**options) that are enums.
 _FAIR_MODEL_ENUMS = {"model": (pb.ModelFamily, "MODEL_FAMILY_"),
-                     "fairness": (pb.FairnessNotion, "FAIRNESS_NOTION_")}
+                     "fairness": (pb.FairnessNotion, "FAIRNESS_NOTION_"),
+                     "mixture": (pb.FinalMixture, "FINAL_MIXTURE_")}
 
 
 class VaultBase:

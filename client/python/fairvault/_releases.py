@@ -187,8 +187,8 @@ class ReleaseMethods(VaultBase):
         """Submits a managed fair learner (charged now); ``response.job`` is its training job
         (follow it with :meth:`wait_job`).
 
-        ``algorithm``: ``dp_oracle_learner``, ``private_fair_nr``, ``exponential_mechanism``,
-        ``dp_fermi`` or ``pf_ld``. ``options``: any other FitFairModelRequest field by name
+        ``algorithm``: ``exponentiated_gradient``, ``dp_oracle_learner``, ``private_fair_nr``,
+        ``exponential_mechanism``, ``dp_fermi`` or ``pf_ld``. ``options``: any other FitFairModelRequest field by name
         (``rounds=``, ``hypothesis_columns=``, ``epochs=``, ``model="mlp"``,
         ``fairness="equalized_odds"``, ``hidden_units=[32]``, ...); docs/api.md lists them.
         """

@@ -342,8 +342,9 @@ class FairModel(_Estimator):
 
     Args:
         vault, dataset: as for :class:`PrivateEqualizedOdds`.
-        algorithm: ``dp_oracle_learner``, ``private_fair_nr``, ``exponential_mechanism``,
-            ``dp_fermi`` or ``pf_ld``.
+        algorithm: ``exponentiated_gradient`` (the reductions learner: equalized odds or
+            ``fairness="demographic_parity"``, bound ``gamma``, default 0.01), ``dp_oracle_learner``,
+            ``private_fair_nr``, ``exponential_mechanism``, ``dp_fermi`` or ``pf_ld``.
         epsilon: the job's whole cost, charged once at submission.
         label: the 0/1 (or class) label column of the DataFrame given to ``fit``.
         features: numeric feature columns (default: every numeric column but the key and the

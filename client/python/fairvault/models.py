@@ -273,6 +273,21 @@ class FairModelApplier:
             self._weights = np.array([list(c.weights) for c in model.components], dtype=np.float64)
             if not np.isfinite(self._weights).all():
                 raise ValueError("a component weight is not finite")
+            self._mixture = None  # uniform
+            if len(model.component_weights):
+                if len(model.component_weights) != len(model.components):
+                    raise ValueError(
+                        f"component_weights has {len(model.component_weights)} entries; expected "
+                        f"none (a uniform mixture) or one per component ({len(model.components)})")
+                w = np.array(list(model.component_weights), dtype=np.float64)
+                bad = np.nonzero(~(np.isfinite(w) & (w >= 0)))[0]
+                if bad.size:
+                    raise ValueError(f"component_weights[{bad[0]}] must be finite and >= 0 "
+                                     f"(got {w[bad[0]]})")
+                cumulative = np.cumsum(w)  # running sums in index order, as the C++
+                if not abs(cumulative[-1] - 1) <= 1e-9:
+                    raise ValueError(f"component_weights must sum to 1 (got {cumulative[-1]})")
+                self._mixture = (w, cumulative)
             return
         self.kind = "network"
         net = model.network
@@ -380,6 +395,11 @@ class FairModelApplier:
             return self._hypothesis_values(X)
         if self.kind == "mixture":
             d = self.component_decisions(X)
+            if self._mixture is not None:
+                total = np.zeros(d.shape[0])
+                for c in range(d.shape[1]):  # summed in index order, as the C++
+                    total = total + np.where(d[:, c] == 1, self._mixture[0][c], 0.0)
+                return np.minimum(total, 1.0)
             return d.sum(axis=1) / float(self.num_components)
         z = self.logits(X)
         if not self.is_multiclass:
@@ -415,5 +435,11 @@ class FairModelApplier:
         else:
             self.last_seed_ = secrets.randbits(64) if seed is None else int(seed)
             gen = MT19937_64(self.last_seed_)
-        index = gen.draw_indices(self.num_components, d.shape[0])
+        if self._mixture is None:
+            index = gen.draw_indices(self.num_components, d.shape[0])
+        else:  # model_apply.cc's DrawWeightedComponent
+            u = gen.draw_indices(1 << 53, d.shape[0]).astype(np.float64) * 2.0 ** -53
+            cumulative = self._mixture[1]
+            index = np.minimum(np.searchsorted(cumulative[:-1], u, side="right"),
+                               self.num_components - 1)
         return d[np.arange(d.shape[0]), index]

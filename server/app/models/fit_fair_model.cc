@@ -9,6 +9,7 @@
 #include "core/learn/exponential_mechanism.h"
 #include "core/learn/game_data.h"
 #include "core/random/chacha20_stream.h"
+#include "server/app/models/reductions_job.h"
 #include "server/app/models/stochastic_job.h"
 #include "server/util/crypto.h"
 #include "absl/strings/str_cat.h"
@@ -81,6 +82,10 @@ const std::vector<AlgorithmParameters>& ParametersRead() {
        "pf_ld",
        {"feature_columns", "clip_l1", "no_intercept", "epochs", "batch_size", "lr_theta",
         "clip_theta", "marginals_share", "model", "fairness", "hidden_units", "dual_lr"}},
+      {v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT,
+       "exponentiated_gradient",
+       {"feature_columns", "gamma", "rounds", "lambda_bound", "learning_rate", "masses_share",
+        "sums_share", "clip_l1", "no_intercept", "mass_floor", "fairness", "mixture"}},
   };
   return *table;
 }
@@ -135,8 +140,12 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   const bool game = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER ||
                     req.algorithm() == v1::FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR;
   const bool stochastic = IsStochasticAlgorithm(req.algorithm());
-  const bool linear = game || stochastic;  // trained on the feature columns
-  if (stochastic) {
+  const bool reductions = req.algorithm() == v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT;
+  const bool linear = game || stochastic || reductions;  // trained on the feature columns
+  if (reductions) {
+    RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
+    RETURN_IF_ERROR(FillReductionDefaults(options_.max_job_rounds, &job_request));
+  } else if (stochastic) {
     RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
     RETURN_IF_ERROR(FillStochasticDefaults(&job_request));
   } else if (game) {
@@ -164,7 +173,8 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     return absl::InvalidArgumentError(
         "algorithm: use FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER (1), "
         "FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM (2), FAIR_MODEL_ALGORITHM_PRIVATE_FAIR_NR "
-        "(3), FAIR_MODEL_ALGORITHM_DP_FERMI (4) or FAIR_MODEL_ALGORITHM_PF_LD (5)");
+        "(3), FAIR_MODEL_ALGORITHM_DP_FERMI (4), FAIR_MODEL_ALGORITHM_PF_LD (5) or "
+        "FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT (6)");
   }
   PreparedRelease release;
   release.request_kind = "FitFairModel";
@@ -228,7 +238,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
         RETURN_IF_ERROR(internal::BinaryColumn(*table.table, c, joined.table_rows, field).status());
       }
     }
-    if (game && req.no_intercept() && !some_feature_nonzero) {
+    if ((game || reductions) && req.no_intercept() && !some_feature_nonzero) {
       return absl::InvalidArgumentError(
           "feature_columns: every feature is 0 on every row and no_intercept is set, so no "
           "classifier can be fitted; drop no_intercept or add a feature");
@@ -269,7 +279,18 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     part->set_sensitivity(sensitivity);
   };
   int64_t total_steps = 1;
-  if (stochastic) {
+  bool described = false;  // the plan set cost's delta itself
+  if (reductions) {
+    const int d = req.feature_columns_size() + (req.no_intercept() ? 0 : 1);
+    ASSIGN_OR_RETURN(ReductionCharge planned,
+                     PlanReductionsJob(job_request, n, d, joined.num_groups, delta, total_micro));
+    plan = planned.plan;
+    total_steps = job_request.rounds();
+    release.composed = planned.cost;
+    release.mechanism = planned.description.mechanism();
+    cost = planned.description;
+    described = true;
+  } else if (stochastic) {
     const int inputs = req.feature_columns_size() + (req.no_intercept() ? 0 : 1);
     ASSIGN_OR_RETURN(
         StochasticCharge planned,
@@ -320,7 +341,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     add_part("selection", plan.epsilon_select(), 0, 0);
   }
   // Which bound the ledger will take (both are valid): the RDP conversion needs delta.
-  if (!stochastic) {
+  if (!stochastic && !described) {
     accounting::Spend alone;
     alone.Add(*release.composed);
     cost.set_delta(

@@ -433,6 +433,103 @@ TEST_F(VaultModelsTest, PfldAndMlpJobsTrainAndBadParametersAreRefused) {
   }
 }
 
+// Issue 22: the exponentiated-gradient learner. Under a pure grant (acme: delta 0) every release
+// is discrete Laplace and the charge is the exact sum; under a delta grant (globex) the rounds
+// are discrete Gaussian where that is tighter, and the charge is the RDP composition. The
+// artifact is a weighted mixture whose weights sum to 1; a replay returns the same job.
+TEST_F(VaultModelsTest, ExponentiatedGradientJobTrainsAWeightedMixtureChargedOnce) {
+  auto req = FitRequest("eg-1", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  req.set_rounds(50);
+  auto submitted = vault_->FitFairModel(acme_, req);
+  ASSERT_OK(submitted);
+  EXPECT_EQ(submitted->job().total(), 50);
+  const v1::Cost& cost = submitted->charge().cost();
+  EXPECT_EQ(cost.mechanism(), "discrete_laplace");
+  EXPECT_EQ(cost.delta(), 0);
+  ASSERT_EQ(cost.parts_size(), 3);
+  EXPECT_NEAR(cost.parts(0).epsilon(), 0.05 * 2, 1e-12);
+  EXPECT_NEAR(cost.parts(1).epsilon(), 0.45 * 2, 1e-12);
+  EXPECT_NEAR(cost.parts(2).epsilon(), 1.0 / 50, 1e-6);
+  EXPECT_LE(cost.parts(0).epsilon() + cost.parts(1).epsilon() + 50 * cost.parts(2).epsilon(),
+            2 + 1e-9);
+  const v1::Job done = WaitFor(submitted->job().id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error();
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(done.artifact_id());
+  auto artifact = vault_->GetArtifact(acme_, get);
+  ASSERT_OK(artifact);
+  const v1::FairModel& model = artifact->artifact().fair_model();
+  EXPECT_EQ(model.algorithm(), "exponentiated_gradient");
+  EXPECT_EQ(model.fairness(), v1::FAIRNESS_NOTION_EQUALIZED_ODDS);
+  ASSERT_GT(model.components_size(), 0);
+  ASSERT_EQ(model.component_weights_size(), model.components_size());
+  double total = 0;
+  for (double w : model.component_weights()) {
+    EXPECT_GT(w, 0);
+    total += w;
+  }
+  EXPECT_NEAR(total, 1, 1e-9);
+  EXPECT_EQ(model.lambda_average_size(), 8);  // 4K constraints, K = 2
+  EXPECT_EQ(model.noisy_violations_size(), 8);
+  auto again = vault_->FitFairModel(acme_, req);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->SerializeAsString(), submitted->SerializeAsString());
+
+  // A delta grant: 200 rounds of positives at epsilon 2 are tighter as discrete Gaussians.
+  auto uploaded = Upload(globex_, header_, {chunk_});
+  ASSERT_OK(uploaded);
+  auto gaussian = FitRequest("eg-2", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  gaussian.set_table_handle(uploaded->table_handle());
+  gaussian.set_rounds(200);
+  gaussian.set_fairness(v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY);
+  auto g = vault_->FitFairModel(globex_, gaussian);
+  ASSERT_OK(g);
+  EXPECT_EQ(g->charge().cost().mechanism(), "discrete_gaussian");
+  EXPECT_EQ(g->charge().cost().delta(), 1e-6);
+  ASSERT_EQ(g->charge().cost().parts_size(), 3);
+  const v1::Cost& rounds = g->charge().cost().parts(2);
+  EXPECT_EQ(rounds.mechanism(), "discrete_gaussian");
+  // The Gaussian's std beats the Laplace alternative's (√2 · T / (ε/2) = 283 positives).
+  EXPECT_LT(rounds.noise_scale(), std::sqrt(2.0) * 200 / 1.0);
+  const v1::Job g_done = WaitForJob(globex_, g->job().id());
+  ASSERT_EQ(g_done.state(), v1::JOB_STATE_SUCCEEDED) << g_done.error();
+  v1::GetBudgetRequest budget_req;
+  budget_req.set_dataset("census");
+  auto budget = vault_->GetBudget(globex_, budget_req);
+  ASSERT_OK(budget);
+  EXPECT_LE(budget->budgets(0).epsilon_spent(), 2 + 1e-6);
+  EXPECT_GT(budget->budgets(0).epsilon_spent(), 1.9);
+}
+
+TEST_F(VaultModelsTest, ExponentiatedGradientRefusesBadParametersBeforeCharging) {
+  auto shares = FitRequest("eg-bad-1", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  shares.set_masses_share(0.5);
+  shares.set_sums_share(0.5);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, shares).status(); },
+      absl::StatusCode::kInvalidArgument, "masses_share + sums_share");
+  auto accuracy = FitRequest("eg-bad-2", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  accuracy.set_fairness(v1::FAIRNESS_NOTION_ACCURACY_PARITY);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, accuracy).status(); },
+      absl::StatusCode::kInvalidArgument, "fairness");
+  auto unread = FitRequest("eg-bad-3", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  unread.set_epochs(3);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, unread).status(); },
+      absl::StatusCode::kInvalidArgument, "epochs");
+  auto many = FitRequest("eg-bad-4", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  many.set_rounds(1'000'000);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, many).status(); },
+      absl::StatusCode::kInvalidArgument, "rounds");
+  auto mixture = FitRequest("eg-bad-5", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  mixture.set_mixture(static_cast<v1::FinalMixture>(7));
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, mixture).status(); },
+      absl::StatusCode::kInvalidArgument, "mixture");
+}
+
 TEST_F(VaultModelsTest, FitFairModelRefusesBadInputBeforeCharging) {
   auto bad_algorithm = FitRequest("f-1", v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
   bad_algorithm.set_algorithm(v1::FAIR_MODEL_ALGORITHM_UNSPECIFIED);

@@ -7,6 +7,7 @@
 #include "core/learn/exponential_mechanism.h"
 #include "core/learn/game_data.h"
 #include "core/random/chacha20_stream.h"
+#include "server/app/models/reductions_job.h"
 #include "server/app/models/stochastic_job.h"
 #include "server/util/crypto.h"
 #include "absl/strings/str_cat.h"
@@ -121,6 +122,16 @@ absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord& 
         data.x, learn::BuildFeatureMatrix(inputs.features, req.clip_l1(), !req.no_intercept()));
     SetFeatures(req.feature_columns(), req.clip_l1(), !req.no_intercept(), model);
     RETURN_IF_ERROR(RunStochasticJob(data, req, plan, gen, progress, model));
+  } else if (req.algorithm() == v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT) {
+    ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
+                                                       req.feature_columns(), req.label_column()));
+    const bool intercept = !req.no_intercept();
+    ASSIGN_OR_RETURN(
+        learn::GameData data,
+        learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group,
+                             joined.num_groups, req.clip_l1(), intercept, learn::KeepMatrix::kYes));
+    SetFeatures(req.feature_columns(), req.clip_l1(), intercept, model);
+    RETURN_IF_ERROR(RunReductionsJob(data, req, plan, gen, progress, model));
   } else {
     // The linear learners train on the company's features; both read the rows every step.
     ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,

@@ -1,0 +1,345 @@
+#include "core/learn/reductions.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "core/postprocess/glpk_util.h"
+#include "core/util/status_macros.h"
+#include "core/util/validate.h"
+
+namespace fairvault::core::learn {
+namespace {
+
+namespace glpk = postprocess::glpk;
+
+double Clamp01(double v) { return std::min(1.0, std::max(0.0, v)); }
+
+// ∂(λᵀγ)/∂h_i · n for a row of cell (a, y): the a-dependent term net_c / q̂_c minus the label's
+// (equalized odds) or the population's (demographic parity) share, net = λ_+ − λ_−.
+std::vector<double> LagrangianShift(ReductionConstraint constraint, const ReleasedCells& cells,
+                                    absl::Span<const double> lambda) {
+  const int k = cells.k;
+  const double n = static_cast<double>(cells.n);
+  std::vector<double> shift(2 * k, 0.0);
+  if (constraint == ReductionConstraint::kEqualizedOdds) {
+    for (int y = 0; y < 2; ++y) {
+      double label_share = 0;
+      for (int a = 0; a < k; ++a) label_share += lambda[4 * a + 2 * y] - lambda[4 * a + 2 * y + 1];
+      label_share /= std::max(cells.label_rows[y], 1.0);
+      for (int a = 0; a < k; ++a) {
+        const double net = lambda[4 * a + 2 * y] - lambda[4 * a + 2 * y + 1];
+        shift[2 * a + y] = n * (net / cells.counts[2 * a + y] - label_share);
+      }
+    }
+  } else {
+    double population_share = 0;
+    for (int a = 0; a < k; ++a) population_share += lambda[2 * a] - lambda[2 * a + 1];
+    population_share /= std::max(n, 1.0);
+    for (int a = 0; a < k; ++a) {
+      const double net = lambda[2 * a] - lambda[2 * a + 1];
+      const double group_rows = cells.counts[2 * a] + cells.counts[2 * a + 1];
+      for (int y = 0; y < 2; ++y) shift[2 * a + y] = n * (net / group_rows - population_share);
+    }
+  }
+  return shift;
+}
+
+// One best response's record: its training decisions' group (responses deciding alike on every
+// training row share their true moments, so their released estimates are averaged).
+struct Response {
+  std::vector<int> rounds;         // the rounds that returned it
+  std::vector<double> moment_sum;  // Σ over those rounds of the released moments
+  double error = 0;                // on the training rows (public)
+};
+
+// Fairlearn's final step: the mixture over the responses minimising error + B·max violation,
+// min Σ_g err_g w_g + B s  s.t.  Σ_g (γ̄_gj − bound) w_g − s <= 0 for every j, Σ_g w_g = 1.
+absl::StatusOr<std::vector<double>> SolveMixture(const std::vector<Response>& responses,
+                                                 int constraints, double bound,
+                                                 double lambda_bound) {
+  const int g = static_cast<int>(responses.size());
+  glpk::ScopedGlpk scoped;
+  glpk::ProbPtr lp(glp_create_prob());
+  glp_set_obj_dir(lp.get(), GLP_MIN);
+  glp_add_cols(lp.get(), g + 1);
+  for (int c = 0; c < g; ++c) {
+    glp_set_col_bnds(lp.get(), c + 1, GLP_LO, 0, 0);
+    glp_set_obj_coef(lp.get(), c + 1, responses[c].error);
+  }
+  glp_set_col_bnds(lp.get(), g + 1, GLP_LO, 0, 0);
+  glp_set_obj_coef(lp.get(), g + 1, lambda_bound);
+  glp_add_rows(lp.get(), constraints + 1);
+  std::vector<int> index(g + 2);
+  std::vector<double> value(g + 2);
+  for (int j = 0; j < constraints; ++j) {
+    for (int c = 0; c < g; ++c) {
+      index[c + 1] = c + 1;
+      value[c + 1] = responses[c].moment_sum[j] / static_cast<double>(responses[c].rounds.size()) -
+                     bound;
+    }
+    index[g + 1] = g + 1;
+    value[g + 1] = -1;
+    glp_set_mat_row(lp.get(), j + 1, g + 1, index.data(), value.data());
+    glp_set_row_bnds(lp.get(), j + 1, GLP_UP, 0, 0);
+  }
+  for (int c = 0; c < g; ++c) {
+    index[c + 1] = c + 1;
+    value[c + 1] = 1;
+  }
+  glp_set_mat_row(lp.get(), constraints + 1, g, index.data(), value.data());
+  glp_set_row_bnds(lp.get(), constraints + 1, GLP_FX, 1, 1);
+  glp_smcp parm = glpk::QuietSimplexParams();
+  parm.presolve = GLP_ON;
+  RETURN_IF_ERROR(glpk::RunSimplex(lp.get(), parm, "the reductions learner's mixture LP"));
+  std::vector<double> weights(g);
+  double total = 0;
+  for (int c = 0; c < g; ++c) {
+    weights[c] = std::max(0.0, glp_get_col_prim(lp.get(), c + 1));
+    total += weights[c];
+  }
+  if (!(total > 0)) return absl::InternalError("the mixture LP returned no weight");
+  for (double& w : weights) w /= total;
+  return weights;
+}
+
+}  // namespace
+
+int ReductionConstraintCount(ReductionConstraint constraint, int k) {
+  return constraint == ReductionConstraint::kEqualizedOdds ? 4 * k : 2 * k;
+}
+
+double CellReleaseL1Factor(int k) { return k == 2 ? 1.0 : 2.0; }
+double CellReleaseL2Factor(int k) { return k == 2 ? 1.0 : std::sqrt(2.0); }
+
+std::vector<std::vector<int64_t>> ReleaseGroupCells(const std::vector<std::vector<int64_t>>& exact,
+                                                    const dp::IntegerNoise& noise,
+                                                    absl::BitGenRef gen) {
+  const int cells = static_cast<int>(exact.size());
+  const size_t m = cells > 0 ? exact[0].size() : 0;
+  std::vector<std::vector<int64_t>> released(cells, std::vector<int64_t>(m, 0));
+  for (int y = 0; y < 2 && y < cells; ++y) {
+    for (size_t j = 0; j < m; ++j) {
+      // The label's total over every group: the company's own sum (public).
+      int64_t total = 0;
+      for (int c = y; c < cells; c += 2) total += exact[c][j];
+      int64_t others = 0;
+      for (int c = y + 2; c < cells; c += 2) {
+        released[c][j] = noise.AddNoise(exact[c][j], gen);
+        others += released[c][j];
+      }
+      released[y][j] = total - others;
+    }
+  }
+  return released;
+}
+
+ReleasedCells ReleaseCells(const GameData& data, double mass_floor,
+                           const dp::IntegerNoise& count_noise, const dp::IntegerNoise& sum_noise,
+                           absl::BitGenRef gen) {
+  const int k = data.k;
+  ReleasedCells cells;
+  cells.k = k;
+  cells.n = data.n;
+  for (int y : data.y) cells.label_rows[y] += 1;
+  std::vector<std::vector<int64_t>> counts(2 * k);
+  for (int c = 0; c < 2 * k; ++c) counts[c] = {data.cell_counts[c]};
+  const std::vector<std::vector<int64_t>> noisy_counts = ReleaseGroupCells(counts, count_noise, gen);
+  const std::vector<std::vector<int64_t>> noisy_sums =
+      ReleaseGroupCells(data.cell_sums, sum_noise, gen);
+  cells.counts.resize(2 * k);
+  cells.sums.resize(2 * k);
+  for (int c = 0; c < 2 * k; ++c) {
+    cells.counts[c] = std::max(static_cast<double>(noisy_counts[c][0]), mass_floor);
+    cells.sums[c].resize(data.d);
+    for (int j = 0; j < data.d; ++j) {
+      cells.sums[c](j) = static_cast<double>(noisy_sums[c][j]) * data.feature_grid;
+    }
+  }
+  return cells;
+}
+
+absl::StatusOr<Eigen::VectorXd> ReductionBestResponse(const GameData& data,
+                                                      const ReleasedCells& cells,
+                                                      ReductionConstraint constraint,
+                                                      absl::Span<const double> lambda) {
+  const int k = cells.k;
+  if (static_cast<int>(lambda.size()) != ReductionConstraintCount(constraint, k)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lambda must have ", ReductionConstraintCount(constraint, k),
+                     " entries (got ", lambda.size(), ")"));
+  }
+  for (double l : lambda) {
+    if (!(l >= 0) || !std::isfinite(l)) {
+      return absl::InvalidArgumentError("lambda entries must be finite and >= 0");
+    }
+  }
+  if (static_cast<int>(cells.sums.size()) != 2 * k || data.d != cells.sums[0].size()) {
+    return absl::InvalidArgumentError("the released cells do not match the game's features");
+  }
+  const std::vector<double> shift = LagrangianShift(constraint, cells, lambda);
+  Eigen::VectorXd target = Eigen::VectorXd::Zero(data.d);
+  for (int c = 0; c < 2 * k; ++c) {
+    const double r = (c % 2 == 1 ? 1.0 : -1.0) - shift[c];
+    target.noalias() += r * cells.sums[c];
+  }
+  Eigen::VectorXd w = data.gram.solve(target);
+  if (!w.allFinite()) return absl::InternalError("the least-squares solve diverged");
+  return w;
+}
+
+std::vector<double> ReductionMoments(ReductionConstraint constraint, const ReleasedCells& cells,
+                                     absl::Span<const double> positives,
+                                     const double label_positives[2]) {
+  const int k = cells.k;
+  std::vector<double> moments;
+  if (constraint == ReductionConstraint::kEqualizedOdds) {
+    moments.assign(2 * k, 0.0);
+    for (int y = 0; y < 2; ++y) {
+      const double overall = label_positives[y] / std::max(cells.label_rows[y], 1.0);
+      for (int a = 0; a < k; ++a) {
+        const int c = 2 * a + y;
+        moments[c] = Clamp01(positives[c] / cells.counts[c]) - overall;
+      }
+    }
+  } else {
+    moments.assign(k, 0.0);
+    const double overall = (label_positives[0] + label_positives[1]) /
+                           std::max(static_cast<double>(cells.n), 1.0);
+    for (int a = 0; a < k; ++a) {
+      moments[a] = Clamp01((positives[2 * a] + positives[2 * a + 1]) /
+                           (cells.counts[2 * a] + cells.counts[2 * a + 1])) -
+                   overall;
+    }
+  }
+  return moments;
+}
+
+absl::Status ReductionOptions::Validate() const {
+  if (rounds < 1) return absl::InvalidArgumentError("rounds must be >= 1");
+  RETURN_IF_ERROR(ValidateIsFiniteAndNonNegative(bound, "gamma"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lambda_bound, "lambda_bound"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(learning_rate, "learning_rate"));
+  if (!(mass_floor >= 1) || !std::isfinite(mass_floor)) {
+    return absl::InvalidArgumentError("mass_floor must be finite and >= 1");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReductionResult> RunReductionsLearner(
+    const GameData& data, const ReductionOptions& options, const ReductionNoises& noises,
+    absl::BitGenRef gen, const std::function<bool(int64_t, int64_t)>& progress) {
+  RETURN_IF_ERROR(options.Validate());
+  if (noises.counts == nullptr || noises.sums == nullptr || noises.positives == nullptr) {
+    return absl::InternalError("the reductions learner needs its three noises");
+  }
+  if (!data.KeepsMatrix()) {
+    return absl::FailedPreconditionError(
+        "the reductions learner needs the rows: build the game with KeepMatrix::kYes");
+  }
+  const int k = data.k;
+  const int constraints = ReductionConstraintCount(options.constraint, k);
+  ReductionResult result;
+
+  // 1-2. The counts and the feature sums, once: every best response is post-processing of them.
+  const ReleasedCells cells =
+      ReleaseCells(data, options.mass_floor, *noises.counts, *noises.sums, gen);
+  result.masses.resize(2 * k);
+  for (int c = 0; c < 2 * k; ++c) {
+    result.masses[c] = cells.counts[c] / static_cast<double>(std::max<int64_t>(data.n, 1));
+  }
+
+  // 3. T rounds of exponentiated gradient.
+  std::vector<double> theta(constraints, 0.0), lambda(constraints, 0.0);
+  result.lambda_average.assign(constraints, 0.0);
+  std::vector<Response> responses;
+  std::vector<Eigen::VectorXd> weights_of_round;
+  absl::flat_hash_map<std::string, int> response_of;
+  std::string decisions(static_cast<size_t>(data.n), '\0');
+  std::vector<std::vector<int64_t>> positives(2 * k, std::vector<int64_t>(1, 0));
+  for (int t = 0; t < options.rounds; ++t) {
+    double top = 0;
+    for (double v : theta) top = std::max(top, v);
+    double denominator = std::exp(-top);
+    for (double v : theta) denominator += std::exp(v - top);
+    for (int c = 0; c < constraints; ++c) {
+      lambda[c] = options.lambda_bound * std::exp(theta[c] - top) / denominator;
+      result.lambda_average[c] += lambda[c] / options.rounds;
+    }
+    ASSIGN_OR_RETURN(Eigen::VectorXd w,
+                     ReductionBestResponse(data, cells, options.constraint, lambda));
+    const Eigen::VectorXd margin = *data.x * w;
+    // Counted branch-free: the work does not depend on the groups.
+    for (auto& cell : positives) cell[0] = 0;
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < data.n; ++i) {
+      const int h = margin(i) > 0 ? 1 : 0;
+      decisions[static_cast<size_t>(i)] = static_cast<char>(h);
+      positives[2 * data.group[i] + data.y[i]][0] += h;
+      wrong += h ^ data.y[i];
+    }
+    double label_positives[2] = {0, 0};
+    for (int c = 0; c < 2 * k; ++c) label_positives[c % 2] += static_cast<double>(positives[c][0]);
+    const std::vector<std::vector<int64_t>> released =
+        ReleaseGroupCells(positives, *noises.positives, gen);
+    std::vector<double> noisy(2 * k);
+    for (int c = 0; c < 2 * k; ++c) noisy[c] = static_cast<double>(released[c][0]);
+    const std::vector<double> moments =
+        ReductionMoments(options.constraint, cells, noisy, label_positives);
+    for (size_t m = 0; m < moments.size(); ++m) {
+      theta[2 * m] += options.learning_rate * (moments[m] - options.bound);
+      theta[2 * m + 1] += options.learning_rate * (-moments[m] - options.bound);
+    }
+    // The round's response, grouped with earlier ones that decide alike on every training row.
+    auto [it, inserted] = response_of.try_emplace(decisions, static_cast<int>(responses.size()));
+    if (inserted) {
+      Response r;
+      r.moment_sum.assign(constraints, 0.0);
+      r.error = static_cast<double>(wrong) / static_cast<double>(std::max<int64_t>(data.n, 1));
+      responses.push_back(std::move(r));
+    }
+    Response& r = responses[it->second];
+    r.rounds.push_back(t);
+    for (size_t m = 0; m < moments.size(); ++m) {
+      r.moment_sum[2 * m] += moments[m];
+      r.moment_sum[2 * m + 1] -= moments[m];
+    }
+    weights_of_round.push_back(std::move(w));
+    if (progress && !progress(t + 1, options.rounds)) {
+      return absl::AbortedError("the learner was stopped");
+    }
+  }
+  result.distinct_responses = static_cast<int>(responses.size());
+
+  // 4. The mixture: over groups of alike responses, each group's weight split evenly among the
+  // rounds that returned it.
+  std::vector<double> group_weight(responses.size());
+  if (options.mixture == FinalMixture::kLinearProgram) {
+    ASSIGN_OR_RETURN(group_weight, SolveMixture(responses, constraints, options.bound,
+                                                options.lambda_bound));
+  } else {
+    for (size_t g = 0; g < responses.size(); ++g) {
+      group_weight[g] = static_cast<double>(responses[g].rounds.size()) / options.rounds;
+    }
+  }
+  result.violations.assign(constraints, 0.0);
+  for (size_t g = 0; g < responses.size(); ++g) {
+    if (!(group_weight[g] > 0)) continue;
+    const Response& r = responses[g];
+    const double rounds = static_cast<double>(r.rounds.size());
+    result.training_error += group_weight[g] * r.error;
+    for (int j = 0; j < constraints; ++j) {
+      result.violations[j] += group_weight[g] * (r.moment_sum[j] / rounds - options.bound);
+    }
+    for (int t : r.rounds) {
+      result.components.push_back(weights_of_round[t]);
+      result.weights.push_back(group_weight[g] / rounds);
+    }
+  }
+  return result;
+}
+
+}  // namespace fairvault::core::learn

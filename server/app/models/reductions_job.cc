@@ -1,0 +1,235 @@
+#include "server/app/models/reductions_job.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/accounting/subsampled_rdp.h"
+#include "core/dp/integer_noise.h"
+#include "core/learn/reductions.h"
+#include "core/util/status_macros.h"
+#include "core/util/validate.h"
+#include "server/app/models/models_internal.h"
+
+namespace fairvault::server {
+namespace {
+
+namespace accounting = core::accounting;
+namespace learn = core::learn;
+
+constexpr int kDefaultRounds = 200;
+constexpr double kDefaultBound = 0.01;
+constexpr double kDefaultLambdaBound = 100;
+constexpr double kDefaultEta0 = 2;  // η = 2 / B, as Fairlearn
+constexpr double kDefaultMassesShare = 0.05;
+constexpr double kDefaultSumsShare = 0.45;
+
+learn::ReductionOptions OptionsOf(const v1::FitFairModelRequest& req) {
+  learn::ReductionOptions options;
+  options.constraint = req.fairness() == v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY
+                           ? learn::ReductionConstraint::kDemographicParity
+                           : learn::ReductionConstraint::kEqualizedOdds;
+  options.rounds = req.rounds();
+  options.bound = req.gamma();
+  options.lambda_bound = req.lambda_bound();
+  options.learning_rate = req.learning_rate();
+  options.mass_floor = req.mass_floor();
+  options.mixture = req.mixture() == v1::FINAL_MIXTURE_AVERAGE ? learn::FinalMixture::kAverage
+                                                               : learn::FinalMixture::kLinearProgram;
+  return options;
+}
+
+}  // namespace
+
+absl::Status FillReductionDefaults(int max_rounds, v1::FitFairModelRequest* req) {
+  if (req->fairness() == v1::FAIRNESS_NOTION_UNSPECIFIED) {
+    req->set_fairness(v1::FAIRNESS_NOTION_EQUALIZED_ODDS);
+  }
+  if (req->fairness() != v1::FAIRNESS_NOTION_EQUALIZED_ODDS &&
+      req->fairness() != v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY) {
+    return absl::InvalidArgumentError(
+        "fairness: exponentiated gradient takes FAIRNESS_NOTION_EQUALIZED_ODDS (2) or "
+        "FAIRNESS_NOTION_DEMOGRAPHIC_PARITY (1)");
+  }
+  if (!v1::FinalMixture_IsValid(req->mixture())) {
+    return absl::InvalidArgumentError(
+        "mixture: use FINAL_MIXTURE_LINEAR_PROGRAM (1) or FINAL_MIXTURE_AVERAGE (2)");
+  }
+  if (req->mixture() == v1::FINAL_MIXTURE_UNSPECIFIED) {
+    req->set_mixture(v1::FINAL_MIXTURE_LINEAR_PROGRAM);
+  }
+  if (req->rounds() == 0) req->set_rounds(kDefaultRounds);
+  if (req->rounds() < 1 || req->rounds() > max_rounds) {
+    return absl::InvalidArgumentError(absl::StrCat("rounds must be in 1..", max_rounds,
+                                                   " (0 means ", kDefaultRounds, ")"));
+  }
+  if (req->gamma() == 0) req->set_gamma(kDefaultBound);
+  if (req->lambda_bound() == 0) req->set_lambda_bound(kDefaultLambdaBound);
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req->lambda_bound(), "lambda_bound"));
+  if (req->learning_rate() == 0) req->set_learning_rate(kDefaultEta0 / req->lambda_bound());
+  if (req->masses_share() == 0) req->set_masses_share(kDefaultMassesShare);
+  if (req->sums_share() == 0) req->set_sums_share(kDefaultSumsShare);
+  if (req->mass_floor() == 0) req->set_mass_floor(1);
+  RETURN_IF_ERROR(core::ValidateInOpenRange(req->masses_share(), 0, 1, "masses_share"));
+  RETURN_IF_ERROR(core::ValidateInOpenRange(req->sums_share(), 0, 1, "sums_share"));
+  if (!(req->masses_share() + req->sums_share() < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "masses_share + sums_share must be below 1 (got ", req->masses_share(), " + ",
+        req->sums_share(), "): the rest of epsilon pays for the rounds"));
+  }
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req->clip_l1(), "clip_l1"));
+  return OptionsOf(*req).Validate();
+}
+
+absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest& req, int64_t n,
+                                                  int d, int k, double delta,
+                                                  int64_t total_micro) {
+  (void)n;
+  const double epsilon = accounting::MicroToEpsilon(total_micro);
+  const double eps_masses = req.masses_share() * epsilon;
+  const double eps_sums = req.sums_share() * epsilon;
+  const int64_t rounds = req.rounds();
+  const double l1 = learn::CellReleaseL1Factor(k);
+  const double l2 = learn::CellReleaseL2Factor(k);
+  // The samplers must take every scale, whatever the features' steps turn out to be.
+  if (!core::dp::MakeDiscreteLaplaceNoise(l1 / eps_masses).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "masses_share: the counts' epsilon ", eps_masses, " is too small for the sampler"));
+  }
+  if (!core::dp::MakeDiscreteLaplaceNoise(l1 * learn::MaxRowStepsBound(d) / eps_sums).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sums_share: the feature sums' epsilon ", eps_sums, " is too small for the sampler"));
+  }
+  ReductionCharge charge;
+  charge.plan.set_epsilon_masses(eps_masses);
+  charge.plan.set_epsilon_sums(eps_sums);
+
+  // Pure rounds: the largest per-round epsilon that fits (basic or RDP composition).
+  const std::vector<accounting::PureDpRepetition> fixed = {{eps_masses, 1}, {eps_sums, 1}};
+  auto per_round = accounting::CalibrateRepeatedPureDp(total_micro, delta, fixed, rounds);
+  if (!per_round.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "masses_share + sums_share (", req.masses_share() + req.sums_share(),
+        ") leave too little of epsilon ", epsilon, " for ", rounds,
+        " rounds; lower the shares or the rounds, or raise epsilon"));
+  }
+  const double laplace_scale = l1 / *per_round;
+  // Gaussian rounds (delta > 0): one std for all T from the accountant.
+  const std::vector<double>& orders = accounting::RdpOrders();
+  std::vector<double> fixed_curve = accounting::PureDpRdp(eps_masses, orders);
+  const std::vector<double> sums_curve = accounting::PureDpRdp(eps_sums, orders);
+  for (size_t i = 0; i < orders.size(); ++i) fixed_curve[i] += sums_curve[i];
+  const auto rounds_curve = [&](double z) {
+    return accounting::ComposeRdp(accounting::GaussianRdp(1.0, z, orders), rounds);
+  };
+  const auto total_curve = [&](double z) {
+    std::vector<double> curve = rounds_curve(z);
+    for (size_t i = 0; i < curve.size(); ++i) curve[i] += fixed_curve[i];
+    return curve;
+  };
+  double z = 0;
+  if (delta > 0) {
+    auto calibrated = accounting::CalibrateMultiplier(total_curve, epsilon, delta, 1.0);
+    if (calibrated.ok()) z = *calibrated;
+  }
+  // Gaussian where it is tighter: the smaller standard deviation of one round's noise.
+  charge.gaussian = z > 0 && z * l2 < std::sqrt(2.0) * laplace_scale;
+  v1::Cost& description = charge.description;
+  description.set_epsilon(epsilon);
+  description.set_mechanism(charge.gaussian ? "discrete_gaussian" : "discrete_laplace");
+  const auto add_part = [&](const std::string& name, const char* mechanism, double part_epsilon,
+                            double part_delta, double scale, double sensitivity) {
+    v1::Cost* part = description.add_parts();
+    part->set_name(name);
+    part->set_epsilon(part_epsilon);
+    part->set_delta(part_delta);
+    part->set_mechanism(mechanism);
+    part->set_noise_scale(scale);
+    part->set_sensitivity(sensitivity);
+  };
+  add_part("masses (group-label counts)", "discrete_laplace", eps_masses, 0, l1 / eps_masses, l1);
+  // In units of the largest preprocessed row's L1 norm (the company's, public): the noise on
+  // each released sum is this scale times that norm.
+  add_part("feature_sums (per cell, in units of the largest row's L1 norm)", "discrete_laplace",
+           eps_sums, 0, l1 / eps_sums, l1);
+  if (charge.gaussian) {
+    const double sigma = z * l2;
+    if (!core::dp::MakeDiscreteGaussianNoise(sigma).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rounds: ", rounds, " rounds need a noise std of ", sigma,
+          " positives, beyond the sampler's 2^20; use fewer rounds or more epsilon"));
+    }
+    charge.plan.set_round_gaussian(true);
+    charge.plan.set_round_noise(sigma);
+    charge.cost = accounting::RdpCurveCost(total_curve(z));
+    description.set_delta(delta);
+    add_part(absl::StrCat("positives (", rounds, " x)"), "discrete_gaussian",
+             accounting::RdpToEpsilon(orders, rounds_curve(z), delta), delta, sigma, l2);
+  } else {
+    if (!core::dp::MakeDiscreteLaplaceNoise(laplace_scale).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rounds: ", rounds, " rounds at epsilon ", epsilon,
+          " leave too little per round for the sampler; use fewer rounds or more epsilon"));
+    }
+    charge.plan.set_round_gaussian(false);
+    charge.plan.set_round_noise(laplace_scale);
+    charge.cost = accounting::ComposedPureDpCost({{eps_masses, 1}, {eps_sums, 1},
+                                                  {*per_round, rounds}});
+    accounting::Spend alone;
+    alone.Add(charge.cost);
+    description.set_delta(
+        delta > 0 && accounting::SpentEpsilonMicro(alone, delta) < alone.pure_micro ? delta : 0);
+    add_part(absl::StrCat("positives (", rounds, " x)"), "discrete_laplace", *per_round, 0,
+             laplace_scale, l1);
+  }
+  return charge;
+}
+
+absl::Status RunReductionsJob(const learn::GameData& data, const v1::FitFairModelRequest& req,
+                              const storage::JobPlan& plan, absl::BitGenRef gen,
+                              const std::function<bool(int64_t, int64_t)>& progress,
+                              v1::FairModel* model) {
+  const double l1 = learn::CellReleaseL1Factor(data.k);
+  ASSIGN_OR_RETURN(auto counts, core::dp::MakeDiscreteLaplaceNoise(l1 / plan.epsilon_masses()));
+  ASSIGN_OR_RETURN(auto sums, core::dp::MakeDiscreteLaplaceNoise(
+                                  l1 * static_cast<double>(data.max_row_steps) /
+                                  plan.epsilon_sums()));
+  std::unique_ptr<core::dp::IntegerNoise> positives;
+  if (plan.round_gaussian()) {
+    ASSIGN_OR_RETURN(positives, core::dp::MakeDiscreteGaussianNoise(plan.round_noise()));
+  } else {
+    ASSIGN_OR_RETURN(positives, core::dp::MakeDiscreteLaplaceNoise(plan.round_noise()));
+  }
+  const learn::ReductionOptions options = OptionsOf(req);
+  ASSIGN_OR_RETURN(learn::ReductionResult result,
+                   learn::RunReductionsLearner(data, options,
+                                               {counts.get(), sums.get(), positives.get()}, gen,
+                                               progress));
+  model->set_algorithm("exponentiated_gradient");
+  model->set_fairness(req.fairness());
+  model->set_rounds(req.rounds());
+  for (size_t c = 0; c < result.components.size(); ++c) {
+    models_internal::AddComponent(result.components[c], model);
+    model->add_component_weights(result.weights[c]);
+  }
+  *model->mutable_lambda_average() = {result.lambda_average.begin(), result.lambda_average.end()};
+  *model->mutable_noisy_violations() = {result.violations.begin(), result.violations.end()};
+  double largest = 0;
+  for (double v : result.violations) largest = std::max(largest, v + req.gamma());
+  int support = 0;
+  for (double w : result.weights) support += w > 0;
+  model->add_notes(absl::StrCat(
+      "exponentiated gradient, ",
+      req.fairness() == v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY ? "demographic parity"
+                                                               : "equalized odds",
+      " within ", req.gamma(), ": ", req.rounds(), " rounds, ", result.distinct_responses,
+      " distinct best responses; the ",
+      req.mixture() == v1::FINAL_MIXTURE_AVERAGE ? "average" : "linear program's mixture",
+      " of ", support, " has training error ", result.training_error,
+      " and largest released moment ", largest, " (noisy; the bound is ", req.gamma(), ")"));
+  return absl::OkStatus();
+}
+
+}  // namespace fairvault::server

@@ -1,0 +1,50 @@
+// The exponentiated-gradient learner (core/learn/reductions.h; issue 22) as a managed training
+// job: its defaults, its noise plan and charge at submission, and its run. Free of the vault's
+// internals; fit_fair_model.cc and run_job.cc call it.
+#ifndef FAIRVAULT_SERVER_APP_MODELS_REDUCTIONS_JOB_H_
+#define FAIRVAULT_SERVER_APP_MODELS_REDUCTIONS_JOB_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/random/bit_gen_ref.h"
+#include "absl/status/statusor.h"
+#include "core/accounting/accountant.h"
+#include "core/learn/game_data.h"
+#include "fairvault/v1/fairvault.pb.h"
+#include "server/storage/records.pb.h"
+
+namespace fairvault::server {
+
+// The request's defaults filled in (in place) and validated against `max_rounds`: nothing here
+// reads data.
+absl::Status FillReductionDefaults(int max_rounds, v1::FitFairModelRequest* req);
+
+// The noise plan of a submission on n rows, d preprocessed features and k groups, with grant
+// delta: epsilon · masses_share for the group-label counts and epsilon · sums_share for the
+// per-cell feature sums (discrete Laplace, L1 sensitivity CellReleaseL1Factor(k) rows and
+// CellReleaseL1Factor(k) · max_row_steps feature steps); the rest for the T rounds' positives:
+// discrete Gaussian of one std from the accountant (L2 sensitivity CellReleaseL2Factor(k)) when
+// delta > 0, else discrete Laplace of one scale (basic composition). Checks that every sampler
+// takes its scale whatever the features (the job cannot fail on them after the charge).
+struct ReductionCharge {
+  storage::JobPlan plan;
+  core::accounting::PrivacyCost cost;
+  v1::Cost description;
+  bool gaussian = false;
+};
+absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest& req, int64_t n,
+                                                  int d, int k, double delta,
+                                                  int64_t total_micro);
+
+// Trains on the game's rows (kept) with the plan's noise; fills the model's components,
+// weights, λ average, released violations and notes.
+absl::Status RunReductionsJob(const core::learn::GameData& data,
+                              const v1::FitFairModelRequest& req, const storage::JobPlan& plan,
+                              absl::BitGenRef gen,
+                              const std::function<bool(int64_t, int64_t)>& progress,
+                              v1::FairModel* model);
+
+}  // namespace fairvault::server
+
+#endif  // FAIRVAULT_SERVER_APP_MODELS_REDUCTIONS_JOB_H_
