@@ -45,6 +45,36 @@ ModelPrediction MustPredict(const FairModelApplier& applier, std::vector<double>
   return p.ok() ? *p : ModelPrediction{-1, -2, {}};
 }
 
+// An exponentiated-gradient artifact: component_weights give p_positive as the weighted share
+// and weighted draws (the DrawWeightedComponent rule, reproduced by the Python client).
+TEST(FairModelApplierTest, WeightedMixtureUsesItsComponentWeights) {
+  v1::FairModel model = Linear({"a"}, true, 0, {{0, 1}, {0, -1}, {0, 1}});  // 1, 0, 1
+  for (double w : {0.2, 0.8, 0.0}) model.add_component_weights(w);
+  absl::StatusOr<FairModelApplier> applier = FairModelApplier::Create(model);
+  ASSERT_OK(applier);
+  ModelRng gen(4);
+  int ones = 0;
+  constexpr int kRows = 20000;
+  for (int i = 0; i < kRows; ++i) {
+    const ModelPrediction p = MustPredict(*applier, {1}, &gen);
+    EXPECT_DOUBLE_EQ(p.p_positive, 0.2);
+    ones += p.decision;
+  }
+  // Binomial(20000, 0.2): within 5 standard deviations (283 rows).
+  EXPECT_NEAR(ones, 0.2 * kRows, 5 * std::sqrt(0.16 * kRows));
+  // u below the first running sum draws component 0; the last index when none is above u.
+  ModelRng a(7), b(7);
+  const double u = static_cast<double>(DrawComponent(uint64_t{1} << 53, a)) * 0x1p-53;
+  const std::vector<double> cumulative = {0.2, 1.0, 1.0};
+  EXPECT_EQ(DrawWeightedComponent(cumulative, b), u < 0.2 ? 0u : 1u);
+  model.set_component_weights(0, 0.5);
+  EXPECT_THAT(FairModelApplier::Create(model).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "sum to 1"));
+  model.mutable_component_weights()->RemoveLast();
+  EXPECT_THAT(FairModelApplier::Create(model).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "one per component"));
+}
+
 TEST(FairModelApplierTest, OneClassifierDecidesByTheSignOfTheScore) {
   // score = a - 2b + 0.5 (intercept last).
   absl::StatusOr<FairModelApplier> applier =

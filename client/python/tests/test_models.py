@@ -60,6 +60,17 @@ def mixture(rng, m=5, clip=2.0, intercept=True) -> pb.FairModel:
     return model
 
 
+def weighted_mixture(rng, m=6) -> pb.FairModel:
+    """An exponentiated-gradient artifact: a mixture with component_weights (one weight 0)."""
+    model = mixture(rng, m=m)
+    model.algorithm = "exponentiated_gradient"
+    w = rng.uniform(0, 1, m)
+    w[2] = 0.0
+    w = w / w.sum()
+    model.component_weights.extend(w.tolist())
+    return model
+
+
 def network(rng, hidden, outputs, classes, bias=True, intercept=True) -> pb.FairModel:
     model = pb.FairModel(algorithm="dp_fermi")
     model.features.feature_columns.extend(["a", "b", "c"])
@@ -92,6 +103,29 @@ def test_draws_in_chunks_continue_one_stream() -> None:
     assert np.array_equal(np.concatenate(parts), whole)
 
 
+def test_weighted_mixture_draws_with_its_weights() -> None:
+    model = weighted_mixture(np.random.default_rng(3), m=4)
+    model.components[0].weights[:] = [0, 0, 0, 1]   # always 1
+    model.components[1].weights[:] = [0, 0, 0, -1]  # always 0
+    model.components[2].weights[:] = [0, 0, 0, 1]   # weight 0: never drawn
+    model.components[3].weights[:] = [0, 0, 0, -1]
+    applier = models.FairModelApplier(model)
+    df = features_frame(20000, seed=1)
+    w = list(model.component_weights)
+    assert applier.predict_proba(df.head(1)).tolist() == [w[0]]
+    # 20,000 draws: the share of 1s is w[0] within 5 standard deviations (< 0.018).
+    share = applier.predict(df, seed=11).mean()
+    assert abs(share - w[0]) < 5 * math.sqrt(w[0] * (1 - w[0]) / len(df))
+    bad = pb.FairModel()
+    bad.CopyFrom(model)
+    bad.component_weights[0] = 2.0
+    with pytest.raises(ValueError, match="sum to 1"):
+        models.FairModelApplier(bad)
+    del bad.component_weights[-1]
+    with pytest.raises(ValueError, match="one per component"):
+        models.FairModelApplier(bad)
+
+
 def test_docs_worked_example() -> None:
     model = pb.FairModel()
     model.features.feature_columns.extend(["a", "b"])
@@ -110,6 +144,7 @@ def test_docs_worked_example() -> None:
 
 CRAFTED = {
     "mixture": lambda rng: mixture(rng),
+    "weighted_mixture": lambda rng: weighted_mixture(rng),
     "one_component": lambda rng: mixture(rng, m=1, clip=0.0),
     "no_intercept": lambda rng: mixture(rng, m=3, intercept=False),
     "logistic": lambda rng: network(rng, [], 1, [0, 1], bias=False),
