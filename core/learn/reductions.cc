@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "core/learn/fair_game.h"
 #include "core/postprocess/glpk_util.h"
 #include "core/util/status_macros.h"
 #include "core/util/validate.h"
@@ -17,6 +18,18 @@ namespace {
 namespace glpk = postprocess::glpk;
 
 double Clamp01(double v) { return std::min(1.0, std::max(0.0, v)); }
+
+// A deterministic 64-bit digest of packed decisions (splitmix64 finalizer over the words).
+uint64_t Digest(const std::vector<uint64_t>& words) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ words.size();
+  for (uint64_t w : words) {
+    uint64_t z = h + w + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    h = z ^ (z >> 31);
+  }
+  return h;
+}
 
 // ∂(λᵀγ)/∂h_i · n for a row of cell (a, y): the a-dependent term net_c / q̂_c minus the label's
 // (equalized odds) or the population's (demographic parity) share, net = λ_+ − λ_−.
@@ -221,8 +234,18 @@ std::vector<double> ReductionMoments(ReductionConstraint constraint, const Relea
 absl::Status ReductionOptions::Validate() const {
   if (rounds < 1) return absl::InvalidArgumentError("rounds must be >= 1");
   RETURN_IF_ERROR(ValidateIsFiniteAndNonNegative(bound, "gamma"));
-  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lambda_bound, "lambda_bound"));
+  if (bound > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gamma: the moments lie in [-1, 1], so a bound above 1 constrains nothing (got ", bound,
+        ")"));
+  }
+  // B in [1e-9, 1e9] (as the game's): every cost shift n·B/n̂ stays finite.
+  RETURN_IF_ERROR(ValidateLambdaBound(lambda_bound));
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(learning_rate, "learning_rate"));
+  if (learning_rate > 1e9) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("learning_rate must be at most 1e9 (got ", learning_rate, ")"));
+  }
   if (!(mass_floor >= 1) || !std::isfinite(mass_floor)) {
     return absl::InvalidArgumentError("mass_floor must be finite and >= 1");
   }
@@ -257,8 +280,11 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
   result.lambda_average.assign(constraints, 0.0);
   std::vector<Response> responses;
   std::vector<Eigen::VectorXd> weights_of_round;
-  absl::flat_hash_map<std::string, int> response_of;
-  std::string decisions(static_cast<size_t>(data.n), '\0');
+  std::vector<std::vector<double>> round_moments;
+  // Responses are grouped by a 64-bit digest of their packed training decisions (n/8 bytes are
+  // hashed, none kept): a collision, about T²/2^64, would only merge two groups' estimates.
+  absl::flat_hash_map<uint64_t, int> response_of;
+  std::vector<uint64_t> packed(static_cast<size_t>((data.n + 63) / 64), 0);
   std::vector<std::vector<int64_t>> positives(2 * k, std::vector<int64_t>(1, 0));
   for (int t = 0; t < options.rounds; ++t) {
     double top = 0;
@@ -274,10 +300,11 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
     const Eigen::VectorXd margin = *data.x * w;
     // Counted branch-free: the work does not depend on the groups.
     for (auto& cell : positives) cell[0] = 0;
+    std::fill(packed.begin(), packed.end(), 0);
     int64_t wrong = 0;
     for (int64_t i = 0; i < data.n; ++i) {
       const int h = margin(i) > 0 ? 1 : 0;
-      decisions[static_cast<size_t>(i)] = static_cast<char>(h);
+      packed[static_cast<size_t>(i / 64)] |= static_cast<uint64_t>(h) << (i % 64);
       positives[2 * data.group[i] + data.y[i]][0] += h;
       wrong += h ^ data.y[i];
     }
@@ -294,7 +321,8 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
       theta[2 * m + 1] += options.learning_rate * (-moments[m] - options.bound);
     }
     // The round's response, grouped with earlier ones that decide alike on every training row.
-    auto [it, inserted] = response_of.try_emplace(decisions, static_cast<int>(responses.size()));
+    auto [it, inserted] =
+        response_of.try_emplace(Digest(packed), static_cast<int>(responses.size()));
     if (inserted) {
       Response r;
       r.moment_sum.assign(constraints, 0.0);
@@ -303,6 +331,11 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
     }
     Response& r = responses[it->second];
     r.rounds.push_back(t);
+    round_moments.emplace_back(constraints);
+    for (size_t m = 0; m < moments.size(); ++m) {
+      round_moments.back()[2 * m] = moments[m];
+      round_moments.back()[2 * m + 1] = -moments[m];
+    }
     for (size_t m = 0; m < moments.size(); ++m) {
       r.moment_sum[2 * m] += moments[m];
       r.moment_sum[2 * m + 1] -= moments[m];
@@ -317,9 +350,42 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
   // 4. The mixture: over groups of alike responses, each group's weight split evenly among the
   // rounds that returned it.
   std::vector<double> group_weight(responses.size());
-  if (options.mixture == FinalMixture::kLinearProgram) {
+  if (options.mixture == FinalMixture::kSmoothedLinearProgram) {
+    // Each round's released moments averaged over a window of neighbouring rounds.
+    std::vector<std::vector<double>> per_round(options.rounds);
+    for (const Response& r : responses) {
+      (void)r;
+    }
+    std::vector<int> group_of_round(options.rounds);
+    for (size_t g = 0; g < responses.size(); ++g) {
+      for (int t : responses[g].rounds) group_of_round[t] = static_cast<int>(g);
+    }
+    (void)per_round;
+    std::vector<Response> smoothed = responses;
+    const int window = 10;
+    for (auto& r : smoothed) {
+      r.moment_sum.assign(constraints, 0.0);
+      int used = 0;
+      for (int t : r.rounds) {
+        for (int u = std::max(0, t - window); u <= std::min(options.rounds - 1, t + window); ++u) {
+          for (int j = 0; j < constraints; ++j) r.moment_sum[j] += round_moments[u][j];
+          ++used;
+        }
+      }
+      for (double& m : r.moment_sum) m *= static_cast<double>(r.rounds.size()) / used;
+    }
+    ASSIGN_OR_RETURN(group_weight, SolveMixture(smoothed, constraints, options.bound,
+                                                options.lambda_bound));
+  } else if (options.mixture == FinalMixture::kLinearProgram) {
     ASSIGN_OR_RETURN(group_weight, SolveMixture(responses, constraints, options.bound,
                                                 options.lambda_bound));
+  } else if (options.mixture == FinalMixture::kTailAverage) {
+    const int from = options.rounds / 2;
+    for (size_t g = 0; g < responses.size(); ++g) {
+      for (int t : responses[g].rounds) {
+        if (t >= from) group_weight[g] += 1.0 / (options.rounds - from);
+      }
+    }
   } else {
     for (size_t g = 0; g < responses.size(); ++g) {
       group_weight[g] = static_cast<double>(responses[g].rounds.size()) / options.rounds;

@@ -84,7 +84,7 @@ std::vector<double> ReductionMoments(ReductionConstraint constraint, const Relea
                                      absl::Span<const double> positives,
                                      const double label_positives[2]);
 
-enum class FinalMixture { kLinearProgram, kAverage };
+enum class FinalMixture { kLinearProgram, kAverage, kTailAverage, kSmoothedLinearProgram };
 
 struct ReductionOptions {
   ReductionConstraint constraint = ReductionConstraint::kEqualizedOdds;

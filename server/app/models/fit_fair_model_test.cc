@@ -3,6 +3,7 @@
 // company's hypothesis columns, DP-FERMI and PF-LD); parameters an algorithm does not read and
 // bad input are refused before any charge.
 #include "server/app/models/models_test_fixture.h"
+#include "server/app/models/reductions_job.h"
 
 namespace fairvault::server::testing {
 namespace {
@@ -523,6 +524,26 @@ TEST_F(VaultModelsTest, ExponentiatedGradientRefusesBadParametersBeforeCharging)
   ExpectRefusedWithoutCharge(
       acme_, [&] { return vault_->FitFairModel(acme_, many).status(); },
       absl::StatusCode::kInvalidArgument, "rounds");
+  // Found by review: a B whose cost shifts overflow failed the job after its charge.
+  auto huge_b = FitRequest("eg-bad-6", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  huge_b.set_lambda_bound(1.7e308);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, huge_b).status(); },
+      absl::StatusCode::kInvalidArgument, "lambda_bound");
+  auto huge_gamma = FitRequest("eg-bad-7", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  huge_gamma.set_gamma(2);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, huge_gamma).status(); },
+      absl::StatusCode::kInvalidArgument, "gamma");
+  // What a job would hold (T x d weights) is bounded before the charge: 100,000 rounds of 600
+  // features are refused by the plan (the fixture's table has too few columns to ask through
+  // the RPC).
+  auto wide = FitRequest("eg-bad-8", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  wide.set_rounds(100'000);
+  ASSERT_OK(FillReductionDefaults(100'000, &wide));
+  EXPECT_THAT(PlanReductionsJob(wide, 1000, 600, 2, 1e-6, 2'000'000).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "use fewer rounds"));
+  EXPECT_OK(PlanReductionsJob(wide, 1000, 400, 2, 1e-6, 2'000'000).status());
   auto mixture = FitRequest("eg-bad-5", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
   mixture.set_mixture(static_cast<v1::FinalMixture>(7));
   ExpectRefusedWithoutCharge(

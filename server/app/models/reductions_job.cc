@@ -25,6 +25,10 @@ constexpr double kDefaultLambdaBound = 100;
 constexpr double kDefaultEta0 = 2;  // η = 2 / B, as Fairlearn
 constexpr double kDefaultMassesShare = 0.05;
 constexpr double kDefaultSumsShare = 0.45;
+// What a job may hold: the T best responses (T x d doubles) and the final LP's matrix
+// ((constraints + 1) x T entries), checked before the charge.
+constexpr double kMaxRoundWeights = 50'000'000;
+constexpr double kMaxMixtureEntries = 20'000'000;
 
 learn::ReductionOptions OptionsOf(const v1::FitFairModelRequest& req) {
   learn::ReductionOptions options;
@@ -38,6 +42,10 @@ learn::ReductionOptions OptionsOf(const v1::FitFairModelRequest& req) {
   options.mass_floor = req.mass_floor();
   options.mixture = req.mixture() == v1::FINAL_MIXTURE_AVERAGE ? learn::FinalMixture::kAverage
                                                                : learn::FinalMixture::kLinearProgram;
+  if (static_cast<int>(req.mixture()) == 3) options.mixture = learn::FinalMixture::kTailAverage;
+  if (static_cast<int>(req.mixture()) == 4) {
+    options.mixture = learn::FinalMixture::kSmoothedLinearProgram;
+  }
   return options;
 }
 
@@ -87,6 +95,18 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
                                                   int d, int k, double delta,
                                                   int64_t total_micro) {
   (void)n;
+  const int64_t constraints = learn::ReductionConstraintCount(
+      req.fairness() == v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY
+          ? learn::ReductionConstraint::kDemographicParity
+          : learn::ReductionConstraint::kEqualizedOdds,
+      k);
+  if (static_cast<double>(req.rounds()) * d > kMaxRoundWeights ||
+      static_cast<double>(req.rounds()) * (constraints + 1) > kMaxMixtureEntries) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rounds: ", req.rounds(), " rounds of ", d, " weights and ", constraints,
+        " constraints exceed what a job holds (rounds x features <= ", kMaxRoundWeights,
+        ", rounds x (constraints + 1) <= ", kMaxMixtureEntries, "); use fewer rounds"));
+  }
   const double epsilon = accounting::MicroToEpsilon(total_micro);
   const double eps_masses = req.masses_share() * epsilon;
   const double eps_sums = req.sums_share() * epsilon;
@@ -103,6 +123,7 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
         "sums_share: the feature sums' epsilon ", eps_sums, " is too small for the sampler"));
   }
   ReductionCharge charge;
+  charge.plan.set_groups(k);
   charge.plan.set_epsilon_masses(eps_masses);
   charge.plan.set_epsilon_sums(eps_sums);
 
@@ -134,8 +155,10 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
     auto calibrated = accounting::CalibrateMultiplier(total_curve, epsilon, delta, 1.0);
     if (calibrated.ok()) z = *calibrated;
   }
-  // Gaussian where it is tighter: the smaller standard deviation of one round's noise.
-  charge.gaussian = z > 0 && z * l2 < std::sqrt(2.0) * laplace_scale;
+  // Gaussian where it is tighter (the smaller standard deviation of one round's noise) and the
+  // sampler takes it; else the discrete Laplace, whose sampler goes further.
+  charge.gaussian = z > 0 && z * l2 < std::sqrt(2.0) * laplace_scale &&
+                    core::dp::MakeDiscreteGaussianNoise(z * l2).ok();
   v1::Cost& description = charge.description;
   description.set_epsilon(epsilon);
   description.set_mechanism(charge.gaussian ? "discrete_gaussian" : "discrete_laplace");
@@ -156,11 +179,6 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
            eps_sums, 0, l1 / eps_sums, l1);
   if (charge.gaussian) {
     const double sigma = z * l2;
-    if (!core::dp::MakeDiscreteGaussianNoise(sigma).ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rounds: ", rounds, " rounds need a noise std of ", sigma,
-          " positives, beyond the sampler's 2^20; use fewer rounds or more epsilon"));
-    }
     charge.plan.set_round_gaussian(true);
     charge.plan.set_round_noise(sigma);
     charge.cost = accounting::RdpCurveCost(total_curve(z));
@@ -191,6 +209,10 @@ absl::Status RunReductionsJob(const learn::GameData& data, const v1::FitFairMode
                               const storage::JobPlan& plan, absl::BitGenRef gen,
                               const std::function<bool(int64_t, int64_t)>& progress,
                               v1::FairModel* model) {
+  if (plan.groups() != data.k) {
+    return absl::InternalError(absl::StrCat("the job's noise was planned for ", plan.groups(),
+                                            " groups, not ", data.k));
+  }
   const double l1 = learn::CellReleaseL1Factor(data.k);
   ASSIGN_OR_RETURN(auto counts, core::dp::MakeDiscreteLaplaceNoise(l1 / plan.epsilon_masses()));
   ASSIGN_OR_RETURN(auto sums, core::dp::MakeDiscreteLaplaceNoise(
