@@ -248,12 +248,14 @@ absl::StatusOr<v1::FitFairModelRequest> ReadModelFitRequest(const ParsedFlags& f
   req.set_sums_share(sums_share);
   if (flags.Has("mixture")) {
     const std::string mixture = absl::AsciiStrToLower(flags.Get("mixture"));
-    if (mixture == "linear_program") {
+    if (mixture == "candidates") {
+      req.set_mixture(v1::FINAL_MIXTURE_CANDIDATES);
+    } else if (mixture == "linear_program") {
       req.set_mixture(v1::FINAL_MIXTURE_LINEAR_PROGRAM);
     } else if (mixture == "average") {
       req.set_mixture(v1::FINAL_MIXTURE_AVERAGE);
     } else {
-      return UsageError(absl::StrCat("--mixture must be linear_program or average (got '",
+      return UsageError(absl::StrCat("--mixture must be candidates, linear_program or average (got '",
                                      flags.Get("mixture"), "')"));
     }
   }
@@ -400,7 +402,7 @@ std::vector<FlagSpec> ModelFitFlags() {
             "equalized-odds slack (>= 0; default 0); exponentiated_gradient: the constraints' "
             "bound (default 0.01)"},
            {"rounds", "T",
-            "rounds of the game, 1..100000 (default: server's 100; exponentiated_gradient 200)"},
+            "rounds of the game, 1..100000 (default: server's 100)"},
            {"lambda-bound", "B",
             "bound on the auditor's L1 norm of lambda (default: server's 1; "
             "exponentiated_gradient 100)"},
@@ -412,8 +414,9 @@ std::vector<FlagSpec> ModelFitFlags() {
            {"sums-share", "S",
             "exponentiated_gradient: share of epsilon spent on the per-cell feature sums, in "
             "(0,1) (default 0.45)"},
-           {"mixture", "linear_program|average",
-            "exponentiated_gradient: the final mixture (default linear_program)"},
+           {"mixture", "candidates|linear_program|average",
+            "exponentiated_gradient: the final mixture (default candidates: the linear program "
+            "over 8 audited best responses along the average lambda)"},
            {"hypotheses", "C1,C2,...",
             "exponential_mechanism: your candidate classifiers' 0/1 columns in the table", false,
             true},

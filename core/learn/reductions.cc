@@ -1,6 +1,7 @@
 #include "core/learn/reductions.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -16,6 +17,9 @@ namespace fairvault::core::learn {
 namespace {
 
 namespace glpk = postprocess::glpk;
+
+// The candidates' multiples of the average λ̄ (FinalMixture::kCandidates).
+constexpr std::array<double, 8> kCandidateScales = {0, 0.25, 0.5, 0.75, 1, 1.5, 2, 3};
 
 double Clamp01(double v) { return std::min(1.0, std::max(0.0, v)); }
 
@@ -63,6 +67,12 @@ std::vector<double> LagrangianShift(ReductionConstraint constraint, const Releas
 
 // One best response's record: its training decisions' group (responses deciding alike on every
 // training row share their true moments, so their released estimates are averaged).
+struct Audit {
+  std::vector<double> moments;  // released, one per moment (before the bound and the signs)
+  uint64_t digest = 0;
+  double error = 0;
+};
+
 struct Response {
   std::vector<int> rounds;         // the rounds that returned it
   std::vector<double> moment_sum;  // Σ over those rounds of the released moments
@@ -120,6 +130,8 @@ absl::StatusOr<std::vector<double>> SolveMixture(const std::vector<Response>& re
 }
 
 }  // namespace
+
+int CandidateCount() { return static_cast<int>(kCandidateScales.size()); }
 
 int ReductionConstraintCount(ReductionConstraint constraint, int k) {
   return constraint == ReductionConstraint::kEqualizedOdds ? 4 * k : 2 * k;
@@ -256,7 +268,8 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
     const GameData& data, const ReductionOptions& options, const ReductionNoises& noises,
     absl::BitGenRef gen, const std::function<bool(int64_t, int64_t)>& progress) {
   RETURN_IF_ERROR(options.Validate());
-  if (noises.counts == nullptr || noises.sums == nullptr || noises.positives == nullptr) {
+  if (noises.counts == nullptr || noises.sums == nullptr || noises.positives == nullptr ||
+      (options.mixture == FinalMixture::kCandidates && noises.candidates == nullptr)) {
     return absl::InternalError("the reductions learner needs its three noises");
   }
   if (!data.KeepsMatrix()) {
@@ -280,25 +293,16 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
   result.lambda_average.assign(constraints, 0.0);
   std::vector<Response> responses;
   std::vector<Eigen::VectorXd> weights_of_round;
-  std::vector<std::vector<double>> round_moments;
   // Responses are grouped by a 64-bit digest of their packed training decisions (n/8 bytes are
   // hashed, none kept): a collision, about T²/2^64, would only merge two groups' estimates.
   absl::flat_hash_map<uint64_t, int> response_of;
   std::vector<uint64_t> packed(static_cast<size_t>((data.n + 63) / 64), 0);
   std::vector<std::vector<int64_t>> positives(2 * k, std::vector<int64_t>(1, 0));
-  for (int t = 0; t < options.rounds; ++t) {
-    double top = 0;
-    for (double v : theta) top = std::max(top, v);
-    double denominator = std::exp(-top);
-    for (double v : theta) denominator += std::exp(v - top);
-    for (int c = 0; c < constraints; ++c) {
-      lambda[c] = options.lambda_bound * std::exp(theta[c] - top) / denominator;
-      result.lambda_average[c] += lambda[c] / options.rounds;
-    }
-    ASSIGN_OR_RETURN(Eigen::VectorXd w,
-                     ReductionBestResponse(data, cells, options.constraint, lambda));
+  // A response's audit: its training decisions' digest and error (public), and its released
+  // positives per cell as moments. Counted branch-free: the work does not depend on the groups.
+  const auto audit_response = [&](const Eigen::VectorXd& w,
+                                  const dp::IntegerNoise& noise) -> absl::StatusOr<Audit> {
     const Eigen::VectorXd margin = *data.x * w;
-    // Counted branch-free: the work does not depend on the groups.
     for (auto& cell : positives) cell[0] = 0;
     std::fill(packed.begin(), packed.end(), 0);
     int64_t wrong = 0;
@@ -310,86 +314,85 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
     }
     double label_positives[2] = {0, 0};
     for (int c = 0; c < 2 * k; ++c) label_positives[c % 2] += static_cast<double>(positives[c][0]);
-    const std::vector<std::vector<int64_t>> released =
-        ReleaseGroupCells(positives, *noises.positives, gen);
+    const std::vector<std::vector<int64_t>> released = ReleaseGroupCells(positives, noise, gen);
     std::vector<double> noisy(2 * k);
     for (int c = 0; c < 2 * k; ++c) noisy[c] = static_cast<double>(released[c][0]);
-    const std::vector<double> moments =
-        ReductionMoments(options.constraint, cells, noisy, label_positives);
-    for (size_t m = 0; m < moments.size(); ++m) {
-      theta[2 * m] += options.learning_rate * (moments[m] - options.bound);
-      theta[2 * m + 1] += options.learning_rate * (-moments[m] - options.bound);
-    }
-    // The round's response, grouped with earlier ones that decide alike on every training row.
-    auto [it, inserted] =
-        response_of.try_emplace(Digest(packed), static_cast<int>(responses.size()));
+    Audit audit;
+    audit.moments = ReductionMoments(options.constraint, cells, noisy, label_positives);
+    audit.digest = Digest(packed);
+    audit.error = static_cast<double>(wrong) / static_cast<double>(std::max<int64_t>(data.n, 1));
+    return audit;
+  };
+  // Groups a response with earlier ones that decide alike on every training row.
+  const auto record = [&](const Audit& audit, int index) {
+    auto [it, inserted] = response_of.try_emplace(audit.digest, static_cast<int>(responses.size()));
     if (inserted) {
       Response r;
       r.moment_sum.assign(constraints, 0.0);
-      r.error = static_cast<double>(wrong) / static_cast<double>(std::max<int64_t>(data.n, 1));
+      r.error = audit.error;
       responses.push_back(std::move(r));
     }
     Response& r = responses[it->second];
-    r.rounds.push_back(t);
-    round_moments.emplace_back(constraints);
-    for (size_t m = 0; m < moments.size(); ++m) {
-      round_moments.back()[2 * m] = moments[m];
-      round_moments.back()[2 * m + 1] = -moments[m];
+    r.rounds.push_back(index);
+    for (size_t m = 0; m < audit.moments.size(); ++m) {
+      r.moment_sum[2 * m] += audit.moments[m];
+      r.moment_sum[2 * m + 1] -= audit.moments[m];
     }
-    for (size_t m = 0; m < moments.size(); ++m) {
-      r.moment_sum[2 * m] += moments[m];
-      r.moment_sum[2 * m + 1] -= moments[m];
+  };
+  // Progress counts the rounds and, with the candidates mixture, the candidates.
+  const int64_t total_steps =
+      options.rounds + (options.mixture == FinalMixture::kCandidates ? CandidateCount() : 0);
+  for (int t = 0; t < options.rounds; ++t) {
+    double top = 0;
+    for (double v : theta) top = std::max(top, v);
+    double denominator = std::exp(-top);
+    for (double v : theta) denominator += std::exp(v - top);
+    for (int c = 0; c < constraints; ++c) {
+      lambda[c] = options.lambda_bound * std::exp(theta[c] - top) / denominator;
+      result.lambda_average[c] += lambda[c] / options.rounds;
+    }
+    ASSIGN_OR_RETURN(Eigen::VectorXd w,
+                     ReductionBestResponse(data, cells, options.constraint, lambda));
+    ASSIGN_OR_RETURN(const Audit audit, audit_response(w, *noises.positives));
+    record(audit, t);
+    for (size_t m = 0; m < audit.moments.size(); ++m) {
+      theta[2 * m] += options.learning_rate * (audit.moments[m] - options.bound);
+      theta[2 * m + 1] += options.learning_rate * (-audit.moments[m] - options.bound);
     }
     weights_of_round.push_back(std::move(w));
-    if (progress && !progress(t + 1, options.rounds)) {
+    if (progress && !progress(t + 1, total_steps)) {
       return absl::AbortedError("the learner was stopped");
     }
   }
   result.distinct_responses = static_cast<int>(responses.size());
 
   // 4. The mixture: over groups of alike responses, each group's weight split evenly among the
-  // rounds that returned it.
+  // rounds (or candidates) that returned it.
+  if (options.mixture == FinalMixture::kCandidates) {
+    // The candidates along the average λ̄: their own releases, then the LP over them alone.
+    responses.clear();
+    weights_of_round.clear();
+    response_of.clear();
+    for (size_t m = 0; m < kCandidateScales.size(); ++m) {
+      for (int c = 0; c < constraints; ++c) lambda[c] = kCandidateScales[m] * result.lambda_average[c];
+      ASSIGN_OR_RETURN(Eigen::VectorXd w,
+                       ReductionBestResponse(data, cells, options.constraint, lambda));
+      ASSIGN_OR_RETURN(const Audit audit, audit_response(w, *noises.candidates));
+      record(audit, static_cast<int>(m));
+      weights_of_round.push_back(std::move(w));
+      if (progress && !progress(options.rounds + m + 1, total_steps)) {
+        return absl::AbortedError("the learner was stopped");
+      }
+    }
+  }
   std::vector<double> group_weight(responses.size());
-  if (options.mixture == FinalMixture::kSmoothedLinearProgram) {
-    // Each round's released moments averaged over a window of neighbouring rounds.
-    std::vector<std::vector<double>> per_round(options.rounds);
-    for (const Response& r : responses) {
-      (void)r;
-    }
-    std::vector<int> group_of_round(options.rounds);
-    for (size_t g = 0; g < responses.size(); ++g) {
-      for (int t : responses[g].rounds) group_of_round[t] = static_cast<int>(g);
-    }
-    (void)per_round;
-    std::vector<Response> smoothed = responses;
-    const int window = 10;
-    for (auto& r : smoothed) {
-      r.moment_sum.assign(constraints, 0.0);
-      int used = 0;
-      for (int t : r.rounds) {
-        for (int u = std::max(0, t - window); u <= std::min(options.rounds - 1, t + window); ++u) {
-          for (int j = 0; j < constraints; ++j) r.moment_sum[j] += round_moments[u][j];
-          ++used;
-        }
-      }
-      for (double& m : r.moment_sum) m *= static_cast<double>(r.rounds.size()) / used;
-    }
-    ASSIGN_OR_RETURN(group_weight, SolveMixture(smoothed, constraints, options.bound,
-                                                options.lambda_bound));
-  } else if (options.mixture == FinalMixture::kLinearProgram) {
-    ASSIGN_OR_RETURN(group_weight, SolveMixture(responses, constraints, options.bound,
-                                                options.lambda_bound));
-  } else if (options.mixture == FinalMixture::kTailAverage) {
-    const int from = options.rounds / 2;
-    for (size_t g = 0; g < responses.size(); ++g) {
-      for (int t : responses[g].rounds) {
-        if (t >= from) group_weight[g] += 1.0 / (options.rounds - from);
-      }
-    }
-  } else {
+  if (options.mixture == FinalMixture::kAverage) {
     for (size_t g = 0; g < responses.size(); ++g) {
       group_weight[g] = static_cast<double>(responses[g].rounds.size()) / options.rounds;
     }
+  } else {
+    ASSIGN_OR_RETURN(group_weight, SolveMixture(responses, constraints, options.bound,
+                                                options.lambda_bound));
   }
   result.violations.assign(constraints, 0.0);
   for (size_t g = 0; g < responses.size(); ++g) {

@@ -84,7 +84,13 @@ std::vector<double> ReductionMoments(ReductionConstraint constraint, const Relea
                                      absl::Span<const double> positives,
                                      const double label_positives[2]);
 
-enum class FinalMixture { kLinearProgram, kAverage, kTailAverage, kSmoothedLinearProgram };
+// kLinearProgram: Fairlearn's LP over the T rounds' responses on their released moments.
+// kAverage: the uniform average of the T responses.
+// kCandidates: after the rounds, CandidateCount() best responses to multiples of the average λ̄
+// (0, ¼, ½, ¾, 1, 1½, 2, 3), each audited by its own release (noises.candidates), and the LP over
+// them alone: fewer, better-estimated moments than the rounds'.
+enum class FinalMixture { kLinearProgram, kAverage, kCandidates };
+int CandidateCount();
 
 struct ReductionOptions {
   ReductionConstraint constraint = ReductionConstraint::kEqualizedOdds;
@@ -102,6 +108,7 @@ struct ReductionNoises {
   const dp::IntegerNoise* counts = nullptr;     // L1 sensitivity CellReleaseL1Factor(k)
   const dp::IntegerNoise* sums = nullptr;       // in feature steps, x max_row_steps
   const dp::IntegerNoise* positives = nullptr;  // each round's released positives
+  const dp::IntegerNoise* candidates = nullptr;  // each candidate's (kCandidates only)
 };
 
 struct ReductionResult {
@@ -118,7 +125,8 @@ struct ReductionResult {
 };
 
 // The learner. The game must keep its rows (KeepMatrix::kYes; FailedPrecondition otherwise).
-// `progress(t, T)` after each round; false stops with Aborted. The work of a round does not
+// `progress(done, total)` after each round and candidate (total: T, plus CandidateCount() with
+// the candidates mixture); false stops with Aborted. The work of a round does not
 // depend on the groups (branch-free counting), only on public inputs and released values.
 absl::StatusOr<ReductionResult> RunReductionsLearner(
     const GameData& data, const ReductionOptions& options, const ReductionNoises& noises,

@@ -165,13 +165,14 @@ TEST(ReductionBestResponseTest, EqualsTheLeastSquaresFitOfThePerRowCosts) {
 }
 
 TEST(RunReductionsLearnerTest, WithoutNoiseReducesTheGapsAtSmallErrorCost) {
+  for (FinalMixture mixture : {FinalMixture::kLinearProgram, FinalMixture::kCandidates}) {
   for (ReductionConstraint c :
        {ReductionConstraint::kEqualizedOdds, ReductionConstraint::kDemographicParity}) {
     for (int k : {2, 3}) {
       const Rows r = Synthetic(4000, k, 5);
       ASSERT_OK_AND_ASSIGN(GameData data, BuildGameData(r.x, r.y, r.a, k, 0, true));
       const auto zero = dp::MakeZeroNoise();
-      const ReductionNoises noises{zero.get(), zero.get(), zero.get()};
+      const ReductionNoises noises{zero.get(), zero.get(), zero.get(), zero.get()};
       std::mt19937_64 gen(9);
       ReductionOptions unconstrained;
       unconstrained.constraint = c;
@@ -181,6 +182,7 @@ TEST(RunReductionsLearnerTest, WithoutNoiseReducesTheGapsAtSmallErrorCost) {
       ReductionOptions options;
       options.constraint = c;
       options.rounds = 300;
+      options.mixture = mixture;
       ASSERT_OK_AND_ASSIGN(ReductionResult fair,
                            RunReductionsLearner(data, options, noises, gen, nullptr));
       double base_error = 0, fair_error = 0;
@@ -190,7 +192,10 @@ TEST(RunReductionsLearnerTest, WithoutNoiseReducesTheGapsAtSmallErrorCost) {
       for (double w : fair.weights) total += w;
       EXPECT_NEAR(total, 1, 1e-9);
       EXPECT_NEAR(fair.training_error, fair_error, 1e-9);
-      std::cout << "k " << k << " constraint " << static_cast<int>(c) << ": gap " << base_gap
+      if (mixture == FinalMixture::kCandidates) {
+        EXPECT_LE(fair.components.size(), static_cast<size_t>(CandidateCount()));
+      }
+      std::cout << "mixture " << static_cast<int>(mixture) << " k " << k << " constraint " << static_cast<int>(c) << ": gap " << base_gap
                 << " -> " << fair_gap << ", error " << base_error << " -> " << fair_error
                 << ", distinct responses " << fair.distinct_responses << "\n";
       double positives = 0;
@@ -204,6 +209,7 @@ TEST(RunReductionsLearnerTest, WithoutNoiseReducesTheGapsAtSmallErrorCost) {
       // better than predicting one class for everyone.
       EXPECT_LT(fair_error, constant_error - 0.02);
     }
+  }
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/learn/exponential_mechanism.h"
 #include "core/learn/game_data.h"
+#include "core/learn/reductions.h"
 #include "core/random/chacha20_stream.h"
 #include "server/app/models/reductions_job.h"
 #include "server/app/models/stochastic_job.h"
@@ -285,7 +286,10 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     ASSIGN_OR_RETURN(ReductionCharge planned,
                      PlanReductionsJob(job_request, n, d, joined.num_groups, delta, total_micro));
     plan = planned.plan;
-    total_steps = job_request.rounds();
+    total_steps = job_request.rounds() +
+                  (job_request.mixture() == v1::FINAL_MIXTURE_CANDIDATES
+                       ? core::learn::CandidateCount()
+                       : 0);
     release.composed = planned.cost;
     release.mechanism = planned.description.mechanism();
     cost = planned.description;

@@ -441,6 +441,7 @@ TEST_F(VaultModelsTest, PfldAndMlpJobsTrainAndBadParametersAreRefused) {
 TEST_F(VaultModelsTest, ExponentiatedGradientJobTrainsAWeightedMixtureChargedOnce) {
   auto req = FitRequest("eg-1", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
   req.set_rounds(50);
+  req.set_mixture(v1::FINAL_MIXTURE_LINEAR_PROGRAM);
   auto submitted = vault_->FitFairModel(acme_, req);
   ASSERT_OK(submitted);
   EXPECT_EQ(submitted->job().total(), 50);
@@ -463,6 +464,7 @@ TEST_F(VaultModelsTest, ExponentiatedGradientJobTrainsAWeightedMixtureChargedOnc
   EXPECT_EQ(model.algorithm(), "exponentiated_gradient");
   EXPECT_EQ(model.fairness(), v1::FAIRNESS_NOTION_EQUALIZED_ODDS);
   ASSERT_GT(model.components_size(), 0);
+  EXPECT_LE(model.components_size(), 50);
   ASSERT_EQ(model.component_weights_size(), model.components_size());
   double total = 0;
   for (double w : model.component_weights()) {
@@ -487,13 +489,20 @@ TEST_F(VaultModelsTest, ExponentiatedGradientJobTrainsAWeightedMixtureChargedOnc
   ASSERT_OK(g);
   EXPECT_EQ(g->charge().cost().mechanism(), "discrete_gaussian");
   EXPECT_EQ(g->charge().cost().delta(), 1e-6);
-  ASSERT_EQ(g->charge().cost().parts_size(), 3);
+  // The default mixture: the candidates, with half of the Gaussian budget.
+  ASSERT_EQ(g->charge().cost().parts_size(), 4);
   const v1::Cost& rounds = g->charge().cost().parts(2);
   EXPECT_EQ(rounds.mechanism(), "discrete_gaussian");
-  // The Gaussian's std beats the Laplace alternative's (√2 · T / (ε/2) = 283 positives).
-  EXPECT_LT(rounds.noise_scale(), std::sqrt(2.0) * 200 / 1.0);
+  // The Gaussian's std beats the Laplace alternative's (√2 · (T + 8) / (ε/2) = 589 positives).
+  EXPECT_LT(rounds.noise_scale(), std::sqrt(2.0) * 208 / 1.0);
+  const v1::Cost& candidates = g->charge().cost().parts(3);
+  EXPECT_EQ(candidates.mechanism(), "discrete_gaussian");
+  // Each half spends the same RDP: std √T : √8 between a round and a candidate.
+  EXPECT_NEAR(rounds.noise_scale() / candidates.noise_scale(), std::sqrt(200.0 / 8), 1e-9);
+  EXPECT_EQ(g->job().total(), 208);  // T rounds and the 8 candidates
   const v1::Job g_done = WaitForJob(globex_, g->job().id());
   ASSERT_EQ(g_done.state(), v1::JOB_STATE_SUCCEEDED) << g_done.error();
+  EXPECT_EQ(g_done.done(), 208);
   v1::GetBudgetRequest budget_req;
   budget_req.set_dataset("census");
   auto budget = vault_->GetBudget(globex_, budget_req);

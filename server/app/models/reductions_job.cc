@@ -19,7 +19,7 @@ namespace {
 namespace accounting = core::accounting;
 namespace learn = core::learn;
 
-constexpr int kDefaultRounds = 200;
+constexpr int kDefaultRounds = 100;
 constexpr double kDefaultBound = 0.01;
 constexpr double kDefaultLambdaBound = 100;
 constexpr double kDefaultEta0 = 2;  // η = 2 / B, as Fairlearn
@@ -42,9 +42,8 @@ learn::ReductionOptions OptionsOf(const v1::FitFairModelRequest& req) {
   options.mass_floor = req.mass_floor();
   options.mixture = req.mixture() == v1::FINAL_MIXTURE_AVERAGE ? learn::FinalMixture::kAverage
                                                                : learn::FinalMixture::kLinearProgram;
-  if (static_cast<int>(req.mixture()) == 3) options.mixture = learn::FinalMixture::kTailAverage;
-  if (static_cast<int>(req.mixture()) == 4) {
-    options.mixture = learn::FinalMixture::kSmoothedLinearProgram;
+  if (req.mixture() == v1::FINAL_MIXTURE_CANDIDATES) {
+    options.mixture = learn::FinalMixture::kCandidates;
   }
   return options;
 }
@@ -63,10 +62,11 @@ absl::Status FillReductionDefaults(int max_rounds, v1::FitFairModelRequest* req)
   }
   if (!v1::FinalMixture_IsValid(req->mixture())) {
     return absl::InvalidArgumentError(
-        "mixture: use FINAL_MIXTURE_LINEAR_PROGRAM (1) or FINAL_MIXTURE_AVERAGE (2)");
+        "mixture: use FINAL_MIXTURE_LINEAR_PROGRAM (1), FINAL_MIXTURE_AVERAGE (2) or "
+        "FINAL_MIXTURE_CANDIDATES (3)");
   }
   if (req->mixture() == v1::FINAL_MIXTURE_UNSPECIFIED) {
-    req->set_mixture(v1::FINAL_MIXTURE_LINEAR_PROGRAM);
+    req->set_mixture(v1::FINAL_MIXTURE_CANDIDATES);
   }
   if (req->rounds() == 0) req->set_rounds(kDefaultRounds);
   if (req->rounds() < 1 || req->rounds() > max_rounds) {
@@ -122,6 +122,9 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
     return absl::InvalidArgumentError(absl::StrCat(
         "sums_share: the feature sums' epsilon ", eps_sums, " is too small for the sampler"));
   }
+  // With candidates: their M releases after the T rounds.
+  const bool with_candidates = req.mixture() == v1::FINAL_MIXTURE_CANDIDATES;
+  const int64_t candidates = with_candidates ? learn::CandidateCount() : 0;
   ReductionCharge charge;
   charge.plan.set_groups(k);
   charge.plan.set_epsilon_masses(eps_masses);
@@ -129,7 +132,8 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
 
   // Pure rounds: the largest per-round epsilon that fits (basic or RDP composition).
   const std::vector<accounting::PureDpRepetition> fixed = {{eps_masses, 1}, {eps_sums, 1}};
-  auto per_round = accounting::CalibrateRepeatedPureDp(total_micro, delta, fixed, rounds);
+  auto per_round =
+      accounting::CalibrateRepeatedPureDp(total_micro, delta, fixed, rounds + candidates);
   if (!per_round.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "masses_share + sums_share (", req.masses_share() + req.sums_share(),
@@ -137,17 +141,30 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
         " rounds; lower the shares or the rounds, or raise epsilon"));
   }
   const double laplace_scale = l1 / *per_round;
-  // Gaussian rounds (delta > 0): one std for all T from the accountant.
+  // Gaussian rounds (delta > 0): one multiplier z from the accountant. Without candidates every
+  // round's std is z·L2; with them the rounds and the candidates each take half of the Gaussian
+  // RDP: the T rounds' std is z·L2·√T and the M candidates' z·L2·√M (each half composes to the
+  // RDP of one Gaussian of std z over sensitivity 1).
   const std::vector<double>& orders = accounting::RdpOrders();
   std::vector<double> fixed_curve = accounting::PureDpRdp(eps_masses, orders);
   const std::vector<double> sums_curve = accounting::PureDpRdp(eps_sums, orders);
   for (size_t i = 0; i < orders.size(); ++i) fixed_curve[i] += sums_curve[i];
+  const double round_factor = with_candidates ? std::sqrt(static_cast<double>(rounds)) : 1.0;
+  const double candidate_factor = std::sqrt(static_cast<double>(candidates));
   const auto rounds_curve = [&](double z) {
-    return accounting::ComposeRdp(accounting::GaussianRdp(1.0, z, orders), rounds);
+    return accounting::ComposeRdp(accounting::GaussianRdp(1.0, z * round_factor, orders),
+                                  rounds);
+  };
+  const auto candidates_curve = [&](double z) {
+    return with_candidates ? accounting::ComposeRdp(
+                                 accounting::GaussianRdp(1.0, z * candidate_factor, orders),
+                                 candidates)
+                           : std::vector<double>(orders.size(), 0.0);
   };
   const auto total_curve = [&](double z) {
     std::vector<double> curve = rounds_curve(z);
-    for (size_t i = 0; i < curve.size(); ++i) curve[i] += fixed_curve[i];
+    const std::vector<double> last = candidates_curve(z);
+    for (size_t i = 0; i < curve.size(); ++i) curve[i] += fixed_curve[i] + last[i];
     return curve;
   };
   double z = 0;
@@ -157,8 +174,10 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
   }
   // Gaussian where it is tighter (the smaller standard deviation of one round's noise) and the
   // sampler takes it; else the discrete Laplace, whose sampler goes further.
-  charge.gaussian = z > 0 && z * l2 < std::sqrt(2.0) * laplace_scale &&
-                    core::dp::MakeDiscreteGaussianNoise(z * l2).ok();
+  charge.gaussian = z > 0 && z * l2 * round_factor < std::sqrt(2.0) * laplace_scale &&
+                    core::dp::MakeDiscreteGaussianNoise(z * l2 * round_factor).ok() &&
+                    (!with_candidates ||
+                     core::dp::MakeDiscreteGaussianNoise(z * l2 * candidate_factor).ok());
   v1::Cost& description = charge.description;
   description.set_epsilon(epsilon);
   description.set_mechanism(charge.gaussian ? "discrete_gaussian" : "discrete_laplace");
@@ -178,13 +197,19 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
   add_part("feature_sums (per cell, in units of the largest row's L1 norm)", "discrete_laplace",
            eps_sums, 0, l1 / eps_sums, l1);
   if (charge.gaussian) {
-    const double sigma = z * l2;
+    const double sigma = z * l2 * round_factor;
     charge.plan.set_round_gaussian(true);
     charge.plan.set_round_noise(sigma);
     charge.cost = accounting::RdpCurveCost(total_curve(z));
     description.set_delta(delta);
     add_part(absl::StrCat("positives (", rounds, " x)"), "discrete_gaussian",
              accounting::RdpToEpsilon(orders, rounds_curve(z), delta), delta, sigma, l2);
+    if (with_candidates) {
+      charge.plan.set_candidate_noise(z * l2 * candidate_factor);
+      add_part(absl::StrCat("candidates' positives (", candidates, " x)"), "discrete_gaussian",
+               accounting::RdpToEpsilon(orders, candidates_curve(z), delta), delta,
+               z * l2 * candidate_factor, l2);
+    }
   } else {
     if (!core::dp::MakeDiscreteLaplaceNoise(laplace_scale).ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -193,14 +218,19 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
     }
     charge.plan.set_round_gaussian(false);
     charge.plan.set_round_noise(laplace_scale);
+    charge.plan.set_candidate_noise(with_candidates ? laplace_scale : 0);
     charge.cost = accounting::ComposedPureDpCost({{eps_masses, 1}, {eps_sums, 1},
-                                                  {*per_round, rounds}});
+                                                  {*per_round, rounds + candidates}});
     accounting::Spend alone;
     alone.Add(charge.cost);
     description.set_delta(
         delta > 0 && accounting::SpentEpsilonMicro(alone, delta) < alone.pure_micro ? delta : 0);
     add_part(absl::StrCat("positives (", rounds, " x)"), "discrete_laplace", *per_round, 0,
              laplace_scale, l1);
+    if (with_candidates) {
+      add_part(absl::StrCat("candidates' positives (", candidates, " x)"), "discrete_laplace",
+               *per_round, 0, laplace_scale, l1);
+    }
   }
   return charge;
 }
@@ -218,17 +248,21 @@ absl::Status RunReductionsJob(const learn::GameData& data, const v1::FitFairMode
   ASSIGN_OR_RETURN(auto sums, core::dp::MakeDiscreteLaplaceNoise(
                                   l1 * static_cast<double>(data.max_row_steps) /
                                   plan.epsilon_sums()));
-  std::unique_ptr<core::dp::IntegerNoise> positives;
-  if (plan.round_gaussian()) {
-    ASSIGN_OR_RETURN(positives, core::dp::MakeDiscreteGaussianNoise(plan.round_noise()));
-  } else {
-    ASSIGN_OR_RETURN(positives, core::dp::MakeDiscreteLaplaceNoise(plan.round_noise()));
+  const auto make = [&](double scale) {
+    return plan.round_gaussian() ? core::dp::MakeDiscreteGaussianNoise(scale)
+                                 : core::dp::MakeDiscreteLaplaceNoise(scale);
+  };
+  ASSIGN_OR_RETURN(std::unique_ptr<core::dp::IntegerNoise> positives, make(plan.round_noise()));
+  std::unique_ptr<core::dp::IntegerNoise> candidates;
+  if (req.mixture() == v1::FINAL_MIXTURE_CANDIDATES) {
+    ASSIGN_OR_RETURN(candidates, make(plan.candidate_noise()));
   }
   const learn::ReductionOptions options = OptionsOf(req);
   ASSIGN_OR_RETURN(learn::ReductionResult result,
-                   learn::RunReductionsLearner(data, options,
-                                               {counts.get(), sums.get(), positives.get()}, gen,
-                                               progress));
+                   learn::RunReductionsLearner(
+                       data, options,
+                       {counts.get(), sums.get(), positives.get(), candidates.get()}, gen,
+                       progress));
   model->set_algorithm("exponentiated_gradient");
   model->set_fairness(req.fairness());
   model->set_rounds(req.rounds());
@@ -248,7 +282,11 @@ absl::Status RunReductionsJob(const learn::GameData& data, const v1::FitFairMode
                                                                : "equalized odds",
       " within ", req.gamma(), ": ", req.rounds(), " rounds, ", result.distinct_responses,
       " distinct best responses; the ",
-      req.mixture() == v1::FINAL_MIXTURE_AVERAGE ? "average" : "linear program's mixture",
+      req.mixture() == v1::FINAL_MIXTURE_AVERAGE
+          ? "average"
+          : (req.mixture() == v1::FINAL_MIXTURE_CANDIDATES ? "linear program's mixture of the "
+                                                             "candidates"
+                                                           : "linear program's mixture"),
       " of ", support, " has training error ", result.training_error,
       " and largest released moment ", largest, " (noisy; the bound is ", req.gamma(), ")"));
   return absl::OkStatus();
