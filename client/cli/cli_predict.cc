@@ -263,7 +263,12 @@ absl::Status Predict(Context& ctx) {
   }
   auto mean = [n](double sum) { return n > 0 ? Num(sum / static_cast<double>(n)) : "-"; };
   std::string summary =
-      absl::StrCat("predicted ", n, " rows with a ", model.algorithm(), " model (", what, ")\n");
+      absl::StrCat("predicted ", n, " rows with ",
+                   absl::StrContains("aeiou", model.algorithm().substr(0, 1)) &&
+                           !model.algorithm().empty()
+                       ? "an "
+                       : "a ",
+                   model.algorithm(), " model (", what, ")\n");
   if (multiclass) {
     for (size_t k = 0; k < num_p; ++k) {
       absl::StrAppend(&summary, "class ", applier.classes()[k], ": mean p ", mean(class_p_sum[k]),
