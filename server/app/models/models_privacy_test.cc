@@ -232,5 +232,62 @@ TEST_F(ModelsPrivacyAudit, ExponentialMechanismJobReleasesMWithinItsShare) {
   EXPECT_GE(bound, 0.5);
 }
 
+// Issue 22: 2 x 800 exponentiated-gradient jobs (one round, the average mixture, equalized odds)
+// at total ε = 2 on a pure grant: the counts (0.1) and the sums (0.9) are floored or do not move
+// the statistic, and the round's positives get the rest, ε₀ = 1, discrete Laplace of scale 1
+// (K = 2: sensitivity 1). With every λ entry equal the first response is the public one (all
+// rows decide 1), so the released positives of cell (M, label 1) are 20 on D and 21 on D' plus
+// the noise, and the artifact's noisy_violations[6] = that count / 100 (the mass floor) − 1
+// (the label's public rate) − the bound. Events {T <= 20} and {T >= 21}, each of true log-ratio
+// 1; alpha 1e-3/4 per side; power check >= 0.5 (fails for a correct mechanism only ~4 sd short).
+TEST_F(ModelsPrivacyAudit, ExponentiatedGradientJobReleasesPositivesWithinTheirShare) {
+  constexpr int kRuns = 800;
+  constexpr double kEpsilon = 2;
+  constexpr double kBound = 0.01;
+  const std::string d = MakeDataset("pop", "F");
+  const std::string d_prime = MakeDataset("pop-neighbour", "M");
+  double round_epsilon = 0;
+  auto statistics = [&](const std::string& handle, const std::string& tag) {
+    std::vector<double> out;
+    for (int run = 0; run < kRuns; ++run) {
+      v1::FitFairModelRequest req;
+      req.set_idempotency_key(absl::StrCat("eg-", tag, "-", run));
+      req.set_table_handle(handle);
+      req.set_algorithm(v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+      req.set_label_column("label");
+      req.add_feature_columns("one");
+      req.set_no_intercept(true);
+      req.set_rounds(1);
+      req.set_mixture(v1::FINAL_MIXTURE_AVERAGE);
+      req.set_mass_floor(100);
+      req.set_gamma(kBound);
+      req.set_epsilon(kEpsilon);
+      if (run == 0) {
+        auto submitted = vault_->FitFairModel(acme_, req);
+        EXPECT_OK(submitted);
+        if (!submitted.ok()) return out;
+        round_epsilon = submitted->charge().cost().parts(2).epsilon();
+      }
+      auto model = FitAndWait(acme_, req);
+      EXPECT_OK(model);
+      if (!model.ok()) return out;
+      EXPECT_EQ(model->noisy_violations_size(), 8);
+      out.push_back(std::round((model->noisy_violations(6) + 1 + kBound) * 100));
+    }
+    return out;
+  };
+  const std::vector<double> t = statistics(d, "d");
+  const std::vector<double> t_prime = statistics(d_prime, "dp");
+  ASSERT_EQ(t.size(), kRuns);
+  ASSERT_EQ(t_prime.size(), kRuns);
+  EXPECT_NEAR(round_epsilon, 1, 1e-6);
+  const double bound = AuditBound(t, t_prime, 20, 21, kRuns, 1e-3 / 4);
+  RecordProperty("empirical_epsilon_lower_bound", std::to_string(bound));
+  std::cout << "EG job (positives): empirical epsilon lower bound " << bound << " vs share "
+            << round_epsilon << ", total " << kEpsilon << "\n";
+  EXPECT_LE(bound, round_epsilon);
+  EXPECT_GE(bound, 0.5);
+}
+
 }  // namespace
 }  // namespace fairvault::server::testing
