@@ -179,6 +179,30 @@ def test_fair_model_fits_with_a_job_and_predicts_locally(vault_server, populatio
     assert np.array_equal(decisions, expected.decision.to_numpy())
 
 
+def test_exponentiated_gradient_returns_a_weighted_mixture_the_cli_applies_alike(
+        vault_server, population, fair_company, tmp_path) -> None:
+    df = population.head(5000)
+    model = fairvault.FairModel(fair_company, DATASET, algorithm="exponentiated_gradient",
+                                epsilon=1.0, label="label", features=["x1", "x2"],
+                                attributes=["sex"], gamma=0.02, key_column="key",
+                                progress=False, rounds=30, clip_l1=4.0,
+                                fairness="demographic_parity")
+    assert model.fit(df) is model
+    fair_model = model.artifact_.fair_model
+    assert fair_model.algorithm == "exponentiated_gradient"
+    assert len(fair_model.component_weights) == len(fair_model.components) >= 1
+    assert sum(fair_model.component_weights) == pytest.approx(1.0, abs=1e-9)
+    assert model.charge_.cost.epsilon == pytest.approx(1.0)
+    csv, out = tmp_path / "x.csv", tmp_path / "p.csv"
+    df.to_csv(csv, index=False)
+    vault_server.cli("predict", "--artifact-id", model.artifact_id_, "--csv", str(csv),
+                     "--key-column", "key", "--seed", "5", "--out", str(out),
+                     key=vault_server.keys[fair_company.name])
+    expected = pd.read_csv(out, float_precision="round_trip")
+    assert np.array_equal(model.predict_proba(df), expected.p_positive.to_numpy())
+    assert np.array_equal(model.predict(df, seed=5), expected.decision.to_numpy())
+
+
 def test_preview_on_fit_prices_without_charging(population, fair_company) -> None:
     df = population.head(2000)
     budget = remaining(fair_company)
