@@ -140,23 +140,35 @@ int ReductionConstraintCount(ReductionConstraint constraint, int k) {
 double CellReleaseL1Factor(int k) { return k == 2 ? 1.0 : 2.0; }
 double CellReleaseL2Factor(int k) { return k == 2 ? 1.0 : std::sqrt(2.0); }
 
-std::vector<std::vector<int64_t>> ReleaseGroupCells(const std::vector<std::vector<int64_t>>& exact,
-                                                    const dp::IntegerNoise& noise,
-                                                    absl::BitGenRef gen) {
+int FirstNoisedGroup(int k) { return k == 2 ? 1 : 0; }
+
+std::vector<std::vector<double>> ReleaseGroupCells(const std::vector<std::vector<int64_t>>& exact,
+                                                   const dp::IntegerNoise& noise,
+                                                   absl::BitGenRef gen) {
   const int cells = static_cast<int>(exact.size());
+  const int k = cells / 2;
   const size_t m = cells > 0 ? exact[0].size() : 0;
-  std::vector<std::vector<int64_t>> released(cells, std::vector<int64_t>(m, 0));
+  const int first = FirstNoisedGroup(k);
+  std::vector<std::vector<double>> released(cells, std::vector<double>(m, 0.0));
   for (int y = 0; y < 2 && y < cells; ++y) {
     for (size_t j = 0; j < m; ++j) {
       // The label's total over every group: the company's own sum (public).
       int64_t total = 0;
       for (int c = y; c < cells; c += 2) total += exact[c][j];
-      int64_t others = 0;
-      for (int c = y + 2; c < cells; c += 2) {
-        released[c][j] = noise.AddNoise(exact[c][j], gen);
-        others += released[c][j];
+      int64_t noised = 0;
+      for (int c = y + 2 * first; c < cells; c += 2) {
+        const int64_t v = noise.AddNoise(exact[c][j], gen);
+        released[c][j] = static_cast<double>(v);
+        noised += v;
       }
-      released[y][j] = total - others;
+      if (first == 1) {
+        released[y][j] = static_cast<double>(total - noised);  // K = 2: the other group
+      } else {
+        // K > 2: the least-squares projection onto the public total spreads the residual
+        // evenly over the K groups.
+        const double share = static_cast<double>(total - noised) / k;
+        for (int c = y; c < cells; c += 2) released[c][j] += share;
+      }
     }
   }
   return released;
@@ -172,16 +184,16 @@ ReleasedCells ReleaseCells(const GameData& data, double mass_floor,
   for (int y : data.y) cells.label_rows[y] += 1;
   std::vector<std::vector<int64_t>> counts(2 * k);
   for (int c = 0; c < 2 * k; ++c) counts[c] = {data.cell_counts[c]};
-  const std::vector<std::vector<int64_t>> noisy_counts = ReleaseGroupCells(counts, count_noise, gen);
-  const std::vector<std::vector<int64_t>> noisy_sums =
+  const std::vector<std::vector<double>> noisy_counts = ReleaseGroupCells(counts, count_noise, gen);
+  const std::vector<std::vector<double>> noisy_sums =
       ReleaseGroupCells(data.cell_sums, sum_noise, gen);
   cells.counts.resize(2 * k);
   cells.sums.resize(2 * k);
   for (int c = 0; c < 2 * k; ++c) {
-    cells.counts[c] = std::max(static_cast<double>(noisy_counts[c][0]), mass_floor);
+    cells.counts[c] = std::max(noisy_counts[c][0], mass_floor);
     cells.sums[c].resize(data.d);
     for (int j = 0; j < data.d; ++j) {
-      cells.sums[c](j) = static_cast<double>(noisy_sums[c][j]) * data.feature_grid;
+      cells.sums[c](j) = noisy_sums[c][j] * data.feature_grid;
     }
   }
   return cells;
@@ -314,9 +326,9 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
     }
     double label_positives[2] = {0, 0};
     for (int c = 0; c < 2 * k; ++c) label_positives[c % 2] += static_cast<double>(positives[c][0]);
-    const std::vector<std::vector<int64_t>> released = ReleaseGroupCells(positives, noise, gen);
+    const std::vector<std::vector<double>> released = ReleaseGroupCells(positives, noise, gen);
     std::vector<double> noisy(2 * k);
-    for (int c = 0; c < 2 * k; ++c) noisy[c] = static_cast<double>(released[c][0]);
+    for (int c = 0; c < 2 * k; ++c) noisy[c] = released[c][0];
     Audit audit;
     audit.moments = ReductionMoments(options.constraint, cells, noisy, label_positives);
     audit.digest = Digest(packed);

@@ -13,9 +13,11 @@
 // Fairlearn's ExponentiatedGradient solves, on the public training errors and the released
 // violations (post-processing), or their uniform average.
 //
-// Only groups a >= 1 are released in every cell release: group 0 of each label is the public
-// label total minus the released others, so that one row changing group (its label, the
-// company's, stays) moves at most two released cells, and only one when K = 2.
+// Every cell release keeps the public label totals: for K = 2 only group 1 is noised and group 0
+// is the label's total minus it (one row changing group, its label staying, moves one noised
+// cell); for K > 2 every group is noised (a row moves two cells) and the residual against the
+// total is spread evenly over the K groups (the least-squares projection), so that no group —
+// a small one least of all — carries the others' noise.
 #ifndef FAIRVAULT_CORE_LEARN_REDUCTIONS_H_
 #define FAIRVAULT_CORE_LEARN_REDUCTIONS_H_
 
@@ -39,19 +41,21 @@ enum class ReductionConstraint { kEqualizedOdds, kDemographicParity };
 // The moment is E[h | a, y] − E[h | y] (equalized odds) or E[h | a] − E[h] (demographic parity).
 int ReductionConstraintCount(ReductionConstraint constraint, int k);
 
-// The sensitivity of a cell release (groups a >= 1 of every label) per unit of one row's vector
-// norm, under replace-one on the group: 1 for K = 2 (a row moves to or from group 0, which is
-// not released), 2 in L1 and √2 in L2 for K > 2.
+// The sensitivity of a cell release per unit of one row's vector norm, under replace-one on the
+// group: 1 for K = 2 (only group 1 is noised, and a row moves into or out of it), 2 in L1 and √2
+// in L2 for K > 2 (a row leaves one noised cell for another).
 double CellReleaseL1Factor(int k);
 double CellReleaseL2Factor(int k);
+// The first group whose cells get noise: 1 for K = 2, 0 for K > 2.
+int FirstNoisedGroup(int k);
 
-// A cell release: `exact` holds 2K cells (cell 2a+y) of m integers each. Groups a >= 1 get
-// `noise` on every entry; group 0 of label y is then the label's total (the sum over groups,
-// which is the company's public total) minus the released others. Post-processing keeps the
-// totals exact.
-std::vector<std::vector<int64_t>> ReleaseGroupCells(const std::vector<std::vector<int64_t>>& exact,
-                                                    const dp::IntegerNoise& noise,
-                                                    absl::BitGenRef gen);
+// A cell release: `exact` holds 2K cells (cell 2a+y) of m integers each. Groups from
+// FirstNoisedGroup(K) on get `noise` on every entry; then, per label and entry, K = 2: group 0
+// is the label's total (the sum over groups, the company's public total) minus group 1; K > 2:
+// (total − Σ noised) / K is added to every group. Post-processing keeps the totals exact.
+std::vector<std::vector<double>> ReleaseGroupCells(const std::vector<std::vector<int64_t>>& exact,
+                                                   const dp::IntegerNoise& noise,
+                                                   absl::BitGenRef gen);
 
 // What the best responses read, public once released: the floored counts n̂_ay, the feature sums
 // Ŝ_ay in real units (snapped features), the label rows n_y (the company's) and n.
