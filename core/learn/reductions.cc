@@ -397,6 +397,26 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
       }
     }
   }
+  // The LP may also choose the constant classifier of the training majority (with an intercept
+  // column): its moments are exactly 0 — every group's rate is the same 0 or 1 — so it needs no
+  // release, and its error is public. With it the LP's mixture never errs more on the training
+  // rows than predicting one class for everyone, whatever the noise did to the candidates'
+  // moments (small groups: the noisy moments made the LP pick responses erring 0.6 on Law School).
+  if (options.mixture != FinalMixture::kAverage && options.intercept_column >= 0 &&
+      options.intercept_column < data.d) {
+    int64_t ones = 0;
+    for (int y : data.y) ones += y;
+    const bool majority = 2 * ones >= data.n;
+    Eigen::VectorXd w = Eigen::VectorXd::Zero(data.d);
+    w(options.intercept_column) = majority ? 1 : -1;
+    Response constant;
+    constant.moment_sum.assign(constraints, 0.0);
+    constant.error = static_cast<double>(majority ? data.n - ones : ones) /
+                     static_cast<double>(std::max<int64_t>(data.n, 1));
+    constant.rounds.push_back(static_cast<int>(weights_of_round.size()));
+    weights_of_round.push_back(std::move(w));
+    responses.push_back(std::move(constant));
+  }
   std::vector<double> group_weight(responses.size());
   if (options.mixture == FinalMixture::kAverage) {
     for (size_t g = 0; g < responses.size(); ++g) {

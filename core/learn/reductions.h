@@ -104,6 +104,10 @@ struct ReductionOptions {
   double learning_rate = 0.02;  // η
   double mass_floor = 1;
   FinalMixture mixture = FinalMixture::kLinearProgram;
+  // The column of the game's constant-1 feature (the intercept, last), or -1 without one. With
+  // it, the LP mixtures may also choose the constant classifier of the training majority (zero
+  // moments exactly, public error).
+  int intercept_column = -1;
   absl::Status Validate() const;
 };
 

@@ -218,6 +218,49 @@ TEST(RunReductionsLearnerTest, WithoutNoiseReducesTheGapsAtSmallErrorCost) {
   }
 }
 
+// Adds a fixed shift: every released positive count looks huge (rates clamp to 1).
+class ShiftNoise : public dp::IntegerNoise {
+ public:
+  int64_t AddNoise(int64_t value, absl::BitGenRef) const override { return value + 1'000'000; }
+  std::string Name() const override { return "shift"; }
+  double Scale() const override { return 0; }
+};
+
+// When the released moments make every response look unfair, the LP falls back on the constant
+// classifier of the training majority (zero moments, public error) instead of whatever response
+// the noise favours.
+TEST(RunReductionsLearnerTest, TheLinearProgramCanChooseTheConstantClassifier) {
+  // K = 2: group 1's shifted count leaves group 0 the total minus it (for K > 2 the projection
+  // onto the totals would cancel a shift common to every group).
+  const Rows r = Synthetic(2000, 2, 5);
+  ASSERT_OK_AND_ASSIGN(GameData data, BuildGameData(r.x, r.y, r.a, 2, 0, /*intercept=*/true));
+  const auto zero = dp::MakeZeroNoise();
+  const ShiftNoise shift;
+  std::mt19937_64 gen(9);
+  ReductionOptions options;
+  options.rounds = 20;
+  options.mixture = FinalMixture::kCandidates;
+  options.intercept_column = data.d - 1;
+  ASSERT_OK_AND_ASSIGN(ReductionResult result,
+                       RunReductionsLearner(data, options,
+                                            {zero.get(), zero.get(), &shift, &shift}, gen,
+                                            nullptr));
+  int64_t ones = 0;
+  for (int y : r.y) ones += y;
+  Eigen::VectorXd constant = Eigen::VectorXd::Zero(data.d);
+  constant(data.d - 1) = 2 * ones >= data.n ? 1 : -1;
+  double constant_weight = 0;
+  for (size_t c = 0; c < result.components.size(); ++c) {
+    if (result.components[c] == constant) constant_weight += result.weights[c];
+  }
+  // The bound's slack (every moment of the constant is 0, 0.01 below the bound) lets the LP
+  // mix in at most 0.01 / (0.5 + 0.01) of a response that looks 0.5 unfair.
+  EXPECT_GT(constant_weight, 0.97);
+  EXPECT_LE(result.training_error,
+            static_cast<double>(std::min(ones, data.n - ones)) / data.n + 1e-12);
+  for (double v : result.violations) EXPECT_LE(v, 1e-9);
+}
+
 TEST(RunReductionsLearnerTest, TheAverageMixtureWeighsEveryRoundEqually) {
   const Rows r = Synthetic(1000, 2, 5);
   ASSERT_OK_AND_ASSIGN(GameData data, BuildGameData(r.x, r.y, r.a, 2, 0, true));
@@ -227,7 +270,8 @@ TEST(RunReductionsLearnerTest, TheAverageMixtureWeighsEveryRoundEqually) {
   options.rounds = 40;
   options.mixture = FinalMixture::kAverage;
   ASSERT_OK_AND_ASSIGN(ReductionResult result,
-                       RunReductionsLearner(data, options, {zero.get(), zero.get(), zero.get()},
+                       RunReductionsLearner(data, options,
+                                            {zero.get(), zero.get(), zero.get(), zero.get()},
                                             gen, nullptr));
   ASSERT_EQ(result.components.size(), 40u);
   for (double w : result.weights) EXPECT_DOUBLE_EQ(w, 1.0 / 40);

@@ -257,7 +257,8 @@ absl::Status RunReductionsJob(const learn::GameData& data, const v1::FitFairMode
   if (req.mixture() == v1::FINAL_MIXTURE_CANDIDATES) {
     ASSIGN_OR_RETURN(candidates, make(plan.candidate_noise()));
   }
-  const learn::ReductionOptions options = OptionsOf(req);
+  learn::ReductionOptions options = OptionsOf(req);
+  options.intercept_column = req.no_intercept() ? -1 : data.d - 1;
   ASSIGN_OR_RETURN(learn::ReductionResult result,
                    learn::RunReductionsLearner(
                        data, options,
