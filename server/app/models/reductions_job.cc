@@ -100,8 +100,9 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
           ? learn::ReductionConstraint::kDemographicParity
           : learn::ReductionConstraint::kEqualizedOdds,
       k);
-  if (static_cast<double>(req.rounds()) * d > kMaxRoundWeights ||
-      static_cast<double>(req.rounds()) * (constraints + 1) > kMaxMixtureEntries) {
+  // T responses (or 8 candidates) and the constant classifier.
+  const double held = static_cast<double>(req.rounds()) + 1;
+  if (held * d > kMaxRoundWeights || held * (constraints + 1) > kMaxMixtureEntries) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rounds: ", req.rounds(), " rounds of ", d, " weights and ", constraints,
         " constraints exceed what a job holds (rounds x features <= ", kMaxRoundWeights,
