@@ -23,10 +23,13 @@ absl::Status FillReductionDefaults(int max_rounds, v1::FitFairModelRequest* req)
 // The noise plan of a submission on n rows, d preprocessed features and k groups, with grant
 // delta: epsilon · masses_share for the group-label counts and epsilon · sums_share for the
 // per-cell feature sums (discrete Laplace, L1 sensitivity CellReleaseL1Factor(k) rows and
-// CellReleaseL1Factor(k) · max_row_steps feature steps); the rest for the T rounds' positives:
-// discrete Gaussian of one std from the accountant (L2 sensitivity CellReleaseL2Factor(k)) when
-// delta > 0, else discrete Laplace of one scale (basic composition). Checks that every sampler
-// takes its scale whatever the features (the job cannot fail on them after the charge).
+// CellReleaseL1Factor(k) · max_row_steps feature steps); the rest for the T rounds' positives
+// and, with the candidates mixture, the 8 candidates' (each half of the Gaussian RDP):
+// discrete Gaussian from one multiplier z of the accountant (L2 sensitivity
+// CellReleaseL2Factor(k)) when delta > 0 and its std beats the Laplace alternative's and fits
+// its sampler, else discrete Laplace at one per-release epsilon. Checks that every sampler takes
+// its scale whatever the features, and bounds what the job holds (the job cannot fail on them
+// after the charge).
 struct ReductionCharge {
   storage::JobPlan plan;
   core::accounting::PrivacyCost cost;
