@@ -298,6 +298,18 @@ absl::StatusOr<std::vector<double>> NoisyViolations(const GameData& data,
   return r;
 }
 
+void AuditorLambda(absl::Span<const double> theta, double lambda_bound,
+                   std::vector<double>* lambda) {
+  double top = 0;
+  for (double v : theta) top = std::max(top, v);
+  double denominator = std::exp(-top);
+  for (double v : theta) denominator += std::exp(v - top);
+  lambda->resize(theta.size());
+  for (size_t c = 0; c < theta.size(); ++c) {
+    (*lambda)[c] = lambda_bound * std::exp(theta[c] - top) / denominator;
+  }
+}
+
 absl::Status LearnerOptions::Validate() const {
   if (rounds < 1) return absl::InvalidArgumentError("rounds must be >= 1");
   RETURN_IF_ERROR(ValidateLambdaBound(lambda_bound));
@@ -345,15 +357,8 @@ absl::StatusOr<LearnerResult> RunDpOracleLearner(
   std::vector<double> theta(constraints, 0.0), lambda(constraints, 0.0);
   result.lambda_average.assign(constraints, 0.0);
   for (int t = 0; t < options.rounds; ++t) {
-    // The auditor's λ = B·exp(θ)/(1 + Σ exp(θ)) (computed stably).
-    double top = 0;
-    for (double v : theta) top = std::max(top, v);
-    double denominator = std::exp(-top);
-    for (double v : theta) denominator += std::exp(v - top);
-    for (int c = 0; c < constraints; ++c) {
-      lambda[c] = options.lambda_bound * std::exp(theta[c] - top) / denominator;
-      result.lambda_average[c] += lambda[c] / options.rounds;
-    }
+    AuditorLambda(theta, options.lambda_bound, &lambda);
+    for (int c = 0; c < constraints; ++c) result.lambda_average[c] += lambda[c] / options.rounds;
     ASSIGN_OR_RETURN(BestResponse response,
                      PrivateBestResponse(data, lambda, result.masses, options.oracle,
                                          plan.epsilon_round, cost_grid, noise, gen));

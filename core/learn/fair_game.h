@@ -127,6 +127,12 @@ absl::StatusOr<std::vector<double>> NoisyViolations(const GameData& data,
                                                     const dp::IntegerNoise& noise,
                                                     absl::BitGenRef gen);
 
+// The exponentiated-gradient auditor's λ = B·exp(θ)/(1 + Σ exp(θ)), computed stably (shifted by
+// max(0, max θ)) into `lambda` (resized to θ's size). Shared by the DP-oracle learner and the
+// reductions learner.
+void AuditorLambda(absl::Span<const double> theta, double lambda_bound,
+                   std::vector<double>* lambda);
+
 struct LearnerOptions {
   int rounds = 100;          // T
   double lambda_bound = 10;  // B

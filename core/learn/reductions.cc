@@ -355,14 +355,8 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
   const int64_t total_steps =
       options.rounds + (options.mixture == FinalMixture::kCandidates ? CandidateCount() : 0);
   for (int t = 0; t < options.rounds; ++t) {
-    double top = 0;
-    for (double v : theta) top = std::max(top, v);
-    double denominator = std::exp(-top);
-    for (double v : theta) denominator += std::exp(v - top);
-    for (int c = 0; c < constraints; ++c) {
-      lambda[c] = options.lambda_bound * std::exp(theta[c] - top) / denominator;
-      result.lambda_average[c] += lambda[c] / options.rounds;
-    }
+    AuditorLambda(theta, options.lambda_bound, &lambda);
+    for (int c = 0; c < constraints; ++c) result.lambda_average[c] += lambda[c] / options.rounds;
     ASSIGN_OR_RETURN(Eigen::VectorXd w,
                      ReductionBestResponse(data, cells, options.constraint, lambda));
     ASSIGN_OR_RETURN(const Audit audit, audit_response(w, *noises.positives));

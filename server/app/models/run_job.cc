@@ -122,18 +122,8 @@ absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord& 
         data.x, learn::BuildFeatureMatrix(inputs.features, req.clip_l1(), !req.no_intercept()));
     SetFeatures(req.feature_columns(), req.clip_l1(), !req.no_intercept(), model);
     RETURN_IF_ERROR(RunStochasticJob(data, req, plan, gen, progress, model));
-  } else if (req.algorithm() == v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT) {
-    ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
-                                                       req.feature_columns(), req.label_column()));
-    const bool intercept = !req.no_intercept();
-    ASSIGN_OR_RETURN(
-        learn::GameData data,
-        learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group,
-                             joined.num_groups, req.clip_l1(), intercept, learn::KeepMatrix::kYes));
-    SetFeatures(req.feature_columns(), req.clip_l1(), intercept, model);
-    RETURN_IF_ERROR(RunReductionsJob(data, req, plan, gen, progress, model));
   } else {
-    // The linear learners train on the company's features; both read the rows every step.
+    // The linear learners train on the company's features; all read the rows every step.
     ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
                                                        req.feature_columns(), req.label_column()));
     const bool intercept = !req.no_intercept();
@@ -142,6 +132,11 @@ absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord& 
         learn::BuildGameData(inputs.features, std::move(inputs.labels), joined.group,
                              joined.num_groups, req.clip_l1(), intercept, learn::KeepMatrix::kYes));
     SetFeatures(req.feature_columns(), req.clip_l1(), intercept, model);
+    if (req.algorithm() == v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT) {
+      RETURN_IF_ERROR(RunReductionsJob(data, req, plan, gen, progress, model));
+      return charge_internal::ArtifactRecordOf(artifact, owner, job.dataset_id,
+                                               job.submitted_micros);
+    }
     learn::LearnerPlan learner_plan{plan.epsilon_masses(), plan.epsilon_round()};
     ASSIGN_OR_RETURN(learn::LearnerResult result,
                      learn::RunDpOracleLearner(data, LearnerOptionsOf(req), learner_plan,
