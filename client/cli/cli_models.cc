@@ -3,6 +3,7 @@
 // cli_jobs.cc; applying a model, cli_predict.cc.
 #include "client/cli/cli_models.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -61,9 +62,22 @@ absl::StatusOr<v1::BestResponseOracle> Oracle(const ParsedFlags& flags) {
 absl::Status BestResponse(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   v1::BestResponseRequest req;
-  RETURN_IF_ERROR(ReadLearnerFlags(flags, &req));
+  // With --sums-key the response is post-processing of that release: no epsilon, no masses.
+  const bool from_sums = flags.Has("sums-key");
+  if (from_sums && (flags.Has("epsilon") || flags.Has("masses-key"))) {
+    return UsageError(
+        "--sums-key makes the response post-processing of that release (charged nothing): "
+        "drop --epsilon and --masses-key");
+  }
+  if (!from_sums && !flags.Has("masses-key")) {
+    return UsageError("pass --masses-key KEY (a `counts` release), or --sums-key KEY (a "
+                      "`cell-sums` release, after which every best response is free)");
+  }
+  RETURN_IF_ERROR(ReadLearnerFlags(flags, &req, /*with_epsilon=*/!from_sums));
   if (req.feature_columns().empty()) return UsageError("pass --features a,b,...");
   req.set_masses_key(flags.Get("masses-key"));
+  req.set_sums_key(flags.Get("sums-key"));
+  if (from_sums) req.clear_idempotency_key();  // nothing is stored under a key
   for (const std::string& item : flags.GetList("lambda")) {
     double value = 0;
     if (!absl::SimpleAtod(item, &value) || !std::isfinite(value) || value < 0) {
@@ -92,6 +106,19 @@ absl::Status BestResponse(Context& ctx) {
   ASSIGN_OR_RETURN(const v1::BestResponseResponse resp, client->BestResponse(req, &info));
   const std::string out_path = flags.Get("out");
   if (!out_path.empty()) RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp.artifact())));
+  if (from_sums) {
+    std::string text = absl::StrCat(
+        "best response from the cell sums of ledger seq ", resp.charge().ledger_seq(),
+        ": charged nothing (post-processing), not stored\nrows used: ", resp.rows_used(),
+        "  rows dropped as unmatched: ", resp.rows_dropped(), "\n");
+    if (out_path.empty()) {
+      absl::StrAppend(&text, "pass --out FILE to keep the model (predict --artifact-file FILE)\n");
+    } else {
+      absl::StrAppend(&text, "wrote ", out_path, "\n");
+    }
+    PrintSpending(ctx, resp, resp.charge(), info, text);
+    return absl::OkStatus();
+  }
   std::string text = absl::StrCat(
       "artifact: ", resp.artifact().id(), "\nrows used: ", resp.rows_used(),
       "  rows dropped as unmatched: ", resp.rows_dropped(),
@@ -99,6 +126,49 @@ absl::Status BestResponse(Context& ctx) {
       "  (largest change of one row's cost: ", Num(resp.cost_change_bound()),
       ", largest row L1 norm: ", Num(resp.max_row_l1()), ")\n", FormatCharge(resp.charge()),
       ReplayHint(req.idempotency_key()), PredictHint(resp.artifact().id()));
+  if (!out_path.empty()) absl::StrAppend(&text, "wrote ", out_path, "\n");
+  PrintSpending(ctx, resp, resp.charge(), info, text);
+  return absl::OkStatus();
+}
+
+absl::Status CellSums(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  v1::CellSumsRequest req;
+  req.set_idempotency_key(IdempotencyKey(flags));
+  req.set_table_handle(flags.Get("table"));
+  for (const std::string& f : flags.GetList("features")) req.add_feature_columns(f);
+  if (req.feature_columns().empty()) return UsageError("pass --features a,b,...");
+  req.set_label_column(flags.Get("label"));
+  for (const std::string& a : flags.GetList("attributes")) req.add_attributes(a);
+  ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
+  req.set_epsilon(epsilon);
+  ASSIGN_OR_RETURN(const double clip, OptionalNonNegative(flags, "clip-l1"));
+  req.set_clip_l1(clip);
+  req.set_no_intercept(flags.GetBool("no-intercept"));
+  req.set_unmatched(Unmatched(flags));
+  ASSIGN_OR_RETURN(const double share, OptionalNonNegative(flags, "counts-share"));
+  req.set_counts_share(share);
+  if (flags.GetBool("dry-run")) {
+    v1::PreviewReleaseRequest preview;
+    *preview.mutable_cell_sums() = req;
+    return RunPreview(ctx, preview);
+  }
+  ASSIGN_OR_RETURN(Client * client, ctx.client());
+  CallInfo info;
+  ASSIGN_OR_RETURN(const v1::CellSumsResponse resp, client->ReleaseCellSums(req, &info));
+  const std::string out_path = flags.Get("out");
+  if (!out_path.empty()) RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp)));
+  std::string text =
+      absl::StrCat("released ", resp.cells_size(), " cells x ", resp.feature_names_size(),
+                   " feature sums over ", resp.rows_used(), " rows (dropped as unmatched: ",
+                   resp.rows_dropped(), ")\n");
+  for (const v1::CellSum& cell : resp.cells()) {
+    absl::StrAppend(&text, "  group ", cell.group(), ", label ", cell.label(), ": noisy count ",
+                    Num(cell.noisy_count()), "\n");
+  }
+  absl::StrAppend(&text, FormatCharge(resp.charge()), ReplayHint(req.idempotency_key()),
+                  "best responses from it are free: fairvault best-response --sums-key ",
+                  req.idempotency_key(), " ...\n");
   if (!out_path.empty()) absl::StrAppend(&text, "wrote ", out_path, "\n");
   PrintSpending(ctx, resp, resp.charge(), info, text);
   return absl::OkStatus();
@@ -348,11 +418,19 @@ std::vector<FlagSpec> LearnerFlags() {
 std::vector<Command> ModelCommands() {
   std::vector<Command> commands = PredictCommands();
   std::vector<FlagSpec> best_response = LearnerFlags();
+  for (FlagSpec& f : best_response) {
+    if (f.name != "epsilon") continue;
+    f.required = false;  // not with --sums-key; RequiredEpsilon asks for it otherwise
+    f.help = "privacy cost of this release (> 0; not with --sums-key)";
+  }
   for (FlagSpec& f : std::vector<FlagSpec>{
            {"masses-key", "KEY",
             "idempotency key of your `counts --columns LABEL` release over the same table and "
-            "attributes (the noisy group-label masses, reused)",
-            true},
+            "attributes (the noisy group-label masses, reused); or --sums-key"},
+           {"sums-key", "KEY",
+            "idempotency key of your `cell-sums` release on the same table, columns and "
+            "preprocessing: the response is then post-processing of it, charged nothing "
+            "(no --epsilon, no --masses-key)"},
            {"lambda", "L1,L2,...",
             "the auditor's dual weights, 4 per non-reference group (finite, >= 0)", true, true},
            {"lambda-bound", "B", "bound B on the L1 norm of lambda (> 0)", true},
@@ -385,6 +463,25 @@ std::vector<Command> ModelCommands() {
        "so exponential_mechanism's candidates are named explicitly (--hypotheses or\n"
        "--hypotheses-file).",
        fit, true, ModelFit});
+  std::vector<FlagSpec> cell_sums = LearnerFlags();
+  cell_sums.erase(std::remove_if(cell_sums.begin(), cell_sums.end(),
+                                 [](const FlagSpec& f) { return f.name == "mass-floor"; }),
+                  cell_sums.end());
+  for (FlagSpec& f : std::vector<FlagSpec>{
+           {"counts-share", "S", "share of epsilon for the counts, in (0, 1) (default 0.1)"},
+           {"out", "FILE", "also write the release as JSON (for a game run locally)"},
+           DryRunFlag()}) {
+    cell_sums.push_back(std::move(f));
+  }
+  commands.push_back(
+      {"cell-sums",
+       "release a least-squares game's per-cell feature sums once; best responses are then free "
+       "(company)",
+       "One charged release (issue 22): per (group, label) cell, the noisy count and the noisy\n"
+       "sums of the preprocessed features. Every later `best-response --sums-key KEY` on the\n"
+       "same table, columns and preprocessing is post-processing of it and charged nothing;\n"
+       "with --out, the company can play the whole game on its own machine.",
+       cell_sums, true, CellSums});
   for (Command& c : JobCommands()) commands.push_back(std::move(c));
   return commands;
 }

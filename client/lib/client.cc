@@ -464,6 +464,12 @@ absl::StatusOr<v1::BestResponseResponse> Client::BestResponse(const v1::BestResp
                    info);
 }
 
+absl::StatusOr<v1::CellSumsResponse> Client::ReleaseCellSums(const v1::CellSumsRequest& req,
+                                                              CallInfo* info) {
+  return CallUnary(company_.get(), &v1::CompanyService::Stub::ReleaseCellSums, NewContext().get(),
+                   req, info);
+}
+
 absl::StatusOr<v1::FitFairModelResponse> Client::FitFairModel(const v1::FitFairModelRequest& req,
                                                               CallInfo* info) {
   return CallUnary(company_.get(), &v1::CompanyService::Stub::FitFairModel, NewContext().get(), req,

@@ -168,6 +168,10 @@ class Client {
   // A private best response to the auditor's λ: one charged release, a FairModel artifact.
   absl::StatusOr<v1::BestResponseResponse> BestResponse(const v1::BestResponseRequest& req,
                                                         CallInfo* info = nullptr);
+  // The per-cell feature sums of a least-squares game, one charged release; BestResponse with
+  // its key as sums_key is then free.
+  absl::StatusOr<v1::CellSumsResponse> ReleaseCellSums(const v1::CellSumsRequest& req,
+                                                       CallInfo* info = nullptr);
   // Submits a managed learner: charged at submission; returns the QUEUED job (poll GetJob).
   absl::StatusOr<v1::FitFairModelResponse> FitFairModel(const v1::FitFairModelRequest& req,
                                                         CallInfo* info = nullptr);

@@ -228,6 +228,33 @@ absl::StatusOr<Eigen::VectorXd> ReductionBestResponse(const GameData& data,
   return w;
 }
 
+absl::StatusOr<Eigen::VectorXd> FairGameBestResponse(const GameData& data,
+                                                     const ReleasedCells& cells,
+                                                     absl::Span<const double> lambda) {
+  const int k = cells.k;
+  if (static_cast<int>(lambda.size()) != ConstraintCount(k)) {
+    return absl::InvalidArgumentError(absl::StrCat("lambda must have 4(K-1) = ", ConstraintCount(k),
+                                                   " entries (got ", lambda.size(), ")"));
+  }
+  for (double l : lambda) {
+    if (!(l >= 0) || !std::isfinite(l)) {
+      return absl::InvalidArgumentError("lambda entries must be finite and >= 0");
+    }
+  }
+  if (static_cast<int>(cells.sums.size()) != 2 * k || data.d != cells.sums[0].size() ||
+      cells.n <= 0) {
+    return absl::InvalidArgumentError("the released cells do not match the game's features");
+  }
+  std::vector<double> masses(2 * k);
+  for (int c = 0; c < 2 * k; ++c) masses[c] = cells.counts[c] / static_cast<double>(cells.n);
+  const std::vector<double> shift = CostShifts(lambda, masses, k);
+  Eigen::VectorXd cost1 = data.xt_label0;  // Xᵀ C1: the a-free part, then the released shifts
+  for (int c = 0; c < 2 * k; ++c) cost1.noalias() += shift[c] * cells.sums[c];
+  Eigen::VectorXd w = data.gram.solve(data.xt_label1) - data.gram.solve(cost1);
+  if (!w.allFinite()) return absl::InternalError("the least-squares solve diverged");
+  return w;
+}
+
 std::vector<double> ReductionMoments(ReductionConstraint constraint, const ReleasedCells& cells,
                                      absl::Span<const double> positives,
                                      const double label_positives[2]) {

@@ -81,6 +81,15 @@ absl::StatusOr<Eigen::VectorXd> ReductionBestResponse(const GameData& data,
                                                       ReductionConstraint constraint,
                                                       absl::Span<const double> lambda);
 
+// The fair game's least-squares best response (Jagielski et al.; fair_game.h's constraint order,
+// ConstraintCount(k) non-negative entries) from released cells: with q̂_ay = n̂_ay / n,
+// w = (XᵀX + ridge)⁻¹ (Xᵀ1{y=1} − Xᵀ1{y=0} − Σ_cells CostShifts(λ, q̂)_ay Ŝ_ay); decide 1 iff
+// x·w > 0. What PrivateBestResponse computes, with the released sums in place of its own noisy
+// Xᵀ C1 and the shifts unsnapped: post-processing of the release, no noise, no charge.
+absl::StatusOr<Eigen::VectorXd> FairGameBestResponse(const GameData& data,
+                                                     const ReleasedCells& cells,
+                                                     absl::Span<const double> lambda);
+
 // The moments γ (one per constraint, before the bound) of predictions whose positives per cell
 // are `positives` (2K, released), against the public label positives and rows. Rates clamp to
 // [0, 1].

@@ -13,11 +13,14 @@
 #include <vector>
 
 #include "core/testing/clopper_pearson.h"
+#include "core/learn/fair_game.h"
 #include "core/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace fairvault::core::learn {
 namespace {
+
+using ::fairvault::testing::StatusIs;
 
 struct Rows {
   Eigen::MatrixXd x;
@@ -167,6 +170,44 @@ TEST(ReductionBestResponseTest, EqualsTheLeastSquaresFitOfThePerRowCosts) {
     // The released sums are of the features snapped to the grid R/2^12: relative 1e-3.
     EXPECT_LT((w - direct).norm(), 1e-3 * direct.norm()) << "constraint " << static_cast<int>(c);
   }
+}
+
+// BestResponse with a sums_key: the fair game's best response from the released cells is the
+// one PrivateBestResponse computes without noise (its own exact Xᵀ C1), up to the snapping of
+// the costs (grid: 2^-30 of the largest shift) and of the features (R/2^12): relative 1e-3.
+// A wrong shift, sign or mass would move it by far more.
+TEST(FairGameBestResponseTest, EqualsThePrivateBestResponseWithoutNoise) {
+  for (int k : {2, 3}) {
+    const Rows r = Synthetic(4000, k, 21 + k);
+    ASSERT_OK_AND_ASSIGN(GameData data, BuildGameData(r.x, r.y, r.a, k, 0, true));
+    std::mt19937_64 gen(3);
+    const ReleasedCells cells =
+        ReleaseCells(data, 1, *dp::MakeZeroNoise(), *dp::MakeZeroNoise(), gen);
+    std::vector<double> masses(2 * k);
+    for (int c = 0; c < 2 * k; ++c) masses[c] = cells.counts[c] / static_cast<double>(data.n);
+    std::vector<double> lambda(ConstraintCount(k));
+    for (size_t j = 0; j < lambda.size(); ++j) lambda[j] = 0.4 * ((j * 3) % 4);
+    ASSERT_OK_AND_ASSIGN(const Eigen::VectorXd w, FairGameBestResponse(data, cells, lambda));
+    ASSERT_OK_AND_ASSIGN(const double grid, PlanCostGrid(data.n, data.max_row_steps, 10, masses,
+                                                         Oracle::kLeastSquares, 1.0));
+    ASSERT_OK_AND_ASSIGN(
+        const BestResponse exact,
+        PrivateBestResponse(data, lambda, masses, Oracle::kLeastSquares, 1.0, grid,
+                            [](double) { return dp::MakeZeroNoise(); }, gen));
+    EXPECT_LT((w - exact.weights).norm(), 1e-3 * exact.weights.norm()) << "k " << k;
+    // λ = 0: the unconstrained fit, whatever the cells.
+    std::vector<double> zero(lambda.size(), 0.0);
+    ASSERT_OK_AND_ASSIGN(const Eigen::VectorXd plain, FairGameBestResponse(data, cells, zero));
+    EXPECT_GT((w - plain).norm(), 1e-2 * plain.norm()) << "λ must move the response";
+  }
+  const Rows r = Synthetic(500, 2, 5);
+  ASSERT_OK_AND_ASSIGN(GameData data, BuildGameData(r.x, r.y, r.a, 2, 0, true));
+  std::mt19937_64 gen(4);
+  const ReleasedCells cells = ReleaseCells(data, 1, *dp::MakeZeroNoise(), *dp::MakeZeroNoise(), gen);
+  EXPECT_THAT(FairGameBestResponse(data, cells, std::vector<double>(3, 0.0)),
+              StatusIs(absl::StatusCode::kInvalidArgument, "4(K-1) = 4"));
+  EXPECT_THAT(FairGameBestResponse(data, cells, {0, -1, 0, 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "finite and >= 0"));
 }
 
 TEST(RunReductionsLearnerTest, WithoutNoiseReducesTheGapsAtSmallErrorCost) {

@@ -32,6 +32,10 @@
 #include "server/storage/records.pb.h"
 #include "server/storage/store.h"
 
+namespace fairvault::core::learn {
+struct GameData;
+}  // namespace fairvault::core::learn
+
 namespace fairvault::server {
 
 namespace v1 = ::fairvault::v1;
@@ -145,6 +149,10 @@ class Vault {
   // Fair models without the attribute (issue 9; vault_models.cc, vault_jobs.cc).
   absl::StatusOr<v1::BestResponseResponse> BestResponse(const Caller& caller,
                                                         const v1::BestResponseRequest& req);
+  // The per-cell feature sums and counts of a least-squares game, released once (issue 22 §1):
+  // BestResponse with their key (sums_key) is then post-processing (cell_sums.cc).
+  absl::StatusOr<v1::CellSumsResponse> ReleaseCellSums(const Caller& caller,
+                                                       const v1::CellSumsRequest& req);
   absl::StatusOr<v1::FitFairModelResponse> FitFairModel(const Caller& caller,
                                                         const v1::FitFairModelRequest& req);
   // Companies see their own jobs; auditors and the regulator see all.
@@ -334,6 +342,18 @@ class Vault {
                                                      const std::string& table_handle,
                                                      const std::string& label_column,
                                                      const JoinedRows& joined, double floor);
+  // The a-free part of the least-squares game on the joined rows (XᵀX factorized, Xᵀ1{y}, the
+  // feature grid): the last one when the table, rows, columns and preprocessing are the same
+  // (whatever the groups), else built and kept for the next call (best_response.cc). Its
+  // group-dependent fields are those of whichever call built it: a release regroups a copy.
+  // `keep_rows`: the n x d matrix is needed (FTPL).
+  absl::StatusOr<std::shared_ptr<const core::learn::GameData>> LeastSquaresGame(
+      const ResolvedTable& table, const JoinedRows& joined,
+      const google::protobuf::RepeatedPtrField<std::string>& feature_columns,
+      const std::string& label_column, double clip_l1, bool intercept, bool keep_rows);
+  // BestResponse from a ReleaseCellSums release (sums_key): charged 0 (cell_sums.cc).
+  absl::StatusOr<v1::BestResponseResponse> BestResponseFromSums(const Caller& caller,
+                                                                const v1::BestResponseRequest& req);
   // Queues a job whose charge has committed (vault_jobs.cc); FitFairModel calls it after
   // ChargeAndRelease returns, never inside the charge (a worker could claim a job not yet
   // committed and find nothing).

@@ -290,6 +290,12 @@ grpc::Status CompanyServiceImpl::BestResponse(grpc::ServerContext* ctx,
   return HandleSpending(*vault_, metrics_, "BestResponse", ctx, resp,
                         [&](const Caller& c) { return vault_->BestResponse(c, *req); });
 }
+grpc::Status CompanyServiceImpl::ReleaseCellSums(grpc::ServerContext* ctx,
+                                                 const v1::CellSumsRequest* req,
+                                                 v1::CellSumsResponse* resp) {
+  return HandleSpending(*vault_, metrics_, "CellSums", ctx, resp,
+                        [&](const Caller& c) { return vault_->ReleaseCellSums(c, *req); });
+}
 grpc::Status CompanyServiceImpl::FitFairModel(grpc::ServerContext* ctx,
                                               const v1::FitFairModelRequest* req,
                                               v1::FitFairModelResponse* resp) {

@@ -72,6 +72,8 @@ class CompanyServiceImpl final : public v1::CompanyService::Service {
                       v1::DecideResponse* resp) override;
   grpc::Status BestResponse(grpc::ServerContext* ctx, const v1::BestResponseRequest* req,
                             v1::BestResponseResponse* resp) override;
+  grpc::Status ReleaseCellSums(grpc::ServerContext* ctx, const v1::CellSumsRequest* req,
+                               v1::CellSumsResponse* resp) override;
   grpc::Status FitFairModel(grpc::ServerContext* ctx, const v1::FitFairModelRequest* req,
                             v1::FitFairModelResponse* resp) override;
   grpc::Status GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,

@@ -81,6 +81,7 @@ const std::vector<std::string>& ChargedRequestKinds() {
                                                           "AuditClassifier",
                                                           "AuditRegressor",
                                                           "BestResponse",
+                                                          "CellSums",
                                                           "FitFairModel",
                                                           "DecisionLicence"};
   return *kinds;

@@ -179,6 +179,39 @@ class ReleaseMethods(VaultBase):
             unmatched=_unmatched(unmatched), mass_floor=mass_floor)
         return self._spend("BestResponse", request, Release, idempotency_key, preview)
 
+    def release_cell_sums(self, table: str, features: Sequence[str], label: str, epsilon: float,
+                          attributes: Sequence[str] = (), *, counts_share: float = 0.0,
+                          clip_l1: float = 0.0, no_intercept: bool = False,
+                          unmatched: Union[str, int] = "reject",
+                          idempotency_key: Optional[str] = None,
+                          preview: bool = False) -> Union[Release, Preview]:
+        """The per-(group, label) noisy counts and feature sums of a least-squares game, one
+        charged release (``counts_share`` of ε for the counts, default 0.1). Every
+        :meth:`best_response_from_sums` on its ``idempotency_key`` is then free."""
+        request = pb.CellSumsRequest(
+            table_handle=table, feature_columns=_list(features), label_column=label,
+            attributes=_list(attributes), epsilon=epsilon, counts_share=counts_share,
+            clip_l1=clip_l1, no_intercept=no_intercept, unmatched=_unmatched(unmatched))
+        return self._spend("ReleaseCellSums", request, Release, idempotency_key, preview)
+
+    def best_response_from_sums(self, table: str, features: Sequence[str], label: str,
+                                sums_key: str, lambdas: Sequence[float], lambda_bound: float,
+                                gamma: float = 0.0, attributes: Sequence[str] = (), *,
+                                clip_l1: float = 0.0, no_intercept: bool = False,
+                                mass_floor: float = 0.0,
+                                unmatched: Union[str, int] = "reject") -> Release:
+        """The least-squares best response to λ computed from the cell sums released under
+        ``sums_key`` (same table, features, label, attributes and preprocessing): post-processing,
+        charged nothing, not stored (keep ``.response.artifact``)."""
+        request = pb.BestResponseRequest(
+            table_handle=table, feature_columns=_list(features), label_column=label,
+            attributes=_list(attributes), sums_key=sums_key,
+            **{"lambda": [float(v) for v in lambdas]}, lambda_bound=lambda_bound, gamma=gamma,
+            oracle=pb.BEST_RESPONSE_ORACLE_LEAST_SQUARES, clip_l1=clip_l1,
+            no_intercept=no_intercept, unmatched=_unmatched(unmatched), mass_floor=mass_floor)
+        response, call = self._conn.call(self._conn.company.BestResponse, request, retry=True)
+        return Release(response, "", call.trailing_metadata())
+
     def fit_fair_model(self, table: str, algorithm: Union[str, int], label: str, epsilon: float,
                        features: Sequence[str] = (), attributes: Sequence[str] = (), *,
                        gamma: float = 0.0, unmatched: Union[str, int] = "reject",

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from google.protobuf import json_format
 
+import fairvault
 from fairvault import models
 from fairvault._proto import pb
 from fairness_population import DATASET, biased_population
@@ -383,3 +384,46 @@ def test_trivial_model_warning_is_a_fairvault_name():
     import fairvault
     assert issubclass(fairvault.TrivialModelWarning, UserWarning)
     assert fairvault.trivial_model_warning is models.trivial_model_warning
+
+
+# ---- best responses from released cell sums (issue 22 §1) -------------------------------
+
+def test_best_responses_from_cell_sums_are_free_and_apply_locally(vault_server, tmp_path) -> None:
+    df = biased_population(vault_server).head(2000).copy()
+    company = vault_server.new_company(dataset=DATASET)
+    table = company.upload_table(df, DATASET, "key", numeric=["x1", "x2", "label"])
+    sums = company.release_cell_sums(table, ["x1", "x2"], "label", 1.0, ["sex"], clip_l1=4.0)
+    assert len(sums.response.cells) == 4
+    assert list(sums.response.feature_names) == ["x1", "x2", "(intercept)"]
+    spent = company.get_budget(DATASET)[0].epsilon_spent
+    responses = []
+    for lam in ([0, 0, 0, 0], [0, 0, 2, 0], [0, 0, 0, 2]):
+        free = company.best_response_from_sums(table, ["x1", "x2"], "label",
+                                               sums.idempotency_key, lam, 2.0, 0.0, ["sex"],
+                                               clip_l1=4.0)
+        assert free.response.charge.cost.epsilon == 0
+        assert free.response.charge.ledger_seq == sums.charge.ledger_seq
+        assert free.response.artifact.id == ""
+        responses.append(models.applier_for(free.response.artifact))
+    assert company.get_budget(DATASET)[0].epsilon_spent == spent
+    # λ on the TP constraints moves the decisions; the artifact applies locally like any other.
+    decided = [a.predict(df) for a in responses]
+    assert not np.array_equal(decided[0], decided[1])
+    assert not np.array_equal(decided[1], decided[2])
+    with pytest.raises(fairvault.FairvaultError, match="epsilon"):
+        request = pb.BestResponseRequest(table_handle=table, feature_columns=["x1", "x2"],
+                                         label_column="label", sums_key=sums.idempotency_key,
+                                         epsilon=1.0, lambda_bound=1.0,
+                                         **{"lambda": [0, 0, 0, 0]})
+        company._conn.call(company._conn.company.BestResponse, request, retry=False)
+    # The CLI: `best-response --sums-key` prints that nothing was charged and writes the model.
+    out = tmp_path / "free.json"
+    key = vault_server.keys[company.name]
+    printed = vault_server.cli("best-response", "--table", table, "--features", "x1,x2",
+                               "--label", "label", "--attributes", "sex", "--sums-key",
+                               sums.idempotency_key, "--lambda", "0,0,2,0", "--lambda-bound",
+                               "2", "--gamma", "0", "--oracle", "least_squares", "--clip-l1",
+                               "4", "--out", str(out), key=key)
+    assert "charged nothing" in printed.stdout
+    assert company.get_budget(DATASET)[0].epsilon_spent == spent
+    assert out.exists()

@@ -68,6 +68,8 @@ std::shared_ptr<Vault::GameCache> Vault::NewGameCache() { return std::make_share
 
 absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& caller,
                                                              const v1::BestResponseRequest& req) {
+  // With released cell sums the response is post-processing (cell_sums.cc).
+  if (!req.sums_key().empty()) return BestResponseFromSums(caller, req);
   // 1. Parameters only.
   RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
@@ -136,43 +138,11 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
   const bool intercept = !req.no_intercept();
   const learn::Oracle oracle = OracleOf(req.oracle());
   // Only FTPL reads the rows (Xᵀ c̃ over noisy per-row costs).
-  const bool needs_rows = oracle == learn::Oracle::kFtpl;
-  std::vector<std::string> columns(req.feature_columns().begin(), req.feature_columns().end());
-  columns.push_back(req.label_column());
-  std::shared_ptr<const learn::GameData> game;
-  {
-    GameCache& last = *game_cache_;
-    absl::MutexLock lock(&last.mu);
-    const std::shared_ptr<const void> cached = last.table.lock();
-    if (cached == nullptr) {
-      last.data.reset();
-    } else if (cached.get() == table.cached.get() && last.columns == columns &&
-               last.clip_l1 == req.clip_l1() && last.intercept == intercept &&
-               last.rows == joined.table_rows && (!needs_rows || last.data->KeepsMatrix())) {
-      game = last.data;
-    }
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const learn::GameData> game,
+                   LeastSquaresGame(table, joined, req.feature_columns(), req.label_column(),
+                                    req.clip_l1(), intercept, oracle == learn::Oracle::kFtpl));
   ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
                                                      req.feature_columns(), req.label_column()));
-  if (game == nullptr) {
-    ASSIGN_OR_RETURN(learn::GameData built,
-                     learn::BuildGameData(inputs.features, inputs.labels, joined.group, k,
-                                          req.clip_l1(), intercept,
-                                          needs_rows ? learn::KeepMatrix::kYes
-                                                     : learn::KeepMatrix::kNo));
-    RETURN_IF_ERROR(CheckGameIsSolvable(built));
-    game = std::make_shared<const learn::GameData>(std::move(built));
-    ++game_cache_->built;
-    GameCache& last = *game_cache_;
-    absl::MutexLock lock(&last.mu);
-    last.data.reset();  // the old game's memory goes before the copies below
-    last.table = table.cached;
-    last.columns = std::move(columns);
-    last.clip_l1 = req.clip_l1();
-    last.intercept = intercept;
-    last.rows = joined.table_rows;
-    last.data = game;
-  }
   // This call's groups, on a copy that shares the matrix: computed whether or not the a-free
   // part was reused.
   learn::GameData grouped = *game;
@@ -239,6 +209,46 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
         return std::optional<storage::ArtifactRecord>(
             charge_internal::ArtifactRecordOf(*artifact, caller, table.dataset.id, now));
       });
+}
+
+absl::StatusOr<std::shared_ptr<const learn::GameData>> Vault::LeastSquaresGame(
+    const ResolvedTable& table, const JoinedRows& joined,
+    const google::protobuf::RepeatedPtrField<std::string>& feature_columns,
+    const std::string& label_column, double clip_l1, bool intercept, bool keep_rows) {
+  std::vector<std::string> columns(feature_columns.begin(), feature_columns.end());
+  columns.push_back(label_column);
+  {
+    GameCache& last = *game_cache_;
+    absl::MutexLock lock(&last.mu);
+    const std::shared_ptr<const void> cached = last.table.lock();
+    if (cached == nullptr) {
+      last.data.reset();
+    } else if (cached.get() == table.cached.get() && last.columns == columns &&
+               last.clip_l1 == clip_l1 && last.intercept == intercept &&
+               last.rows == joined.table_rows && (!keep_rows || last.data->KeepsMatrix())) {
+      return last.data;
+    }
+  }
+  ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
+                                                     feature_columns, label_column));
+  ASSIGN_OR_RETURN(learn::GameData built,
+                   learn::BuildGameData(inputs.features, inputs.labels, joined.group,
+                                        joined.num_groups, clip_l1, intercept,
+                                        keep_rows ? learn::KeepMatrix::kYes
+                                                  : learn::KeepMatrix::kNo));
+  RETURN_IF_ERROR(CheckGameIsSolvable(built));
+  auto game = std::make_shared<const learn::GameData>(std::move(built));
+  ++game_cache_->built;
+  GameCache& last = *game_cache_;
+  absl::MutexLock lock(&last.mu);
+  last.data.reset();  // the old game's memory goes before the copies callers make
+  last.table = table.cached;
+  last.columns = std::move(columns);
+  last.clip_l1 = clip_l1;
+  last.intercept = intercept;
+  last.rows = joined.table_rows;
+  last.data = game;
+  return game;
 }
 
 absl::StatusOr<std::vector<double>> Vault::ReleasedMasses(const Caller& caller,

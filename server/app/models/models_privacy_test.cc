@@ -7,6 +7,7 @@
 //   close to it (a release with half the noise would exceed the declared ε).
 // - The exponential-mechanism learner as a managed job (FitFairModel): the released M, whose
 //   share is ε/2; the bound must stay below the job's total ε and reach most of ε/2.
+// - ReleaseCellSums: the released feature sum of one cell, within the sums' share of ε.
 // Statistical: the fixture's generator is seeded; the tolerances are stated per test.
 #include <chrono>
 #include <cmath>
@@ -180,6 +181,56 @@ TEST_F(ModelsPrivacyAudit, BestResponseEmpiricalEpsilonStaysBelowTheDeclaredEpsi
             << kEpsilon << "\n";
   EXPECT_LE(bound, kEpsilon);
   EXPECT_GE(bound, 1.2);
+}
+
+// ReleaseCellSums (issue 22 §1), 2 x 2000 releases at ε = 2 with counts_share 0.5: the sums
+// get ε = 1. Feature "one" = 1, no intercept, no clip: the released Σ x over (M, label 1) is 20
+// on D and 21 on D' (subject 0 joins M), the shift one row's L1 norm, which is the sums' noise
+// sensitivity (K = 2: only group M is noised). Events {t <= half a step} and {t >= 1 − half a
+// step} for t = released − 20, each of true log-ratio 1; alpha 1e-3/4 per side; the bound must
+// stay below the sums' ε = 1 and reach 0.5 (a correct mechanism falls short only ~4 sd low; a
+// release with half the noise would show 2).
+TEST_F(ModelsPrivacyAudit, CellSumsEmpiricalEpsilonStaysBelowTheSumsShare) {
+  constexpr int kRuns = 2000;
+  const std::string d = MakeDataset("pop", "F");
+  const std::string d_prime = MakeDataset("pop-neighbour", "M");
+  ASSERT_FALSE(d.empty());
+  ASSERT_FALSE(d_prime.empty());
+  double grid = 0;
+  auto statistics = [&](const std::string& handle, const std::string& tag) {
+    std::vector<double> out;
+    for (int run = 0; run < kRuns; ++run) {
+      v1::CellSumsRequest req;
+      req.set_idempotency_key(absl::StrCat(tag, "-", run));
+      req.set_table_handle(handle);
+      req.add_feature_columns("one");
+      req.set_label_column("label");
+      req.set_epsilon(2);
+      req.set_counts_share(0.5);
+      req.set_no_intercept(true);
+      auto resp = vault_->ReleaseCellSums(acme_, req);
+      EXPECT_OK(resp);
+      if (!resp.ok()) return out;
+      grid = resp->feature_grid();
+      EXPECT_NEAR(resp->charge().cost().parts(1).epsilon(), 1, 1e-12);
+      for (const v1::CellSum& cell : resp->cells()) {
+        if (cell.group() == "M" && cell.label() == 1) out.push_back(cell.noisy_sums(0) - 20);
+      }
+    }
+    return out;
+  };
+  const std::vector<double> t = statistics(d, "sums-d");
+  const std::vector<double> t_prime = statistics(d_prime, "sums-dp");
+  ASSERT_EQ(t.size(), kRuns);
+  ASSERT_EQ(t_prime.size(), kRuns);
+  ASSERT_GT(grid, 0);
+  ASSERT_LT(grid, 0.01);
+  const double bound = AuditBound(t, t_prime, grid / 2, 1 - grid / 2, kRuns, 1e-3 / 4);
+  RecordProperty("empirical_epsilon_lower_bound", std::to_string(bound));
+  std::cout << "ReleaseCellSums: empirical epsilon lower bound " << bound
+            << " vs the sums' declared 1\n";
+  EXPECT_LE(bound, 1);
+  EXPECT_GE(bound, 0.5);
 }
 
 // 2 x 800 exponential-mechanism jobs at total ε = 2 (M gets ε/2 = 1, sensitivity 1). The

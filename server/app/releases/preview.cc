@@ -156,6 +156,9 @@ absl::StatusOr<v1::PreviewReleaseResponse> Vault::PreviewRelease(
     case R::kDecide:
       status = Decide(pricing, req.decide()).status();
       break;
+    case R::kCellSums:
+      status = ReleaseCellSums(pricing, req.cell_sums()).status();
+      break;
     case R::kBestResponse:
       status = BestResponse(pricing, req.best_response()).status();
       break;
@@ -166,7 +169,7 @@ absl::StatusOr<v1::PreviewReleaseResponse> Vault::PreviewRelease(
       return absl::InvalidArgumentError(
           "request: set the spending request to price (noisy_counts, fit_equalized_odds, "
           "fit_statistical_parity, fit_equalized_odds_scores, audit_classifier, audit_regressor, "
-          "decide, best_response or fit_fair_model)");
+          "decide, best_response, fit_fair_model or cell_sums)");
   }
   if (outputs.priced) return preview;
   // Every spending use-case reaches the charge path (or a replay) after its validation; a
