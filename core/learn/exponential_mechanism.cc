@@ -29,6 +29,53 @@ bool AcceptExp(uint64_t beta_num, uint64_t gap, absl::BitGenRef gen) {
 
 }  // namespace
 
+absl::StatusOr<int> SampleExponentialMechanism(absl::Span<const double> utility,
+                                               double sensitivity, double epsilon,
+                                               absl::BitGenRef gen) {
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(sensitivity, "sensitivity"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(epsilon, "epsilon"));
+  if (utility.empty()) return absl::InvalidArgumentError("no candidates to select from");
+  // Utilities snapped to a power-of-two grid 2^20 finer than the sensitivity.
+  ASSIGN_OR_RETURN(const double grid, dp::PowerOfTwoGranularity(sensitivity, 20));
+  std::vector<int64_t> steps(utility.size());
+  for (size_t j = 0; j < utility.size(); ++j) {
+    ASSIGN_OR_RETURN(steps[j], dp::SnapToGrid(utility[j], grid));
+  }
+  const int64_t best = *std::min_element(steps.begin(), steps.end());
+  // One subject moves each snapped utility by at most Δ/grid + 1 steps; weight exp(−β·steps)
+  // with β·2·(Δ/grid + 1) <= epsilon is epsilon-DP. β is rounded down to a rational.
+  const double max_shift = sensitivity / grid + 1;
+  const double beta = epsilon / (2 * max_shift);
+  const double scaled = std::floor(beta * std::ldexp(1.0, kDenBits));
+  if (!(scaled >= 1)) return absl::InvalidArgumentError("epsilon is too small for the sampler");
+  if (scaled > std::ldexp(1.0, kDenBits)) {
+    return absl::InvalidArgumentError("epsilon is too large for the sampler");
+  }
+  const auto beta_num = static_cast<uint64_t>(scaled);
+
+  // Rejection sampling: propose j uniformly, accept with probability exp(−β·(steps_j − best))
+  // (exact); the first accepted proposal is the draw. Its law is the exponential mechanism's
+  // whatever the number of proposals, but that number's own law depends on the utilities
+  // (hence on the groups), and so would the time taken. So a fixed number of proposals is
+  // made, each with the same draws, and the first accepted one is kept; only if none is
+  // (probability < 2^-64) do further proposals follow until one is.
+  const int count = static_cast<int>(steps.size());
+  const int64_t proposals = int64_t{kProposalsPerCandidate} * count;
+  int chosen = -1;
+  for (int64_t p = 0; p < proposals; ++p) {
+    const int j = absl::Uniform<int>(gen, 0, count);
+    const bool accepted = AcceptExp(beta_num, static_cast<uint64_t>(steps[j] - best), gen);
+    // The first accepted j, without a branch on the outcome.
+    const int take = -static_cast<int>(static_cast<unsigned>(chosen < 0) & accepted);
+    chosen = (take & j) | (~take & chosen);
+  }
+  while (ABSL_PREDICT_FALSE(chosen < 0)) {
+    const int j = absl::Uniform<int>(gen, 0, count);
+    if (AcceptExp(beta_num, static_cast<uint64_t>(steps[j] - best), gen)) chosen = j;
+  }
+  return chosen;
+}
+
 absl::Status CheckEmFeasible(int64_t label_one_rows, int k, double eps_m, double eps_em,
                              double delta) {
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(eps_m, "epsilon"));
@@ -133,46 +180,9 @@ absl::StatusOr<EmLearnerResult> ExponentialMechanismLearner(const EmLearnerInput
   const double m = result.released_min_positives;
   result.sensitivity = 2.0 / m;
 
-  // 2. Utilities with public floors on the denominators, snapped to a power-of-two grid.
-  const std::vector<double> utility = EmUtilities(input, m);
-  ASSIGN_OR_RETURN(const double grid, dp::PowerOfTwoGranularity(result.sensitivity, 20));
-  std::vector<int64_t> steps(utility.size());
-  for (size_t j = 0; j < utility.size(); ++j) {
-    ASSIGN_OR_RETURN(steps[j], dp::SnapToGrid(utility[j], grid));
-  }
-  const int64_t best = *std::min_element(steps.begin(), steps.end());
-  // One subject moves each snapped utility by at most Δ/grid + 1 steps; weight exp(−β·steps)
-  // with β·2·(Δ/grid + 1) <= eps_em is eps_em-DP. β is rounded down to a rational.
-  const double max_shift = result.sensitivity / grid + 1;
-  const double beta = eps_em / (2 * max_shift);
-  const double scaled = std::floor(beta * std::ldexp(1.0, kDenBits));
-  if (!(scaled >= 1)) return absl::InvalidArgumentError("epsilon is too small for the sampler");
-  if (scaled > std::ldexp(1.0, kDenBits)) {
-    return absl::InvalidArgumentError("epsilon is too large for the sampler");
-  }
-  const auto beta_num = static_cast<uint64_t>(scaled);
-
-  // 3. Rejection sampling: propose j uniformly, accept with probability exp(−β·(steps_j −
-  // best)) (exact); the first accepted proposal is the draw. Its law is the exponential
-  // mechanism's whatever the number of proposals, but that number's own law depends on the
-  // utilities (hence on the groups), and so would the time taken. So a fixed number of
-  // proposals is made, each with the same draws, and the first accepted one is kept; only if
-  // none is (probability < 2^-64) do further proposals follow until one is.
-  const int count = static_cast<int>(steps.size());
-  const int64_t proposals = int64_t{kProposalsPerCandidate} * count;
-  int chosen = -1;
-  for (int64_t p = 0; p < proposals; ++p) {
-    const int j = absl::Uniform<int>(gen, 0, count);
-    const bool accepted = AcceptExp(beta_num, static_cast<uint64_t>(steps[j] - best), gen);
-    // The first accepted j, without a branch on the outcome.
-    const int take = -static_cast<int>(static_cast<unsigned>(chosen < 0) & accepted);
-    chosen = (take & j) | (~take & chosen);
-  }
-  while (ABSL_PREDICT_FALSE(chosen < 0)) {
-    const int j = absl::Uniform<int>(gen, 0, count);
-    if (AcceptExp(beta_num, static_cast<uint64_t>(steps[j] - best), gen)) chosen = j;
-  }
-  result.chosen = chosen;
+  // 2. Utilities with public floors on the denominators; the selection.
+  ASSIGN_OR_RETURN(result.chosen, SampleExponentialMechanism(EmUtilities(input, m),
+                                                             result.sensitivity, eps_em, gen));
   return result;
 }
 

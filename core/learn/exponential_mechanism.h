@@ -19,9 +19,21 @@
 
 #include "absl/random/bit_gen_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/dp/integer_noise.h"
 
 namespace fairvault::core::learn {
+
+// The exponential mechanism over `utility` (lower is better) whose sensitivity under the
+// neighbouring relation is at most `sensitivity` whatever the data: returns j with probability
+// ∝ exp(−epsilon·u_j / (2·sensitivity)), epsilon-DP. Exact: utilities snapped to a power-of-two
+// grid 2^20 finer than the sensitivity (the bound grows by one step for the snapping), the
+// weight exp(−β·steps) with a rational β rounded down, drawn by rejection with the exact
+// Bernoulli(exp(−x)) sampler; 45·J proposals whatever the utilities (the time does not depend
+// on them). InvalidArgument if epsilon / sensitivity is out of the sampler's range.
+absl::StatusOr<int> SampleExponentialMechanism(absl::Span<const double> utility,
+                                               double sensitivity, double epsilon,
+                                               absl::BitGenRef gen);
 
 struct EmLearnerInput {
   std::vector<int> y;      // 0/1 per row

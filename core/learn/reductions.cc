@@ -326,6 +326,7 @@ absl::StatusOr<ReductionResult> RunReductionsLearner(
   for (int c = 0; c < 2 * k; ++c) {
     result.masses[c] = cells.counts[c] / static_cast<double>(std::max<int64_t>(data.n, 1));
   }
+  result.cells = cells;
 
   // 3. T rounds of exponentiated gradient.
   std::vector<double> theta(constraints, 0.0), lambda(constraints, 0.0);

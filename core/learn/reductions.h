@@ -139,6 +139,9 @@ struct ReductionResult {
   std::vector<double> violations;
   double training_error = 0;
   int distinct_responses = 0;  // distinct best responses among the T
+  // The released counts and feature sums: every best response to any λ is post-processing of
+  // them (the managed selection's candidates, selection.h).
+  ReleasedCells cells;
 };
 
 // The learner. The game must keep its rows (KeepMatrix::kYes; FailedPrecondition otherwise).
