@@ -305,7 +305,8 @@ absl::StatusOr<v1::FitFairModelRequest> ReadModelFitRequest(const ParsedFlags& f
   if (!fermi && !pfld && !eg && flags.Has("fairness")) {
     return UsageError("--fairness is for --algorithm dp_fermi, pf_ld or exponentiated_gradient");
   }
-  for (const char* name : {"sums-share", "mixture"}) {
+  for (const char* name : {"sums-share", "mixture", "validation-table", "selection-target",
+                           "selection-penalty", "selection-share", "selection-candidates"}) {
     if (!eg && flags.Has(name)) {
       return UsageError(absl::StrCat("--", name, " is for --algorithm exponentiated_gradient only"));
     }
@@ -324,11 +325,28 @@ absl::StatusOr<v1::FitFairModelRequest> ReadModelFitRequest(const ParsedFlags& f
       req.set_mixture(v1::FINAL_MIXTURE_LINEAR_PROGRAM);
     } else if (mixture == "average") {
       req.set_mixture(v1::FINAL_MIXTURE_AVERAGE);
+    } else if (mixture == "selected") {
+      req.set_mixture(v1::FINAL_MIXTURE_SELECTED);
     } else {
-      return UsageError(absl::StrCat("--mixture must be candidates, linear_program or average (got '",
-                                     flags.Get("mixture"), "')"));
+      return UsageError(absl::StrCat(
+          "--mixture must be candidates, linear_program, average or selected (got '",
+          flags.Get("mixture"), "')"));
     }
   }
+  // The managed selection (issue 22 §3): the server checks the values and their combination.
+  req.set_validation_table_handle(flags.Get("validation-table"));
+  ASSIGN_OR_RETURN(const double target, OptionalNonNegative(flags, "selection-target"));
+  req.set_selection_target(target);
+  ASSIGN_OR_RETURN(const double penalty, OptionalNonNegative(flags, "selection-penalty"));
+  req.set_selection_penalty(penalty);
+  ASSIGN_OR_RETURN(const double selection_share, OptionalNonNegative(flags, "selection-share"));
+  req.set_selection_share(selection_share);
+  ASSIGN_OR_RETURN(const double candidates, OptionalNonNegative(flags, "selection-candidates"));
+  if (candidates != std::floor(candidates) || candidates > 100) {
+    return UsageError(absl::StrCat("--selection-candidates must be a whole number in 2..100 (got ",
+                                   flags.Get("selection-candidates"), ")"));
+  }
+  req.set_selection_candidates(static_cast<int>(candidates));
   for (const char* name : {"lr-w", "w-radius", "clip-w", "fairness-lambda"}) {
     if (!fermi && flags.Has(name)) {
       return UsageError(absl::StrCat("--", name, " is for --algorithm dp_fermi only"));
@@ -511,9 +529,20 @@ std::vector<FlagSpec> ModelFitFlags() {
            {"sums-share", "S",
             "exponentiated_gradient: share of epsilon spent on the per-cell feature sums, in "
             "(0,1) (default 0.45)"},
-           {"mixture", "candidates|linear_program|average",
+           {"mixture", "candidates|linear_program|average|selected",
             "exponentiated_gradient: the final mixture (default candidates: the linear program "
-            "over 8 audited best responses along the average lambda)"},
+            "over 8 audited best responses along the average lambda; selected with "
+            "--validation-table)"},
+           {"validation-table", "HANDLE",
+            "exponentiated_gradient: your validation rows (same dataset and columns); the job "
+            "then ends with the managed selection: one private choice among candidates along "
+            "the average lambda, by error + penalty x max(0, gap - target)"},
+           {"selection-target", "T", "the selection's target gap in [0, 1] (default 0)"},
+           {"selection-penalty", "P", "the selection's penalty per unit of gap above the target "
+                                      "(default 2)"},
+           {"selection-share", "S", "share of epsilon spent on the selection (default 0.2)"},
+           {"selection-candidates", "J", "candidates along the average lambda, 2..100 "
+                                         "(default 20)"},
            {"hypotheses", "C1,C2,...",
             "exponential_mechanism: your candidate classifiers' 0/1 columns in the table", false,
             true},

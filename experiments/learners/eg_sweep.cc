@@ -126,7 +126,7 @@ int Main(int argc, char** argv) {
         for (const std::string& n : names) model.mutable_features()->add_feature_columns(n);
         model.mutable_features()->set_clip_l1(s.clip_l1);
         model.mutable_features()->set_intercept(true);
-        if (auto st = server::RunReductionsJob(*game, req, plan->plan, gen, nullptr, &model);
+        if (auto st = server::RunReductionsJob(*game, req, plan->plan, nullptr, gen, nullptr, &model);
             !st.ok()) {
           std::cerr << st << "\n";
           return 1;

@@ -34,6 +34,7 @@
 
 namespace fairvault::core::learn {
 struct GameData;
+struct ValidationRows;
 }  // namespace fairvault::core::learn
 
 namespace fairvault::server {
@@ -351,6 +352,14 @@ class Vault {
       const ResolvedTable& table, const JoinedRows& joined,
       const google::protobuf::RepeatedPtrField<std::string>& feature_columns,
       const std::string& label_column, double clip_l1, bool intercept, bool keep_rows);
+  // The managed selection's validation rows (FitFairModel's validation_table_handle): the
+  // caller's table on `dataset_id`, joined with the request's attributes (the training join's
+  // K groups), its feature columns preprocessed as the training rows' and its 0/1 labels.
+  // InvalidArgument naming validation_table_handle, feature_columns or label_column otherwise:
+  // FitFairModel calls it before the charge, RunJob again at the run (fit_fair_model.cc).
+  absl::StatusOr<core::learn::ValidationRows> LoadValidationRows(
+      const Caller& owner, const v1::FitFairModelRequest& req, int64_t dataset_id, int k,
+      int64_t subject_limit, bool allow_expired);
   // BestResponse from a ReleaseCellSums release (sums_key): charged 0 (cell_sums.cc).
   absl::StatusOr<v1::BestResponseResponse> BestResponseFromSums(const Caller& caller,
                                                                 const v1::BestResponseRequest& req);

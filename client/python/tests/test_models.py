@@ -427,3 +427,29 @@ def test_best_responses_from_cell_sums_are_free_and_apply_locally(vault_server, 
     assert "charged nothing" in printed.stdout
     assert company.get_budget(DATASET)[0].epsilon_spent == spent
     assert out.exists()
+
+
+# ---- the managed selection (issue 22 §3) ---------------------------------------------------
+
+def test_managed_selection_returns_one_model_chosen_on_validation_rows(vault_server) -> None:
+    df = biased_population(vault_server).head(4000).copy()
+    company = vault_server.new_company(dataset=DATASET)
+    train = company.upload_table(df.iloc[:2500], DATASET, "key", numeric=["x1", "x2", "label"])
+    valid = company.upload_table(df.iloc[2500:], DATASET, "key", numeric=["x1", "x2", "label"])
+    job = company.fit_fair_model(train, "exponentiated_gradient", "label", 2.0, ["x1", "x2"],
+                                 ["sex"], rounds=40, validation_table_handle=valid,
+                                 selection_target=0.05, selection_candidates=10).job
+    done = company.wait_job(job.id, timeout=120, progress=False)
+    model = company.get_artifact(done.artifact_id).fair_model
+    assert len(model.components) == 1
+    selection = model.selection
+    assert len(selection.scales) == 10 and selection.scales[0] == 0
+    assert 0 <= selection.chosen < 10
+    assert selection.validation_rows == 1500
+    # The validation errors are the company's own computation: check one against ours.
+    applier = models.applier_for(company.get_artifact(done.artifact_id))
+    chosen_error = float(np.mean(applier.predict(df.iloc[2500:]) != df.label.iloc[2500:]))
+    assert abs(chosen_error - selection.validation_errors[selection.chosen]) < 1e-12
+    with pytest.raises(fairvault.FairvaultError, match="selection_"):
+        company.fit_fair_model(train, "exponentiated_gradient", "label", 2.0, ["x1", "x2"],
+                               ["sex"], selection_penalty=3.0)

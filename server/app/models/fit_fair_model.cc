@@ -9,6 +9,7 @@
 #include "core/learn/exponential_mechanism.h"
 #include "core/learn/game_data.h"
 #include "core/learn/reductions.h"
+#include "core/learn/selection.h"
 #include "core/random/chacha20_stream.h"
 #include "server/app/models/reductions_job.h"
 #include "server/app/models/stochastic_job.h"
@@ -86,7 +87,9 @@ const std::vector<AlgorithmParameters>& ParametersRead() {
       {v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT,
        "exponentiated_gradient",
        {"feature_columns", "gamma", "rounds", "lambda_bound", "learning_rate", "masses_share",
-        "sums_share", "clip_l1", "no_intercept", "mass_floor", "fairness", "mixture"}},
+        "sums_share", "clip_l1", "no_intercept", "mass_floor", "fairness", "mixture",
+        "validation_table_handle", "selection_target", "selection_penalty", "selection_share",
+        "selection_candidates"}},
   };
   return *table;
 }
@@ -129,6 +132,38 @@ absl::Status RefuseUnreadParameters(const v1::FitFairModelRequest& req) {
 }  // namespace
 
 // ---- FitFairModel ----------------------------------------------------------------------------
+
+absl::StatusOr<core::learn::ValidationRows> Vault::LoadValidationRows(
+    const Caller& owner, const v1::FitFairModelRequest& req, int64_t dataset_id, int k,
+    int64_t subject_limit, bool allow_expired) {
+  ASSIGN_OR_RETURN(ResolvedTable table,
+                   ResolveTable(owner, req.validation_table_handle(), allow_expired));
+  if (table.dataset.id != dataset_id) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "validation_table_handle: the table is on dataset '", table.dataset.name,
+        "', not the training table's; upload the validation rows to the same dataset"));
+  }
+  ASSIGN_OR_RETURN(JoinedRows joined, Join(table, req.attributes(), req.unmatched(), subject_limit));
+  if (joined.num_groups != k) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "validation_table_handle: its join has ", joined.num_groups, " groups, the training's ", k));
+  }
+  if (joined.table_rows.empty()) {
+    return absl::InvalidArgumentError("validation_table_handle: the table has no joined rows");
+  }
+  core::learn::ValidationRows rows;
+  rows.k = k;
+  rows.group = joined.group;
+  ASSIGN_OR_RETURN(const int label,
+                   internal::ColumnIndex(*table.table, req.label_column(), "label_column"));
+  ASSIGN_OR_RETURN(rows.y, internal::BinaryColumn(*table.table, label, joined.table_rows,
+                                                  "label_column (validation table)"));
+  ASSIGN_OR_RETURN(GameInputs inputs, LoadGameInputs(*table.table, joined.table_rows,
+                                                     req.feature_columns(), ""));
+  ASSIGN_OR_RETURN(rows.x, core::learn::BuildFeatureMatrix(inputs.features, req.clip_l1(),
+                                                           !req.no_intercept()));
+  return rows;
+}
 
 absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& caller,
                                                              const v1::FitFairModelRequest& req) {
@@ -205,6 +240,18 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     return absl::InvalidArgumentError(absl::StrCat(
         "feature_columns: ", n, " rows x ", width, " columns exceed the vault's limit of ",
         options_.max_job_cells, " cells per job; use fewer columns or rows"));
+  }
+  if (reductions && !job_request.validation_table_handle().empty()) {
+    // The validation rows the selection will read, checked now: the job must not fail on them
+    // after its charge.
+    ASSIGN_OR_RETURN(const core::learn::ValidationRows validation,
+                     LoadValidationRows(caller, job_request, table.dataset.id, joined.num_groups,
+                                        joined.subjects, /*allow_expired=*/false));
+    if (static_cast<int64_t>(validation.y.size()) * width > options_.max_job_cells) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "validation_table_handle: ", validation.y.size(), " rows x ", width,
+          " columns exceed the vault's limit of ", options_.max_job_cells, " cells per job"));
+    }
   }
   int classes = 2;
   int64_t label_one_rows = 0;  // the company's own labels (public)
@@ -289,7 +336,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     total_steps = job_request.rounds() +
                   (job_request.mixture() == v1::FINAL_MIXTURE_CANDIDATES
                        ? core::learn::CandidateCount()
-                       : 0);
+                       : (job_request.mixture() == v1::FINAL_MIXTURE_SELECTED ? 1 : 0));
     release.composed = planned.cost;
     release.mechanism = planned.description.mechanism();
     cost = planned.description;

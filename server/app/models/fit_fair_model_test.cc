@@ -511,6 +511,99 @@ TEST_F(VaultModelsTest, ExponentiatedGradientJobTrainsAWeightedMixtureChargedOnc
   EXPECT_GT(budget->budgets(0).epsilon_spent(), 1.9);
 }
 
+// Issue 22 §3: the managed selection on a validation table (here the training rows uploaded
+// again): charged once at submission with three more parts, the model is one candidate, and the
+// selection's record is consistent (J scales from 0, public errors, the chosen index, M >= 1).
+TEST_F(VaultModelsTest, ExponentiatedGradientSelectsOneCandidateOnValidationRows) {
+  auto validation = Upload(acme_, header_, {chunk_});
+  ASSERT_OK(validation);
+  auto req = FitRequest("eg-select", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  req.set_rounds(30);
+  req.set_validation_table_handle(validation->table_handle());
+  req.set_selection_target(0.1);
+  req.set_selection_candidates(12);
+  auto submitted = vault_->FitFairModel(acme_, req);
+  ASSERT_OK(submitted);
+  EXPECT_EQ(submitted->job().total(), 31);
+  const v1::Cost& cost = submitted->charge().cost();
+  ASSERT_EQ(cost.parts_size(), 6);
+  EXPECT_NEAR(cost.parts(2).epsilon(), 0.2 * 0.3 * 2, 1e-12);  // validation counts
+  EXPECT_NEAR(cost.parts(3).epsilon(), 0.2 * 0.5 * 2, 1e-12);  // exponential mechanism
+  EXPECT_EQ(cost.parts(3).mechanism(), "exponential_mechanism");
+  EXPECT_NEAR(cost.parts(4).epsilon(), 0.2 * 0.2 * 2, 1e-12);  // the chosen model's positives
+  EXPECT_LE(cost.parts(0).epsilon() + cost.parts(1).epsilon() + cost.parts(2).epsilon() +
+                cost.parts(3).epsilon() + cost.parts(4).epsilon() + 30 * cost.parts(5).epsilon(),
+            2 + 1e-9);
+  const v1::Job done = WaitFor(submitted->job().id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error();
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(done.artifact_id());
+  auto artifact = vault_->GetArtifact(acme_, get);
+  ASSERT_OK(artifact);
+  const v1::FairModel& model = artifact->artifact().fair_model();
+  ASSERT_EQ(model.components_size(), 1);
+  EXPECT_EQ(model.component_weights(0), 1);
+  const v1::ModelSelection& selection = model.selection();
+  ASSERT_EQ(selection.scales_size(), 12);
+  EXPECT_EQ(selection.scales(0), 0);
+  EXPECT_EQ(selection.validation_errors_size(), 12);
+  EXPECT_GE(selection.chosen(), 0);
+  EXPECT_LT(selection.chosen(), 12);
+  EXPECT_EQ(selection.validation_rows(), 30);
+  EXPECT_GE(selection.floor(), 1);
+  EXPECT_NEAR(selection.utility_sensitivity(), 2 * 2 / selection.floor(), 1e-12);
+  EXPECT_EQ(selection.target(), 0.1);
+  EXPECT_EQ(selection.noisy_validation_counts_size(), 4);
+  auto again = vault_->FitFairModel(acme_, req);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->SerializeAsString(), submitted->SerializeAsString());
+}
+
+TEST_F(VaultModelsTest, TheManagedSelectionRefusesBadValidationBeforeCharging) {
+  auto missing = FitRequest("sel-bad-1", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  missing.set_mixture(v1::FINAL_MIXTURE_SELECTED);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, missing).status(); },
+      absl::StatusCode::kInvalidArgument, "validation_table_handle");
+  auto stray = FitRequest("sel-bad-2", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  stray.set_selection_penalty(3);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, stray).status(); },
+      absl::StatusCode::kInvalidArgument, "selection_");
+  auto unknown = FitRequest("sel-bad-3", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  unknown.set_validation_table_handle("tbl_nope");
+  EXPECT_FALSE(vault_->FitFairModel(acme_, unknown).ok());
+  // A validation table without the label column.
+  v1::TableHeader header = header_;
+  header.mutable_columns(2)->set_name("outcome");
+  auto other = Upload(acme_, header, {chunk_});
+  ASSERT_OK(other);
+  auto no_label = FitRequest("sel-bad-4", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  no_label.set_validation_table_handle(other->table_handle());
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, no_label).status(); },
+      absl::StatusCode::kInvalidArgument, "label_column");
+  auto target = FitRequest("sel-bad-5", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  target.set_validation_table_handle(other->table_handle());
+  target.set_selection_target(2);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, target).status(); },
+      absl::StatusCode::kInvalidArgument, "selection_target");
+  auto shares = FitRequest("sel-bad-6", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
+  shares.set_validation_table_handle(other->table_handle());
+  shares.set_selection_share(0.6);
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, shares).status(); },
+      absl::StatusCode::kInvalidArgument, "selection_share");
+  auto dp_fermi = FitRequest("sel-bad-7", v1::FAIR_MODEL_ALGORITHM_DP_FERMI);
+  dp_fermi.clear_gamma();
+  dp_fermi.clear_rounds();
+  dp_fermi.set_validation_table_handle(other->table_handle());
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->FitFairModel(acme_, dp_fermi).status(); },
+      absl::StatusCode::kInvalidArgument, "validation_table_handle");
+}
+
 TEST_F(VaultModelsTest, ExponentiatedGradientRefusesBadParametersBeforeCharging) {
   auto shares = FitRequest("eg-bad-1", v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT);
   shares.set_masses_share(0.5);

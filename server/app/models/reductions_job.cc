@@ -9,6 +9,7 @@
 #include "core/accounting/subsampled_rdp.h"
 #include "core/dp/integer_noise.h"
 #include "core/learn/reductions.h"
+#include "core/learn/selection.h"
 #include "core/util/status_macros.h"
 #include "core/util/validate.h"
 #include "server/app/models/models_internal.h"
@@ -25,6 +26,13 @@ constexpr double kDefaultLambdaBound = 100;
 constexpr double kDefaultEta0 = 2;  // η = 2 / B, as Fairlearn
 constexpr double kDefaultMassesShare = 0.05;
 constexpr double kDefaultSumsShare = 0.45;
+// The managed selection's defaults, and how its share of epsilon splits.
+constexpr double kDefaultSelectionShare = 0.2;
+constexpr double kDefaultSelectionPenalty = 2;
+constexpr int kDefaultSelectionCandidates = 20;
+constexpr double kSelectionCountsPart = 0.3;
+constexpr double kSelectionMechanismPart = 0.5;
+constexpr double kSelectionScorePart = 0.2;
 // What a job may hold: the T best responses (T x d doubles) and the final LP's matrix
 // ((constraints + 1) x T entries), checked before the charge.
 constexpr double kMaxRoundWeights = 50'000'000;
@@ -45,10 +53,23 @@ learn::ReductionOptions OptionsOf(const v1::FitFairModelRequest& req) {
   if (req.mixture() == v1::FINAL_MIXTURE_CANDIDATES) {
     options.mixture = learn::FinalMixture::kCandidates;
   }
+  // The selection's candidates come after the rounds; the rounds' own mixture is not used.
+  if (req.mixture() == v1::FINAL_MIXTURE_SELECTED) options.mixture = learn::FinalMixture::kAverage;
   return options;
 }
 
 }  // namespace
+
+learn::SelectionOptions SelectionOptionsOf(const v1::FitFairModelRequest& req) {
+  learn::SelectionOptions options;
+  options.constraint = req.fairness() == v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY
+                           ? learn::ReductionConstraint::kDemographicParity
+                           : learn::ReductionConstraint::kEqualizedOdds;
+  options.target = req.selection_target();
+  options.penalty = req.selection_penalty();
+  options.candidates = req.selection_candidates();
+  return options;
+}
 
 absl::Status FillReductionDefaults(int max_rounds, v1::FitFairModelRequest* req) {
   if (req->fairness() == v1::FAIRNESS_NOTION_UNSPECIFIED) {
@@ -62,11 +83,33 @@ absl::Status FillReductionDefaults(int max_rounds, v1::FitFairModelRequest* req)
   }
   if (!v1::FinalMixture_IsValid(req->mixture())) {
     return absl::InvalidArgumentError(
-        "mixture: use FINAL_MIXTURE_LINEAR_PROGRAM (1), FINAL_MIXTURE_AVERAGE (2) or "
-        "FINAL_MIXTURE_CANDIDATES (3)");
+        "mixture: use FINAL_MIXTURE_LINEAR_PROGRAM (1), FINAL_MIXTURE_AVERAGE (2), "
+        "FINAL_MIXTURE_CANDIDATES (3) or FINAL_MIXTURE_SELECTED (4)");
   }
+  const bool validation = !req->validation_table_handle().empty();
   if (req->mixture() == v1::FINAL_MIXTURE_UNSPECIFIED) {
-    req->set_mixture(v1::FINAL_MIXTURE_CANDIDATES);
+    req->set_mixture(validation ? v1::FINAL_MIXTURE_SELECTED : v1::FINAL_MIXTURE_CANDIDATES);
+  }
+  if ((req->mixture() == v1::FINAL_MIXTURE_SELECTED) != validation) {
+    return absl::InvalidArgumentError(
+        validation ? "validation_table_handle: only the managed selection reads validation rows; "
+                     "leave mixture unset or use FINAL_MIXTURE_SELECTED (4)"
+                   : "validation_table_handle: FINAL_MIXTURE_SELECTED chooses among candidates "
+                     "on your validation rows; upload them and pass the table's handle");
+  }
+  if (validation) {
+    if (req->selection_share() == 0) req->set_selection_share(kDefaultSelectionShare);
+    if (req->selection_penalty() == 0) req->set_selection_penalty(kDefaultSelectionPenalty);
+    if (req->selection_candidates() == 0) {
+      req->set_selection_candidates(kDefaultSelectionCandidates);
+    }
+    RETURN_IF_ERROR(core::ValidateInOpenRange(req->selection_share(), 0, 1, "selection_share"));
+    RETURN_IF_ERROR(SelectionOptionsOf(*req).Validate());
+  } else if (req->selection_share() != 0 || req->selection_penalty() != 0 ||
+             req->selection_target() != 0 || req->selection_candidates() != 0) {
+    return absl::InvalidArgumentError(
+        "selection_*: the selection's parameters need validation_table_handle (the managed "
+        "selection); drop them or pass the validation table");
   }
   if (req->rounds() == 0) req->set_rounds(kDefaultRounds);
   if (req->rounds() < 1 || req->rounds() > max_rounds) {
@@ -82,10 +125,11 @@ absl::Status FillReductionDefaults(int max_rounds, v1::FitFairModelRequest* req)
   if (req->mass_floor() == 0) req->set_mass_floor(1);
   RETURN_IF_ERROR(core::ValidateInOpenRange(req->masses_share(), 0, 1, "masses_share"));
   RETURN_IF_ERROR(core::ValidateInOpenRange(req->sums_share(), 0, 1, "sums_share"));
-  if (!(req->masses_share() + req->sums_share() < 1)) {
+  if (!(req->masses_share() + req->sums_share() + req->selection_share() < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "masses_share + sums_share must be below 1 (got ", req->masses_share(), " + ",
-        req->sums_share(), "): the rest of epsilon pays for the rounds"));
+        "masses_share + sums_share", validation ? " + selection_share" : "",
+        " must be below 1 (got ", req->masses_share() + req->sums_share() + req->selection_share(),
+        "): the rest of epsilon pays for the rounds"));
   }
   RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req->clip_l1(), "clip_l1"));
   return OptionsOf(*req).Validate();
@@ -130,9 +174,39 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
   charge.plan.set_groups(k);
   charge.plan.set_epsilon_masses(eps_masses);
   charge.plan.set_epsilon_sums(eps_sums);
+  // The managed selection's three pure releases.
+  const bool selected = req.mixture() == v1::FINAL_MIXTURE_SELECTED;
+  const double eps_selection = selected ? req.selection_share() * epsilon : 0;
+  const double eps_vcounts = kSelectionCountsPart * eps_selection;
+  const double eps_em = kSelectionMechanismPart * eps_selection;
+  const double eps_score = kSelectionScorePart * eps_selection;
+  if (selected) {
+    if (!core::dp::MakeDiscreteLaplaceNoise(l1 / eps_vcounts).ok() ||
+        !core::dp::MakeDiscreteLaplaceNoise(l1 / eps_score).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "selection_share: the selection's epsilon ", eps_selection,
+          " is too small for the sampler; raise it or epsilon"));
+    }
+    // SampleExponentialMechanism's β = ε/(2(Δ/g + 1)) with Δ/g in (2^19, 2^20], as a
+    // rational over 2^40, must be in [2^-40, 1] whatever M turns out to be.
+    if (eps_em < 2 * (std::ldexp(1.0, 20) + 1) / std::ldexp(1.0, 40) ||
+        eps_em > 2 * (std::ldexp(1.0, 19) + 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "selection_share: the exponential mechanism's epsilon ", eps_em,
+          " is outside what its exact sampler represents; change selection_share or epsilon"));
+    }
+    charge.plan.set_epsilon_min(eps_vcounts);
+    charge.plan.set_epsilon_select(eps_em);
+    charge.plan.set_epsilon_score(eps_score);
+  }
 
   // Pure rounds: the largest per-round epsilon that fits (basic or RDP composition).
-  const std::vector<accounting::PureDpRepetition> fixed = {{eps_masses, 1}, {eps_sums, 1}};
+  std::vector<accounting::PureDpRepetition> fixed = {{eps_masses, 1}, {eps_sums, 1}};
+  if (selected) {
+    fixed.push_back({eps_vcounts, 1});
+    fixed.push_back({eps_em, 1});
+    fixed.push_back({eps_score, 1});
+  }
   auto per_round =
       accounting::CalibrateRepeatedPureDp(total_micro, delta, fixed, rounds + candidates);
   if (!per_round.ok()) {
@@ -148,8 +222,10 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
   // RDP of one Gaussian of std z over sensitivity 1).
   const std::vector<double>& orders = accounting::RdpOrders();
   std::vector<double> fixed_curve = accounting::PureDpRdp(eps_masses, orders);
-  const std::vector<double> sums_curve = accounting::PureDpRdp(eps_sums, orders);
-  for (size_t i = 0; i < orders.size(); ++i) fixed_curve[i] += sums_curve[i];
+  for (size_t f = 1; f < fixed.size(); ++f) {
+    const std::vector<double> curve = accounting::PureDpRdp(fixed[f].epsilon, orders);
+    for (size_t i = 0; i < orders.size(); ++i) fixed_curve[i] += curve[i];
+  }
   const double round_factor = with_candidates ? std::sqrt(static_cast<double>(rounds)) : 1.0;
   const double candidate_factor = std::sqrt(static_cast<double>(candidates));
   const auto rounds_curve = [&](double z) {
@@ -197,6 +273,15 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
   // each released sum is this scale times that norm.
   add_part("feature_sums (per cell, in units of the largest row's L1 norm)", "discrete_laplace",
            eps_sums, 0, l1 / eps_sums, l1);
+  if (selected) {
+    add_part("selection: validation counts", "discrete_laplace", eps_vcounts, 0, l1 / eps_vcounts,
+             l1);
+    // Its sensitivity, 2·penalty/M, depends on the released M: described per unit.
+    add_part("selection: exponential mechanism (sensitivity 2 x penalty / M)",
+             "exponential_mechanism", eps_em, 0, 0, 0);
+    add_part("selection: the chosen model's positives", "discrete_laplace", eps_score, 0,
+             l1 / eps_score, l1);
+  }
   if (charge.gaussian) {
     const double sigma = z * l2 * round_factor;
     charge.plan.set_round_gaussian(true);
@@ -220,8 +305,9 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
     charge.plan.set_round_gaussian(false);
     charge.plan.set_round_noise(laplace_scale);
     charge.plan.set_candidate_noise(with_candidates ? laplace_scale : 0);
-    charge.cost = accounting::ComposedPureDpCost({{eps_masses, 1}, {eps_sums, 1},
-                                                  {*per_round, rounds + candidates}});
+    std::vector<accounting::PureDpRepetition> all = fixed;
+    all.push_back({*per_round, rounds + candidates});
+    charge.cost = accounting::ComposedPureDpCost(all);
     accounting::Spend alone;
     alone.Add(charge.cost);
     description.set_delta(
@@ -237,9 +323,14 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
 }
 
 absl::Status RunReductionsJob(const learn::GameData& data, const v1::FitFairModelRequest& req,
-                              const storage::JobPlan& plan, absl::BitGenRef gen,
+                              const storage::JobPlan& plan,
+                              const learn::ValidationRows* validation, absl::BitGenRef gen,
                               const std::function<bool(int64_t, int64_t)>& progress,
                               v1::FairModel* model) {
+  const bool selected = req.mixture() == v1::FINAL_MIXTURE_SELECTED;
+  if (selected != (validation != nullptr)) {
+    return absl::InternalError("the managed selection needs its validation rows");
+  }
   if (plan.groups() != data.k) {
     return absl::InternalError(absl::StrCat("the job's noise was planned for ", plan.groups(),
                                             " groups, not ", data.k));
@@ -268,11 +359,49 @@ absl::Status RunReductionsJob(const learn::GameData& data, const v1::FitFairMode
   model->set_algorithm("exponentiated_gradient");
   model->set_fairness(req.fairness());
   model->set_rounds(req.rounds());
+  *model->mutable_lambda_average() = {result.lambda_average.begin(), result.lambda_average.end()};
+  if (selected) {
+    ASSIGN_OR_RETURN(auto validation_counts, core::dp::MakeDiscreteLaplaceNoise(
+                                                 l1 / plan.epsilon_min()));
+    ASSIGN_OR_RETURN(auto score, core::dp::MakeDiscreteLaplaceNoise(l1 / plan.epsilon_score()));
+    const learn::SelectionOptions selection = SelectionOptionsOf(req);
+    ASSIGN_OR_RETURN(
+        const learn::SelectionResult chosen,
+        learn::RunSelection(data, result.cells, result.lambda_average, *validation, selection,
+                            {validation_counts.get(), score.get(), plan.epsilon_select()}, gen));
+    if (progress) progress(req.rounds() + 1, req.rounds() + 1);
+    models_internal::AddComponent(chosen.weights[chosen.chosen], model);
+    model->add_component_weights(1);
+    v1::ModelSelection* out = model->mutable_selection();
+    *out->mutable_scales() = {chosen.scales.begin(), chosen.scales.end()};
+    *out->mutable_validation_errors() = {chosen.errors.begin(), chosen.errors.end()};
+    *out->mutable_validation_positive_rates() = {chosen.positive_rates.begin(),
+                                                 chosen.positive_rates.end()};
+    out->set_chosen(chosen.chosen);
+    out->set_target(selection.target);
+    out->set_penalty(selection.penalty);
+    out->set_floor(chosen.floor);
+    out->set_utility_sensitivity(chosen.sensitivity);
+    out->set_noisy_gap(chosen.noisy_gap);
+    out->set_validation_rows(static_cast<int64_t>(validation->y.size()));
+    *out->mutable_noisy_validation_counts() = {chosen.noisy_counts.begin(),
+                                               chosen.noisy_counts.end()};
+    model->add_notes(absl::StrCat(
+        "exponentiated gradient, ",
+        req.fairness() == v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY ? "demographic parity"
+                                                                 : "equalized odds",
+        ": ", req.rounds(), " rounds, then the managed selection chose candidate ", chosen.chosen,
+        " (", chosen.scales[chosen.chosen], " x the average lambda) of ", chosen.scales.size(),
+        " on ", validation->y.size(), " validation rows by error + ", selection.penalty,
+        " x max(0, gap - ", selection.target, "): validation error ",
+        chosen.errors[chosen.chosen], " (public), gap ", chosen.noisy_gap,
+        " (noisy; rates floored at M = ", chosen.floor, ")"));
+    return absl::OkStatus();
+  }
   for (size_t c = 0; c < result.components.size(); ++c) {
     models_internal::AddComponent(result.components[c], model);
     model->add_component_weights(result.weights[c]);
   }
-  *model->mutable_lambda_average() = {result.lambda_average.begin(), result.lambda_average.end()};
   *model->mutable_noisy_violations() = {result.violations.begin(), result.violations.end()};
   double largest = 0;
   for (double v : result.violations) largest = std::max(largest, v + req.gamma());

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "core/accounting/accountant.h"
 #include "core/learn/game_data.h"
+#include "core/learn/selection.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/storage/records.pb.h"
 
@@ -40,11 +41,16 @@ absl::StatusOr<ReductionCharge> PlanReductionsJob(const v1::FitFairModelRequest&
                                                   int d, int k, double delta,
                                                   int64_t total_micro);
 
+// The managed selection's options from a request whose defaults are filled in.
+core::learn::SelectionOptions SelectionOptionsOf(const v1::FitFairModelRequest& req);
+
 // Trains on the game's rows (kept) with the plan's noise; fills the model's components,
-// weights, λ average, released violations and notes.
+// weights, λ average, released violations and notes. With FINAL_MIXTURE_SELECTED, `validation`
+// (the company's validation rows, preprocessed like the game's) holds the rows the selection
+// chooses on, and the model is the chosen candidate; else it must be null.
 absl::Status RunReductionsJob(const core::learn::GameData& data,
                               const v1::FitFairModelRequest& req, const storage::JobPlan& plan,
-                              absl::BitGenRef gen,
+                              const core::learn::ValidationRows* validation, absl::BitGenRef gen,
                               const std::function<bool(int64_t, int64_t)>& progress,
                               v1::FairModel* model);
 

@@ -6,6 +6,7 @@
 
 #include "core/learn/exponential_mechanism.h"
 #include "core/learn/game_data.h"
+#include "core/learn/selection.h"
 #include "core/random/chacha20_stream.h"
 #include "server/app/models/reductions_job.h"
 #include "server/app/models/stochastic_job.h"
@@ -133,7 +134,14 @@ absl::StatusOr<storage::ArtifactRecord> Vault::RunJob(const storage::JobRecord& 
                              joined.num_groups, req.clip_l1(), intercept, learn::KeepMatrix::kYes));
     SetFeatures(req.feature_columns(), req.clip_l1(), intercept, model);
     if (req.algorithm() == v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT) {
-      RETURN_IF_ERROR(RunReductionsJob(data, req, plan, gen, progress, model));
+      std::optional<learn::ValidationRows> validation;
+      if (!req.validation_table_handle().empty()) {
+        ASSIGN_OR_RETURN(validation,
+                         LoadValidationRows(owner, req, job.dataset_id, joined.num_groups,
+                                            job.subject_limit, /*allow_expired=*/true));
+      }
+      RETURN_IF_ERROR(RunReductionsJob(data, req, plan, validation ? &*validation : nullptr, gen,
+                                       progress, model));
       return charge_internal::ArtifactRecordOf(artifact, owner, job.dataset_id,
                                                job.submitted_micros);
     }
