@@ -16,6 +16,7 @@
 #include "core/dp/integer_noise.h"
 #include "core/learn/fair_game.h"
 #include "core/learn/reductions.h"
+#include "core/learn/selection.h"
 #include "core/random/chacha20_stream.h"
 
 namespace fairvault::bench {
@@ -144,6 +145,51 @@ void BM_AdultExponentiatedGradient500(benchmark::State& state) {
 }
 BENCHMARK(BM_AdultExponentiatedGradient500)->Unit(benchmark::kMillisecond)->UseRealTime()
     ->Iterations(3);
+
+// The managed selection (issue 22 §3) over 20 candidates on Adult: the learner's released cells
+// (once, outside the loop, with a short T = 20 run for λ̄), then per iteration: the validation
+// counts, 20 best responses from the cells (d x d solves), their decisions on the validation rows
+// (20 passes X_v·w), the utilities, the exponential mechanism and the chosen model's positives.
+// Validation = the Adult rows themselves (the timing does not depend on which rows).
+// Floor: 20 passes X·w (20 x BM_AdultFloorMatVec).
+void BM_AdultSelection20(benchmark::State& state) {
+  const AdultGame& adult = SharedAdultGame();
+  const learn::GameData data =
+      OrDie(learn::BuildGameData(adult.features, adult.labels, adult.groups, 2, 0, true));
+  const auto counts = OrDie(core::dp::MakeDiscreteLaplaceNoise(1 / 0.05));
+  const auto sums =
+      OrDie(core::dp::MakeDiscreteLaplaceNoise(static_cast<double>(data.max_row_steps) / 0.45));
+  const auto positives = OrDie(core::dp::MakeDiscreteGaussianNoise(200));
+  learn::ReductionOptions options;
+  options.rounds = 20;
+  options.mixture = learn::FinalMixture::kAverage;
+  core::ChaCha20Stream stream(core::ChaCha20Stream::Key{4, 3});
+  const learn::ReductionResult trained = OrDie(learn::RunReductionsLearner(
+      data, options, {counts.get(), sums.get(), positives.get()}, stream, {}));
+  learn::ValidationRows validation;
+  validation.x = *data.x;
+  validation.y = data.y;
+  validation.group = adult.groups;
+  validation.k = 2;
+  const auto validation_counts = OrDie(core::dp::MakeDiscreteLaplaceNoise(1 / 0.06));
+  const auto score = OrDie(core::dp::MakeDiscreteLaplaceNoise(1 / 0.04));
+  learn::SelectionOptions selection;
+  selection.candidates = 20;
+  int chosen = -1;
+  for (auto _ : state) {
+    auto result = learn::RunSelection(data, trained.cells, trained.lambda_average, validation,
+                                      selection, {validation_counts.get(), score.get(), 0.1},
+                                      stream);
+    if (!result.ok()) {
+      state.SkipWithError(result.status().ToString().c_str());
+      return;
+    }
+    chosen = result->chosen;
+  }
+  state.counters["candidates"] = 20;
+  state.counters["chosen"] = chosen;
+}
+BENCHMARK(BM_AdultSelection20)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
 
 // Floor of one round: one pass over the n x d matrix, X·w (the decisions of a best response).
 void BM_AdultFloorMatVec(benchmark::State& state) {

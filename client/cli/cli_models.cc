@@ -540,9 +540,9 @@ std::vector<FlagSpec> ModelFitFlags() {
            {"selection-target", "T", "the selection's target gap in [0, 1] (default 0)"},
            {"selection-penalty", "P", "the selection's penalty per unit of gap above the target "
                                       "(default 2)"},
-           {"selection-share", "S", "share of epsilon spent on the selection (default 0.2)"},
+           {"selection-share", "S", "share of epsilon spent on the selection (default 0.3)"},
            {"selection-candidates", "J", "candidates along the average lambda, 2..100 "
-                                         "(default 20)"},
+                                         "(default 8)"},
            {"hypotheses", "C1,C2,...",
             "exponential_mechanism: your candidate classifiers' 0/1 columns in the table", false,
             true},

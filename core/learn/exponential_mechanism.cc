@@ -39,7 +39,10 @@ absl::StatusOr<int> SampleExponentialMechanism(absl::Span<const double> utility,
   ASSIGN_OR_RETURN(const double grid, dp::PowerOfTwoGranularity(sensitivity, 20));
   std::vector<int64_t> steps(utility.size());
   for (size_t j = 0; j < utility.size(); ++j) {
-    ASSIGN_OR_RETURN(steps[j], dp::SnapToGrid(utility[j], grid));
+    absl::StatusOr<int64_t> snapped = dp::SnapToGrid(utility[j], grid);
+    // A constant message: the utilities are not released (callers check the range before).
+    if (!snapped.ok()) return absl::InternalError("a utility is outside the sampler's range");
+    steps[j] = *snapped;
   }
   const int64_t best = *std::min_element(steps.begin(), steps.end());
   // One subject moves each snapped utility by at most Δ/grid + 1 steps; weight exp(−β·steps)

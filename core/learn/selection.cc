@@ -74,13 +74,37 @@ absl::Status SelectionOptions::Validate() const {
         absl::StrCat("selection_target is a gap between rates: at most 1 (got ", target, ")"));
   }
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(penalty, "selection_penalty"));
-  if (penalty > 1e6) {
+  if (penalty < 1e-3 || penalty > 1e6) {
     return absl::InvalidArgumentError(
-        absl::StrCat("selection_penalty must be at most 1e6 (got ", penalty, ")"));
+        absl::StrCat("selection_penalty must be in [0.001, 1e6] (got ", penalty, ")"));
   }
   if (candidates < 2 || candidates > 100) {
     return absl::InvalidArgumentError(
         absl::StrCat("selection_candidates must be in 2..100 (got ", candidates, ")"));
+  }
+  return absl::OkStatus();
+}
+
+double SelectionFloorCap(const ValidationRows& validation, ReductionConstraint constraint) {
+  const int k = std::max(validation.k, 1);
+  double label_rows[2] = {0, 0};
+  for (int y : validation.y) label_rows[y] += 1;
+  const double cap = constraint == ReductionConstraint::kEqualizedOdds
+                         ? std::min(std::floor(label_rows[0] / k), std::floor(label_rows[1] / k))
+                         : std::floor((label_rows[0] + label_rows[1]) / k);
+  return std::max(1.0, cap);
+}
+
+absl::Status CheckSelectionFeasible(const ValidationRows& validation,
+                                    const SelectionOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  const double cap = SelectionFloorCap(validation, options.constraint);
+  if ((1 + options.penalty) * cap / options.penalty > std::ldexp(1.0, 32)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "selection_penalty: ", options.penalty, " is too small for ", validation.y.size(),
+        " validation rows (the exponential mechanism's exact sampler would overflow); use "
+        "selection_penalty >= ",
+        cap / (std::ldexp(1.0, 32) - cap) * 1.01));
   }
   return absl::OkStatus();
 }
@@ -118,7 +142,7 @@ absl::StatusOr<SelectionResult> RunSelection(const GameData& data, const Release
                                              const ValidationRows& validation,
                                              const SelectionOptions& options,
                                              const SelectionNoises& noises, absl::BitGenRef gen) {
-  RETURN_IF_ERROR(options.Validate());
+  RETURN_IF_ERROR(CheckSelectionFeasible(validation, options));
   if (noises.counts == nullptr || noises.score == nullptr || !(noises.epsilon_select > 0)) {
     return absl::InternalError("the selection needs its three releases");
   }
@@ -145,7 +169,8 @@ absl::StatusOr<SelectionResult> RunSelection(const GameData& data, const Release
   }
   const double spread = noises.counts->Scale() *
                         (options.constraint == ReductionConstraint::kEqualizedOdds ? 1 : 2);
-  result.floor = std::max(1.0, std::floor(smallest - kFloorScales * spread));
+  result.floor = std::clamp(std::floor(smallest - kFloorScales * spread), 1.0,
+                            SelectionFloorCap(validation, options.constraint));
   result.sensitivity = 2 * options.penalty / result.floor;
 
   // 2. The candidates (post-processing of the cells), their public errors, and the choice.

@@ -66,13 +66,26 @@ struct SelectionResult {
 };
 
 // The selection. `cells` are the learner's released cells (ReductionResult::cells), `data` its
-// game (for XᵀX), `lambda_average` its λ̄. Fails only on inconsistent inputs (checked before a
-// job's charge): the floor M is at least 1 whatever the noise.
+// game (for XᵀX), `lambda_average` its λ̄. Fails only on inconsistent inputs or where
+// CheckSelectionFeasible (run before a job's charge) fails: the floor M is in [1, cap] whatever
+// the noise.
 absl::StatusOr<SelectionResult> RunSelection(const GameData& data, const ReleasedCells& cells,
                                              absl::Span<const double> lambda_average,
                                              const ValidationRows& validation,
                                              const SelectionOptions& options,
                                              const SelectionNoises& noises, absl::BitGenRef gen);
+
+// The largest floor M can be, from the company's labels alone: the smallest cell holds at most
+// min_y ⌊N_y / K⌋ rows (equalized odds), the smallest group ⌊n / K⌋ (demographic parity); at
+// least 1. RunSelection clamps M to it, so M's range is public.
+double SelectionFloorCap(const ValidationRows& validation, ReductionConstraint constraint);
+
+// Before a job's charge, from public inputs (the validation labels, K, the options): that the
+// exponential mechanism's snapped utilities fit its sampler whatever M turns out to be (u <= 1 +
+// penalty over a grid >= Δ/2^20 with Δ = 2·penalty/M >= 2·penalty/cap: (1 + penalty)·cap /
+// penalty <= 2^32). InvalidArgument naming selection_penalty otherwise.
+absl::Status CheckSelectionFeasible(const ValidationRows& validation,
+                                    const SelectionOptions& options);
 
 // The utilities the exponential mechanism compares (for tests and the bench): per candidate's
 // validation decisions (1 iff x·w > 0), with the floor M on the denominators.

@@ -367,6 +367,8 @@ absl::Status TrainPfld(const StochasticData& data, absl::Span<const double> grou
   std::iota(perm.begin(), perm.end(), 0);
   const auto qualifies = [&](const Component& c, int y) { return c.label < 0 || c.label == y; };
   const auto cls_of = [](const Component& c, int y) { return c.cls < 0 ? y : c.cls; };
+  Eigen::VectorXd average = Eigen::VectorXd::Zero(p);
+  int64_t averaged = 0;
 
   for (int64_t step = 0; step < steps; ++step) {
     DrawBatch(b, gen, perm);
@@ -428,8 +430,17 @@ absl::Status TrainPfld(const StochasticData& data, absl::Span<const double> grou
             lambda[gc] * sign[gc] * static_cast<double>(n) / filter_rows(comps[c]);
       }
     }
+    // The stable final model (issue 22 §4): the average of the epoch-end iterates of the second
+    // half of training (post-processing of the noisy steps that made them). The last iterate
+    // alone swung with the dual's oscillation (all-negative or > 50 % positive in some fits).
+    const int64_t epoch = (step + 1) / steps_per_epoch;
+    if (2 * epoch > options.epochs) {
+      average += net->params();
+      ++averaged;
+    }
     if (!Report(progress, step + 1, steps)) return absl::AbortedError("PF-LD was stopped");
   }
+  if (averaged > 0) net->params() = average / static_cast<double>(averaged);
   if (trace != nullptr) {
     trace->lambda = lambda;
     trace->violations = violation;

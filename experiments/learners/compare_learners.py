@@ -111,6 +111,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--vault-gamma", type=float, default=0.02,
                    help="the vault learners' slack gamma (EO post-processor, DP-oracle; the "
                         "vault EG's difference bound), default 0.02")
+    p.add_argument("--select-penalty", type=float, default=2.0,
+                   help="vault_eg_select: the selection's penalty per unit of gap above the target")
     p.add_argument("--eg-rounds", type=int, default=0,
                    help="the vault EG's rounds T (default 0: the server's default)")
     p.add_argument("--rounds", type=int, default=20,
@@ -558,6 +560,53 @@ def fit_eg_eo(ctx: VaultContext, epsilon: float) -> Fitted:
 def fit_eg_dp(ctx: VaultContext, epsilon: float) -> Fitted:
     return _fair_model(ctx, EXPONENTIATED_GRADIENT, epsilon, fairness="demographic_parity",
                        clip_l1=ctx.clip_l1, **_eg_params(ctx))
+
+
+def fit_eg_select(ctx: VaultContext, epsilon: float, target: float,
+                  in_sample: bool = False) -> Fitted:
+    """The managed selection (issue 22 §3): the train rows split 70/30 (their order is already
+    random) into a training and a validation table; EG-EO trained on the first, and one of 20
+    candidates along λ̄ chosen privately on the second by error + penalty x max(0, gap - target).
+    Applied locally; deterministic (one linear classifier). ``in_sample``: no split, the
+    selection reads the training table itself (more rows per cell, no held-out estimate)."""
+    from fairvault import models
+    vault = ctx.vault
+    cut = len(ctx.train) if in_sample else int(0.7 * len(ctx.train))
+    columns = ["key"] + ctx.features + ["label"]
+    numeric = ctx.features + ["label"]
+    train = vault.upload_table(ctx.train.iloc[:cut][columns], ctx.dataset, "key", numeric=numeric)
+    valid = train if in_sample else vault.upload_table(ctx.train.iloc[cut:][columns], ctx.dataset,
+                                                       "key", numeric=numeric)
+    release = vault.fit_fair_model(
+        train, EXPONENTIATED_GRADIENT, "label", epsilon, ctx.features, [ctx.attribute],
+        gamma=ctx.args.vault_gamma, clip_l1=ctx.clip_l1, fairness="equalized_odds",
+        validation_table_handle=valid, selection_target=target,
+        selection_penalty=ctx.args.select_penalty, **_eg_params(ctx))
+    done = vault.wait_job(release.response.job.id, timeout=900, progress=False)
+    artifact = vault.get_artifact(done.artifact_id)
+    applier = models.applier_for(artifact)
+    sel = artifact.fair_model.selection
+    notes = (f"chosen {sel.chosen} of {len(sel.scales)} (x{sel.scales[sel.chosen]:.3g} lambda), "
+             f"validation error {sel.validation_errors[sel.chosen]:.4f}, noisy gap "
+             f"{sel.noisy_gap:.4f}, M {sel.floor:g}")
+    return Fitted(lambda: applier.predict(ctx.test_features, seed=0).astype(float),
+                  release.charge.cost, False, notes)
+
+
+def _select_learners() -> List["VaultLearner"]:
+    out = []
+    for target in (0.02, 0.05):
+        out.append(VaultLearner(
+            f"vault_eg_select_{target:g}",
+            lambda ctx, eps, target=target: fit_eg_select(ctx, eps, target),
+            f"FairModel exponentiated_gradient EO + the managed selection, target {target:g}",
+            available=lambda: algorithm_available(EXPONENTIATED_GRADIENT)))
+    out.append(VaultLearner(
+        "vault_eg_select_in_sample_0.05",
+        lambda ctx, eps: fit_eg_select(ctx, eps, 0.05, in_sample=True),
+        "FairModel exponentiated_gradient EO + the managed selection on the training rows",
+        available=lambda: algorithm_available(EXPONENTIATED_GRADIENT)))
+    return out
 # ===============================================================================================
 
 
@@ -598,8 +647,15 @@ VAULT_LEARNERS: List[VaultLearner] = [
 ]
 
 
+VAULT_LEARNERS.extend(_select_learners())
+
+
 def vault_params(learner: VaultLearner, ctx: VaultContext) -> str:
     a = ctx.args
+    if learner.name.startswith("vault_eg_select_"):
+        split = "in-sample" if "in_sample" in learner.name else "70/30 validation"
+        return (f"bound={a.vault_gamma:g},clip_l1={ctx.clip_l1:g},penalty={a.select_penalty:g},"
+                f"{split}")
     if learner.fit is fit_eo_postprocess:
         return f"gamma={a.vault_gamma:g},floor={a.eo_decision_floor:g}"
     if learner.fit in (fit_eg_eo, fit_eg_dp):

@@ -164,6 +164,9 @@ struct JobRecord {
   int64_t ledger_seq = 0;
   std::string idempotency_key;
   std::string table_handle;   // the table stays (is not purged) while the job is unfinished
+  // A second table the job reads (the managed selection's validation rows; empty if none):
+  // kept like table_handle. Written at submission only (not read back into records).
+  std::string validation_table_handle;
   int32_t algorithm = 0;      // v1::FairModelAlgorithm
   std::string request;        // serialized v1::FitFairModelRequest
   std::string plan;           // serialized noise plan (use-case specific), fixed at submission

@@ -427,6 +427,25 @@ TEST_P(StoreJobTest, PurgeKeepsTheTableOfAnUnfinishedJob) {
   EXPECT_OK(store_->GetTable("t_running"));
 }
 
+// Issue 22 §3: a managed selection's job reads a second table, its validation rows: kept from
+// the purge like the first while the job is unfinished, purged once it is done.
+TEST_P(StoreJobTest, PurgeKeepsTheValidationTableOfAnUnfinishedJob) {
+  ASSERT_OK(store_->PutTable(TableRecord{"t_train", acme_.id, census_.id, 1, 100, "a"}));
+  ASSERT_OK(store_->PutTable(TableRecord{"t_valid", acme_.id, census_.id, 1, 100, "b"}));
+  JobRecord job = NewJob("job_v", acme_, census_, "t_train");
+  job.validation_table_handle = "t_valid";
+  ASSERT_GT(Submit(job), 0);
+  auto purged = store_->PurgeExpiredTables(1'000);
+  ASSERT_OK(purged);
+  EXPECT_EQ(*purged, 0);
+  EXPECT_OK(store_->GetTable("t_valid"));
+  ASSERT_OK(store_->CancelJob("job_v", 3));
+  purged = store_->PurgeExpiredTables(1'000);
+  ASSERT_OK(purged);
+  EXPECT_EQ(*purged, 2);
+  EXPECT_THAT(store_->GetTable("t_valid"), StatusIs(absl::StatusCode::kNotFound));
+}
+
 TEST_P(StoreJobTest, DeletedDatasetTakesItsJobsWithIt) {
   DatasetRecord other = MakeDataset("other");
   Grant(acme_, other, 10'000'000);

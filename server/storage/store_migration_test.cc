@@ -32,7 +32,7 @@ TEST_P(SqliteMigrationTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
   EXPECT_EQ(replay->response_payload, payload);
   ASSERT_OK(Charge(Request(acme_, census_, "k2", 100'000)));
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 5);
   // Opening again is a no-op.
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
@@ -58,7 +58,7 @@ TEST_P(SqliteMigrationTest, AccessLogFromVersion1IsMigratedOnOpen) {
   EXPECT_EQ((*log)[0].rows, 40);
   EXPECT_EQ((*log)[0].new_decisions, -1);  // not recorded then
   EXPECT_EQ((*log)[1].new_decisions, 1);
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 5);
 }
 
 class SqliteJobMigrationTest : public StoreJobTest {};
@@ -67,7 +67,7 @@ TEST_P(SqliteJobMigrationTest, DatabaseFromVersion2GainsTheJobsTableOnOpen) {
   store_.reset();
   ASSERT_EQ(Raw("DROP TABLE jobs; PRAGMA user_version=2"), "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 5);
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
   EXPECT_EQ(Job("job_a").state, JobState::kQueued);
 }
@@ -79,7 +79,7 @@ TEST_P(SqliteJobMigrationTest, DatabaseFromVersion3GainsJobLeasesOnOpen) {
                 "ALTER TABLE jobs DROP COLUMN lease_expires_micros; PRAGMA user_version=3"),
             "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 4);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 5);
   auto started = store_->StartJob("job_a", Lease(5'000));
   ASSERT_OK(started);
   EXPECT_EQ(started->lease_owner, kOwner);

@@ -2,7 +2,7 @@
 // S_ay = Σ_{i in cell (a, y)} x_i and counts n_ay of a least-squares game, released once
 // through the one charge path; with the least-squares oracle every best response to every λ is
 // then post-processing of them (and of the company's own features), computed here for nothing
-// or by the company itself. See docs/privacy.md, "Released cell sums".
+// or by the company itself. See docs/privacy.md, "ReleaseCellSums".
 #include <algorithm>
 #include <cmath>
 #include <memory>

@@ -247,6 +247,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
     ASSIGN_OR_RETURN(const core::learn::ValidationRows validation,
                      LoadValidationRows(caller, job_request, table.dataset.id, joined.num_groups,
                                         joined.subjects, /*allow_expired=*/false));
+    RETURN_IF_ERROR(core::learn::CheckSelectionFeasible(validation, SelectionOptionsOf(job_request)));
     if (static_cast<int64_t>(validation.y.size()) * width > options_.max_job_cells) {
       return absl::InvalidArgumentError(absl::StrCat(
           "validation_table_handle: ", validation.y.size(), " rows x ", width,
@@ -417,6 +418,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
                          record.ledger_seq = seq;
                          record.idempotency_key = req.idempotency_key();
                          record.table_handle = req.table_handle();
+                         record.validation_table_handle = job_request.validation_table_handle();
                          record.algorithm = req.algorithm();
                          record.request = charge_internal::SerializeDeterministic(job_request);
                          record.plan = charge_internal::SerializeDeterministic(plan);

@@ -527,10 +527,10 @@ TEST_F(VaultModelsTest, ExponentiatedGradientSelectsOneCandidateOnValidationRows
   EXPECT_EQ(submitted->job().total(), 31);
   const v1::Cost& cost = submitted->charge().cost();
   ASSERT_EQ(cost.parts_size(), 6);
-  EXPECT_NEAR(cost.parts(2).epsilon(), 0.2 * 0.3 * 2, 1e-12);  // validation counts
-  EXPECT_NEAR(cost.parts(3).epsilon(), 0.2 * 0.5 * 2, 1e-12);  // exponential mechanism
+  EXPECT_NEAR(cost.parts(2).epsilon(), 0.3 * 0.2 * 2, 1e-12);  // validation counts
+  EXPECT_NEAR(cost.parts(3).epsilon(), 0.3 * 0.7 * 2, 1e-12);  // exponential mechanism
   EXPECT_EQ(cost.parts(3).mechanism(), "exponential_mechanism");
-  EXPECT_NEAR(cost.parts(4).epsilon(), 0.2 * 0.2 * 2, 1e-12);  // the chosen model's positives
+  EXPECT_NEAR(cost.parts(4).epsilon(), 0.3 * 0.1 * 2, 1e-12);  // the chosen model's positives
   EXPECT_LE(cost.parts(0).epsilon() + cost.parts(1).epsilon() + cost.parts(2).epsilon() +
                 cost.parts(3).epsilon() + cost.parts(4).epsilon() + 30 * cost.parts(5).epsilon(),
             2 + 1e-9);

@@ -214,9 +214,10 @@ absl::StatusOr<ChargeOutcome> PgStore::Charge(const ChargeRequest& request, int6
       p.Text(j.table_handle).Int(j.algorithm).Bytes(j.request).Bytes(j.plan).Bytes(j.seed);
       p.Int(j.subject_limit).Int(static_cast<int64_t>(JobState::kQueued)).Int(j.total);
       p.Int(j.submitted_micros != 0 ? j.submitted_micros : now_micros);
+      p.Text(j.validation_table_handle);
       RETURN_IF_ERROR(c->Run(absl::StrCat("INSERT INTO jobs(", kJobCols,
-                                          ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,0,$13,"
-                                          "$14,0,0,0,'','','',0)")
+                                          ", validation_table_handle) VALUES($1,$2,$3,$4,$5,$6,$7,"
+                                          "$8,$9,$10,$11,$12,0,$13,$14,0,0,0,'','','',0,$15)")
                                  .c_str(),
                              p));
     }

@@ -42,7 +42,7 @@ using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate brings a database to (table schema_version). The PostgreSQL schema
 // started at the SQLite schema's version 4 (job leases), so the numbers mean the same on both.
-constexpr int64_t kSchemaVersion = 4;
+constexpr int64_t kSchemaVersion = 5;
 
 // Applied under an advisory lock; every statement is idempotent.
 constexpr char kSchema[] = R"sql(
@@ -113,6 +113,7 @@ CREATE TABLE IF NOT EXISTS jobs(
   attempts BIGINT NOT NULL DEFAULT 0, artifact_id TEXT NOT NULL DEFAULT '',
   error TEXT NOT NULL DEFAULT '', lease_owner TEXT NOT NULL DEFAULT '',
   lease_expires_micros BIGINT NOT NULL DEFAULT 0);
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS validation_table_handle TEXT NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS jobs_by_seq ON jobs(ledger_seq);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, ledger_seq);
 CREATE INDEX IF NOT EXISTS jobs_by_table ON jobs(table_handle, state);
@@ -323,7 +324,8 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& connin
                                                         " but this fairvault-server knows ",
                                                         kSchemaVersion, "; upgrade the server"));
     }
-    // Steps after version 4 go here, each idempotent.
+    // Version 5 (a job's validation_table_handle, issue 22) is kSchema's idempotent ALTER
+    // TABLE ... ADD COLUMN IF NOT EXISTS. Steps after version 5 go here, each idempotent.
     if (v.rows() == 0) {
       return c->Run("INSERT INTO schema_version(version) VALUES($1)", Params().Int(kSchemaVersion));
     }

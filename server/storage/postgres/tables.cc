@@ -65,7 +65,8 @@ absl::StatusOr<int64_t> PgStore::PurgeExpiredTables(int64_t now_micros) {
   // A queued or running job still reads its table (a re-run after a restart too).
   ASSIGN_OR_RETURN(Result r, c->Exec("DELETE FROM company_tables WHERE expires_micros < $1 AND "
                                      "handle NOT IN (SELECT table_handle FROM jobs WHERE state "
-                                     "IN (1, 2))",
+                                     "IN (1, 2)) AND handle NOT IN (SELECT "
+                                     "validation_table_handle FROM jobs WHERE state IN (1, 2))",
                                      Params().Int(now_micros)));
   return r.changed();
 }

@@ -252,7 +252,8 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
     // Created queued and unstarted, paid for by this charge, whatever the record says.
     const JobRecord& j = *result.job;
     Stmt s(db_, absl::StrCat("INSERT INTO jobs(", kJobCols,
-                             ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,0,0,0,'','','',0)")
+                             ", validation_table_handle) "
+                             "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,0,0,0,'','','',0,?)")
                     .c_str());
     s.Bind(1, j.id).Bind(2, j.account_id).Bind(3, j.dataset_id).Bind(4, seq);
     s.Bind(5, j.idempotency_key).Bind(6, j.table_handle);
@@ -260,6 +261,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
     s.BindBlob(10, j.seed).Bind(11, j.subject_limit);
     s.Bind(12, static_cast<int64_t>(JobState::kQueued)).Bind(13, j.total);
     s.Bind(14, j.submitted_micros != 0 ? j.submitted_micros : now_micros);
+    s.Bind(15, j.validation_table_handle);
     RETURN_IF_ERROR(s.Run());
   }
   RETURN_IF_ERROR(txn.Commit());

@@ -36,7 +36,7 @@ using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate() brings a database to (PRAGMA user_version).
-constexpr int64_t kSchemaVersion = 4;
+constexpr int64_t kSchemaVersion = 5;
 
 // The checkpointer: a round every kCheckpointPeriod (or when a commit finds the log large).
 // A TRUNCATE checkpoint is tried for kTruncateTime (the store's calls wait meanwhile); after a
@@ -129,7 +129,8 @@ CREATE TABLE IF NOT EXISTS jobs(
   started_micros INTEGER NOT NULL DEFAULT 0, finished_micros INTEGER NOT NULL DEFAULT 0,
   attempts INTEGER NOT NULL DEFAULT 0, artifact_id TEXT NOT NULL DEFAULT '',
   error TEXT NOT NULL DEFAULT '', lease_owner TEXT NOT NULL DEFAULT '',
-  lease_expires_micros INTEGER NOT NULL DEFAULT 0);
+  lease_expires_micros INTEGER NOT NULL DEFAULT 0,
+  validation_table_handle TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS jobs_by_seq ON jobs(ledger_seq);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, ledger_seq);
 CREATE INDEX IF NOT EXISTS jobs_by_table ON jobs(table_handle, state);
@@ -414,6 +415,12 @@ absl::Status SqliteStore::Migrate() {
   if (!columns.count("lease_expires_micros")) {
     RETURN_IF_ERROR(
         Exec("ALTER TABLE jobs ADD COLUMN lease_expires_micros INTEGER NOT NULL DEFAULT 0"));
+  }
+  // Version 5: a job's second table (the managed selection's validation rows; issue 22), kept
+  // from the purge like its first.
+  if (!columns.count("validation_table_handle")) {
+    RETURN_IF_ERROR(
+        Exec("ALTER TABLE jobs ADD COLUMN validation_table_handle TEXT NOT NULL DEFAULT ''"));
   }
   return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
 }

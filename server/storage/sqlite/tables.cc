@@ -57,7 +57,8 @@ absl::StatusOr<int64_t> SqliteStore::PurgeExpiredTables(int64_t now_micros) {
   // until the job finishes, however old the handle.
   Stmt s(db_,
          "DELETE FROM company_tables WHERE expires_micros < ? AND handle NOT IN "
-         "(SELECT table_handle FROM jobs WHERE state IN (1, 2))");
+         "(SELECT table_handle FROM jobs WHERE state IN (1, 2)) AND handle NOT IN "
+         "(SELECT validation_table_handle FROM jobs WHERE state IN (1, 2))");
   s.Bind(1, now_micros);
   RETURN_IF_ERROR(s.Run());
   return static_cast<int64_t>(sqlite3_changes(db_));
