@@ -177,10 +177,21 @@ absl::StatusOr<SelectionResult> RunSelection(const GameData& data, const Release
   result.scales = SelectionScales(options.candidates);
   std::vector<std::vector<uint8_t>> decisions;
   std::vector<double> lambda(lambda_average.size());
+  const bool with_constant =
+      options.intercept_column >= 0 && options.intercept_column < validation.x.cols();
+  if (with_constant) result.scales.push_back(-1);  // the constant classifier, last
   for (double scale : result.scales) {
-    for (size_t c = 0; c < lambda.size(); ++c) lambda[c] = scale * lambda_average[c];
-    ASSIGN_OR_RETURN(Eigen::VectorXd w,
-                     ReductionBestResponse(data, cells, options.constraint, lambda));
+    Eigen::VectorXd w;
+    if (scale < 0) {
+      // The validation majority's constant classifier (the company's labels: public).
+      int64_t ones = 0;
+      for (int y : validation.y) ones += y;
+      w = Eigen::VectorXd::Zero(validation.x.cols());
+      w(options.intercept_column) = 2 * ones >= n ? 1 : -1;
+    } else {
+      for (size_t c = 0; c < lambda.size(); ++c) lambda[c] = scale * lambda_average[c];
+      ASSIGN_OR_RETURN(w, ReductionBestResponse(data, cells, options.constraint, lambda));
+    }
     std::vector<uint8_t> h = DecideRows(validation, w);
     double errors = 0, positives = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -192,10 +203,24 @@ absl::StatusOr<SelectionResult> RunSelection(const GameData& data, const Release
     result.weights.push_back(std::move(w));
     decisions.push_back(std::move(h));
   }
+  // A public pre-selection: with the constant classifier among the candidates, every candidate
+  // erring at least as much as it on the validation rows is dropped (the errors are the
+  // company's own: public). The mechanism then never returns a model worse than predicting
+  // one class for everyone.
+  const double constant_error = with_constant ? result.errors.back() : 2.0;
+  std::vector<std::vector<uint8_t>> eligible_decisions;
+  for (size_t j = 0; j < decisions.size(); ++j) {
+    const bool is_constant = with_constant && j + 1 == decisions.size();
+    if (is_constant || result.errors[j] < constant_error) {
+      result.eligible.push_back(static_cast<int>(j));
+      eligible_decisions.push_back(decisions[j]);
+    }
+  }
   const std::vector<double> utility =
-      SelectionUtilities(validation, decisions, options, result.floor);
-  ASSIGN_OR_RETURN(result.chosen, SampleExponentialMechanism(utility, result.sensitivity,
-                                                             noises.epsilon_select, gen));
+      SelectionUtilities(validation, eligible_decisions, options, result.floor);
+  ASSIGN_OR_RETURN(const int pick, SampleExponentialMechanism(utility, result.sensitivity,
+                                                              noises.epsilon_select, gen));
+  result.chosen = result.eligible[pick];
 
   // 3. The chosen candidate's positives per cell, released; its noisy gap (post-processing).
   std::vector<double> positives, rows;

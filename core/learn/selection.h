@@ -32,6 +32,10 @@ struct SelectionOptions {
   double target = 0.05;  // τ, the target gap
   double penalty = 2;    // per unit of gap above τ
   int candidates = 20;   // J, including λ = 0
+  // The column of the constant-1 feature (the intercept), or -1: with it the validation
+  // majority's constant classifier is one more candidate (scale −1, last), and candidates
+  // erring at least as much as it on the validation rows are not offered to the mechanism.
+  int intercept_column = -1;
   absl::Status Validate() const;
 };
 
@@ -55,7 +59,8 @@ struct SelectionNoises {
 
 struct SelectionResult {
   int chosen = -1;
-  std::vector<double> scales;           // of λ̄, per candidate
+  std::vector<double> scales;           // of λ̄, per candidate; −1: the constant classifier
+  std::vector<int> eligible;            // the candidates offered to the mechanism (public)
   std::vector<Eigen::VectorXd> weights;  // per candidate (post-processing of the cells)
   std::vector<double> errors;            // validation error per candidate (public)
   std::vector<double> positive_rates;    // validation positive rate per candidate (public)

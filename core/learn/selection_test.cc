@@ -159,6 +159,19 @@ TEST(RunSelectionTest, ChoosesWhatTheStatedUtilityPrefers) {
   // Zero noise: the floor is the smallest cell less nothing, and the noisy gap is the true one.
   EXPECT_GE(b.floor, 1);
   EXPECT_NEAR(b.noisy_gap, gaps[b.chosen] - b.errors[b.chosen], 1e-12);
+  // With the intercept column: the constant classifier is offered, last, and every other
+  // candidate offered errs less than it on the validation rows.
+  SelectionOptions with_constant = loose;
+  with_constant.intercept_column = 2;
+  ASSERT_OK_AND_ASSIGN(const SelectionResult c, RunSelection(data, trained.cells,
+                                                             trained.lambda_average, v,
+                                                             with_constant, noises, gen));
+  ASSERT_EQ(c.scales.size(), 21u);
+  EXPECT_EQ(c.scales.back(), -1);
+  EXPECT_EQ(c.eligible.back(), 20);
+  for (int j : c.eligible) EXPECT_TRUE(j == 20 || c.errors[j] < c.errors[20]);
+  EXPECT_LT(c.eligible.size(), 21u);  // λ̄ x 8 errs more than predicting the majority here
+  EXPECT_EQ(c.errors[c.chosen], *std::min_element(c.errors.begin(), c.errors.end()));
 }
 
 // 2 x 3000 selections on neighbouring validation rows (row 0's group differs), the counts

@@ -495,10 +495,10 @@ def _fair_model(ctx: VaultContext, algorithm: str, epsilon: float, **learner_par
     """Fits a FairModel (uploads the train table's key, features and label, then one
     FitFairModel job, charged at submission) and returns its predictor on the test rows."""
     fv = sys.modules["fairvault"]
+    gamma = learner_params.pop("gamma", ctx.args.vault_gamma)  # 0: not sent (PF-LD has none)
     model = fv.FairModel(ctx.vault, ctx.dataset, algorithm=algorithm, epsilon=epsilon,
                          label="label", features=ctx.features, attributes=[ctx.attribute],
-                         gamma=ctx.args.vault_gamma, key_column="key", progress=False,
-                         **learner_params)
+                         gamma=gamma, key_column="key", progress=False, **learner_params)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", fv.TrivialModelWarning)
         model.fit(ctx.train)
@@ -593,6 +593,12 @@ def fit_eg_select(ctx: VaultContext, epsilon: float, target: float,
                   release.charge.cost, False, notes)
 
 
+def fit_pfld(ctx: VaultContext, epsilon: float, fairness: str) -> Fitted:
+    """PF-LD (logistic regression) at the server's defaults (issue 22 §4: full batch, 300
+    epochs, η_θ 1, C_p 5, the averaged second-half iterate)."""
+    return _fair_model(ctx, "pf_ld", epsilon, fairness=fairness, clip_l1=ctx.clip_l1, gamma=0.0)
+
+
 def _select_learners() -> List["VaultLearner"]:
     out = []
     for target in (0.02, 0.05):
@@ -601,6 +607,11 @@ def _select_learners() -> List["VaultLearner"]:
             lambda ctx, eps, target=target: fit_eg_select(ctx, eps, target),
             f"FairModel exponentiated_gradient EO + the managed selection, target {target:g}",
             available=lambda: algorithm_available(EXPONENTIATED_GRADIENT)))
+    for fairness in ("equalized_odds", "demographic_parity"):
+        out.append(VaultLearner(
+            f"vault_pfld_{'eo' if fairness == 'equalized_odds' else 'dp'}",
+            lambda ctx, eps, fairness=fairness: fit_pfld(ctx, eps, fairness),
+            f"FairModel pf_ld, {fairness}, server defaults"))
     out.append(VaultLearner(
         "vault_eg_select_in_sample_0.05",
         lambda ctx, eps: fit_eg_select(ctx, eps, 0.05, in_sample=True),
@@ -652,6 +663,8 @@ VAULT_LEARNERS.extend(_select_learners())
 
 def vault_params(learner: VaultLearner, ctx: VaultContext) -> str:
     a = ctx.args
+    if learner.name.startswith("vault_pfld_"):
+        return f"clip_l1={ctx.clip_l1:g},server defaults"
     if learner.name.startswith("vault_eg_select_"):
         split = "in-sample" if "in_sample" in learner.name else "70/30 validation"
         return (f"bound={a.vault_gamma:g},clip_l1={ctx.clip_l1:g},penalty={a.select_penalty:g},"

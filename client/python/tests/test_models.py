@@ -443,8 +443,11 @@ def test_managed_selection_returns_one_model_chosen_on_validation_rows(vault_ser
     model = company.get_artifact(done.artifact_id).fair_model
     assert len(model.components) == 1
     selection = model.selection
-    assert len(selection.scales) == 10 and selection.scales[0] == 0
-    assert 0 <= selection.chosen < 10
+    assert len(selection.scales) == 11 and selection.scales[0] == 0 and selection.scales[-1] == -1
+    assert selection.chosen in selection.eligible
+    constant_error = selection.validation_errors[-1]
+    assert all(j == 10 or selection.validation_errors[j] < constant_error
+               for j in selection.eligible)
     assert selection.validation_rows == 1500
     # The validation errors are the company's own computation: check one against ours.
     applier = models.applier_for(company.get_artifact(done.artifact_id))

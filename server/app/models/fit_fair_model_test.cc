@@ -544,11 +544,18 @@ TEST_F(VaultModelsTest, ExponentiatedGradientSelectsOneCandidateOnValidationRows
   ASSERT_EQ(model.components_size(), 1);
   EXPECT_EQ(model.component_weights(0), 1);
   const v1::ModelSelection& selection = model.selection();
-  ASSERT_EQ(selection.scales_size(), 12);
+  ASSERT_EQ(selection.scales_size(), 13);  // 12 along λ̄ and the constant classifier
   EXPECT_EQ(selection.scales(0), 0);
-  EXPECT_EQ(selection.validation_errors_size(), 12);
-  EXPECT_GE(selection.chosen(), 0);
-  EXPECT_LT(selection.chosen(), 12);
+  EXPECT_EQ(selection.scales(12), -1);
+  EXPECT_EQ(selection.validation_errors_size(), 13);
+  ASSERT_GT(selection.eligible_size(), 0);
+  EXPECT_EQ(selection.eligible(selection.eligible_size() - 1), 12);
+  for (int j : selection.eligible()) {
+    EXPECT_TRUE(j == 12 || selection.validation_errors(j) < selection.validation_errors(12));
+  }
+  EXPECT_NE(std::find(selection.eligible().begin(), selection.eligible().end(),
+                      selection.chosen()),
+            selection.eligible().end());
   EXPECT_EQ(selection.validation_rows(), 30);
   EXPECT_GE(selection.floor(), 1);
   EXPECT_NEAR(selection.utility_sensitivity(), 2 * 2 / selection.floor(), 1e-12);

@@ -367,7 +367,8 @@ absl::Status RunReductionsJob(const learn::GameData& data, const v1::FitFairMode
     ASSIGN_OR_RETURN(auto validation_counts, core::dp::MakeDiscreteLaplaceNoise(
                                                  l1 / plan.epsilon_min()));
     ASSIGN_OR_RETURN(auto score, core::dp::MakeDiscreteLaplaceNoise(l1 / plan.epsilon_score()));
-    const learn::SelectionOptions selection = SelectionOptionsOf(req);
+    learn::SelectionOptions selection = SelectionOptionsOf(req);
+    selection.intercept_column = req.no_intercept() ? -1 : data.d - 1;
     ASSIGN_OR_RETURN(
         const learn::SelectionResult chosen,
         learn::RunSelection(data, result.cells, result.lambda_average, *validation, selection,
@@ -381,6 +382,7 @@ absl::Status RunReductionsJob(const learn::GameData& data, const v1::FitFairMode
     *out->mutable_validation_positive_rates() = {chosen.positive_rates.begin(),
                                                  chosen.positive_rates.end()};
     out->set_chosen(chosen.chosen);
+    *out->mutable_eligible() = {chosen.eligible.begin(), chosen.eligible.end()};
     out->set_target(selection.target);
     out->set_penalty(selection.penalty);
     out->set_floor(chosen.floor);
