@@ -156,27 +156,8 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponseFromSums(
         "row); use BEST_RESPONSE_ORACLE_LEAST_SQUARES (1)");
   }
   RETURN_IF_ERROR(internal::ValidateToken(req.sums_key(), "sums_key"));
-  RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
-  if (req.label_column().empty()) return absl::InvalidArgumentError("label_column must be set");
-  RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.lambda_bound(), "lambda_bound"));
+  ASSIGN_OR_RETURN(const double mass_floor, models_internal::ValidateGameRequest(req));
   RETURN_IF_ERROR(learn::ValidateLambdaBound(req.lambda_bound()));
-  RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.gamma(), "gamma"));
-  RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.clip_l1(), "clip_l1"));
-  const double mass_floor = req.mass_floor() == 0 ? 1 : req.mass_floor();
-  if (!(mass_floor >= 1) || !std::isfinite(mass_floor)) {
-    return absl::InvalidArgumentError("mass_floor must be finite and >= 1 (0 means 1)");
-  }
-  double lambda_l1 = 0;
-  for (double l : req.lambda()) {
-    if (!std::isfinite(l) || l < 0) {
-      return absl::InvalidArgumentError("lambda: every entry must be finite and >= 0");
-    }
-    lambda_l1 += l;
-  }
-  if (lambda_l1 > req.lambda_bound() * (1 + 1e-12)) {
-    return absl::InvalidArgumentError(absl::StrCat("lambda: its L1 norm ", lambda_l1,
-                                                   " exceeds lambda_bound ", req.lambda_bound()));
-  }
 
   // 2. The release the response post-processes: the caller's own, on the same game.
   auto stored = store_->GetStoredResponse(caller.account_id, req.sums_key());

@@ -1,12 +1,14 @@
 #include "server/app/models/models_internal.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
+#include "core/util/validate.h"
 #include "server/app/vault_internal.h"
 
 namespace fairvault::server::models_internal {
@@ -27,6 +29,30 @@ absl::Status ValidateColumns(const google::protobuf::RepeatedPtrField<std::strin
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<double> ValidateGameRequest(const v1::BestResponseRequest& req) {
+  RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
+  if (req.label_column().empty()) return absl::InvalidArgumentError("label_column must be set");
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.lambda_bound(), "lambda_bound"));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.gamma(), "gamma"));
+  RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.clip_l1(), "clip_l1"));
+  const double mass_floor = req.mass_floor() == 0 ? 1 : req.mass_floor();
+  if (!(mass_floor >= 1) || !std::isfinite(mass_floor)) {
+    return absl::InvalidArgumentError("mass_floor must be finite and >= 1 (0 means 1)");
+  }
+  double lambda_l1 = 0;
+  for (double l : req.lambda()) {
+    if (!std::isfinite(l) || l < 0) {
+      return absl::InvalidArgumentError("lambda: every entry must be finite and >= 0");
+    }
+    lambda_l1 += l;
+  }
+  if (lambda_l1 > req.lambda_bound() * (1 + 1e-12)) {
+    return absl::InvalidArgumentError(absl::StrCat("lambda: its L1 norm ", lambda_l1,
+                                                   " exceeds lambda_bound ", req.lambda_bound()));
+  }
+  return mass_floor;
 }
 
 learn::NoiseFactory Borrow(const core::dp::IntegerNoise& noise, double planned_scale) {

@@ -30,6 +30,11 @@ absl::Status ValidateColumns(const google::protobuf::RepeatedPtrField<std::strin
 
 // Borrows a noise the charge path made (its scale fixed before the charge) as the factory the
 // core expects, checking that the core asks for that very scale.
+// A best response's game parameters, from the request alone (BestResponse, with or without a
+// sums_key): feature and label columns, lambda_bound, gamma, clip_l1, mass_floor (0 means 1),
+// λ's entries and its L1 norm against lambda_bound. Returns the mass floor.
+absl::StatusOr<double> ValidateGameRequest(const v1::BestResponseRequest& req);
+
 core::learn::NoiseFactory Borrow(const core::dp::IntegerNoise& noise, double planned_scale);
 // Discrete Laplace noise of any scale, on the generator passed to it.
 core::learn::NoiseFactory SecureLaplace();
