@@ -144,6 +144,12 @@ absl::Status PfldOptions::Validate() const {
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lr_theta, "lr_theta"));
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(clip, "clip_theta"));
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(dual_lr, "dual_lr"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndNonNegative(target, "gamma"));
+  if (target > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gamma: PF-LD's target violation is a gap between rates, at most 1 (got ",
+                     target, ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -425,7 +431,7 @@ absl::Status TrainPfld(const StochasticData& data, absl::Span<const double> grou
                          group_sums(static_cast<Eigen::Index>(gc)) / group_rows(g, comps[c]);
         violation[gc] = v;
         sign[gc] = static_cast<double>((v > 0) - (v < 0));
-        lambda[gc] += options.dual_lr * std::abs(v);
+        lambda[gc] = std::max(0.0, lambda[gc] + options.dual_lr * (std::abs(v) - options.target));
         population_weight[c] +=
             lambda[gc] * sign[gc] * static_cast<double>(n) / filter_rows(comps[c]);
       }

@@ -104,6 +104,10 @@ struct PfldOptions {
   double lr_theta = 0.005;
   double clip = 10;  // C_p
   double dual_lr = 0.1;
+  // The target violation τ in [0, 1] (issue 22 §4): the dual step is λ ← max(0, λ + s·(|v̂| − τ)),
+  // so a multiplier grows only while its released violation exceeds τ and shrinks below it. 0:
+  // the paper's λ ← λ + s·|v̂| (equality constraints).
+  double target = 0;
   Fairness fairness = Fairness::kDemographicParity;
   absl::Status Validate() const;
 };

@@ -457,6 +457,47 @@ TEST(StochasticFairTest, PfldDualShrinksTheParityGapAndReportsItsMultipliers) {
   ASSERT_EQ(trace.violations.size(), 2u);
 }
 
+// Issue 22 §4: PF-LD's target-violation form. With a target above every violation (1) the
+// multipliers never leave 0 and the model is the unconstrained one; with a target between the
+// unconstrained gap and 0 the gap ends between the two (the multipliers shrink once it is
+// met), and the averaged final model is the same on a re-run.
+TEST(StochasticFairTest, PfldTargetStopsTheDualOnceTheViolationIsBelowIt) {
+  const StochasticData d = Synthetic(2000, 13);
+  const NetworkShape shape{3, {}, 1};
+  const auto run = [&](double target, StochasticTrace* trace) {
+    PfldOptions options;
+    options.epochs = 60;
+    options.batch_size = 128;
+    options.lr_theta = 0.2;
+    options.dual_lr = 0.2;
+    options.clip = 100;
+    options.target = target;
+    auto plan = PlanPfld(shape, 2, d.n(), options, 1.0);
+    EXPECT_OK(plan);
+    Network net(shape);
+    std::mt19937_64 gen(6);
+    EXPECT_OK(TrainPfld(d, Marginals(d, options.fairness, true), options, *plan, ZeroNoise(), gen,
+                        nullptr, &net, trace));
+    return std::make_pair(SoftGap(d, net), net.params());
+  };
+  StochasticTrace loose, strict, mid;
+  const auto [gap_loose, params_loose] = run(1, &loose);
+  const auto [gap_strict, params_strict] = run(0, &strict);
+  EXPECT_EQ(loose.lambda, std::vector<double>(2, 0.0));
+  EXPECT_GT(strict.lambda[0] + strict.lambda[1], 0);
+  EXPECT_LT(gap_strict, 0.6 * gap_loose);
+  // v̂ is a group against the population: about half the gap between two balanced groups.
+  const double target = (gap_loose + gap_strict) / 4;
+  const auto [gap_mid, params_mid] = run(target, &mid);
+  EXPECT_LT(gap_mid, gap_loose);
+  EXPECT_GT(gap_mid, gap_strict) << gap_loose << " " << gap_mid << " " << gap_strict;
+  const auto [gap_again, params_again] = run(target, &mid);
+  EXPECT_EQ(params_again, params_mid);
+  PfldOptions bad;
+  bad.target = 1.5;
+  EXPECT_THAT(bad.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "gamma"));
+}
+
 // Three classes from two features: softmax beats the majority class by far.
 TEST(StochasticFairTest, SoftmaxLearnsThreeClasses) {
   std::mt19937_64 gen(21);

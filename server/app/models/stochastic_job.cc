@@ -59,6 +59,7 @@ learn::PfldOptions PfldOptionsOf(const v1::FitFairModelRequest& req) {
   options.lr_theta = req.lr_theta();
   options.clip = req.clip_theta();
   options.dual_lr = req.dual_lr();
+  options.target = req.gamma();
   options.fairness = FairnessOf(req);
   return options;
 }
