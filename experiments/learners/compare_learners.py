@@ -593,10 +593,12 @@ def fit_eg_select(ctx: VaultContext, epsilon: float, target: float,
                   release.charge.cost, False, notes)
 
 
-def fit_pfld(ctx: VaultContext, epsilon: float, fairness: str) -> Fitted:
+def fit_pfld(ctx: VaultContext, epsilon: float, fairness: str, target: float = 0.0) -> Fitted:
     """PF-LD (logistic regression) at the server's defaults (issue 22 §4: full batch, 300
-    epochs, η_θ 1, C_p 5, the averaged second-half iterate)."""
-    return _fair_model(ctx, "pf_ld", epsilon, fairness=fairness, clip_l1=ctx.clip_l1, gamma=0.0)
+    epochs, η_θ 1, C_p 5, the averaged second-half iterate); `target`: its target violation
+    (gamma; 0 is the paper's equality form)."""
+    return _fair_model(ctx, "pf_ld", epsilon, fairness=fairness, clip_l1=ctx.clip_l1,
+                       gamma=target)
 
 
 def _select_learners() -> List["VaultLearner"]:
@@ -612,6 +614,11 @@ def _select_learners() -> List["VaultLearner"]:
             f"vault_pfld_{'eo' if fairness == 'equalized_odds' else 'dp'}",
             lambda ctx, eps, fairness=fairness: fit_pfld(ctx, eps, fairness),
             f"FairModel pf_ld, {fairness}, server defaults"))
+    for target in (0.01, 0.03):
+        out.append(VaultLearner(
+            f"vault_pfld_eo_target_{target:g}",
+            lambda ctx, eps, target=target: fit_pfld(ctx, eps, "equalized_odds", target),
+            f"FairModel pf_ld, equalized odds, target violation {target:g}"))
     out.append(VaultLearner(
         "vault_eg_select_in_sample_0.05",
         lambda ctx, eps: fit_eg_select(ctx, eps, 0.05, in_sample=True),
@@ -664,7 +671,8 @@ VAULT_LEARNERS.extend(_select_learners())
 def vault_params(learner: VaultLearner, ctx: VaultContext) -> str:
     a = ctx.args
     if learner.name.startswith("vault_pfld_"):
-        return f"clip_l1={ctx.clip_l1:g},server defaults"
+        target = learner.name.rsplit("_", 1)[1] if "target" in learner.name else "0"
+        return f"clip_l1={ctx.clip_l1:g},target={target},server defaults"
     if learner.name.startswith("vault_eg_select_"):
         split = "in-sample" if "in_sample" in learner.name else "70/30 validation"
         return (f"bound={a.vault_gamma:g},clip_l1={ctx.clip_l1:g},penalty={a.select_penalty:g},"
