@@ -427,6 +427,23 @@ def test_best_responses_from_cell_sums_are_free_and_apply_locally(vault_server, 
     assert "charged nothing" in printed.stdout
     assert company.get_budget(DATASET)[0].epsilon_spent == spent
     assert out.exists()
+    # `cell-sums` itself through the CLI: one charge, the cells printed, replayed by its key.
+    released = vault_server.cli("cell-sums", "--table", table, "--features", "x1,x2", "--label",
+                                "label", "--attributes", "sex", "--epsilon", "0.5",
+                                "--clip-l1", "4", "--idempotency-key", "cli-sums", key=key)
+    assert "released 4 cells x 3 feature sums" in released.stdout
+    assert "best-response --sums-key cli-sums" in released.stdout
+    after = company.get_budget(DATASET)[0].epsilon_spent
+    assert abs(after - spent - 0.5) < 1e-9
+    vault_server.cli("cell-sums", "--table", table, "--features", "x1,x2", "--label", "label",
+                     "--attributes", "sex", "--epsilon", "0.5", "--clip-l1", "4",
+                     "--idempotency-key", "cli-sums", key=key)
+    assert company.get_budget(DATASET)[0].epsilon_spent == after
+    refused = vault_server.cli("best-response", "--table", table, "--features", "x1,x2",
+                               "--label", "label", "--sums-key", "cli-sums", "--epsilon", "1",
+                               "--lambda", "0,0,0,0", "--lambda-bound", "1", "--gamma", "0",
+                               "--oracle", "least_squares", key=key, check=False)
+    assert refused.returncode != 0 and "--sums-key" in refused.stderr
 
 
 # ---- the managed selection (issue 22 §3) ---------------------------------------------------
