@@ -2,6 +2,7 @@
 spending calls are made, and small argument helpers shared by its methods."""
 from __future__ import annotations
 
+import copy
 import os
 import secrets
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -96,6 +97,16 @@ class VaultBase:
     @property
     def server(self) -> str:
         return self._conn.server
+
+    def __deepcopy__(self, memo: Any) -> "VaultBase":
+        """A vault client on a new connection (same server, key and settings), as sklearn's
+        ``clone`` makes of an estimator's ``vault`` parameter: the copy and the original can be
+        used, and closed, independently. What it learned of the tables' datasets is copied."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._conn = copy.deepcopy(self._conn, memo)
+        new._table_datasets = dict(self._table_datasets)
+        return new
 
     def close(self) -> None:
         """Closes the channel."""

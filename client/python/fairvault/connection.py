@@ -64,6 +64,11 @@ class Connection:
         if retries < 0:
             raise ValueError(f"retries must be >= 0 (got {retries})")
         self._key: Optional[Secret] = key
+        # What a copy needs to open its own channel (``copy.deepcopy``, hence sklearn's clone).
+        self._settings = dict(tls_ca=tls_ca, tls_server_name=tls_server_name,
+                              deadline=deadline, retries=retries, backoff=backoff,
+                              interceptors=tuple(interceptors),
+                              max_message_bytes=max_message_bytes)
         self.deadline = float(deadline)
         self.retries = int(retries)
         self.backoff = float(backoff)
@@ -94,6 +99,14 @@ class Connection:
 
     def close(self) -> None:
         self._raw_channel.close()
+
+    def __deepcopy__(self, memo: Any) -> "Connection":
+        """A new connection to the same server with the same key and settings: its own gRPC
+        channel (a channel cannot be copied), so a copy can be used and closed on its own."""
+        return Connection(self.server, key=self._key, **self._settings)
+
+    def __copy__(self) -> "Connection":
+        return self.__deepcopy__({})
 
     def _sleep(self, attempt: int) -> None:
         delay = self.backoff * (2 ** attempt)

@@ -208,3 +208,32 @@ def test_keys_from_the_index_or_row_numbers(vault_server, company) -> None:
     with pytest.raises(ValueError, match="floats"):
         company.upload_table(df.assign(key=1.0 * np.arange(len(df))), "pop", "key",
                              numeric=["label"])
+
+
+def test_a_copied_vault_has_its_own_connection(vault_server, company, table) -> None:
+    """Issue 23: sklearn's clone deep-copies an estimator's parameters, the vault among them.
+    The copy opens its own channel to the same server with the same key: closing the original
+    leaves the copy working, and an estimator rebuilt from copied parameters (what clone does)
+    fits through it."""
+    import copy
+    twin = copy.deepcopy(company)
+    assert twin is not company and twin._conn is not company._conn
+    assert twin._conn.channel is not company._conn.channel
+    assert twin.server == company.server and twin._conn.has_key
+    assert "sk_" not in repr(twin.__dict__)  # the key stays a Secret
+    budgets = twin.get_budget("pop")
+    assert len(budgets) == 1
+    # An estimator rebuilt from deep-copied parameters, as sklearn.base.clone does.
+    model = fairvault.FairModel(company, "pop", algorithm="dp_oracle_learner", epsilon=5.0,
+                                label="label", features=["score", "prediction"],
+                                attributes=["sex"], gamma=0.05, rounds=5, key_column="key",
+                                progress=False)
+    params = {k: copy.deepcopy(v) for k, v in model.get_params().items()}
+    cloned = type(model)(**params)
+    assert cloned.get_params()["vault"] is not company
+    cloned.fit(vault_server.population)
+    assert cloned.applier_ is not None
+    separate = copy.deepcopy(company)
+    separate.close()  # closing one copy does not close the others
+    assert len(company.get_budget("pop")) == 1
+    assert len(twin.get_budget("pop")) == 1
