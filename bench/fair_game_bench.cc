@@ -5,6 +5,7 @@
 // Real discrete Laplace noise, drawn from a ChaCha20 stream as a job draws it.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -115,25 +116,30 @@ BENCHMARK(BM_AdultDpOracleRounds)->Unit(benchmark::kMillisecond)->UseRealTime()-
 // pass X·w, the positives per cell with discrete Gaussian noise, and the final LP over the
 // distinct responses. The game's data is built outside the timed loop (BM_AdultBuildGameData).
 // Floor: 500 passes X·w (BM_AdultFloorMatVec x 500).
+// The noise the exponentiated-gradient job plans at ε = 1, δ = 1e-6 with the default shares
+// (0.05, 0.45): the time does not depend on the scales.
+struct EgNoises {
+  std::unique_ptr<core::dp::IntegerNoise> counts, sums, positives;
+  explicit EgNoises(const learn::GameData& data)
+      : counts(OrDie(core::dp::MakeDiscreteLaplaceNoise(1 / 0.05))),
+        sums(OrDie(core::dp::MakeDiscreteLaplaceNoise(static_cast<double>(data.max_row_steps) /
+                                                      0.45))),
+        positives(OrDie(core::dp::MakeDiscreteGaussianNoise(200))) {}
+  learn::ReductionNoises Get() const { return {counts.get(), sums.get(), positives.get()}; }
+};
+
 void BM_AdultExponentiatedGradient500(benchmark::State& state) {
   constexpr int kEgRounds = 500;
   const AdultGame& adult = SharedAdultGame();
   const learn::GameData data =
       OrDie(learn::BuildGameData(adult.features, adult.labels, adult.groups, 2, 0, true));
-  // The noise the job plans at ε = 1, δ = 1e-6 with the default shares (0.05, 0.45): the time
-  // does not depend on the scales.
-  const auto counts = OrDie(core::dp::MakeDiscreteLaplaceNoise(1 / 0.05));
-  const auto sums =
-      OrDie(core::dp::MakeDiscreteLaplaceNoise(static_cast<double>(data.max_row_steps) / 0.45));
-  const auto positives = OrDie(core::dp::MakeDiscreteGaussianNoise(200));
+  const EgNoises noises(data);
   learn::ReductionOptions options;
   options.rounds = kEgRounds;
   core::ChaCha20Stream stream(core::ChaCha20Stream::Key{4, 2});
   size_t components = 0;
   for (auto _ : state) {
-    auto result = learn::RunReductionsLearner(data, options,
-                                              {counts.get(), sums.get(), positives.get()}, stream,
-                                              {});
+    auto result = learn::RunReductionsLearner(data, options, noises.Get(), stream, {});
     if (!result.ok()) {
       state.SkipWithError(result.status().ToString().c_str());
       return;
@@ -156,16 +162,13 @@ void BM_AdultSelection20(benchmark::State& state) {
   const AdultGame& adult = SharedAdultGame();
   const learn::GameData data =
       OrDie(learn::BuildGameData(adult.features, adult.labels, adult.groups, 2, 0, true));
-  const auto counts = OrDie(core::dp::MakeDiscreteLaplaceNoise(1 / 0.05));
-  const auto sums =
-      OrDie(core::dp::MakeDiscreteLaplaceNoise(static_cast<double>(data.max_row_steps) / 0.45));
-  const auto positives = OrDie(core::dp::MakeDiscreteGaussianNoise(200));
+  const EgNoises noises(data);
   learn::ReductionOptions options;
   options.rounds = 20;
   options.mixture = learn::FinalMixture::kAverage;
   core::ChaCha20Stream stream(core::ChaCha20Stream::Key{4, 3});
-  const learn::ReductionResult trained = OrDie(learn::RunReductionsLearner(
-      data, options, {counts.get(), sums.get(), positives.get()}, stream, {}));
+  const learn::ReductionResult trained =
+      OrDie(learn::RunReductionsLearner(data, options, noises.Get(), stream, {}));
   learn::ValidationRows validation;
   validation.x = *data.x;
   validation.y = data.y;

@@ -26,11 +26,11 @@ absl::StatusOr<double> OptionalNonNegative(const ParsedFlags& flags, absl::strin
   return value;
 }
 
-// The learner's shared flags onto a request: features, label, attributes, epsilon, gamma,
-// clip, intercept, mass floor, unmatched keys, idempotency key.
+// The flags every least-squares game request shares onto it: features, label, attributes,
+// epsilon, clip, intercept, unmatched keys, idempotency key (`cell-sums` reads only these).
 // Without `with_epsilon` the caller sets the epsilon (`sweep model`, one per point).
 template <typename Request>
-absl::Status ReadLearnerFlags(const ParsedFlags& flags, Request* req, bool with_epsilon = true) {
+absl::Status ReadGameFlags(const ParsedFlags& flags, Request* req, bool with_epsilon = true) {
   req->set_idempotency_key(IdempotencyKey(flags));
   req->set_table_handle(flags.Get("table"));
   for (const std::string& f : flags.GetList("features")) req->add_feature_columns(f);
@@ -40,14 +40,21 @@ absl::Status ReadLearnerFlags(const ParsedFlags& flags, Request* req, bool with_
     ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
     req->set_epsilon(epsilon);
   }
-  ASSIGN_OR_RETURN(const double gamma, OptionalNonNegative(flags, "gamma"));
-  req->set_gamma(gamma);
   ASSIGN_OR_RETURN(const double clip, OptionalNonNegative(flags, "clip-l1"));
   req->set_clip_l1(clip);
   req->set_no_intercept(flags.GetBool("no-intercept"));
+  req->set_unmatched(Unmatched(flags));
+  return absl::OkStatus();
+}
+
+// The learner's shared flags: the game's, then gamma and the mass floor.
+template <typename Request>
+absl::Status ReadLearnerFlags(const ParsedFlags& flags, Request* req, bool with_epsilon = true) {
+  RETURN_IF_ERROR(ReadGameFlags(flags, req, with_epsilon));
+  ASSIGN_OR_RETURN(const double gamma, OptionalNonNegative(flags, "gamma"));
+  req->set_gamma(gamma);
   ASSIGN_OR_RETURN(const double mass_floor, OptionalNonNegative(flags, "mass-floor"));
   req->set_mass_floor(mass_floor);
-  req->set_unmatched(Unmatched(flags));
   return absl::OkStatus();
 }
 
@@ -134,18 +141,8 @@ absl::Status BestResponse(Context& ctx) {
 absl::Status CellSums(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   v1::CellSumsRequest req;
-  req.set_idempotency_key(IdempotencyKey(flags));
-  req.set_table_handle(flags.Get("table"));
-  for (const std::string& f : flags.GetList("features")) req.add_feature_columns(f);
+  RETURN_IF_ERROR(ReadGameFlags(flags, &req));
   if (req.feature_columns().empty()) return UsageError("pass --features a,b,...");
-  req.set_label_column(flags.Get("label"));
-  for (const std::string& a : flags.GetList("attributes")) req.add_attributes(a);
-  ASSIGN_OR_RETURN(const double epsilon, RequiredEpsilon(flags));
-  req.set_epsilon(epsilon);
-  ASSIGN_OR_RETURN(const double clip, OptionalNonNegative(flags, "clip-l1"));
-  req.set_clip_l1(clip);
-  req.set_no_intercept(flags.GetBool("no-intercept"));
-  req.set_unmatched(Unmatched(flags));
   ASSIGN_OR_RETURN(const double share, OptionalNonNegative(flags, "counts-share"));
   req.set_counts_share(share);
   if (flags.GetBool("dry-run")) {
