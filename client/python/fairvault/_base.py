@@ -58,13 +58,13 @@ def _secret(hmac_secret: Optional[SecretLike],
     """The HMAC secret's bytes from ``hmac_secret=`` or ``hmac_secret_file=`` (read now), or
     None. The messages name the argument, never the value."""
     if hmac_secret is not None and hmac_secret_file is not None:
-        raise ValueError("give hmac_secret= or hmac_secret_file=, not both")
+        raise errors.InvalidInput("give hmac_secret= or hmac_secret_file=, not both")
     if hmac_secret_file is not None:
         return read_secret_file(hmac_secret_file)
     if hmac_secret is None:
         return None
     if not isinstance(hmac_secret, (Secret, bytes, bytearray, str)):
-        raise TypeError(f"hmac_secret must be bytes, str or a fairvault.Secret (got "
+        raise errors.WrongType(f"hmac_secret must be bytes, str or a fairvault.Secret (got "
                         f"{type(hmac_secret).__name__}); or pass hmac_secret_file=PATH")
     return secret_bytes(hmac_secret)
 

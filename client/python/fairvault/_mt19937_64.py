@@ -5,6 +5,7 @@ mixture to one row"). The company's own randomness, not a privacy mechanism."""
 from __future__ import annotations
 
 import numpy as np
+from fairvault.errors import InvalidInput
 
 _N, _M = 312, 156
 _MATRIX_A = np.uint64(0xB5026F5AA96619E9)
@@ -26,7 +27,7 @@ class MT19937_64:
 
     def __init__(self, seed: int):
         if not 0 <= int(seed) <= _MASK64:
-            raise ValueError(f"seed must be an integer in 0..2^64-1 (got {seed})")
+            raise InvalidInput(f"seed must be an integer in 0..2^64-1 (got {seed})")
         mt = [int(seed)]
         for i in range(1, _N):
             prev = mt[-1]
@@ -75,7 +76,7 @@ class MT19937_64:
         """``n`` indices uniform in [0, m), as model_apply.cc's DrawComponent draws them: one
         output r, redrawn while r >= 2^64 - (2^64 mod m), then r mod m."""
         if m < 1:
-            raise ValueError(f"m must be >= 1 (got {m})")
+            raise InvalidInput(f"m must be >= 1 (got {m})")
         limit = _u(_MASK64 - ((1 << 64) % m))  # the largest accepted r
         out = np.empty(n, dtype=np.int64)
         filled = 0

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from fairvault import errors
+from fairvault._arrays import floats
 from fairvault._base import (PathLike, TableHandle, VaultBase, _FAIR_MODEL_ENUMS, _list, _secret,
                              _unmatched)
 from fairvault._proto import enum_value, pb
@@ -251,14 +252,14 @@ class ReleaseMethods(VaultBase):
         secret = _secret(hmac_secret, hmac_secret_file)
         key_frame = pd.DataFrame({"key": list(keys)})
         sent = subject_keys(key_frame, "key", secret, allow_repeats=True)
-        vals = np.asarray(values, dtype=np.float64)
+        vals = floats(values, "values")
         if vals.shape != (len(sent),):
-            raise ValueError(f"send one value per subject key (got {vals.size} values for "
+            raise errors.InvalidInput(f"send one value per subject key (got {vals.size} values for "
                              f"{len(sent)} keys)")
         if not len(sent):
-            raise ValueError("decide needs at least one row")
+            raise errors.InvalidInput("decide needs at least one row")
         if chunk_rows <= 0:
-            raise ValueError("chunk_rows must be > 0")
+            raise errors.InvalidInput("chunk_rows must be > 0")
         requests = [pb.DecideRequest(artifact_id=artifact_id, subject_keys=sent[b:b + chunk_rows],
                                      values=vals[b:b + chunk_rows].tolist())
                     for b in range(0, len(sent), chunk_rows)]
@@ -280,7 +281,7 @@ class ReleaseMethods(VaultBase):
         field = next((f.name for f in pb.PreviewReleaseRequest.DESCRIPTOR.fields
                       if f.message_type is request.DESCRIPTOR), None)
         if field is None:
-            raise TypeError(f"{type(request).__name__} is not a spending request")
+            raise errors.WrongType(f"{type(request).__name__} is not a spending request")
         wrapped = pb.PreviewReleaseRequest(**{field: request})
         return Preview(self._read(self._conn.company, "PreviewRelease", wrapped), request)
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from fairvault._proto import pb
 from fairvault.pseudonymise import pseudonymise, pseudonymise_all
+from fairvault.errors import InvalidInput, MissingColumn
 
 __all__ = ["subject_keys", "table_columns", "table_stream", "import_stream", "default_batch_id",
            "DEFAULT_CHUNK_ROWS", "PROGRESS_MIN_ROWS"]
@@ -34,9 +35,9 @@ def _key_strings(values: Any, source: str) -> List[str]:
     series = pd.Series(values)
     if series.isna().any():
         row = int(np.flatnonzero(series.isna().to_numpy())[0])
-        raise ValueError(f"{source}: row {row} has no subject key")
+        raise InvalidInput(f"{source}: row {row} has no subject key")
     if pd.api.types.is_float_dtype(series.dtype):
-        raise ValueError(f"{source}: subject keys are floats; convert them to the strings both "
+        raise InvalidInput(f"{source}: subject keys are floats; convert them to the strings both "
                          "sides use (e.g. df[col].astype('Int64').astype(str)), since 1.0 and 1 "
                          "would pseudonymise differently")
     return [v if isinstance(v, str) else str(v) for v in series.tolist()]
@@ -58,13 +59,13 @@ def subject_keys(df: pd.DataFrame, key_column: Optional[str], secret: Optional[b
         source = "the index"
     else:
         if key_column not in df.columns:
-            raise ValueError(f"key column '{key_column}' is not a column of the DataFrame "
+            raise MissingColumn(f"key column '{key_column}' is not a column of the DataFrame "
                              f"(columns: {list(df.columns)}); or use key_column='@row'")
         raw = _key_strings(df[key_column], f"key column '{key_column}'")
         source = f"key column '{key_column}'"
     for i, key in enumerate(raw):
         if not key:
-            raise ValueError(f"{source}: row {i} has an empty subject key")
+            raise InvalidInput(f"{source}: row {i} has an empty subject key")
     if secret:
         keys = pseudonymise_all(secret, raw)
     else:
@@ -73,14 +74,14 @@ def subject_keys(df: pd.DataFrame, key_column: Optional[str], secret: Optional[b
         if keys and (_BAD_KEY_CHAR.search(joined) is not None or max(map(len, keys)) > 128
                      or joined.count("\n") != len(keys) - 1):
             i = next(i for i, key in enumerate(keys) if _KEY.fullmatch(key) is None)
-            raise ValueError(
+            raise InvalidInput(
                 f"{source}: row {i}: subject key '{keys[i][:64]}' is not 1..128 printable ASCII "
                 "characters without spaces (pseudonymise with hmac_secret=...)")
     if not allow_repeats and len(set(keys)) != len(keys):
         seen = {}
         for i, key in enumerate(keys):
             if key in seen:
-                raise ValueError(f"{source}: row {i} repeats the subject key of row {seen[key]}")
+                raise InvalidInput(f"{source}: row {i} repeats the subject key of row {seen[key]}")
             seen[key] = i
     return keys
 
@@ -100,17 +101,17 @@ def table_columns(df: pd.DataFrame, key_column: Optional[str], numeric: Optional
     specs, values = [], []
     for name in numeric + categorical:
         if name not in df.columns:
-            raise ValueError(f"column '{name}' is not a column of the DataFrame "
+            raise MissingColumn(f"column '{name}' is not a column of the DataFrame "
                              f"(columns: {list(df.columns)})")
     for name in numeric:
         try:
             column = df[name].to_numpy(dtype=np.float64, na_value=np.nan)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"column '{name}' must be numeric: {error}") from None
+            raise InvalidInput(f"column '{name}' must be numeric: {error}") from None
         bad = ~np.isfinite(column)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"column '{name}' must hold finite numbers (row {row} is "
+            raise InvalidInput(f"column '{name}' must hold finite numbers (row {row} is "
                              f"{df[name].iloc[row]!r})")
         specs.append(pb.ColumnSpec(name=str(name), type=pb.COLUMN_TYPE_NUMERIC))
         values.append(column)
@@ -118,7 +119,7 @@ def table_columns(df: pd.DataFrame, key_column: Optional[str], numeric: Optional
         series = df[name]
         if series.isna().any():
             row = int(np.flatnonzero(series.isna().to_numpy())[0])
-            raise ValueError(f"categorical column '{name}' has a missing value at row {row}; "
+            raise InvalidInput(f"categorical column '{name}' has a missing value at row {row}; "
                              "fill it (e.g. .fillna('')) first")
         specs.append(pb.ColumnSpec(name=str(name), type=pb.COLUMN_TYPE_CATEGORICAL))
         values.append([v if isinstance(v, str) else str(v) for v in series.tolist()])
@@ -139,7 +140,7 @@ def table_stream(header: Any, keys: List[str], specs: List[Any], values: List[An
                  chunk_rows: int, progress: Optional[bool]) -> Iterator[Any]:
     """UploadTableRequests: the header, chunks of at most ``chunk_rows`` rows, StreamEnd."""
     if chunk_rows <= 0:
-        raise ValueError("chunk_rows must be > 0")
+        raise InvalidInput("chunk_rows must be > 0")
     yield pb.UploadTableRequest(header=header)
     bar = _bar(len(keys), progress, "upload")
     chunks = 0
@@ -166,7 +167,7 @@ def import_stream(header: Any, keys: List[str], categories: List[List[str]], chu
                   progress: Optional[bool]) -> Iterator[Any]:
     """ImportAttributesRequests: header, SubjectRows chunks (categories row-major), StreamEnd."""
     if chunk_rows <= 0:
-        raise ValueError("chunk_rows must be > 0")
+        raise InvalidInput("chunk_rows must be > 0")
     yield pb.ImportAttributesRequest(header=header)
     bar = _bar(len(keys), progress, "import")
     chunks = 0
@@ -210,12 +211,12 @@ def check_categories(df: pd.DataFrame, columns: Sequence[str]) -> List[List[str]
     out = []
     for name in columns:
         if name not in df.columns:
-            raise ValueError(f"attribute column '{name}' is not a column of the DataFrame "
+            raise MissingColumn(f"attribute column '{name}' is not a column of the DataFrame "
                              f"(columns: {list(df.columns)})")
         series = df[name]
         if series.isna().any():
             row = int(np.flatnonzero(series.isna().to_numpy())[0])
-            raise ValueError(f"attribute column '{name}' has a missing value at row {row}")
+            raise InvalidInput(f"attribute column '{name}' has a missing value at row {row}")
         out.append([v if isinstance(v, str) else str(v) for v in series.tolist()])
     return out
 

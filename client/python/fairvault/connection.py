@@ -57,12 +57,12 @@ class Connection:
             key = Secret(key)
             if not isinstance(key.reveal(), str) or any(c <= " " or c > "~"
                                                         for c in key.reveal()):
-                raise ValueError("key: the API key must be printable ASCII without spaces "
+                raise errors.InvalidInput("key: the API key must be printable ASCII without spaces "
                                  "(check for a stray newline in the key file)")
         if not deadline > 0:
-            raise ValueError(f"deadline must be > 0 seconds (got {deadline})")
+            raise errors.InvalidInput(f"deadline must be > 0 seconds (got {deadline})")
         if retries < 0:
-            raise ValueError(f"retries must be >= 0 (got {retries})")
+            raise errors.InvalidInput(f"retries must be >= 0 (got {retries})")
         self._key: Optional[Secret] = key
         # What a copy needs to open its own channel (``copy.deepcopy``, hence sklearn's clone).
         self._settings = dict(tls_ca=tls_ca, tls_server_name=tls_server_name,
@@ -126,7 +126,7 @@ class Connection:
                 return method.with_call(request, metadata=self.metadata(),
                                         timeout=timeout or self.deadline)
             except grpc.RpcError as error:
-                failure = errors.from_rpc_error(error, request)
+                failure = errors.from_rpc_error(error, request, self.server)
             if retry and failure.retryable and attempt < self.retries:
                 self._sleep(attempt)
                 attempt += 1
@@ -143,7 +143,7 @@ class Connection:
                 return method.with_call(iter(requests()), metadata=self.metadata(),
                                         timeout=timeout or self.deadline)
             except grpc.RpcError as error:
-                failure = errors.from_rpc_error(error, header)
+                failure = errors.from_rpc_error(error, header, self.server)
             if retry and failure.retryable and attempt < self.retries:
                 self._sleep(attempt)
                 attempt += 1

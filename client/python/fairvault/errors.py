@@ -1,8 +1,20 @@
 """Typed exceptions for the vault's gRPC status codes (docs/api.md, "Status codes").
 
-Every failed call raises a subclass of :class:`FairvaultError` carrying the gRPC status code,
-the server's message and any status details. ``except fairvault.BudgetExhausted`` then reads
-like the situation it handles.
+Everything the client raises is a :class:`FairvaultError`, so one ``except FairvaultError``
+catches a refusal by the vault and a mistake caught locally alike:
+
+- a failed call raises the subclass for its gRPC status code (``BudgetExhausted``,
+  ``InvalidArgument``, ``Unavailable``, ...), carrying the code, the server's message and any
+  status details; ``except fairvault.BudgetExhausted`` then reads like the situation it handles;
+- a mistake the client catches before any call (a wrong column, a bad value, an unknown
+  parameter) raises :class:`InvalidInput` — an ``InvalidArgument`` (``.field`` names the
+  argument) that is also a ``ValueError``; a missing column raises :class:`MissingColumn`
+  (also a ``KeyError``), a wrong type :class:`WrongType` (also a ``TypeError``), predicting
+  before fitting :class:`NotFittedError` (also ``ValueError`` and ``AttributeError``, as
+  scikit-learn's). Code written against the built-in exceptions keeps working.
+
+``hint`` says what to do where the status alone does not (as the CLI prints it): for
+``Unavailable`` whether the vault is running and where the client looked for it.
 """
 from __future__ import annotations
 
@@ -27,6 +39,10 @@ __all__ = [
     "DataLoss",
     "Internal",
     "JobFailed",
+    "InvalidInput",
+    "MissingColumn",
+    "WrongType",
+    "NotFittedError",
     "from_rpc_error",
 ]
 
@@ -41,15 +57,22 @@ class FairvaultError(Exception):
             included: it may carry addresses).
         retryable: whether repeating the same call (with the same idempotency key) may
             succeed. The client retries these itself a few times before raising.
+        hint: what to do, when the status alone does not say (or ""); shown by ``str``.
     """
 
     retryable = False
+    hint = ""
 
     def __init__(self, code: grpc.StatusCode, message: str, details: Any = None) -> None:
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
         self.details = details
+
+    def __str__(self) -> str:
+        # The text, never a repr (KeyError's __str__ would quote it), and the hint after it.
+        text = f"{self.code.name}: {self.message}"
+        return f"{text}\n({self.hint})" if self.hint else text
 
 
 class InvalidArgument(FairvaultError):
@@ -83,6 +106,8 @@ class PermissionDenied(FairvaultError):
 class Unauthenticated(FairvaultError):
     """Missing, malformed or wrong API key (UNAUTHENTICATED)."""
 
+    hint = "check the API key: key=, key_file= or $FAIRVAULT_API_KEY"
+
 
 class BudgetExhausted(FairvaultError):
     """The declared cost does not fit the grant or the dataset cap (RESOURCE_EXHAUSTED).
@@ -98,6 +123,9 @@ class BudgetExhausted(FairvaultError):
             all companies), when known.
         budget: the ``fairvault.v1.Budget`` fetched with GetBudget, when the client fetched it.
     """
+
+    hint = ("refused: nothing was charged; Vault.get_budget() shows what is left, and "
+            "preview=True prices a request before sending it")
 
     def __init__(self, code: grpc.StatusCode, message: str, details: Any = None) -> None:
         super().__init__(code, message, details)
@@ -131,10 +159,10 @@ class BudgetExhausted(FairvaultError):
         self.scope = "grant" if match["scope"].startswith("grant") else "cap"
 
     def __str__(self) -> str:
-        text = super().__str__()
+        text = f"{self.code.name}: {self.message}"
         if self.budget is not None and self.remaining is not None:
             text += f" (epsilon remaining on '{self.dataset}': {self.remaining:g})"
-        return text
+        return f"{text}\n({self.hint})"
 
 
 class FailedPrecondition(FairvaultError):
@@ -148,9 +176,18 @@ class Aborted(FairvaultError):
 
 
 class Unavailable(FairvaultError):
-    """Server unreachable or the connection dropped (UNAVAILABLE); retryable."""
+    """Server unreachable or the connection dropped (UNAVAILABLE); retryable. ``server`` is the
+    address the client called (when known), and ``hint`` says where to look."""
 
     retryable = True
+
+    def __init__(self, code: grpc.StatusCode, message: str, details: Any = None,
+                 server: Optional[str] = None) -> None:
+        super().__init__(code, message, details)
+        self.server = server
+        where = f" at {server}" if server else ""
+        self.hint = (f"is the vault running{where}? pass server= or set $FAIRVAULT_SERVER; "
+                     "a TLS vault needs tls_ca=")
 
 
 class DeadlineExceeded(FairvaultError):
@@ -178,6 +215,29 @@ class JobFailed(FairvaultError):
                          else grpc.StatusCode.UNKNOWN,
                          f"job {job.id} ended {state}: {job.error}")
         self.job = job
+
+
+class InvalidInput(InvalidArgument, ValueError):
+    """A mistake caught by the client before any call (so nothing was sent or charged): a bad
+    value, an argument out of range, arguments that do not fit together. ``field`` names the
+    argument when one is to blame. Also a ``ValueError``."""
+
+    def __init__(self, message: str, field: Optional[str] = None) -> None:
+        super().__init__(grpc.StatusCode.INVALID_ARGUMENT, message, None, field=field)
+
+
+class MissingColumn(InvalidInput, KeyError):
+    """A column (or key) the call needs is not in the input; the message lists what is there.
+    Also a ``KeyError``."""
+
+
+class WrongType(InvalidInput, TypeError):
+    """An argument of a type the client cannot use. Also a ``TypeError``."""
+
+
+class NotFittedError(InvalidInput, AttributeError):
+    """An estimator used before ``fit`` (scikit-learn's name; also ``ValueError`` and
+    ``AttributeError``, as scikit-learn's own)."""
 
 
 _BY_CODE = {
@@ -217,8 +277,10 @@ def field_of(message: str, field_names: Sequence[str] = ()) -> Optional[str]:
     return None
 
 
-def from_rpc_error(error: grpc.RpcError, request: Any = None) -> FairvaultError:
-    """The typed exception for a failed call; ``request`` (a proto message) helps name a field."""
+def from_rpc_error(error: grpc.RpcError, request: Any = None,
+                   server: Optional[str] = None) -> FairvaultError:
+    """The typed exception for a failed call; ``request`` (a proto message) helps name a field,
+    ``server`` (the address called) goes into ``Unavailable``'s hint."""
     code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
     message = error.details() if callable(getattr(error, "details", None)) else str(error)
     message = message or ""
@@ -231,6 +293,8 @@ def from_rpc_error(error: grpc.RpcError, request: Any = None) -> FairvaultError:
         except Exception:  # a fake or half-built error object: no details
             details = None
     cls = _BY_CODE.get(code, FairvaultError)
+    if cls is Unavailable:
+        return Unavailable(code, message, details, server=server)
     if cls is InvalidArgument:
         names: list = []
         if request is not None and hasattr(request, "DESCRIPTOR"):

@@ -31,13 +31,11 @@ from fairvault.models import (TrivialModelWarning, applier_for, describe_decisio
                               trivial_model_warning)
 from fairvault.results import Preview
 from fairvault.secret import as_secret
+from fairvault.errors import InvalidInput, MissingColumn, NotFittedError
+from fairvault._arrays import floats
 
 __all__ = ["PrivateEqualizedOdds", "PrivateEqualizedOddsScores",
            "PrivateStatisticalParityRegressor", "FairModel", "NotFittedError"]
-
-
-class NotFittedError(ValueError, AttributeError):
-    """predict before fit (the sklearn name)."""
 
 
 # Parameters that hold a secret: kept as a fairvault.Secret (wrapped on the way in, by the
@@ -70,7 +68,7 @@ class _Estimator:
             elif hasattr(self, "learner_params"):
                 self.learner_params[name] = value
             else:
-                raise ValueError(f"{type(self).__name__} has no parameter '{name}'")
+                raise InvalidInput(f"{type(self).__name__} has no parameter '{name}'")
         return self
 
     def __repr__(self) -> str:
@@ -100,7 +98,7 @@ def _keys(X_keys: Any, key_column: Optional[str]) -> Tuple[pd.DataFrame, Optiona
             keys = list(X_keys.index)
         else:
             if key_column not in X_keys.columns:
-                raise KeyError(f"key column '{key_column}' is not in the DataFrame (columns: "
+                raise MissingColumn(f"key column '{key_column}' is not in the DataFrame (columns: "
                                f"{list(X_keys.columns)}); set key_column= on the estimator")
             keys = X_keys[key_column].tolist()
     else:
@@ -109,9 +107,9 @@ def _keys(X_keys: Any, key_column: Optional[str]) -> Tuple[pd.DataFrame, Optiona
 
 
 def _column(values: Any, n: int, name: str) -> np.ndarray:
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    v = floats(values, name).reshape(-1)
     if v.shape[0] != n:
-        raise ValueError(f"{name} has {v.shape[0]} values for {n} subject keys")
+        raise InvalidInput(f"{name} has {v.shape[0]} values for {n} subject keys")
     return v
 
 
@@ -146,7 +144,7 @@ class _PostProcessor(_Estimator):
         body = getattr(self.artifact_, self.artifact_.WhichOneof("body"))
         bound = body.decision_log_ratio_bound
         if not self.decision_floor or not math.isfinite(bound):
-            raise ValueError(
+            raise InvalidInput(
                 f"{type(self).__name__}.predict without groups asks the vault to decide, which "
                 "needs an artifact fitted with decision_floor > 0 (it bounds what one decision "
                 f"reveals about a subject's group; this one has decision_floor="

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fairvault.results import Preview
+from fairvault.errors import InvalidInput
 
 __all__ = ["private_metric_frame", "PrivateMetricFrame", "METRICS"]
 
@@ -51,7 +52,7 @@ def private_metric_frame(vault: Any, table_or_df: Any, y_true: Any, y_pred: Any,
     else:
         from fairvault.estimators import _upload
         if dataset is None:
-            raise ValueError("private_metric_frame on a DataFrame needs dataset= (the vault "
+            raise InvalidInput("private_metric_frame on a DataFrame needs dataset= (the vault "
                              "dataset its subjects belong to)")
         df = table_or_df
 
@@ -170,10 +171,10 @@ class PrivateMetricFrame:
         ``equalized_odds`` (the larger of the TPR and FPR differences) with its interval."""
         if method == "to_overall":
             if intervals:
-                raise ValueError("the release has intervals for between-group differences only")
+                raise InvalidInput("the release has intervals for between-group differences only")
             return (self.metrics - self.overall).abs().max().rename("difference")
         if method != "between_groups":
-            raise ValueError(f"method must be 'between_groups' or 'to_overall' (got {method!r})")
+            raise InvalidInput(f"method must be 'between_groups' or 'to_overall' (got {method!r})")
         diff = (self.group_max() - self.group_min()).rename("difference")
         if not intervals:
             return diff
@@ -192,7 +193,7 @@ class PrivateMetricFrame:
             r = np.minimum(m / o.where(o > 0), o / m.where(m > 0))
             return r.min().rename("ratio")
         if method != "between_groups":
-            raise ValueError(f"method must be 'between_groups' or 'to_overall' (got {method!r})")
+            raise InvalidInput(f"method must be 'between_groups' or 'to_overall' (got {method!r})")
         mx = self.group_max()
         return (self.group_min() / mx.where(mx > 0)).rename("ratio")
 

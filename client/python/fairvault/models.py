@@ -22,6 +22,8 @@ import numpy as np
 
 from fairvault._mt19937_64 import MT19937_64
 from fairvault.postprocess import EqualizedOddsApplier, ScoreGrid, StatisticalParityApplier
+from fairvault.errors import InvalidInput, MissingColumn, WrongType
+from fairvault._arrays import floats
 
 __all__ = [
     "load_artifact", "applier_for", "FairModelApplier", "EqualizedOddsApplier",
@@ -59,9 +61,9 @@ def _tally(decisions: Any, labels: Any) -> Dict[str, Any]:
     if labels is not None:
         y = np.asarray(labels).ravel()
         if y.shape[0] != t["n"]:
-            raise ValueError(f"labels has {y.shape[0]} rows but decisions has {t['n']}")
+            raise InvalidInput(f"labels has {y.shape[0]} rows but decisions has {t['n']}")
         if not np.all(np.equal(np.mod(y, 1), 0)):
-            raise ValueError("labels must be integer class labels (0/1 for a binary model)")
+            raise InvalidInput("labels must be integer class labels (0/1 for a binary model)")
         y = y.astype(np.int64)
         constant_class, constant_right = _mode(Counter(y.tolist())) if t["n"] else (0, 0)
         t.update(errors=int(np.sum(d != y)), constant_class=int(constant_class),
@@ -141,7 +143,7 @@ def load_artifact(source: Any):
         source = source.encode()
     if isinstance(source, (bytes, bytearray)):
         return _parse_artifact_bytes(bytes(source), "<bytes>")
-    raise TypeError(f"cannot read an artifact from {type(source).__name__}")
+    raise WrongType(f"cannot read an artifact from {type(source).__name__}")
 
 
 def _parse_artifact_bytes(data: bytes, name: str):
@@ -161,13 +163,13 @@ def _parse_artifact_bytes(data: bytes, name: str):
             artifact = load_artifact(message)
             if artifact.WhichOneof("body") is not None:
                 return artifact
-        raise ValueError(f"{name}: not a fairvault artifact in JSON (expected what "
+        raise InvalidInput(f"{name}: not a fairvault artifact in JSON (expected what "
                          "`fairvault artifact get --out` writes)")
     artifact = pb.Artifact()
     try:
         artifact.ParseFromString(data)
     except Exception as e:  # protobuf's DecodeError
-        raise ValueError(f"{name}: neither JSON nor a binary fairvault.v1.Artifact") from e
+        raise InvalidInput(f"{name}: neither JSON nor a binary fairvault.v1.Artifact") from e
     return artifact
 
 
@@ -182,7 +184,7 @@ def applier_for(source: Any):
         return EqualizedOddsApplier(getattr(artifact, body))
     if body == "statistical_parity":
         return StatisticalParityApplier(artifact.statistical_parity)
-    raise ValueError(f"artifact '{artifact.id}' has no body")
+    raise InvalidInput(f"artifact '{artifact.id}' has no body")
 
 
 # ---- inputs -------------------------------------------------------------------------------
@@ -194,19 +196,19 @@ def _matrix(X: Any, columns: Sequence[str]) -> np.ndarray:
         missing = [c for c in columns if c not in X]
         if missing:
             have = list(X.columns) if hasattr(X, "columns") else list(X)
-            raise KeyError(f"the model needs column(s) {missing}; the input has {have}")
-        values = np.column_stack([np.asarray(X[c], dtype=np.float64) for c in columns])
+            raise MissingColumn(f"the model needs column(s) {missing}; the input has {have}")
+        values = np.column_stack([floats(X[c], f"column '{c}'") for c in columns])
     else:
-        values = np.asarray(X, dtype=np.float64)
+        values = floats(X, "X")
         if values.ndim == 1 and len(columns) == 1:
             values = values[:, None]
         if values.ndim != 2 or values.shape[1] != len(columns):
-            raise ValueError(f"expected an (n, {len(columns)}) array for columns {list(columns)}, "
+            raise InvalidInput(f"expected an (n, {len(columns)}) array for columns {list(columns)}, "
                              f"got shape {values.shape}")
     bad = ~np.isfinite(values)
     if bad.any():
         row, col = np.argwhere(bad)[0]
-        raise ValueError(f"row {row}: column '{columns[col]}' is not a finite number "
+        raise InvalidInput(f"row {row}: column '{columns[col]}' is not a finite number "
                          f"({values[row, col]})")
     return values
 
@@ -236,7 +238,7 @@ class FairModelApplier:
         has_hypothesis = model.hypothesis_column != ""
         has_network = model.HasField("network")
         if has_components + has_hypothesis + has_network != 1:
-            raise ValueError(
+            raise InvalidInput(
                 "a fair model needs exactly one of components (a mixture of linear classifiers), "
                 f"hypothesis_column and network (got {len(model.components)} components, "
                 f"hypothesis_column '{model.hypothesis_column}' and "
@@ -257,67 +259,67 @@ class FairModelApplier:
         self._clip_l1 = float(features.clip_l1)
         what = "linear model" if has_components else "network"
         if not self.input_columns:
-            raise ValueError(f"the model's features.feature_columns is empty: a {what} needs "
+            raise InvalidInput(f"the model's features.feature_columns is empty: a {what} needs "
                              "its feature columns")
         if any(c == "" for c in self.input_columns):
-            raise ValueError("features.feature_columns has an empty column name")
+            raise InvalidInput("features.feature_columns has an empty column name")
         if not (np.isfinite(self._clip_l1) and self._clip_l1 >= 0):
-            raise ValueError(f"features.clip_l1 must be finite and >= 0 (got {self._clip_l1})")
+            raise InvalidInput(f"features.clip_l1 must be finite and >= 0 (got {self._clip_l1})")
         width = len(self.input_columns) + (1 if self._intercept else 0)
         if has_components:
             self.kind = "mixture"
             for c, comp in enumerate(model.components):
                 if len(comp.weights) != width:
-                    raise ValueError(f"components[{c}] has {len(comp.weights)} weights; "
+                    raise InvalidInput(f"components[{c}] has {len(comp.weights)} weights; "
                                      f"expected {width}")
             self._weights = np.array([list(c.weights) for c in model.components], dtype=np.float64)
             if not np.isfinite(self._weights).all():
-                raise ValueError("a component weight is not finite")
+                raise InvalidInput("a component weight is not finite")
             self._mixture = None  # uniform
             if len(model.component_weights):
                 if len(model.component_weights) != len(model.components):
-                    raise ValueError(
+                    raise InvalidInput(
                         f"component_weights has {len(model.component_weights)} entries; expected "
                         f"none (a uniform mixture) or one per component ({len(model.components)})")
                 w = np.array(list(model.component_weights), dtype=np.float64)
                 bad = np.nonzero(~(np.isfinite(w) & (w >= 0)))[0]
                 if bad.size:
-                    raise ValueError(f"component_weights[{bad[0]}] must be finite and >= 0 "
+                    raise InvalidInput(f"component_weights[{bad[0]}] must be finite and >= 0 "
                                      f"(got {w[bad[0]]})")
                 cumulative = np.cumsum(w)  # running sums in index order, as the C++
                 if not abs(cumulative[-1] - 1) <= 1e-9:
-                    raise ValueError(f"component_weights must sum to 1 (got {cumulative[-1]})")
+                    raise InvalidInput(f"component_weights must sum to 1 (got {cumulative[-1]})")
                 self._mixture = (w, cumulative)
             return
         self.kind = "network"
         net = model.network
         if len(net.layers) == 0:
-            raise ValueError("network.layers is empty: a network needs at least one layer")
+            raise InvalidInput("network.layers is empty: a network needs at least one layer")
         inputs = width
         for i, layer in enumerate(net.layers):
             if layer.inputs != inputs or layer.outputs < 1:
-                raise ValueError(f"network.layers[{i}] is {layer.inputs} -> {layer.outputs}; "
+                raise InvalidInput(f"network.layers[{i}] is {layer.inputs} -> {layer.outputs}; "
                                  f"expected {inputs} inputs and >= 1 outputs")
             if len(layer.weights) != layer.inputs * layer.outputs:
-                raise ValueError(f"network.layers[{i}] has {len(layer.weights)} weights; "
+                raise InvalidInput(f"network.layers[{i}] has {len(layer.weights)} weights; "
                                  f"expected {layer.inputs * layer.outputs}")
             if len(layer.bias) not in (0, layer.outputs):
-                raise ValueError(f"network.layers[{i}].bias has {len(layer.bias)} entries; "
+                raise InvalidInput(f"network.layers[{i}].bias has {len(layer.bias)} entries; "
                                  f"expected 0 or {layer.outputs}")
             W = np.array(layer.weights, dtype=np.float64).reshape(layer.outputs, layer.inputs)
             b = np.array(layer.bias, dtype=np.float64) if len(layer.bias) else \
                 np.zeros(layer.outputs)
             if not (np.isfinite(W).all() and np.isfinite(b).all()):
-                raise ValueError(f"network.layers[{i}] has a weight or bias that is not finite")
+                raise InvalidInput(f"network.layers[{i}] has a weight or bias that is not finite")
             self._layers.append((W, b))
             inputs = layer.outputs
         outputs = net.layers[-1].outputs
         classes = list(net.classes)
         if outputs == 1:
             if classes not in ([], [0, 1]):
-                raise ValueError(f"a one-logit network's classes must be [0, 1] (got {classes})")
+                raise InvalidInput(f"a one-logit network's classes must be [0, 1] (got {classes})")
         elif len(classes) != outputs or len(set(classes)) != outputs:
-            raise ValueError(f"a network with {outputs} logits needs {outputs} distinct classes "
+            raise InvalidInput(f"a network with {outputs} logits needs {outputs} distinct classes "
                              f"(got {classes})")
         else:
             self.classes = classes
@@ -335,7 +337,7 @@ class FairModelApplier:
         """The vectors the classifiers or the first layer weigh: features, L1-clipped to
         clip_l1 (if > 0), then the constant 1 appended if the model has an intercept."""
         if self.kind == "hypothesis":
-            raise ValueError("a hypothesis-column model has no features to preprocess")
+            raise InvalidInput("a hypothesis-column model has no features to preprocess")
         x = _matrix(X, self.input_columns)
         l1 = np.zeros(x.shape[0])
         for j in range(x.shape[1]):  # in index order, as the C++ sums
@@ -351,7 +353,7 @@ class FairModelApplier:
     def component_decisions(self, X: Any) -> np.ndarray:
         """A mixture: each component's decision per row, (n, m) of 0/1 (score > 0)."""
         if self.kind != "mixture":
-            raise ValueError("component_decisions is for a mixture of linear classifiers")
+            raise InvalidInput("component_decisions is for a mixture of linear classifiers")
         x = self.preprocess(X)
         score = np.zeros((x.shape[0], self.num_components))
         for j in range(x.shape[1]):  # Σ_j w_cj·x_j in index order
@@ -362,7 +364,7 @@ class FairModelApplier:
         """A network: its last layer's outputs, (n, outputs). ValueError naming the row, layer
         and output when one overflows (as ``fairvault predict`` refuses the row)."""
         if self.kind != "network":
-            raise ValueError("logits are for a network model")
+            raise InvalidInput("logits are for a network model")
         h = self.preprocess(X)
         for index, (W, b) in enumerate(self._layers):
             s = np.zeros((h.shape[0], W.shape[0]))
@@ -373,7 +375,7 @@ class FairModelApplier:
             bad = ~np.isfinite(s)
             if bad.any():
                 row, out = np.argwhere(bad)[0]
-                raise ValueError(f"row {row}: the network overflowed: layers[{index}] output "
+                raise InvalidInput(f"row {row}: the network overflowed: layers[{index}] output "
                                  f"{out} is {s[row, out]} (the feature values are too large "
                                  "for the weights)")
             h = s if index + 1 == len(self._layers) else np.where(s > 0, s, 0.0)
@@ -384,7 +386,7 @@ class FairModelApplier:
         bad = (v != 0) & (v != 1)
         if bad.any():
             row = int(np.nonzero(bad)[0][0])
-            raise ValueError(f"row {row}: hypothesis column '{self.input_columns[0]}' must be "
+            raise InvalidInput(f"row {row}: hypothesis column '{self.input_columns[0]}' must be "
                              f"0 or 1 (got {v[row]})")
         return v
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any, Sequence, Union
 
 import numpy as np
+from fairvault.errors import InvalidInput
+from fairvault._arrays import floats
 
 __all__ = ["ScoreGrid", "EqualizedOddsApplier", "StatisticalParityApplier", "group_labels"]
 
@@ -33,7 +35,7 @@ def group_labels(groups: Any, attributes: Sequence[str], n: int) -> np.ndarray:
     else:
         labels = np.asarray(groups, dtype=object).astype(str)
     if labels.shape != (n,):
-        raise ValueError(f"got {labels.shape[0] if labels.ndim else 0} group labels for {n} rows")
+        raise InvalidInput(f"got {labels.shape[0] if labels.ndim else 0} group labels for {n} rows")
     return labels
 
 
@@ -51,14 +53,14 @@ class ScoreGrid:
     def __init__(self, lo: float, hi: float, k: int):
         self.lo, self.hi, self.k = float(lo), float(hi), int(k)
         if not (np.isfinite(self.lo) and np.isfinite(self.hi) and self.lo < self.hi):
-            raise ValueError(f"the grid needs finite lo < hi (got [{lo}, {hi}])")
+            raise InvalidInput(f"the grid needs finite lo < hi (got [{lo}, {hi}])")
         if self.hi - self.lo < 1e-9 * max(abs(self.lo), abs(self.hi)):
-            raise ValueError(f"the grid [{lo}, {hi}] is too narrow for its magnitude")
+            raise InvalidInput(f"the grid [{lo}, {hi}] is too narrow for its magnitude")
         if not 1 <= self.k <= 1000:
-            raise ValueError(f"bins must be in [1, 1000] (got {k})")
+            raise InvalidInput(f"bins must be in [1, 1000] (got {k})")
 
     def bin(self, scores: Any) -> np.ndarray:
-        s = np.asarray(scores, dtype=np.float64)
+        s = floats(scores, "scores")
         x = (s - self.lo) * float(self.k) / (self.hi - self.lo)
         nearest = np.rint(x)  # nearbyint: ties to even
         x = np.where(np.abs(x - nearest) <= 8 * np.finfo(np.float64).eps * np.abs(nearest),
@@ -72,11 +74,11 @@ class ScoreGrid:
 
 
 def _finite(values: Any, what: str) -> np.ndarray:
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    v = floats(values, what).reshape(-1)
     bad = ~np.isfinite(v)
     if bad.any():
         row = int(np.nonzero(bad)[0][0])
-        raise ValueError(f"row {row}: {what} must be finite (got {v[row]})")
+        raise InvalidInput(f"row {row}: {what} must be finite (got {v[row]})")
     return v
 
 
@@ -85,7 +87,7 @@ def _group_index(labels: np.ndarray, groups: Sequence[str]) -> np.ndarray:
     index = np.array([lookup.get(g, -1) for g in labels], dtype=np.int64)
     if (index < 0).any():
         row = int(np.nonzero(index < 0)[0][0])
-        raise ValueError(f"row {row}: unknown group '{labels[row]}' (the artifact's groups: "
+        raise InvalidInput(f"row {row}: unknown group '{labels[row]}' (the artifact's groups: "
                          f"{', '.join(groups)})")
     return index
 
@@ -99,17 +101,17 @@ class EqualizedOddsApplier:
     def __init__(self, processor):
         self.takes_scores = processor.DESCRIPTOR.name == "EqualizedOddsScoresPostProcessor"
         if len(processor.groups) == 0:
-            raise ValueError("artifact has no groups")
+            raise InvalidInput("artifact has no groups")
         self.attributes = list(processor.attributes)
         self.groups = [g.group for g in processor.groups]
         if len(set(self.groups)) != len(self.groups):
-            raise ValueError("artifact lists a group twice")
+            raise InvalidInput("artifact lists a group twice")
         if self.takes_scores:
             self.grid = ScoreGrid(processor.lo, processor.hi, processor.bins)
             table = []
             for g in processor.groups:
                 if len(g.p_positive) != self.grid.k:
-                    raise ValueError(f"artifact group '{g.group}' has {len(g.p_positive)} "
+                    raise InvalidInput(f"artifact group '{g.group}' has {len(g.p_positive)} "
                                      f"probabilities for {self.grid.k} bins")
                 table.append(list(g.p_positive))
         else:
@@ -118,7 +120,7 @@ class EqualizedOddsApplier:
         self._p = np.array(table, dtype=np.float64)
         bad = ~((self._p >= 0) & (self._p <= 1))
         if bad.any():
-            raise ValueError(f"artifact group '{self.groups[np.argwhere(bad)[0][0]]}': a "
+            raise InvalidInput(f"artifact group '{self.groups[np.argwhere(bad)[0][0]]}': a "
                              "probability is outside [0, 1]")
 
     def probabilities(self, values: Any, groups: Any) -> np.ndarray:
@@ -131,7 +133,7 @@ class EqualizedOddsApplier:
         bad = (v != 0) & (v != 1)
         if bad.any():
             row = int(np.nonzero(bad)[0][0])
-            raise ValueError(f"row {row}: prediction must be 0 or 1 (got {v[row]})")
+            raise InvalidInput(f"row {row}: prediction must be 0 or 1 (got {v[row]})")
         return self._p[g, v.astype(np.int64)]
 
     def predict(self, values: Any, groups: Any, random_state: RandomState = None) -> np.ndarray:
@@ -152,19 +154,19 @@ class StatisticalParityApplier:
 
     def __init__(self, processor):
         if len(processor.groups) == 0:
-            raise ValueError("artifact has no groups")
+            raise InvalidInput("artifact has no groups")
         self.grid = ScoreGrid(processor.lo, processor.hi, processor.bins)
         self.attributes = list(processor.attributes)
         self.groups = [g.group for g in processor.groups]
         k = self.grid.k
         for g in processor.groups:
             if len(g.transport) != k * k:
-                raise ValueError(f"artifact group '{g.group}' has {len(g.transport)} transport "
+                raise InvalidInput(f"artifact group '{g.group}' has {len(g.transport)} transport "
                                  f"entries; expected {k * k}")
         self.transport = np.array([list(g.transport) for g in processor.groups],
                                   dtype=np.float64).reshape(len(self.groups), k, k)
         if not (np.isfinite(self.transport).all() and (self.transport >= 0).all()):
-            raise ValueError("artifact transport has a negative or non-finite entry")
+            raise InvalidInput("artifact transport has a negative or non-finite entry")
 
     def output_distribution(self, scores: Any, groups: Any) -> np.ndarray:
         """(n, k): per row, the probability of each bin centre as the output (a row without

@@ -12,6 +12,7 @@ import os
 from typing import Iterable, List, Union
 
 from fairvault.secret import Secret, SecretLike
+from fairvault.errors import InvalidInput
 
 __all__ = ["MIN_SECRET_BYTES", "pseudonymise", "pseudonymise_all", "read_secret_file",
            "secret_bytes", "sha256_hex"]
@@ -79,7 +80,7 @@ def read_secret_file(path: Union[str, os.PathLike]) -> bytes:
         secret = f.read()
     secret = secret.rstrip(b"\r\n")
     if len(secret) < MIN_SECRET_BYTES:
-        raise ValueError(
+        raise InvalidInput(
             f"HMAC secret in '{os.fspath(path)}' is {len(secret)} bytes; use at least "
             f"{MIN_SECRET_BYTES} (e.g. `openssl rand -hex 32 > {os.fspath(path)}`)")
     return secret
@@ -89,5 +90,5 @@ def secret_bytes(secret: SecretLike) -> bytes:
     """A secret given in memory, checked like a secret file (at least MIN_SECRET_BYTES bytes)."""
     value = _as_bytes(secret)
     if len(value) < MIN_SECRET_BYTES:
-        raise ValueError(f"the HMAC secret is {len(value)} bytes; use at least {MIN_SECRET_BYTES}")
+        raise InvalidInput(f"the HMAC secret is {len(value)} bytes; use at least {MIN_SECRET_BYTES}")
     return value

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hmac
 from typing import Any, Optional, Union
+from fairvault.errors import WrongType
 
 __all__ = ["Secret", "SecretLike", "as_secret"]
 
@@ -37,7 +38,7 @@ class Secret:
         elif isinstance(value, bytearray):
             value = bytes(value)
         elif not isinstance(value, (bytes, str)):
-            raise TypeError(f"a secret must be bytes or str (got {type(value).__name__}); "
+            raise WrongType(f"a secret must be bytes or str (got {type(value).__name__}); "
                             "read one from a file with hmac_secret_file= or key_file=")
         object.__setattr__(self, "_value", value)
 

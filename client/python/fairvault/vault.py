@@ -93,7 +93,7 @@ class Vault(ReleaseMethods):
         mapping = dict(attributes) if isinstance(attributes, Mapping) else \
             {a: a for a in _list(attributes)}
         if not mapping:
-            raise ValueError("attributes must name at least one attribute")
+            raise errors.InvalidInput("attributes must name at least one attribute")
         secret = _secret(hmac_secret, hmac_secret_file)
         keys = subject_keys(df, key_column, secret)
         categories = check_categories(df, list(mapping.values()))

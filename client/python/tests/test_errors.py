@@ -133,6 +133,46 @@ def test_unavailable_after_retries(vault_server) -> None:
                          deadline=5) as vault, pytest.raises(fairvault.Unavailable) as down:
         vault.get_budget()
     assert down.value.retryable
+    # The CLI's hint, with the address the client called.
+    assert down.value.server == f"127.0.0.1:{port}"
+    assert f"is the vault running at 127.0.0.1:{port}?" in str(down.value)
+    assert "FAIRVAULT_SERVER" in down.value.hint
+
+
+def test_one_exception_tree_for_local_mistakes(company, table) -> None:
+    """Every mistake the client catches itself is a FairvaultError (InvalidInput and its
+    kinds), and still the built-in exception older code caught; nothing is sent."""
+    import pandas as pd
+    frame = pd.DataFrame({"key": ["a", "b"], "label": [0, 1]})
+    with pytest.raises(fairvault.FairvaultError) as missing:
+        company.upload_table(frame, "pop", "id", numeric=["label"])
+    assert isinstance(missing.value, errors.MissingColumn)
+    assert isinstance(missing.value, KeyError) and isinstance(missing.value, fairvault.InvalidArgument)
+    assert "key column 'id'" in str(missing.value) and not str(missing.value).startswith("'")
+    with pytest.raises(errors.InvalidInput) as not_numeric:
+        company.upload_table(frame.assign(label=["x", "y"]), "pop", "key", numeric=["label"])
+    assert isinstance(not_numeric.value, ValueError)
+    with pytest.raises(errors.WrongType) as wrong_type:
+        company.upload_table(frame, "pop", "key", numeric=["label"], hmac_secret=12345)
+    assert isinstance(wrong_type.value, TypeError)
+    applier = fairvault.applier_for(_one_component_model())
+    with pytest.raises(fairvault.FairvaultError, match="column 'x' must hold numbers: row 1"):
+        applier.predict_proba(pd.DataFrame({"x": [1.0, "two"]}))
+    estimator = fairvault.PrivateEqualizedOdds(company, "pop", epsilon=1, gamma=0.1)
+    with pytest.raises(fairvault.FairvaultError) as unfitted:
+        estimator.predict(frame, [0, 1])
+    assert isinstance(unfitted.value, (ValueError, AttributeError))
+    assert type(unfitted.value).__name__ == "NotFittedError"
+    # Nothing reached the ledger.
+    assert (company.list_ledger().kind == "charge").sum() == 0
+
+
+def _one_component_model():
+    from fairvault._proto import pb
+    model = pb.FairModel()
+    model.features.feature_columns.append("x")
+    model.components.add().weights.extend([1.0])
+    return model
 
 
 def test_preview_charges_nothing(company, table) -> None:
