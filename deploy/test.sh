@@ -18,18 +18,22 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # validates deploy/docker-compose.yml (tests/deploy/compose_config_test.sh). openssl:
 # deploy/make-certs.sh.
 # python3-*: the Python client (client/python) and its pytest suite against the real server;
-# python3-pip and python3-setuptools: client/python/install.sh (tested by the suite).
+# python3-pip and python3-setuptools: client/python/install.sh (tested by the suite);
+# python3-sklearn: the suite's scikit-learn checks of the estimators (clone, pickle, Pipeline,
+# check_estimator; not a dependency of the client).
 # valgrind: tests/timing/instruction_count_test.sh counts the learners' instructions on
 # neighbouring datasets with callgrind.
 "$root/deploy/install-deps.sh" chromium postgresql docker.io docker-compose debootstrap openssl valgrind \
   python3-grpcio python3-protobuf python3-pandas python3-numpy python3-tqdm python3-matplotlib \
-  python3-pytest python3-pip python3-setuptools
+  python3-pytest python3-pip python3-setuptools python3-sklearn
 "$root/deploy/build.sh"
 cd "$root/build"
 # A missing browser fails the browser test here instead of skipping it.
 export FAIRVAULT_REQUIRE_CHROMIUM=1
 # Likewise a missing docker-compose fails the compose test.
 export FAIRVAULT_REQUIRE_DOCKER_COMPOSE=1
+# And a missing scikit-learn fails the Python suite's scikit-learn checks.
+export FAIRVAULT_REQUIRE_SKLEARN=1
 # And a Docker engine that cannot start fails the container test (it says why) instead of
 # skipping it.
 export FAIRVAULT_REQUIRE_DOCKER=1

@@ -487,7 +487,7 @@ def fair_model_fitted(model, X_test: pd.DataFrame) -> Fitted:
     def expected() -> np.ndarray:
         if mixture:
             return applier.predict_proba(X_test)
-        return applier.predict(X_test, seed=0).astype(float)
+        return applier.predict(X_test, random_state=0).astype(float)
     return Fitted(expected, model.charge_.cost, mixture, notes)
 
 
@@ -496,9 +496,10 @@ def _fair_model(ctx: VaultContext, algorithm: str, epsilon: float, **learner_par
     FitFairModel job, charged at submission) and returns its predictor on the test rows."""
     fv = sys.modules["fairvault"]
     gamma = learner_params.pop("gamma", ctx.args.vault_gamma)  # 0: not sent (PF-LD has none)
-    model = fv.FairModel(ctx.vault, ctx.dataset, algorithm=algorithm, epsilon=epsilon,
-                         label="label", features=ctx.features, attributes=[ctx.attribute],
-                         gamma=gamma, key_column="key", progress=False, **learner_params)
+    model = fv.FairModel(ctx.vault, ctx.dataset, epsilon, algorithm=algorithm,
+                         learner_params=learner_params, label="label", features=ctx.features,
+                         attributes=[ctx.attribute], gamma=gamma, key_column="key",
+                         progress=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", fv.TrivialModelWarning)
         model.fit(ctx.train)
@@ -531,7 +532,7 @@ def fit_eo_postprocess(ctx: VaultContext, epsilon: float) -> Fitted:
     eo.fit(ctx.train, ctx.train["label"], ctx.train["prediction"])
     probs = {g.group: (round(g.p_flip_to_1_given_0, 4), round(g.p_keep_1_given_1, 4))
              for g in eo.artifact_.equalized_odds.groups}
-    return Fitted(lambda: eo.predict_proba(ctx.test_prediction, ctx.test_groups),
+    return Fitted(lambda: eo.predict_proba(ctx.test_prediction, ctx.test_groups)[:, 1],
                   eo.charge_.cost, True, f"P(1|pred 0), P(1|pred 1) per group: {probs}")
 
 
@@ -589,7 +590,7 @@ def fit_eg_select(ctx: VaultContext, epsilon: float, target: float,
     notes = (f"chosen {sel.chosen} of {len(sel.scales)} (x{sel.scales[sel.chosen]:.3g} lambda), "
              f"validation error {sel.validation_errors[sel.chosen]:.4f}, noisy gap "
              f"{sel.noisy_gap:.4f}, M {sel.floor:g}")
-    return Fitted(lambda: applier.predict(ctx.test_features, seed=0).astype(float),
+    return Fitted(lambda: applier.predict(ctx.test_features, random_state=0).astype(float),
                   release.charge.cost, False, notes)
 
 
@@ -954,7 +955,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 notes.append(f"{learner.name} stopped after its first fit failed: "
                              f"{learner.disabled}")
         if session is not None:
-            budget = session.company.get_budget("")
+            budget = session.company.get_budget("", as_frame=False)
             for bud in budget:
                 notes.append(f"vault budget on {bud.dataset}: spent ε {bud.epsilon_spent:g} of "
                              f"{bud.epsilon_granted:g} over {bud.releases} releases")

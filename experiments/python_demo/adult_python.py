@@ -108,7 +108,7 @@ if args.self_contained:
 else:
     acme = fairvault.Vault(args.server, key_file=args.key_file)
     secret = fairvault.read_secret_file(args.hmac_secret_file) if args.hmac_secret_file else None
-print("budget:", acme.get_budget(args.dataset)[0].epsilon_remaining, "epsilon left")
+print("budget:", acme.get_budget(args.dataset).epsilon_remaining[0], "epsilon left")
 
 # %% The company's own model: logistic regression on its own columns (no sex, no race)
 levels = {c: sorted(train[c].unique()) for c in CATEGORICAL}
@@ -176,12 +176,13 @@ print(f"charged epsilon {eo.charge_.cost.epsilon:g}; one vault decision reveals 
       f"L = {eo.decision_log_ratio_bound_:.4f} about a person's sex")
 
 # %% Regulator's view: the post-processor applied where sex is known (the test set)
-test["fair"] = eo.predict(None, test.prediction, groups=test[["sex"]], random_state=7)
+eo.set_params(random_state=7)
+test["fair"] = eo.predict(test.prediction, groups=test[["sex"]])
 print("before:\n", regulators_view(test, "prediction").to_string())
 print("after the DP equalized-odds post-processor:\n", regulators_view(test, "fair").to_string())
 
 # %% The vault decides for the company's customers (it never learns their sex)
-train["decision"] = eo.predict(train, train.prediction)
+train["decision"] = eo.predict(train.prediction, keys=train)
 d = eo.last_decisions_
 assert set(train.decision.unique()) <= {0, 1} and d.licence_charged
 print(f"decided {len(train)} rows; licence charged: {d.licence_charged} "
@@ -201,20 +202,19 @@ summary = pd.DataFrame({
 print("private audit, before and after (training subjects):\n", summary.round(4).to_string())
 
 # %% A fair model the company runs itself: the DP-oracle learner (epsilon 1)
-model = fairvault.FairModel(acme, args.dataset, algorithm="dp_oracle_learner", epsilon=1.0,
-                            label="label", features=NUMERIC, attributes=["sex"], gamma=0.02,
-                            key_column="@row", hmac_secret=secret,
-                            progress=sys.stderr.isatty(), rounds=5 if args.quick else 20,
-                            lambda_bound=1.0, clip_l1=1.0)
+model = fairvault.DPOracleLearner(acme, args.dataset, 1.0, label="label", features=NUMERIC,
+                                  attributes=["sex"], gamma=0.02, key_column="@row",
+                                  hmac_secret=secret, rounds=5 if args.quick else 20,
+                                  lambda_bound=1.0, clip_l1=1.0, random_state=7)
 model.fit(train)
 print(f"job {model.job_.id}: {model.applier_.num_components} components, "
       f"charged epsilon {model.charge_.cost.epsilon:g}")
-test["fair_model"] = model.predict(test, seed=7)
+test["fair_model"] = model.predict(test)
 print("regulator's view of the fair model on the test set:\n",
       regulators_view(test, "fair_model").to_string())
 
 # %% Budget and ledger
-budget = acme.get_budget(args.dataset)[0]
+budget = acme.get_budget(args.dataset).iloc[0]
 print(f"spent epsilon {budget.epsilon_spent:g} of {budget.epsilon_granted:g} "
       f"over {budget.releases} releases")
 print(acme.list_ledger(args.dataset)[["seq", "request_kind", "epsilon"]].to_string(index=False))

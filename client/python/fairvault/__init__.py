@@ -3,8 +3,9 @@
 ``fairvault.Vault(server, key)`` holds a connection with one method per RPC, pandas
 DataFrames in and out; :mod:`fairvault.errors` has one exception per status;
 :mod:`fairvault.pseudonymise` computes the CLI's HMAC pseudonyms; HMAC secrets and API keys
-are held as :class:`fairvault.Secret`, which no ``repr`` or message shows. The Fairlearn-style
-estimators live in :mod:`fairvault.estimators`, :mod:`fairvault.metric_frame` and
+are held as :class:`fairvault.Secret`, which no ``repr`` or message shows. The scikit-learn and
+Fairlearn-style estimators live in :mod:`fairvault.estimators` (post-processors),
+:mod:`fairvault.learners` (the managed fair learners), :mod:`fairvault.metric_frame` and
 :mod:`fairvault.models`, and their public names are reachable from here too.
 """
 from __future__ import annotations
@@ -13,8 +14,10 @@ import importlib
 from typing import Any
 
 from fairvault.errors import (Aborted, AlreadyExists, BudgetExhausted, FailedPrecondition,
-                              FairvaultError, InvalidArgument, JobFailed, NotFound,
-                              PermissionDenied, Unauthenticated, Unavailable)
+                              FairvaultError, InvalidArgument, InvalidInput, JobFailed,
+                              MissingColumn, NoSubjectsWarning, NotFittedError, NotFound,
+                              PermissionDenied, Unauthenticated, Unavailable, WaitTimeout,
+                              WrongType)
 from fairvault.pseudonymise import pseudonymise, pseudonymise_all, read_secret_file
 from fairvault.results import (ClassifierAudit, CountsRelease, Decisions, Preview,
                                RegressorAudit, Release)
@@ -29,17 +32,20 @@ __all__ = [
     "Release", "CountsRelease", "ClassifierAudit", "RegressorAudit", "Decisions", "Preview",
     "FairvaultError", "InvalidArgument", "NotFound", "AlreadyExists", "PermissionDenied",
     "Unauthenticated", "BudgetExhausted", "FailedPrecondition", "Aborted", "Unavailable",
-    "JobFailed",
+    "JobFailed", "InvalidInput", "MissingColumn", "WrongType", "NotFittedError", "WaitTimeout",
+    "NoSubjectsWarning",
     # Lazy (below): the Fairlearn-style layer.
     "private_metric_frame", "PrivateMetricFrame", "PrivateEqualizedOdds",
     "PrivateEqualizedOddsScores", "PrivateStatisticalParityRegressor", "FairModel",
+    "PrivateExponentiatedGradient", "DPOracleLearner", "PrivateFairNR",
+    "ExponentialMechanismClassifier", "DPFermi", "PFLD",
     "FairModelApplier", "EqualizedOddsApplier", "StatisticalParityApplier", "applier_for",
     "load_artifact", "TrivialModelWarning", "describe_decisions", "trivial_model_warning",
 ]
 
 # The estimators' modules, imported on first use of one of their names (fairvault.FairModel,
 # fairvault.private_metric_frame, ...), so that `import fairvault` stays light.
-_LAZY_MODULES = ("estimators", "metric_frame", "models")
+_LAZY_MODULES = ("estimators", "learners", "metric_frame", "models")
 
 
 def __getattr__(name: str) -> Any:

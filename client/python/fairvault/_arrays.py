@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from fairvault.errors import InvalidInput
+from fairvault.errors import InvalidInput, WrongType
 
 
 def floats(values: Any, name: str) -> np.ndarray:
@@ -18,7 +18,8 @@ def floats(values: Any, name: str) -> np.ndarray:
         for row, v in enumerate(flat):
             try:
                 float(v)
-            except (TypeError, ValueError):
-                raise InvalidInput(f"{name} must hold numbers: row {row} is {v!r}",
-                                   field=name) from None
+            except (TypeError, ValueError) as error:
+                kind = WrongType if isinstance(error, TypeError) else InvalidInput
+                raise kind(f"{name} must hold numbers: row {row} is {v!r} ({error})",
+                           field=name) from None
         raise InvalidInput(f"{name} must hold numbers", field=name) from None

@@ -40,6 +40,9 @@ class TableHandle(str):
         handle.dataset = dataset
         return handle
 
+    def __reduce__(self) -> Any:
+        return (TableHandle, (self.response, self.dataset))
+
     @property
     def row_count(self) -> int:
         return self.response.row_count
@@ -108,6 +111,14 @@ class VaultBase:
         new._table_datasets = dict(self._table_datasets)
         return new
 
+    def __getstate__(self) -> Dict[str, Any]:
+        """Pickled: the connection (as ``Connection`` pickles: never the key) without the
+        tables' datasets learned so far, so that a vault pickles the same before and after a
+        call (what scikit-learn and joblib compare)."""
+        state = dict(self.__dict__)
+        state["_table_datasets"] = {}
+        return state
+
     def close(self) -> None:
         """Closes the channel."""
         self._conn.close()
@@ -150,7 +161,7 @@ class VaultBase:
         if not dataset or refusal.scope == "cap":
             return
         try:
-            budgets = self.get_budget(dataset)
+            budgets = self.get_budget(dataset, as_frame=False)
         except errors.FairvaultError:
             return
         if budgets:

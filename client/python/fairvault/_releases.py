@@ -2,6 +2,7 @@
 out, each spending call with ``epsilon``, ``idempotency_key`` and ``preview``."""
 from __future__ import annotations
 
+import warnings
 from typing import Any, Optional, Sequence, Union
 
 import grpc
@@ -44,10 +45,13 @@ class ReleaseMethods(VaultBase):
             hmac_secret / hmac_secret_file: pseudonymise keys as the CLI does (the same
                 secret as the regulator's import).
             ttl_seconds: lifetime of the handle (0: 24 h; at most 7 days).
-            progress: a tqdm bar (default: on for 100,000 rows or more).
+            progress: a tqdm bar (default: for 100,000 rows or more, on a terminal or in a
+                notebook).
 
         Every value is checked before anything is sent. Returns a :class:`TableHandle` (a
-        ``str``) with ``row_count`` and ``rows_in_vault``.
+        ``str``) with ``row_count`` and ``rows_in_vault``; warns
+        (:class:`~fairvault.errors.NoSubjectsWarning`) when no row's key is in the vault,
+        saying what to check (most often: the keys need the regulator's HMAC secret).
         """
         secret = _secret(hmac_secret, hmac_secret_file)
         keys = subject_keys(df, key_column, secret)
@@ -63,6 +67,13 @@ class ReleaseMethods(VaultBase):
                                   f"the server reports {response.row_count} rows stored but the "
                                   f"client sent {len(keys)}; do not use the result, report this")
         self._table_datasets[response.table_handle] = dataset
+        if response.rows_in_vault == 0 and len(keys):
+            fix = ("if the regulator imported pseudonyms, pass the same secret as "
+                   "hmac_secret_file= (or hmac_secret=)" if secret is None else
+                   "check key_column= and that the secret is the regulator's")
+            warnings.warn(f"none of the {len(keys)} rows' subject keys is in the vault's dataset "
+                          f"'{dataset}', so every release on this table will be refused; {fix}",
+                          errors.NoSubjectsWarning, stacklevel=2)
         return TableHandle(response, dataset)
 
     def noisy_counts(self, table: str, epsilon: float, columns: Sequence[str] = (),

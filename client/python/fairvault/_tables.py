@@ -15,6 +15,7 @@ import pandas as pd
 
 from fairvault._proto import pb
 from fairvault.pseudonymise import pseudonymise, pseudonymise_all
+from fairvault._progress import bar
 from fairvault.errors import InvalidInput, MissingColumn
 
 __all__ = ["subject_keys", "table_columns", "table_stream", "import_stream", "default_batch_id",
@@ -127,13 +128,7 @@ def table_columns(df: pd.DataFrame, key_column: Optional[str], numeric: Optional
 
 
 def _bar(total: int, progress: Optional[bool], desc: str):
-    if progress is False or (progress is None and total < PROGRESS_MIN_ROWS):
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a Debian package we list
-        return None
-    return tqdm(total=total, unit="rows", desc=desc)
+    return bar(total, desc, "rows", progress, min_total=PROGRESS_MIN_ROWS)
 
 
 def table_stream(header: Any, keys: List[str], specs: List[Any], values: List[Any],

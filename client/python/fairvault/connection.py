@@ -25,6 +25,16 @@ def _read_key_file(path: str) -> Secret:
         return Secret(f.readline().strip())
 
 
+def _unpickle(server: str, kind: str, path: Optional[str], settings: dict) -> "Connection":
+    key_file = path if kind == "file" else None
+    if kind == "given" or (key_file is not None and not os.path.exists(key_file)):
+        # No key travels in a pickle: a connection without one (calls need a key first).
+        conn = Connection(server, **settings)
+        conn._key = None  # not even $FAIRVAULT_API_KEY: it may name another account
+        return conn
+    return Connection(server, key_file=key_file, **settings)
+
+
 class Connection:
     """One gRPC channel to the vault with the three service stubs.
 
@@ -49,10 +59,14 @@ class Connection:
                  retries: int = 3, backoff: float = 0.2,
                  interceptors: Sequence[Any] = (), max_message_bytes: int = 64 << 20) -> None:
         self.server = server or os.environ.get("FAIRVAULT_SERVER") or DEFAULT_SERVER
+        # Where the key came from, for a pickled copy (which never holds the key itself).
+        self._key_source: Tuple[str, Optional[str]] = ("given", None)
         if key is None and key_file is not None:
             key = _read_key_file(key_file)
+            self._key_source = ("file", os.path.abspath(key_file))
         if key is None and os.environ.get("FAIRVAULT_API_KEY"):
             key = os.environ["FAIRVAULT_API_KEY"]
+            self._key_source = ("environment", None)
         if key is not None:
             key = Secret(key)
             if not isinstance(key.reveal(), str) or any(c <= " " or c > "~"
@@ -103,10 +117,23 @@ class Connection:
     def __deepcopy__(self, memo: Any) -> "Connection":
         """A new connection to the same server with the same key and settings: its own gRPC
         channel (a channel cannot be copied), so a copy can be used and closed on its own."""
-        return Connection(self.server, key=self._key, **self._settings)
+        copy = Connection(self.server, key=self._key, **self._settings)
+        copy._key_source = self._key_source
+        return copy
 
     def __copy__(self) -> "Connection":
         return self.__deepcopy__({})
+
+    def __reduce__(self) -> Any:
+        """Pickling (joblib's workers, a saved model) keeps the server and settings and where
+        the key came from — never the key: an unpickled connection reads it again from the same
+        key file or ``$FAIRVAULT_API_KEY``; a key given as a string is not carried, and calls
+        then fail with ``Unauthenticated`` until a key is given."""
+        kind, path = self._key_source
+        settings = dict(self._settings)
+        if settings["interceptors"]:
+            raise errors.WrongType("a Connection with interceptors cannot be pickled")
+        return (_unpickle, (self.server, kind, path, settings))
 
     def _sleep(self, attempt: int) -> None:
         delay = self.backoff * (2 ** attempt)

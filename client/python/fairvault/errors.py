@@ -35,6 +35,7 @@ __all__ = [
     "Aborted",
     "Unavailable",
     "DeadlineExceeded",
+    "WaitTimeout",
     "Cancelled",
     "DataLoss",
     "Internal",
@@ -43,6 +44,7 @@ __all__ = [
     "MissingColumn",
     "WrongType",
     "NotFittedError",
+    "NoSubjectsWarning",
     "from_rpc_error",
 ]
 
@@ -194,6 +196,14 @@ class DeadlineExceeded(FairvaultError):
     """The call's deadline passed (DEADLINE_EXCEEDED)."""
 
 
+class WaitTimeout(DeadlineExceeded, TimeoutError):
+    """Waiting for a job took longer than the caller's ``timeout`` (the job itself goes on).
+    Also a ``TimeoutError``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(grpc.StatusCode.DEADLINE_EXCEEDED, message)
+
+
 class Cancelled(FairvaultError):
     """The call was cancelled (CANCELLED); a cancelled stream stored nothing."""
 
@@ -238,6 +248,11 @@ class WrongType(InvalidInput, TypeError):
 class NotFittedError(InvalidInput, AttributeError):
     """An estimator used before ``fit`` (scikit-learn's name; also ``ValueError`` and
     ``AttributeError``, as scikit-learn's own)."""
+
+
+class NoSubjectsWarning(UserWarning):
+    """An upload none of whose rows' subject keys is in the vault: every release on it would be
+    refused. Most often the keys needed the regulator's HMAC secret."""
 
 
 _BY_CODE = {

@@ -7,35 +7,40 @@ attribute or the caller holds the groups, and through the vault's ``Decide`` oth
 - ``PrivateEqualizedOddsScores``: the same from a classifier's scores (noisy ROC curves).
 - ``PrivateStatisticalParityRegressor``: a regressor's scores made statistically independent of
   the group (Xian et al. 2024).
-- ``FairModel``: Fairlearn's ``ExponentiatedGradient`` role: a managed fair learner trained in
-  the vault (``FitFairModel`` job), applied locally without the attribute.
+
+The managed learners (Fairlearn's ``ExponentiatedGradient`` role: a model trained in the vault
+and applied locally without the attribute) are in :mod:`fairvault.learners`.
 
 After ``fit``: ``release_`` (the fit's result), ``charge_`` (what it cost: its ``Charge``),
 ``artifact_`` (the ``Artifact`` proto), ``artifact_id_``, ``applier_`` (its local applier) and
 ``table_`` (the uploaded table's handle). ``fit(..., preview=True)`` uploads the table (free) and
 returns the ``Preview`` of the fit instead of spending: the price, the budget after and the
 expected noise (``Vault.preview_release``).
+
+``predict(y_pred, groups=...)`` applies the artifact locally for a caller who holds each row's
+group (drawing with numpy's generator seeded by the estimator's ``random_state``);
+``predict(y_pred, keys=...)`` lets the vault decide for subjects whose group the caller does
+not know (``Decide``; needs ``decision_floor`` > 0). ``predict_proba`` has scikit-learn's shape
+(n, 2).
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
-from fairvault.models import (TrivialModelWarning, applier_for, describe_decisions,
-                              trivial_model_warning)
+from fairvault._arrays import floats
+from fairvault.errors import InvalidInput, MissingColumn, NotFittedError
+from fairvault.models import applier_for
 from fairvault.results import Preview
 from fairvault.secret import as_secret
-from fairvault.errors import InvalidInput, MissingColumn, NotFittedError
-from fairvault._arrays import floats
 
 __all__ = ["PrivateEqualizedOdds", "PrivateEqualizedOddsScores",
-           "PrivateStatisticalParityRegressor", "FairModel", "NotFittedError"]
+           "PrivateStatisticalParityRegressor", "NotFittedError"]
 
 
 # Parameters that hold a secret: kept as a fairvault.Secret (wrapped on the way in, by the
@@ -51,24 +56,27 @@ class _Estimator:
     the constructor got, as sklearn's ``clone`` expects); bytes or str are wrapped once.
     """
 
+    @classmethod
+    def _param_names(cls) -> List[str]:
+        return [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
+
+    def _set_params(self, values: Dict[str, Any]) -> None:
+        """The constructor's whole body: each parameter stored under its own name, unchanged
+        (scikit-learn's rule), but a secret, which is kept as a ``Secret``."""
+        for name in self._param_names():
+            value = values[name]
+            setattr(self, name, as_secret(value) if name in _SECRET_PARAMS else value)
+
     def get_params(self, deep: bool = True) -> Dict[str, Any]:
-        params = {}
-        for name, p in inspect.signature(type(self).__init__).parameters.items():
-            if name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
-                continue
-            params[name] = getattr(self, name)
-        params.update(getattr(self, "learner_params", {}))
-        return params
+        return {name: getattr(self, name) for name in self._param_names()}
 
     def set_params(self, **params: Any) -> "_Estimator":
-        known = set(inspect.signature(type(self).__init__).parameters) - {"self"}
+        known = self._param_names()
         for name, value in params.items():
-            if name in known:
-                setattr(self, name, as_secret(value) if name in _SECRET_PARAMS else value)
-            elif hasattr(self, "learner_params"):
-                self.learner_params[name] = value
-            else:
-                raise InvalidInput(f"{type(self).__name__} has no parameter '{name}'")
+            if name not in known:
+                raise InvalidInput(f"{type(self).__name__} has no parameter '{name}' (its "
+                                   f"parameters: {', '.join(known)})", field=name)
+            setattr(self, name, as_secret(value) if name in _SECRET_PARAMS else value)
         return self
 
     def __repr__(self) -> str:
@@ -127,6 +135,14 @@ def _upload(vault: Any, dataset: str, X_keys: Any, key_column: Optional[str],
     return handle, keys
 
 
+def _accuracy(decisions: np.ndarray, y: Any) -> float:
+    labels = np.asarray(y).reshape(-1)
+    if labels.shape[0] != decisions.shape[0]:
+        raise InvalidInput(f"y has {labels.shape[0]} labels for {decisions.shape[0]} rows",
+                           field="y")
+    return float(np.mean(decisions == labels))
+
+
 def _is_preview(result: Any) -> bool:
     return isinstance(result, Preview)
 
@@ -139,6 +155,21 @@ class _PostProcessor(_Estimator):
     hmac_secret: Any
     hmac_secret_file: Any
     key_column: Optional[str]
+
+    random_state: Any
+
+    def _predict(self, values: Any, groups: Any, keys: Any, name: str) -> np.ndarray:
+        """Locally with ``groups``, by the vault with ``keys``: exactly one of them."""
+        self._check_fitted()
+        if (groups is None) == (keys is None):
+            raise InvalidInput(
+                f"{type(self).__name__}.predict needs groups= (each row's group: applied "
+                "locally) or keys= (the subjects' keys: the vault decides), exactly one",
+                field="groups")
+        if groups is not None:
+            return self.applier_.predict(values, groups, self.random_state)
+        column = _column(values, len(_keys(keys, self.key_column)[2]), name)
+        return self._decide(keys, column)
 
     def _decide(self, X_keys: Any, values: np.ndarray) -> np.ndarray:
         body = getattr(self.artifact_, self.artifact_.WhichOneof("body"))
@@ -185,6 +216,8 @@ class PrivateEqualizedOdds(_PostProcessor):
             need it; the parameter stays the path. Not together with ``hmac_secret``.
         beta, min_group_count, all_pairs, unmatched, idempotency_key: as in
             ``Vault.fit_equalized_odds``.
+        random_state: seeds the coins of ``predict(..., groups=...)`` (numpy's generator:
+            None draws fresh ones, an int repeats them).
     """
 
     def __init__(self, vault: Any, dataset: str, epsilon: float, gamma: float,
@@ -192,14 +225,9 @@ class PrivateEqualizedOdds(_PostProcessor):
                  key_column: Optional[str] = None, hmac_secret: Any = None,
                  hmac_secret_file: Any = None, beta: float = 0.0,
                  min_group_count: Optional[float] = None, all_pairs: bool = False,
-                 unmatched: str = "reject", idempotency_key: Optional[str] = None):
-        self.vault, self.dataset, self.epsilon, self.gamma = vault, dataset, epsilon, gamma
-        self.decision_floor, self.attributes, self.key_column = decision_floor, attributes, \
-            key_column
-        self.hmac_secret, self.hmac_secret_file = as_secret(hmac_secret), hmac_secret_file
-        self.beta, self.min_group_count = beta, min_group_count
-        self.all_pairs, self.unmatched, self.idempotency_key = all_pairs, unmatched, \
-            idempotency_key
+                 unmatched: str = "reject", idempotency_key: Optional[str] = None,
+                 random_state: Any = None):
+        self._set_params(locals())
 
     def fit(self, X_keys: Any, y: Any, y_pred: Any, preview: bool = False):
         """Uploads (key, label, prediction) and fits the post-processor: one charged release.
@@ -218,21 +246,24 @@ class PrivateEqualizedOdds(_PostProcessor):
         return self
 
     def predict_proba(self, y_pred: Any, groups: Any) -> np.ndarray:
-        """P(decision = 1) per row, for a caller who holds the groups."""
+        """(n, 2): P(decision = 0) and P(decision = 1) per row, for a caller who holds the
+        groups (scikit-learn's shape; column 1 is what ``apply-eo`` prints)."""
         self._check_fitted()
-        return self.applier_.probabilities(y_pred, groups)
+        p = self.applier_.probabilities(y_pred, groups)
+        return np.column_stack([1.0 - p, p])
 
-    def predict(self, X_keys: Any, y_pred: Any, groups: Any = None,
-                random_state: Any = None) -> np.ndarray:
-        """The post-processed 0/1 decisions. With ``groups`` (labels as the artifact names
-        them, or a DataFrame of attribute columns): locally, numpy's coins (``random_state``).
-        Without: the vault decides (``Decide``; needs ``decision_floor`` > 0); its first call
-        with this artifact charges the licence, and each subject keeps one stored decision."""
-        self._check_fitted()
-        if groups is not None:
-            return self.applier_.predict(y_pred, groups, random_state)
-        values = _column(y_pred, len(_keys(X_keys, self.key_column)[2]), "y_pred")
-        return self._decide(X_keys, values).astype(np.int64)
+    def predict(self, y_pred: Any, *, groups: Any = None, keys: Any = None) -> np.ndarray:
+        """The post-processed 0/1 decisions of the classifier's ``y_pred``. With ``groups``
+        (labels as the artifact names them, or a DataFrame of attribute columns): locally,
+        numpy's coins seeded by ``random_state``. With ``keys`` instead (the subjects' keys:
+        a DataFrame read by ``key_column``, a Series or a list): the vault decides
+        (``Decide``; needs ``decision_floor`` > 0); its first call with this artifact charges
+        the licence, and each subject keeps one stored decision."""
+        return self._predict(y_pred, groups, keys, "y_pred").astype(np.int64)
+
+    def score(self, y_pred: Any, y: Any, *, groups: Any = None, keys: Any = None) -> float:
+        """The accuracy of ``predict`` against the labels ``y``."""
+        return _accuracy(self.predict(y_pred, groups=groups, keys=keys), y)
 
 
 class PrivateEqualizedOddsScores(_PostProcessor):
@@ -246,14 +277,8 @@ class PrivateEqualizedOddsScores(_PostProcessor):
                  attributes: Sequence[str] = (), key_column: Optional[str] = None,
                  hmac_secret: Any = None, hmac_secret_file: Any = None, all_pairs: bool = False,
                  non_monotone: bool = False, unmatched: str = "reject",
-                 idempotency_key: Optional[str] = None):
-        self.vault, self.dataset, self.epsilon, self.gamma = vault, dataset, epsilon, gamma
-        self.lo, self.hi, self.bins = lo, hi, bins
-        self.decision_floor, self.attributes, self.key_column = decision_floor, attributes, \
-            key_column
-        self.hmac_secret, self.hmac_secret_file = as_secret(hmac_secret), hmac_secret_file
-        self.all_pairs, self.non_monotone = all_pairs, non_monotone
-        self.unmatched, self.idempotency_key = unmatched, idempotency_key
+                 idempotency_key: Optional[str] = None, random_state: Any = None):
+        self._set_params(locals())
 
     def fit(self, X_keys: Any, y: Any, scores: Any, preview: bool = False):
         """Uploads (key, label, score) and fits: one charged release (or its Preview)."""
@@ -271,18 +296,20 @@ class PrivateEqualizedOddsScores(_PostProcessor):
         return self
 
     def predict_proba(self, scores: Any, groups: Any) -> np.ndarray:
+        """(n, 2): P(decision = 0) and P(decision = 1) per row, for a caller who holds the
+        groups."""
         self._check_fitted()
-        return self.applier_.probabilities(scores, groups)
+        p = self.applier_.probabilities(scores, groups)
+        return np.column_stack([1.0 - p, p])
 
-    def predict(self, X_keys: Any, scores: Any, groups: Any = None,
-                random_state: Any = None) -> np.ndarray:
-        """0/1 decisions, locally with ``groups`` or by the vault without (as
+    def predict(self, scores: Any, *, groups: Any = None, keys: Any = None) -> np.ndarray:
+        """0/1 decisions, locally with ``groups`` or by the vault with ``keys`` (as
         :meth:`PrivateEqualizedOdds.predict`)."""
-        self._check_fitted()
-        if groups is not None:
-            return self.applier_.predict(scores, groups, random_state)
-        values = _column(scores, len(_keys(X_keys, self.key_column)[2]), "scores")
-        return self._decide(X_keys, values).astype(np.int64)
+        return self._predict(scores, groups, keys, "scores").astype(np.int64)
+
+    def score(self, scores: Any, y: Any, *, groups: Any = None, keys: Any = None) -> float:
+        """The accuracy of ``predict`` against the labels ``y``."""
+        return _accuracy(self.predict(scores, groups=groups, keys=keys), y)
 
 
 class PrivateStatisticalParityRegressor(_PostProcessor):
@@ -296,14 +323,9 @@ class PrivateStatisticalParityRegressor(_PostProcessor):
                  bins: int, alpha: float = 0.0, decision_floor: Optional[float] = None,
                  attributes: Sequence[str] = (), key_column: Optional[str] = None,
                  hmac_secret: Any = None, hmac_secret_file: Any = None, solver: str = "auto",
-                 unmatched: str = "reject", idempotency_key: Optional[str] = None):
-        self.vault, self.dataset, self.epsilon = vault, dataset, epsilon
-        self.lo, self.hi, self.bins, self.alpha = lo, hi, bins, alpha
-        self.decision_floor, self.attributes, self.key_column = decision_floor, attributes, \
-            key_column
-        self.hmac_secret, self.hmac_secret_file = as_secret(hmac_secret), hmac_secret_file
-        self.solver, self.unmatched = solver, unmatched
-        self.idempotency_key = idempotency_key
+                 unmatched: str = "reject", idempotency_key: Optional[str] = None,
+                 random_state: Any = None):
+        self._set_params(locals())
 
     def fit(self, X_keys: Any, scores: Any, preview: bool = False):
         """Uploads (key, score) and fits: one charged release (or its Preview)."""
@@ -323,111 +345,8 @@ class PrivateStatisticalParityRegressor(_PostProcessor):
         self._check_fitted()
         return self.applier_.output_distribution(scores, groups)
 
-    def predict(self, X_keys: Any, scores: Any, groups: Any = None,
-                random_state: Any = None) -> np.ndarray:
-        """The fair scores (bin centres): drawn locally with ``groups``, by the vault without
-        (``Decide``; needs ``decision_floor`` > 0; licence charged once)."""
-        self._check_fitted()
-        if groups is not None:
-            return self.applier_.predict(scores, groups, random_state)
-        values = _column(scores, len(_keys(X_keys, self.key_column)[2]), "scores")
-        return self._decide(X_keys, values)
-
-
-class FairModel(_Estimator):
-    """A fair classifier trained by the vault on the company's own features with the protected
-    attribute (``FitFairModel``), then applied locally without it (``fairvault predict``).
-
-    Args:
-        vault, dataset: as for :class:`PrivateEqualizedOdds`.
-        algorithm: ``exponentiated_gradient`` (the reductions learner: equalized odds or
-            ``fairness="demographic_parity"``, bound ``gamma``, default 0.01), ``dp_oracle_learner``,
-            ``private_fair_nr``, ``exponential_mechanism``, ``dp_fermi`` or ``pf_ld``.
-        epsilon: the job's whole cost, charged once at submission.
-        label: the 0/1 (or class) label column of the DataFrame given to ``fit``.
-        features: numeric feature columns (default: every numeric column but the key and the
-            label; the exponential mechanism takes ``hypothesis_columns=`` instead).
-        attributes, gamma: the groups and the equalized-odds slack.
-        key_column, hmac_secret, hmac_secret_file: as for :class:`PrivateEqualizedOdds`.
-        timeout: seconds to wait for the job (None: no limit); progress: a tqdm bar.
-        **learner_params: any other FitFairModelRequest field (``rounds=20``,
-            ``clip_l1=1``, ``model="mlp"``, ``hidden_units=[16]``, ``epochs=``, ...).
-    """
-
-    def __init__(self, vault: Any, dataset: str, algorithm: str = "dp_oracle_learner",
-                 epsilon: float = 1.0, label: str = "label",
-                 features: Optional[Sequence[str]] = None, attributes: Sequence[str] = (),
-                 gamma: float = 0.0, key_column: Optional[str] = None, hmac_secret: Any = None,
-                 hmac_secret_file: Any = None, timeout: Optional[float] = None,
-                 progress: bool = True,
-                 unmatched: str = "reject", idempotency_key: Optional[str] = None,
-                 **learner_params: Any):
-        self.vault, self.dataset, self.algorithm, self.epsilon = vault, dataset, algorithm, epsilon
-        self.label, self.features, self.attributes, self.gamma = label, features, attributes, gamma
-        self.key_column, self.timeout = key_column, timeout
-        self.hmac_secret, self.hmac_secret_file = as_secret(hmac_secret), hmac_secret_file
-        self.progress, self.unmatched, self.idempotency_key = progress, unmatched, idempotency_key
-        self.learner_params = dict(learner_params)
-
-    def _feature_columns(self, df: pd.DataFrame) -> List[str]:
-        if self.features is not None:
-            return list(self.features)
-        if self.algorithm == "exponential_mechanism":
-            return []
-        skip = {self.label, self.key_column}
-        return [c for c in df.columns if c not in skip and pd.api.types.is_numeric_dtype(df[c])]
-
-    def fit(self, df: pd.DataFrame, y: Any = None, preview: bool = False):
-        """Uploads the key, feature (and hypothesis) columns and the label (``y`` if given,
-        else ``df[label]``), submits the job (charged now), waits for it with a progress bar
-        and fetches the model. Returns self, or the job's ``Preview`` with ``preview=True``.
-        Then, locally, ``training_summary_`` (``fairvault.models.describe_decisions`` of the
-        model's decisions on these rows) and a ``TrivialModelWarning`` when the model decides
-        one class for 99 % of them or more, or errs more often than the constant classifier."""
-        features = self._feature_columns(df)
-        hypotheses = list(self.learner_params.get("hypothesis_columns", []))
-        columns = {c: df[c] for c in features + [h for h in hypotheses if h not in features]}
-        columns[self.label] = df[self.label] if y is None else y
-        table, _ = _upload(self.vault, self.dataset, df, self.key_column, columns,
-                           self.hmac_secret, self.hmac_secret_file)
-        result = self.vault.fit_fair_model(
-            table, self.algorithm, self.label, self.epsilon, features, self.attributes,
-            gamma=self.gamma, unmatched=self.unmatched, idempotency_key=self.idempotency_key,
-            preview=preview, **self.learner_params)
-        if _is_preview(result):
-            return result
-        self.job_ = self.vault.wait_job(result.job.id, timeout=self.timeout,
-                                        progress=self.progress)
-        self._store(result, self.vault.get_artifact(self.job_.artifact_id), table)
-        # Checked on the rows just given, locally: a trivial model is named at once. The model
-        # is paid for: a check that cannot run (labels that are not classes) is skipped.
-        try:
-            decisions = self.predict(df, seed=0)
-            labels = np.asarray(columns[self.label], dtype=float)
-            if not np.all(np.equal(np.mod(labels, 1), 0)):
-                labels = None
-            self.training_summary_ = describe_decisions(decisions, labels)
-            warning = trivial_model_warning(decisions, labels)
-        except (ValueError, TypeError):
-            self.training_summary_, warning = None, None
-        if warning is not None:
-            warnings.warn(f"{type(self).__name__}: {warning} (on the {len(decisions)} rows "
-                          "given to fit)", TrivialModelWarning, stacklevel=2)
-        return self
-
-    @property
-    def classes_(self) -> np.ndarray:
-        self._check_fitted()
-        return np.asarray(self.applier_.classes)
-
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """``fairvault predict``'s probabilities: (n,) p_positive for binary models (the
-        fraction of a mixture's components deciding 1), (n, classes) for a softmax network."""
-        self._check_fitted()
-        return self.applier_.predict_proba(X)
-
-    def predict(self, X: Any, seed: Any = None) -> np.ndarray:
-        """Decisions; a mixture draws a component per row with MT19937-64 (``seed`` as
-        ``fairvault predict --seed``; the seed used is ``applier_.last_seed_``)."""
-        self._check_fitted()
-        return self.applier_.predict(X, seed=seed)
+    def predict(self, scores: Any, *, groups: Any = None, keys: Any = None) -> np.ndarray:
+        """The fair scores (bin centres): drawn locally with ``groups`` (``random_state``), by
+        the vault with ``keys`` (``Decide``; needs ``decision_floor`` > 0; licence charged
+        once)."""
+        return self._predict(scores, groups, keys, "scores")

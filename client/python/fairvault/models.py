@@ -209,7 +209,7 @@ def _matrix(X: Any, columns: Sequence[str]) -> np.ndarray:
     if bad.any():
         row, col = np.argwhere(bad)[0]
         raise InvalidInput(f"row {row}: column '{columns[col]}' is not a finite number "
-                         f"({values[row, col]})")
+                           f"({values[row, col]}): NaN and inf are refused")
     return values
 
 _libm_exp = np.frompyfunc(math.exp, 1, 1)
@@ -231,7 +231,8 @@ class FairModelApplier:
     components deciding 1, the hypothesis column's value, a one-logit network's sigmoid — or,
     for a network with several logits, one column per class in ``classes`` order.
     ``predict`` decides: a mixture of two or more components draws one component per row with
-    MT19937-64 (``seed`` = ``fairvault predict --seed``), everything else is deterministic."""
+    MT19937-64 (``random_state`` = ``fairvault predict --seed``), everything else is
+    deterministic."""
 
     def __init__(self, model):
         has_components = len(model.components) > 0
@@ -415,11 +416,12 @@ class FairModelApplier:
             total = total + e[:, k]
         return e / total[:, None]
 
-    def predict(self, X: Any, seed: Union[None, int, MT19937_64] = None) -> np.ndarray:
+    def predict(self, X: Any,
+                random_state: Union[None, int, MT19937_64] = None) -> np.ndarray:
         """Decisions per row (int64). A mixture of m >= 2 components draws, for each row in
-        order, one component index with MT19937-64: ``seed`` (an int) reproduces
-        ``fairvault predict --seed seed``; an ``MT19937_64`` continues its stream (so chunks
-        predicted one after another equal one call on all rows); None draws a seed from the OS
+        order, one component index with MT19937-64: ``random_state`` (an int) reproduces
+        ``fairvault predict --seed random_state``; an ``MT19937_64`` continues its stream (so
+        chunks predicted one after another equal one call on all rows); None draws a seed from the OS
         and keeps it in ``last_seed_``. Networks decide from their logits (1 iff z > 0, or the
         class of the first largest logit) and hypothesis models by the column: no draw."""
         if self.kind == "hypothesis":
@@ -432,10 +434,11 @@ class FairModelApplier:
         d = self.component_decisions(X)
         if self.num_components == 1:
             return d[:, 0]
-        if isinstance(seed, MT19937_64):
-            gen = seed
+        if isinstance(random_state, MT19937_64):
+            gen = random_state
         else:
-            self.last_seed_ = secrets.randbits(64) if seed is None else int(seed)
+            self.last_seed_ = (secrets.randbits(64) if random_state is None
+                               else int(random_state))
             gen = MT19937_64(self.last_seed_)
         if self._mixture is None:
             index = gen.draw_indices(self.num_components, d.shape[0])

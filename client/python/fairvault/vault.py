@@ -16,6 +16,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Union
 import pandas as pd
 
 from fairvault import errors
+from fairvault._progress import bar as progress_bar
 from fairvault._base import PathLike, TableHandle, _list, _secret, new_idempotency_key
 from fairvault._proto import enum_value, pb
 from fairvault._releases import DECIDE_CHUNK_ROWS, ReleaseMethods
@@ -153,35 +154,37 @@ class Vault(ReleaseMethods):
         return self._read(self._conn.company, "CancelJob", pb.CancelJobRequest(job_id=job_id)).job
 
     def wait_job(self, job_id: str, timeout: Optional[float] = None, poll_seconds: float = 1.0,
-                 progress: bool = True, auditor: bool = False,
+                 progress: Optional[bool] = None, auditor: bool = False,
                  raise_on_failure: bool = True) -> Any:
-        """Polls a job until it ends; a tqdm bar follows its rounds when ``progress``.
+        """Polls a job until it ends; a tqdm bar follows its rounds (``progress``: None shows it
+        on a terminal or in a notebook only, True always, False never).
 
         Returns the final ``Job``. Raises :class:`~fairvault.errors.JobFailed` if it failed or
-        was cancelled (unless ``raise_on_failure=False``), ``TimeoutError`` after ``timeout``
-        seconds.
+        was cancelled (unless ``raise_on_failure=False``), :class:`~fairvault.errors.WaitTimeout`
+        (a ``TimeoutError``) after ``timeout`` seconds: the job goes on, and waiting again
+        picks it up.
         """
         terminal = {pb.JOB_STATE_SUCCEEDED, pb.JOB_STATE_FAILED, pb.JOB_STATE_CANCELLED}
         start = time.monotonic()
         bar = None
+        polls = 0
         try:
             while True:
                 job = self.get_job(job_id, auditor=auditor)
-                if progress and bar is None and job.total > 0:
-                    try:
-                        from tqdm.auto import tqdm
-                    except ImportError:  # no python3-tqdm: wait without a bar
-                        progress = False
-                    else:
-                        bar = tqdm(total=job.total, desc=f"job {job.id}", unit="step")
+                if progress is not False and bar is None and job.total > 0:
+                    bar = progress_bar(job.total, f"job {job.id}", "step", progress)
+                    progress = progress if bar is not None else False
                 if bar is not None:
                     bar.update(max(0, job.done - bar.n))
                 if job.state in terminal:
                     break
                 if timeout is not None and time.monotonic() - start > timeout:
-                    raise TimeoutError(f"job {job_id} still {pb.JobState.Name(job.state)} "
-                                       f"after {timeout:g} s ({job.done}/{job.total})")
-                time.sleep(poll_seconds)
+                    raise errors.WaitTimeout(
+                        f"job {job_id} still {pb.JobState.Name(job.state)} after {timeout:g} s "
+                        f"({job.done}/{job.total}); it goes on: wait_job('{job_id}') again")
+                # Short jobs end in milliseconds: poll at 20 ms, then back off to poll_seconds.
+                time.sleep(min(poll_seconds, 0.02 * 2 ** min(polls, 10)))
+                polls += 1
         finally:
             if bar is not None:
                 bar.close()
@@ -194,10 +197,12 @@ class Vault(ReleaseMethods):
         return self._read(self._conn.company, "GetArtifact",
                           pb.GetArtifactRequest(artifact_id=artifact_id)).artifact
 
-    def get_budget(self, dataset: str = "") -> List[Any]:
-        """The caller's ``Budget`` on ``dataset`` (a one-element list), or on every dataset."""
-        return list(self._read(self._conn.company, "GetBudget",
-                               pb.GetBudgetRequest(dataset=dataset)).budgets)
+    def get_budget(self, dataset: str = "", as_frame: bool = True) -> Any:
+        """The caller's budget on ``dataset`` (one row), or on every dataset: a DataFrame with
+        one column per ``Budget`` field (granted, spent, remaining, the composed spend, ...),
+        as every ``list_*``; ``as_frame=False``: the ``Budget`` protos."""
+        return self._frame(self._read(self._conn.company, "GetBudget",
+                                      pb.GetBudgetRequest(dataset=dataset)).budgets, as_frame)
 
     def list_ledger(self, dataset: str = "", company: str = "", after_seq: int = 0,
                     limit: int = 0, auditor: bool = False, as_frame: bool = True) -> Any:

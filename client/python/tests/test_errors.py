@@ -21,7 +21,7 @@ def test_overspend_raises_budget_exhausted_with_what_is_left(vault_server, table
     assert (e.dataset, e.scope) == ("pop", "grant")
     assert e.budget.epsilon_remaining == pytest.approx(0.6)
     # Nothing was charged by the refusal.
-    assert company.get_budget("pop")[0].epsilon_spent == pytest.approx(0.4)
+    assert company.get_budget("pop").epsilon_spent[0] == pytest.approx(0.4)
 
 
 def test_cap_refusal_says_cap(vault_server) -> None:
@@ -72,10 +72,10 @@ def test_roles_and_keys(vault_server, company) -> None:
 
 def test_replay_returns_the_stored_bytes_and_charges_once(company, table) -> None:
     first = company.noisy_counts(table, epsilon=0.5, attributes=["sex"], idempotency_key="k-1")
-    spent = company.get_budget("pop")[0].epsilon_spent
+    spent = company.get_budget("pop").epsilon_spent[0]
     again = company.noisy_counts(table, epsilon=0.5, attributes=["sex"], idempotency_key="k-1")
     assert again.response.SerializeToString() == first.response.SerializeToString()
-    assert company.get_budget("pop")[0].epsilon_spent == spent
+    assert company.get_budget("pop").epsilon_spent[0] == spent
     assert not first.replayed and first.replayed_ledger_seq is None
     assert again.replayed and again.replayed_ledger_seq == first.charge.ledger_seq
     with pytest.raises(fairvault.FailedPrecondition):
@@ -118,7 +118,7 @@ def test_retry_after_unavailable_keeps_the_key_and_charges_once(vault_server) ->
     result = company.noisy_counts(handle, epsilon=0.25, attributes=["sex"])
     assert len(interceptor.keys) == 2 and interceptor.keys[0] == interceptor.keys[1]
     assert result.idempotency_key == interceptor.keys[0]
-    assert company.get_budget("pop")[0].epsilon_spent == pytest.approx(0.25)
+    assert company.get_budget("pop").epsilon_spent[0] == pytest.approx(0.25)
     ledger = company.list_ledger()
     assert list(ledger[ledger.kind == "charge"].idempotency_key) == [result.idempotency_key]
     assert result.replayed and result.replayed_ledger_seq == result.charge.ledger_seq
@@ -160,7 +160,7 @@ def test_one_exception_tree_for_local_mistakes(company, table) -> None:
         applier.predict_proba(pd.DataFrame({"x": [1.0, "two"]}))
     estimator = fairvault.PrivateEqualizedOdds(company, "pop", epsilon=1, gamma=0.1)
     with pytest.raises(fairvault.FairvaultError) as unfitted:
-        estimator.predict(frame, [0, 1])
+        estimator.predict([0, 1], keys=frame)
     assert isinstance(unfitted.value, (ValueError, AttributeError))
     assert type(unfitted.value).__name__ == "NotFittedError"
     # Nothing reached the ledger.
@@ -183,7 +183,7 @@ def test_preview_charges_nothing(company, table) -> None:
         preview.budget_now.epsilon_remaining - 2)
     assert preview.groups == 6 and preview.rows > 0
     assert list(preview.accuracy.columns)[:3] == ["name", "mechanism", "noise_scale"]
-    assert company.get_budget("pop")[0].epsilon_spent == 0
+    assert company.get_budget("pop").epsilon_spent[0] == 0
     assert (company.list_ledger().kind == "charge").sum() == 0
     # Too expensive: not admitted, with the refusal it would get.
     refused = company.audit_classifier(table, "prediction", "label", epsilon=5000, preview=True)

@@ -137,7 +137,7 @@ def test_plot_draws_each_group_with_its_interval(population, fair_company, tmp_p
 
 
 def test_preview_prices_the_audit(population, fair_company) -> None:
-    budget = fair_company.get_budget(DATASET)[0].epsilon_remaining
+    budget = fair_company.get_budget(DATASET).epsilon_remaining[0]
     try:
         price = fairvault.private_metric_frame(fair_company, population.head(2000), "label",
                                                "prediction", 0.7, dataset=DATASET,
@@ -147,4 +147,4 @@ def test_preview_prices_the_audit(population, fair_company) -> None:
             pytest.skip("this server has no PreviewRelease yet")
         raise
     assert isinstance(price, fairvault.Preview) and price.cost.epsilon == pytest.approx(0.7)
-    assert fair_company.get_budget(DATASET)[0].epsilon_remaining == budget
+    assert fair_company.get_budget(DATASET).epsilon_remaining[0] == budget

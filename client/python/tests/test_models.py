@@ -115,7 +115,7 @@ def test_weighted_mixture_draws_with_its_weights() -> None:
     w = list(model.component_weights)
     assert applier.predict_proba(df.head(1)).tolist() == [w[0]]
     # 20,000 draws: the share of 1s is w[0] within 5 standard deviations (< 0.018).
-    share = applier.predict(df, seed=11).mean()
+    share = applier.predict(df, random_state=11).mean()
     assert abs(share - w[0]) < 5 * math.sqrt(w[0] * (1 - w[0]) / len(df))
     bad = pb.FairModel()
     bad.CopyFrom(model)
@@ -171,10 +171,10 @@ def test_crafted_model_equals_cli_predict(vault_server, tmp_path, kind) -> None:
     assert proba.shape == cli_proba.shape
     assert np.max(np.abs(proba - cli_proba)) <= 1e-12
     assert np.array_equal(proba, cli_proba)  # in fact bit for bit (libm's exp, same order)
-    assert np.array_equal(applier.predict(df, seed=7), expected["decision"].to_numpy())
+    assert np.array_equal(applier.predict(df, random_state=7), expected["decision"].to_numpy())
     if applier.kind == "mixture" and applier.num_components > 1:
         # Another seed draws other components: the seed is what makes them equal.
-        assert not np.array_equal(applier.predict(df, seed=8), expected["decision"].to_numpy())
+        assert not np.array_equal(applier.predict(df, random_state=8), expected["decision"].to_numpy())
 
 
 def test_hypothesis_model_equals_cli_predict(vault_server, tmp_path) -> None:
@@ -250,7 +250,7 @@ def test_trained_model_equals_cli_predict(vault_server, tmp_path, algorithm, opt
     columns = [f"p_{c}" for c in applier.classes] if applier.is_multiclass else ["p_positive"]
     cli_proba = expected[columns].to_numpy().reshape(applier.predict_proba(df).shape)
     assert np.max(np.abs(applier.predict_proba(df) - cli_proba)) <= 1e-12
-    assert np.array_equal(applier.predict(df, seed=11), expected["decision"].to_numpy())
+    assert np.array_equal(applier.predict(df, random_state=11), expected["decision"].to_numpy())
 
 
 # ---- post-processors against `fairvault apply-eo` ----------------------------------------
@@ -395,7 +395,7 @@ def test_best_responses_from_cell_sums_are_free_and_apply_locally(vault_server, 
     sums = company.release_cell_sums(table, ["x1", "x2"], "label", 1.0, ["sex"], clip_l1=4.0)
     assert len(sums.response.cells) == 4
     assert list(sums.response.feature_names) == ["x1", "x2", "(intercept)"]
-    spent = company.get_budget(DATASET)[0].epsilon_spent
+    spent = company.get_budget(DATASET).epsilon_spent[0]
     responses = []
     for lam in ([0, 0, 0, 0], [0, 0, 2, 0], [0, 0, 0, 2]):
         free = company.best_response_from_sums(table, ["x1", "x2"], "label",
@@ -405,7 +405,7 @@ def test_best_responses_from_cell_sums_are_free_and_apply_locally(vault_server, 
         assert free.response.charge.ledger_seq == sums.charge.ledger_seq
         assert free.response.artifact.id == ""
         responses.append(models.applier_for(free.response.artifact))
-    assert company.get_budget(DATASET)[0].epsilon_spent == spent
+    assert company.get_budget(DATASET).epsilon_spent[0] == spent
     # λ on the TP constraints moves the decisions; the artifact applies locally like any other.
     decided = [a.predict(df) for a in responses]
     assert not np.array_equal(decided[0], decided[1])
@@ -425,7 +425,7 @@ def test_best_responses_from_cell_sums_are_free_and_apply_locally(vault_server, 
                                "2", "--gamma", "0", "--oracle", "least_squares", "--clip-l1",
                                "4", "--out", str(out), key=key)
     assert "charged nothing" in printed.stdout
-    assert company.get_budget(DATASET)[0].epsilon_spent == spent
+    assert company.get_budget(DATASET).epsilon_spent[0] == spent
     assert out.exists()
     # `cell-sums` itself through the CLI: one charge, the cells printed, replayed by its key.
     released = vault_server.cli("cell-sums", "--table", table, "--features", "x1,x2", "--label",
@@ -433,12 +433,12 @@ def test_best_responses_from_cell_sums_are_free_and_apply_locally(vault_server, 
                                 "--clip-l1", "4", "--idempotency-key", "cli-sums", key=key)
     assert "released 4 cells x 3 feature sums" in released.stdout
     assert "best-response --sums-key cli-sums" in released.stdout
-    after = company.get_budget(DATASET)[0].epsilon_spent
+    after = company.get_budget(DATASET).epsilon_spent[0]
     assert abs(after - spent - 0.5) < 1e-9
     vault_server.cli("cell-sums", "--table", table, "--features", "x1,x2", "--label", "label",
                      "--attributes", "sex", "--epsilon", "0.5", "--clip-l1", "4",
                      "--idempotency-key", "cli-sums", key=key)
-    assert company.get_budget(DATASET)[0].epsilon_spent == after
+    assert company.get_budget(DATASET).epsilon_spent[0] == after
     refused = vault_server.cli("best-response", "--table", table, "--features", "x1,x2",
                                "--label", "label", "--sums-key", "cli-sums", "--epsilon", "1",
                                "--lambda", "0,0,0,0", "--lambda-bound", "1", "--gamma", "0",

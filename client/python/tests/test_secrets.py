@@ -33,7 +33,8 @@ def estimators(vault, **secret):
                                              **secret),
         fairvault.PrivateStatisticalParityRegressor(vault, DATASET, 1.0, 0.0, 1.0, 10,
                                                     key_column="key", **secret),
-        fairvault.FairModel(vault, DATASET, key_column="key", rounds=3, **secret),
+        fairvault.FairModel(vault, DATASET, 1.0, key_column="key",
+                            learner_params={"rounds": 3}, **secret),
     ]
 
 
@@ -137,9 +138,11 @@ def test_errors_name_the_problem_not_the_secret(vault_server, tmp_path) -> None:
                                            df, df.label, df.prediction)
     # Pseudonyms under a secret the import did not use match nobody: the server's refusal
     # names the rows, not the secret.
-    with pytest.raises(fairvault.InvalidArgument) as unmatched:
+    with pytest.raises(fairvault.InvalidArgument) as unmatched, \
+            pytest.warns(fairvault.NoSubjectsWarning) as warned:
         fairvault.PrivateEqualizedOdds(company, "pop", 1.0, 0.0, key_column="key",
                                        hmac_secret=SECRET).fit(df, df.label, df.prediction)
+    assert_hidden(str(warned[0].message))
     assert_hidden(str(unmatched.value) + repr(unmatched.value))
 
 
@@ -160,7 +163,7 @@ def test_hmac_secret_file_gives_the_pseudonyms_of_the_same_bytes(vault_server,
                                              hmac_secret_file=str(secret_file))
     by_file.fit(df, df.label, df.prediction)
     assert by_file.table_.rows_in_vault == len(df)
-    decided = by_file.predict(df, df.prediction)
+    decided = by_file.predict(df.prediction, keys=df)
     assert decided.shape == (len(df),) and set(np.unique(decided)) <= {0, 1}
     assert by_file.last_decisions_.rows_already_decided == 0
     # The in-memory secret with the same bytes names the same subjects: the vault holds
@@ -175,8 +178,9 @@ def test_hmac_secret_file_gives_the_pseudonyms_of_the_same_bytes(vault_server,
     # A different secret file matches nobody.
     other = tmp_path / "other.secret"
     other.write_bytes(b"another-secret-0123456789")
-    miss = company.upload_table(df, DATASET, "key", numeric=["label"],
-                                hmac_secret_file=str(other))
+    with pytest.warns(fairvault.NoSubjectsWarning):
+        miss = company.upload_table(df, DATASET, "key", numeric=["label"],
+                                    hmac_secret_file=str(other))
     assert miss.rows_in_vault == 0
     # The metric frame takes the file too.
     frame = fairvault.private_metric_frame(company, df, "label", "prediction", 5.0,

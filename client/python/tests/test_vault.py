@@ -135,7 +135,10 @@ def test_fair_model_job(company, table) -> None:
 
 def test_ledger_budgets_and_auditor_views(vault_server, company, table) -> None:
     company.noisy_counts(table, epsilon=1.5, attributes=["sex"])
-    budget, = company.get_budget("pop")
+    budgets = company.get_budget("pop")
+    assert len(budgets) == 1 and budgets.dataset[0] == "pop"
+    assert budgets.epsilon_spent[0] == pytest.approx(1.5)
+    budget, = company.get_budget("pop", as_frame=False)
     assert budget.epsilon_spent == pytest.approx(1.5)
     ledger = company.list_ledger()
     assert list(ledger.kind) == ["grant", "charge"]
@@ -203,7 +206,9 @@ def test_keys_from_the_index_or_row_numbers(vault_server, company) -> None:
     df = vault_server.population
     by_index = company.upload_table(df.set_index("key")[["label"]], "pop")
     assert by_index.rows_in_vault == len(df)
-    by_row = company.upload_table(df[["label"]], "pop", "@row")  # row-0, row-1, ...: not subjects
+    with pytest.warns(fairvault.NoSubjectsWarning, match="pass the same secret as "
+                      "hmac_secret_file="):  # as the CLI warns, in words
+        by_row = company.upload_table(df[["label"]], "pop", "@row")  # row-0, ...: not subjects
     assert (by_row.row_count, by_row.rows_in_vault) == (len(df), 0)
     with pytest.raises(ValueError, match="floats"):
         company.upload_table(df.assign(key=1.0 * np.arange(len(df))), "pop", "key",
@@ -224,10 +229,9 @@ def test_a_copied_vault_has_its_own_connection(vault_server, company, table) -> 
     budgets = twin.get_budget("pop")
     assert len(budgets) == 1
     # An estimator rebuilt from deep-copied parameters, as sklearn.base.clone does.
-    model = fairvault.FairModel(company, "pop", algorithm="dp_oracle_learner", epsilon=5.0,
-                                label="label", features=["score", "prediction"],
-                                attributes=["sex"], gamma=0.05, rounds=5, key_column="key",
-                                progress=False)
+    model = fairvault.DPOracleLearner(company, "pop", 5.0, label="label",
+                                      features=["score", "prediction"], attributes=["sex"],
+                                      gamma=0.05, rounds=5, key_column="key", progress=False)
     params = {k: copy.deepcopy(v) for k, v in model.get_params().items()}
     cloned = type(model)(**params)
     assert cloned.get_params()["vault"] is not company
