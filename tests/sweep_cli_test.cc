@@ -30,6 +30,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct CliResult {
   int exit_code = -1;
@@ -97,10 +98,10 @@ class SweepCliTest : public VaultFixture {
   }
 
   std::string EoSweep(const std::string& run_id, const std::string& epsilons,
-                      const std::string& extra = "") {
+                      const std::string& extra = "", const std::string& gamma = "0.02") {
     return absl::StrCat("sweep eo --dataset pop --table ", table_handle_,
                         " --prediction-column prediction --label-column label --attributes sex"
-                        " --gamma 0.02 --epsilons ",
+                        " --gamma ", gamma, " --epsilons ",
                         epsilons, " --run-id ", run_id, " --holdout ", holdout_,
                         " --group-column sex --out ", dir_, "/", run_id, ".csv ", extra);
   }
@@ -150,6 +151,15 @@ TEST_F(SweepCliTest, EoSweepWithEvaluationGroupsWritesOneRowPerEpsilonAndReplays
   EXPECT_DOUBLE_EQ(Spent(), 3.5);
   EXPECT_EQ(Charges(), 3);
   EXPECT_EQ(ReadFile(csv_path), csv);
+
+  // The keys follow the content: the same run id with another --gamma is another request
+  // at each point (a new key, charged), not a refusal; its first point's key differs.
+  const CliResult changed = Cli(EoSweep("run-eo", "0.5,1,2", "", "0.05"));
+  ASSERT_EQ(changed.exit_code, 0) << changed.out;
+  EXPECT_THAT(changed.out, HasSubstr("privacy cost: epsilon 3.5 in all"));
+  EXPECT_THAT(changed.out, Not(HasSubstr("already charged")));
+  EXPECT_DOUBLE_EQ(Spent(), 7);
+  EXPECT_EQ(Charges(), 6);
 
   // `report sweep` draws it: one mark per point.
   const std::string html = dir_ + "/sweep.html";

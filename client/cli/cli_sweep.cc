@@ -24,6 +24,7 @@
 #include "client/cli/cli_models.h"
 #include "client/apply/eo_apply.h"
 #include "client/apply/model_apply.h"
+#include "client/lib/pseudonymise.h"
 #include "core/fairness/metrics.h"
 #include "core/util/status_macros.h"
 
@@ -287,6 +288,11 @@ class Sweep {
     return absl::OkStatus();
   }
 
+  // A point's keys follow its content: "<run-id>/fit/<tag>/<d>" with d the first 12 hex
+  // digits of SHA-256 over the fit request (key cleared), and the audit's over that, the audit
+  // parameters and --holdout's keys and labels. A re-run with the same run id and the same
+  // parameters replays; a changed parameter (--gamma, a learner flag, the table, the
+  // held-out rows) is a new request under a new key, charged as such.
   void AddPoint(double epsilon, std::optional<double> lambda, const std::string& series) {
     Point p;
     p.epsilon = epsilon;
@@ -295,9 +301,46 @@ class Sweep {
     const std::string tag =
         absl::StrCat(method_ == Method::kEo ? "eo" : "model", "/e", Num(epsilon),
                      lambda ? absl::StrCat("/l", Num(*lambda)) : "");
-    p.fit_key = absl::StrCat(run_id_, "/fit/", tag);
-    p.audit_key = absl::StrCat(run_id_, "/audit/", tag);
+    std::string fit;
+    if (method_ == Method::kEo) {
+      EoFitRequest(p).SerializeToString(&fit);
+    } else {
+      ModelFitRequest(p).SerializeToString(&fit);
+    }
+    const std::string fit_digest = Sha256Hex(fit);
+    Sha256Hasher audit;
+    audit.Update(fit_digest);
+    audit.Update(absl::StrCat("\naudit ", Num(measure_.audit_epsilon), " ",
+                              absl::StrJoin(flags_.GetList("attributes"), ","), " ",
+                              Unmatched(flags_), " ", measure_.equalized_odds ? "eo" : "dp"));
+    for (const std::string& k : holdout_.keys) audit.Update(absl::StrCat("\n", k));
+    audit.Update(absl::StrCat("\n", absl::StrJoin(holdout_.labels, "")));
+    p.fit_key = absl::StrCat(run_id_, "/fit/", tag, "/", fit_digest.substr(0, 12));
+    p.audit_key = absl::StrCat(run_id_, "/audit/", tag, "/", audit.HexDigest().substr(0, 12));
     points_.push_back(std::move(p));
+  }
+
+  // The fit requests, without their idempotency keys.
+  v1::FitEqualizedOddsRequest EoFitRequest(const Point& p) const {
+    v1::FitEqualizedOddsRequest req;
+    req.set_table_handle(flags_.Get("table"));
+    req.set_prediction_column(flags_.Get("prediction-column"));
+    req.set_label_column(flags_.Get("label-column"));
+    for (const std::string& a : flags_.GetList("attributes")) req.add_attributes(a);
+    req.set_epsilon(p.epsilon);
+    req.set_gamma(eo_.gamma);
+    req.set_beta(eo_.beta);
+    req.set_decision_floor(eo_.floor);
+    req.set_unmatched(Unmatched(flags_));
+    return req;
+  }
+
+  v1::FitFairModelRequest ModelFitRequest(const Point& p) const {
+    v1::FitFairModelRequest req = model_request_;
+    req.clear_idempotency_key();  // ReadModelFitRequest draws one; the point's key replaces it
+    req.set_epsilon(p.epsilon);
+    if (p.lambda) req.set_fairness_lambda(*p.lambda);
+    return req;
   }
 
   absl::Status PlanEo() {
@@ -410,17 +453,8 @@ class Sweep {
   }
 
   absl::Status FitAndApplyEo(Point& p) {
-    v1::FitEqualizedOddsRequest req;
+    v1::FitEqualizedOddsRequest req = EoFitRequest(p);
     req.set_idempotency_key(p.fit_key);
-    req.set_table_handle(flags_.Get("table"));
-    req.set_prediction_column(flags_.Get("prediction-column"));
-    req.set_label_column(flags_.Get("label-column"));
-    for (const std::string& a : flags_.GetList("attributes")) req.add_attributes(a);
-    req.set_epsilon(p.epsilon);
-    req.set_gamma(eo_.gamma);
-    req.set_beta(eo_.beta);
-    req.set_decision_floor(eo_.floor);
-    req.set_unmatched(Unmatched(flags_));
     ASSIGN_OR_RETURN(const v1::FitEqualizedOddsResponse resp,
                      client_->FitEqualizedOddsPostProcessor(req));
     p.artifact_id = resp.artifact().id();
@@ -442,10 +476,8 @@ class Sweep {
   }
 
   absl::Status FitAndApplyModel(Point& p) {
-    v1::FitFairModelRequest req = model_request_;
+    v1::FitFairModelRequest req = ModelFitRequest(p);
     req.set_idempotency_key(p.fit_key);
-    req.set_epsilon(p.epsilon);
-    if (p.lambda) req.set_fairness_lambda(*p.lambda);
     ASSIGN_OR_RETURN(const v1::FitFairModelResponse fit, client_->FitFairModel(req));
     WaitOptions wait;
     wait.interval_seconds = 0.5;

@@ -22,6 +22,8 @@ from fairvault.pseudonymise import pseudonymise, pseudonymise_all, read_secret_f
 from fairvault.results import (ClassifierAudit, CountsRelease, Decisions, Preview,
                                RegressorAudit, Release)
 from fairvault.secret import Secret
+from fairvault._base import ChargedAgainWarning
+from fairvault.session import Replayed, Session
 from fairvault.vault import TableHandle, Vault, new_idempotency_key
 
 __version__ = "0.10.0"
@@ -33,7 +35,7 @@ __all__ = [
     "FairvaultError", "InvalidArgument", "NotFound", "AlreadyExists", "PermissionDenied",
     "Unauthenticated", "BudgetExhausted", "FailedPrecondition", "Aborted", "Unavailable",
     "JobFailed", "InvalidInput", "MissingColumn", "WrongType", "NotFittedError", "WaitTimeout",
-    "NoSubjectsWarning",
+    "NoSubjectsWarning", "Session", "Replayed", "ChargedAgainWarning",
     # Lazy (below): the Fairlearn-style layer.
     "private_metric_frame", "PrivateMetricFrame", "PrivateEqualizedOdds",
     "PrivateEqualizedOddsScores", "PrivateStatisticalParityRegressor", "FairModel",

@@ -3,9 +3,11 @@ spending calls are made, and small argument helpers shared by its methods."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
+import warnings
 import secrets
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from fairvault import errors
 from fairvault._proto import enum_value, pb
@@ -14,7 +16,7 @@ from fairvault.pseudonymise import read_secret_file, secret_bytes
 from fairvault.results import messages_frame
 from fairvault.secret import Secret, SecretLike
 
-__all__ = ["VaultBase", "TableHandle", "new_idempotency_key"]
+__all__ = ["VaultBase", "TableHandle", "new_idempotency_key", "ChargedAgainWarning"]
 
 #: A file name: ``hmac_secret_file=``, ``key_file=``.
 PathLike = Union[str, "os.PathLike[str]"]
@@ -34,14 +36,16 @@ class TableHandle(str):
     response: Any
     dataset: str
 
-    def __new__(cls, response: Any, dataset: str) -> "TableHandle":
+    def __new__(cls, response: Any, dataset: str,
+                content_digest: Optional[str] = None) -> "TableHandle":
         handle = super().__new__(cls, response.table_handle)
         handle.response = response
         handle.dataset = dataset
+        handle.content_digest = content_digest
         return handle
 
     def __reduce__(self) -> Any:
-        return (TableHandle, (self.response, self.dataset))
+        return (TableHandle, (self.response, self.dataset, self.content_digest))
 
     @property
     def row_count(self) -> int:
@@ -82,6 +86,15 @@ def _list(values: Union[None, str, Sequence[str]]) -> List[str]:
     return [values] if isinstance(values, str) else [str(v) for v in values]
 
 
+# Request fields that hold a table handle (replaced by the table's content in a digest).
+_TABLE_FIELDS = ("table_handle", "validation_table_handle")
+
+
+class ChargedAgainWarning(UserWarning):
+    """A spending call without an idempotency key repeats a request this client already
+    charged: it is charged again (a fresh key is a new release)."""
+
+
 # Fields of FitFairModelRequest given by name to fit_fair_model(**options) that are enums.
 _FAIR_MODEL_ENUMS = {"model": (pb.ModelFamily, "MODEL_FAMILY_"),
                      "fairness": (pb.FairnessNotion, "FAIRNESS_NOTION_"),
@@ -91,11 +104,20 @@ _FAIR_MODEL_ENUMS = {"model": (pb.ModelFamily, "MODEL_FAMILY_"),
 class VaultBase:
     """The connection and the call helpers; :class:`fairvault.Vault` adds the methods."""
 
+    #: Warn (ChargedAgainWarning) before a keyless call charges a request this client charged
+    #: already. A session does not: its keys follow the content, so only another session name
+    #: charges the same request again, which is what that name asks for.
+    _warn_charged_again = True
+
     def __init__(self, server: Optional[str] = None, key: Optional[str] = None,
                  key_file: Optional[str] = None, tls_ca: Optional[str] = None,
                  **options: Any) -> None:
         self._conn = Connection(server, key=key, key_file=key_file, tls_ca=tls_ca, **options)
+        # What this client learned: each uploaded table's dataset and content digest, and the
+        # requests it charged (content digest → (idempotency key, ledger seq)).
         self._table_datasets: Dict[str, str] = {}
+        self._table_digests: Dict[str, str] = {}
+        self._charged: Dict[str, Tuple[str, int]] = {}
 
     @property
     def server(self) -> str:
@@ -109,6 +131,8 @@ class VaultBase:
         new.__dict__.update(self.__dict__)
         new._conn = copy.deepcopy(self._conn, memo)
         new._table_datasets = dict(self._table_datasets)
+        new._table_digests = dict(self._table_digests)
+        new._charged = dict(self._charged)
         return new
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -116,7 +140,7 @@ class VaultBase:
         tables' datasets learned so far, so that a vault pickles the same before and after a
         call (what scikit-learn and joblib compare)."""
         state = dict(self.__dict__)
-        state["_table_datasets"] = {}
+        state["_table_datasets"], state["_table_digests"], state["_charged"] = {}, {}, {}
         return state
 
     def close(self) -> None:
@@ -142,9 +166,50 @@ class VaultBase:
         response, _ = self._conn.call(getattr(stub, method), request, retry=False)
         return response
 
+    def request_digest(self, method: str, request: Any) -> str:
+        """What a spending request asks for, independent of its key and of which upload holds
+        its table: SHA-256 of the method and the deterministic serialization of the request
+        with ``idempotency_key`` cleared and every table handle this client uploaded replaced
+        by its content digest. Re-running a notebook cell (a new upload of the same rows, the
+        same parameters) gives the same digest; a changed parameter or row, another."""
+        copy_ = type(request)()
+        copy_.CopyFrom(request)
+        copy_.idempotency_key = ""
+        for field in _TABLE_FIELDS:
+            if field in copy_.DESCRIPTOR.fields_by_name:
+                handle = getattr(copy_, field)
+                if handle in self._table_digests:
+                    setattr(copy_, field, "content:" + self._table_digests[handle])
+        body = copy_.SerializeToString(deterministic=True)
+        return hashlib.sha256(method.encode() + b"\0" + body).hexdigest()
+
+    def _held_upload(self, digest: str, dataset: str) -> Optional[TableHandle]:
+        """An earlier upload of the same content to reuse instead of sending it again: none
+        on a plain vault (a :class:`fairvault.Session` keeps them)."""
+        return None
+
+    def _remember_upload(self, handle: TableHandle) -> None:
+        """Called after each upload (a session records it)."""
+
+    def _key_for(self, method: str, digest: str) -> str:
+        """The idempotency key of a spending call that was given none: a fresh random one
+        (a :class:`fairvault.Session` derives it from the content instead)."""
+        return new_idempotency_key()
+
     def _spend(self, method: str, request: Any, result: type, idempotency_key: Optional[str],
                preview: bool) -> Any:
-        request.idempotency_key = idempotency_key or new_idempotency_key()
+        digest = self.request_digest(method, request)
+        if idempotency_key is None:
+            idempotency_key = self._key_for(method, digest)
+            earlier = self._charged.get(digest) if self._warn_charged_again else None
+            if earlier is not None and earlier[0] != idempotency_key and not preview:
+                warnings.warn(
+                    f"{method}: this client charged the same request before (ledger seq "
+                    f"{earlier[1]}, idempotency key '{earlier[0]}'); with a fresh key it is "
+                    f"charged again. To replay it instead pass idempotency_key='{earlier[0]}', "
+                    "or work in a session (vault.session('name')), whose keys follow the "
+                    "content", ChargedAgainWarning, stacklevel=3)
+        request.idempotency_key = idempotency_key
         if preview:
             return self.preview_release(request)
         try:
@@ -153,7 +218,11 @@ class VaultBase:
         except errors.BudgetExhausted as refusal:
             self._explain_budget(refusal, getattr(request, "table_handle", ""))
             raise
-        return result(response, request.idempotency_key, call.trailing_metadata())
+        released = result(response, request.idempotency_key, call.trailing_metadata())
+        charge = getattr(response, "charge", None)
+        if charge is not None and charge.ledger_seq:
+            self._charged.setdefault(digest, (request.idempotency_key, charge.ledger_seq))
+        return released
 
     def _explain_budget(self, refusal: errors.BudgetExhausted, table: str) -> None:
         """Fills in what is left when the refusal's message did not say, from GetBudget."""

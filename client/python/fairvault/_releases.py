@@ -14,7 +14,8 @@ from fairvault._arrays import floats
 from fairvault._base import (PathLike, TableHandle, VaultBase, _FAIR_MODEL_ENUMS, _list, _secret,
                              _unmatched)
 from fairvault._proto import enum_value, pb
-from fairvault._tables import DEFAULT_CHUNK_ROWS, subject_keys, table_columns, table_stream
+from fairvault._tables import (DEFAULT_CHUNK_ROWS, subject_keys, table_columns, table_digest,
+                              table_stream)
 from fairvault.results import (ClassifierAudit, CountsRelease, Decisions, Preview,
                                RegressorAudit, Release)
 from fairvault.secret import SecretLike
@@ -58,6 +59,10 @@ class ReleaseMethods(VaultBase):
         specs, values = table_columns(df, key_column, numeric, categorical)
         header = pb.TableHeader(dataset=dataset, columns=specs, ttl_seconds=ttl_seconds,
                                 label=label)
+        digest = table_digest(header, keys, specs, values)
+        held = self._held_upload(digest, dataset)
+        if held is not None:
+            return held
         response, _ = self._conn.stream(
             self._conn.company.UploadTable,
             lambda: table_stream(header, keys, specs, values, chunk_rows, progress),
@@ -67,6 +72,7 @@ class ReleaseMethods(VaultBase):
                                   f"the server reports {response.row_count} rows stored but the "
                                   f"client sent {len(keys)}; do not use the result, report this")
         self._table_datasets[response.table_handle] = dataset
+        self._table_digests[response.table_handle] = digest
         if response.rows_in_vault == 0 and len(keys):
             fix = ("if the regulator imported pseudonyms, pass the same secret as "
                    "hmac_secret_file= (or hmac_secret=)" if secret is None else
@@ -74,7 +80,9 @@ class ReleaseMethods(VaultBase):
             warnings.warn(f"none of the {len(keys)} rows' subject keys is in the vault's dataset "
                           f"'{dataset}', so every release on this table will be refused; {fix}",
                           errors.NoSubjectsWarning, stacklevel=2)
-        return TableHandle(response, dataset)
+        handle = TableHandle(response, dataset, digest)
+        self._remember_upload(handle)
+        return handle
 
     def noisy_counts(self, table: str, epsilon: float, columns: Sequence[str] = (),
                      attributes: Sequence[str] = (), *, noise: Union[str, int] = "laplace",

@@ -7,6 +7,7 @@ stream that fails midway can simply be sent again from the start.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
@@ -125,6 +126,22 @@ def table_columns(df: pd.DataFrame, key_column: Optional[str], numeric: Optional
         specs.append(pb.ColumnSpec(name=str(name), type=pb.COLUMN_TYPE_CATEGORICAL))
         values.append([v if isinstance(v, str) else str(v) for v in series.tolist()])
     return specs, values
+
+
+def table_digest(header: Any, keys: List[str], specs: List[Any], values: List[Any]) -> str:
+    """SHA-256 of an upload's content: the header (dataset, columns, lifetime, label), the
+    subject keys as sent and every value, in order. Two uploads of the same rows have the same
+    digest whatever handles the vault gives them."""
+    # JSON lists: an unambiguous encoding of strings (whatever characters they hold).
+    h = hashlib.sha256(header.SerializeToString(deterministic=True))
+    h.update(json.dumps(keys).encode())
+    for spec, column in zip(specs, values):
+        if spec.type == pb.COLUMN_TYPE_NUMERIC:
+            h.update(b"n" + len(column).to_bytes(8, "little"))
+            h.update(np.ascontiguousarray(column, dtype="<f8").tobytes())
+        else:
+            h.update(b"c" + json.dumps(column).encode())
+    return h.hexdigest()
 
 
 def _bar(total: int, progress: Optional[bool], desc: str):

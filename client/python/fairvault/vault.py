@@ -229,6 +229,15 @@ class Vault(ReleaseMethods):
 
     # ----- health -------------------------------------------------------------------------
 
+    def session(self, name: str, state_file: Any = "default") -> "Vault":
+        """A :class:`fairvault.session.Session` on this connection: spending calls without
+        an idempotency key get one derived from the session's ``name`` and the request's
+        content, so that re-running a notebook cell replays (charged once) and a changed
+        parameter is a new release. ``state_file``: where it keeps its uploads' handles
+        (default ``~/.cache/fairvault/sessions/<name>.json``; None: in memory)."""
+        from fairvault.session import Session
+        return Session(self, name, state_file)
+
     def health(self, service: str = "", timeout: float = 5.0) -> str:
         """The standard gRPC health check (no API key needed): ``"SERVING"`` or another
         status name; raises on an unknown service (NotFound) or an unreachable server."""
