@@ -60,6 +60,10 @@ std::string FormatClassifierReport(const v1::ClassifierAuditReport& r) {
       "demographic-parity violation (max |dSelection|): ", Rate(r.demographic_parity_violation()),
       "\nequalized-odds violation (max |dTPR|, |dFPR|): ", Rate(r.equalized_odds_violation()),
       "\n");
+  if (r.has_tpr_difference()) {  // releases stored before these fields have neither
+    absl::StrAppend(&out, "  of which max |dTPR|: ", Rate(r.tpr_difference()),
+                    "; max |dFPR|: ", Rate(r.fpr_difference()), "\n");
+  }
   return out;
 }
 

@@ -376,7 +376,9 @@ absl::StatusOr<ClassifierAudit> AuditClassifier(absl::Span<const int64_t> noisy_
   };
   const Interval dp_violation = RangeInterval(band_over(selection), selection);
   const SimultaneousBand eo_band = band_over(rates_of_eo);
-  const Interval eo_violation = MaxOf(RangeInterval(eo_band, tpr), RangeInterval(eo_band, fpr));
+  const Interval tpr_difference = RangeInterval(eo_band, tpr);
+  const Interval fpr_difference = RangeInterval(eo_band, fpr);
+  const Interval eo_violation = MaxOf(tpr_difference, fpr_difference);
 
   // Per-group rates: exact noise-aware intervals from the raw released cells (count_interval.h).
   // The noise and the sampling are independent, so levels sqrt(c) each give coverage >= c.
@@ -409,6 +411,8 @@ absl::StatusOr<ClassifierAudit> AuditClassifier(absl::Span<const int64_t> noisy_
   }
   audit.demographic_parity_violation = dp_violation;
   audit.equalized_odds_violation = eo_violation;
+  audit.tpr_difference = tpr_difference;
+  audit.fpr_difference = fpr_difference;
   return audit;
 }
 

@@ -56,6 +56,10 @@ struct ClassifierAudit {
   std::vector<ClassifierGroupAudit> groups;
   Interval demographic_parity_violation;  // max pair |selection_a - selection_b|
   Interval equalized_odds_violation;      // max pair max(|ΔTPR|, |ΔFPR|)
+  // Its two parts, max pair |ΔTPR| and max pair |ΔFPR|, from the same simultaneous band (so
+  // equalized_odds_violation is their MaxOf, interval and all).
+  Interval tpr_difference;
+  Interval fpr_difference;
 };
 
 // The public size below which a group is flagged small: 10 standard deviations of the noise

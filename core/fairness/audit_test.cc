@@ -182,6 +182,32 @@ TEST(AuditClassifierTest, ClampsNegativeCellsAndFloorsDenominators) {
   EXPECT_DOUBLE_EQ(audit->demographic_parity_violation.estimate, 0.45 - 0.25);
 }
 
+TEST(AuditClassifierTest, EqualizedOddsSplitsIntoItsTprAndFprParts) {
+  // Group 0: TPR 0.8, FPR 0.1; group 1: TPR 0.5, FPR 0.3. |dTPR| = 0.3 > |dFPR| = 0.2.
+  const int k = 2;
+  std::vector<int64_t> n(8, 0);
+  auto at = [&](int yhat, int a, int y) -> int64_t& { return n[(yhat * k + a) * 2 + y]; };
+  at(1, 0, 1) = 80, at(0, 0, 1) = 20, at(1, 0, 0) = 10, at(0, 0, 0) = 90;
+  at(1, 1, 1) = 50, at(0, 1, 1) = 50, at(1, 1, 0) = 30, at(0, 1, 0) = 70;
+  std::mt19937_64 gen(3);
+  const auto laplace = Laplace(2.0);
+  auto audit = AuditClassifier(n, k, 2.0, DrawFrom(*laplace), AuditOptions{0.95, 400}, gen);
+  ASSERT_OK(audit);
+  EXPECT_DOUBLE_EQ(audit->tpr_difference.estimate, 0.3);
+  EXPECT_NEAR(audit->fpr_difference.estimate, 0.2, 1e-12);
+  for (const Interval* part : {&audit->tpr_difference, &audit->fpr_difference}) {
+    EXPECT_LE(part->lo, part->estimate);
+    EXPECT_GE(part->hi, part->estimate);
+    EXPECT_LT(part->lo, part->hi);  // noise and sampling: a real interval
+  }
+  // The violation is the larger part, bounds and all (the same simultaneous band).
+  EXPECT_EQ(audit->equalized_odds_violation.estimate, audit->tpr_difference.estimate);
+  EXPECT_EQ(audit->equalized_odds_violation.lo,
+            std::max(audit->tpr_difference.lo, audit->fpr_difference.lo));
+  EXPECT_EQ(audit->equalized_odds_violation.hi,
+            std::max(audit->tpr_difference.hi, audit->fpr_difference.hi));
+}
+
 TEST(AuditClassifierTest, EmptyGroupGetsZeroRates) {
   std::vector<int64_t> n = {10, 0, 0, 0, 0, 0, 0, -2};  // K = 2, group 1 all <= 0
   std::mt19937_64 gen(3);

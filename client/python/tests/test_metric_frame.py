@@ -51,16 +51,25 @@ def test_values_are_the_audit_responses(population, fair_company) -> None:
     ratio = frame.ratio()
     assert ratio["selection_rate"] == pytest.approx(
         frame.by_group.selection_rate.min() / frame.by_group.selection_rate.max())
-    # Overall: the rates of the summed (clamped) released counts.
-    counts = {c: np.maximum(frame.by_group[f"n_{c}"], 0).sum()
-              for c in ("pred0_label0", "pred0_label1", "pred1_label0", "pred1_label1")}
-    total = sum(counts.values())
-    assert frame.overall["selection_rate"] == pytest.approx(
-        (counts["pred1_label0"] + counts["pred1_label1"]) / total)
-    assert frame.overall["true_positive_rate"] == pytest.approx(
-        counts["pred1_label1"] / (counts["pred1_label1"] + counts["pred0_label1"]))
-    assert frame.overall["accuracy"] == pytest.approx(
-        (counts["pred0_label0"] + counts["pred1_label1"]) / total)
+    # The TPR and FPR differences have their own released intervals (equalized odds is the
+    # larger of the two, interval and all).
+    tpr, fpr = report.tpr_difference, report.fpr_difference
+    assert (diff.loc["true_positive_rate", "lo"], diff.loc["true_positive_rate", "hi"]) == \
+        (tpr.lo, tpr.hi)
+    assert (diff.loc["false_positive_rate", "lo"], diff.loc["false_positive_rate", "hi"]) == \
+        (fpr.lo, fpr.hi)
+    assert (eo.lo, eo.hi) == (max(tpr.lo, fpr.lo), max(tpr.hi, fpr.hi))
+    # Overall: every row was used, so the caller's own rows' exact rates, with Clopper-Pearson
+    # intervals (the caller's data: nothing released).
+    assert frame.overall_source.startswith("exact")
+    assert frame.overall["selection_rate"] == pytest.approx(df.prediction.mean(), abs=1e-12)
+    assert frame.overall["accuracy"] == pytest.approx((df.prediction == df.label).mean(),
+                                                      abs=1e-12)
+    positives = df[df.label == 1]
+    lo, hi = fairvault.metric_frame.clopper_pearson(int(positives.prediction.sum()),
+                                                    len(positives), 0.95)
+    assert tuple(frame.overall_intervals.loc["true_positive_rate", ["lo", "hi"]]) == (lo, hi)
+    assert lo < frame.overall["true_positive_rate"] < hi
     assert frame.charge.cost.epsilon == pytest.approx(1.0) and frame.epsilon == 1.0
     assert frame.confidence == 0.95 and frame.rows == len(df)
 
@@ -91,6 +100,16 @@ def test_a_table_handle_and_small_epsilon(population, fair_company) -> None:
     assert frame.table_ == table
     widths = frame.by_group.true_positive_rate_hi - frame.by_group.true_positive_rate_lo
     assert (widths > 0.02).all()  # noise at epsilon 0.05 shows in the intervals
+    # From a table handle the client has no rows: overall is the summed clamped noisy counts,
+    # with no interval.
+    counts = {c: np.maximum(frame.by_group[f"n_{c}"], 0).sum()
+              for c in ("pred0_label0", "pred0_label1", "pred1_label0", "pred1_label1")}
+    total = sum(counts.values())
+    assert frame.overall["selection_rate"] == pytest.approx(
+        (counts["pred1_label0"] + counts["pred1_label1"]) / total)
+    assert frame.overall["true_positive_rate"] == pytest.approx(
+        counts["pred1_label1"] / (counts["pred1_label1"] + counts["pred0_label1"]))
+    assert frame.overall_intervals.lo.isna().all() and "noisy" in frame.overall_source
     for metric in ("selection_rate", "accuracy"):
         assert (frame.by_group[metric + "_lo"] <= frame.by_group[metric]).all()
         assert (frame.by_group[metric] <= frame.by_group[metric + "_hi"]).all()
@@ -148,3 +167,40 @@ def test_preview_prices_the_audit(population, fair_company) -> None:
         raise
     assert isinstance(price, fairvault.Preview) and price.cost.epsilon == pytest.approx(0.7)
     assert fair_company.get_budget(DATASET).epsilon_remaining[0] == budget
+
+
+def test_metrics_by_name_cost_the_same_one_release(population, fair_company) -> None:
+    df = population.head(4000)
+    charges = (fair_company.list_ledger().kind == "charge").sum()
+    with pytest.raises(errors.InvalidInput, match="unknown \\['roc_auc'\\]"):
+        fairvault.private_metric_frame(fair_company, df, "label", "prediction", 1.0,
+                                       dataset=DATASET, key_column="key",
+                                       metrics=["precision", "roc_auc"])
+    assert (fair_company.list_ledger().kind == "charge").sum() == charges  # refused first
+    frame = fairvault.private_metric_frame(
+        fair_company, df, "label", "prediction", 1.0, dataset=DATASET, key_column="key",
+        metrics=["precision_score", "recall", "false_negative_rate", "base_rate"])
+    assert frame.metric_names == ("precision", "true_positive_rate", "false_negative_rate",
+                                  "base_rate")
+    assert list(frame.metrics.columns) == list(frame.metric_names)
+    for g in frame.response.report.groups:
+        row = frame.by_group.loc[g.group]
+        tp, fp = max(g.noisy_pred1_label1, 0), max(g.noisy_pred1_label0, 0)
+        assert row.precision == pytest.approx(tp / max(tp + fp, 1))
+        assert np.isnan(row.precision_lo)  # no interval is released for precision
+        # The FNR's interval is exactly the complement of the released TPR's.
+        assert (row.false_negative_rate, row.false_negative_rate_lo,
+                row.false_negative_rate_hi) == (1 - g.tpr.estimate, 1 - g.tpr.hi, 1 - g.tpr.lo)
+    assert frame.overall["base_rate"] == pytest.approx(df.label.mean(), abs=1e-12)
+    assert (fair_company.list_ledger().kind == "charge").sum() == charges + 1
+
+
+def test_clopper_pearson_matches_its_closed_forms() -> None:
+    cp = fairvault.metric_frame.clopper_pearson
+    # 0 or n successes have closed forms: (alpha/2)^(1/n).
+    assert cp(0, 10, 0.95) == pytest.approx((0.0, 1 - 0.025 ** 0.1), abs=1e-9)
+    assert cp(10, 10, 0.95) == pytest.approx((0.025 ** 0.1, 1.0), abs=1e-9)
+    # A textbook value: 5 of 10 at 95 %: [0.1871, 0.8129].
+    lo, hi = cp(5, 10, 0.95)
+    assert (round(lo, 4), round(hi, 4)) == (0.1871, 0.8129)
+    assert cp(0, 0) == (0.0, 1.0)

@@ -115,6 +115,8 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
         CopyInterval(audit.demographic_parity_violation,
                      report->mutable_demographic_parity_violation());
         CopyInterval(audit.equalized_odds_violation, report->mutable_equalized_odds_violation());
+        CopyInterval(audit.tpr_difference, report->mutable_tpr_difference());
+        CopyInterval(audit.fpr_difference, report->mutable_fpr_difference());
         report->set_confidence(audit_options.confidence);
         report->set_m(static_cast<int64_t>(joined.table_rows.size()));
         report->set_epsilon(req.epsilon());
