@@ -31,7 +31,12 @@ fi
 # pages) is its owner's only: var/demo is 0700, its files 0600.
 umask 077
 rm -rf "$work" && mkdir -p "$work" && chmod 0700 "$work"
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Step titles in bold on a terminal only: a file or a pipe gets plain text.
+if [[ -t 1 ]]; then
+  step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+  step() { printf '\n== %s\n' "$*"; }
+fi
 
 step "Regulator: bootstrap the first regulator key (printed once; the vault keeps a salted hash)"
 "$server_bin" bootstrap --db "$work/vault.db" --name regulator > "$work/regulator.key"

@@ -1,6 +1,6 @@
 // `fairvault predict` through the real binary on artifact files (no vault call): the output
 // columns and values for a one-logit network, a softmax network and a linear mixture, with and
-// without --proba-only.
+// without --proba-only; and `train-logreg --keep-features` on the UCI Adult files as published.
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -213,6 +213,55 @@ TEST_F(PredictCliTest, InvalidNetworkIsRefusedNamingTheField) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.output, "");
   EXPECT_THAT(Summary(), HasSubstr("network.classes has 2 entries"));
+}
+
+// `train-logreg --keep-features` writes the encoded features (the company's input to a fair
+// learner), and reads the UCI Adult files as published (no header row).
+TEST_F(PredictCliTest, TrainLogregKeepsTheEncodedFeaturesOfHeaderlessAdultFiles) {
+  std::string train, test = "|1x3 Cross validator\n";
+  const char* work[] = {"Private", "State-gov", "Self-emp"};
+  for (int i = 0; i < 30; ++i) {
+    const bool rich = i % 3 == 0;
+    train += std::to_string(20 + i) + ", " + work[i % 3] + ", 1000" + std::to_string(i) +
+             ", HS-grad, 9, Never-married, Sales, Own-child, White, " +
+             (i % 2 ? "Male" : "Female") + ", 0, 0, " + std::to_string(rich ? 60 : 30) +
+             ", United-States, " + (rich ? ">50K" : "<=50K") + "\n";
+  }
+  test += "40, Without-pay, 12345, HS-grad, 9, Never-married, Sales, Own-child, White, Male, 0, 0, "
+          "60, United-States, >50K.\n";
+  const std::string train_path = Write("adult.data", train);
+  const std::string test_path = Write("adult.test", test);
+  const std::string features = " --label-column Y --positive-label '>50K,>50K.' "
+                               "--numeric age,hours-per-week --categorical workclass ";
+  CliResult r = RunCli("train-logreg --csv '" + train_path + "'" + features +
+                           "--keep-features --out '" + dir_ + "/train.csv'",
+                       dir_ + "/stderr.txt");
+  ASSERT_EQ(r.exit_code, 0) << r.output << Summary();
+  EXPECT_THAT(Summary(), HasSubstr("adult.data has no header row"));
+  auto records = Records(ReadFile(dir_ + "/train.csv"));
+  ASSERT_EQ(records.size(), 31u);  // every line of the file is a row: none was a header
+  EXPECT_THAT(records[0], ::testing::ElementsAre("key", "prediction", "label", "age_z",
+                                                 "hours-per-week_z", "workclass=Private",
+                                                 "workclass=Self-emp", "workclass=State-gov"));
+  double age_sum = 0;
+  for (size_t row = 0; row < 30; ++row) {
+    age_sum += Number(records, row, 3);
+    double one_hot = 0;
+    for (size_t c = 5; c < 8; ++c) one_hot += Number(records, row, c);
+    EXPECT_EQ(one_hot, 1) << row;
+  }
+  EXPECT_NEAR(age_sum / 30, 0, 1e-12);  // standardised on the training rows
+  // The test file: its comment line skipped, encoded with the training rows' encoder (an
+  // unseen category is all zeros).
+  r = RunCli("train-logreg --csv '" + train_path + "' --test-csv '" + test_path + "'" + features +
+                 "--keep-features --out '" + dir_ + "/test.csv'",
+             dir_ + "/stderr.txt");
+  ASSERT_EQ(r.exit_code, 0) << r.output << Summary();
+  records = Records(ReadFile(dir_ + "/test.csv"));
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[1][2], "1");  // ">50K." is a positive label
+  for (size_t c = 5; c < 8; ++c) EXPECT_EQ(Number(records, 0, c), 0) << c;
+  EXPECT_GT(Number(records, 0, 3), 0);  // age 40 is above the training mean (34.5)
 }
 
 }  // namespace

@@ -43,6 +43,9 @@ absl::Status TableUpload(Context& ctx) {
   // is reported before anything is sent, then again to send it.
   auto rows = [&](bool send) -> absl::StatusOr<ChunkProducer<v1::TableChunk>> {
     ASSIGN_OR_RETURN(std::shared_ptr<CsvReader> reader, CsvReader::Open(path));
+    if (!send && !reader->header_note().empty()) {
+      std::cerr << "note: " << reader->header_note() << "\n";
+    }
     std::vector<size_t> columns;
     for (const v1::ColumnSpec& spec : header.columns()) {
       absl::StatusOr<size_t> index = reader->ColumnIndex(spec.name());

@@ -120,6 +120,7 @@ absl::Status Predict(Context& ctx) {
   ASSIGN_OR_RETURN(const v1::FairModel model, LoadFairModel(ctx));
   ASSIGN_OR_RETURN(const FairModelApplier applier, FairModelApplier::Create(model));
   ASSIGN_OR_RETURN(std::unique_ptr<CsvReader> reader, CsvReader::Open(path));
+  if (!reader->header_note().empty()) std::cerr << "note: " << reader->header_note() << "\n";
   const std::string key_column = flags.Get("key-column");
   ASSIGN_OR_RETURN(KeyColumn keys, KeyColumn::Resolve(reader->header(), path, key_column, ""));
   ASSIGN_OR_RETURN(FairModelRowReader rows,

@@ -119,6 +119,9 @@ absl::Status Import(Context& ctx) {
     CsvReader::ByteObserver hash;
     if (!send) hash = [&content_hash](absl::string_view bytes) { content_hash.Update(bytes); };
     ASSIGN_OR_RETURN(std::shared_ptr<CsvReader> reader, CsvReader::Open(path, std::move(hash)));
+    if (!send && !reader->header_note().empty()) {
+      std::cerr << "note: " << reader->header_note() << "\n";
+    }
     // --attributes sex,race or sex=gender_column: vault attribute name, then CSV column.
     std::vector<size_t> columns;
     for (const std::string& spec : specs) {

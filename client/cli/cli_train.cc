@@ -62,6 +62,21 @@ absl::StatusOr<Encoder> FitEncoder(const CsvTable& table, const std::string& pat
   return encoder;
 }
 
+// The encoded features' names, in column order: "<numeric>_z" (standardised) and
+// "<categorical>=<value>" (one-hot).
+std::vector<std::string> EncodedNames(const Encoder& encoder) {
+  std::vector<std::string> names(encoder.width);
+  int base = 0;
+  for (const Encoder::Numeric& num : encoder.numeric) names[base++] = absl::StrCat(num.name, "_z");
+  for (const Encoder::Categorical& cat : encoder.categorical) {
+    for (const auto& [value, offset] : cat.offset) {
+      names[base + offset] = absl::StrCat(cat.name, "=", value);
+    }
+    base += static_cast<int>(cat.offset.size());
+  }
+  return names;
+}
+
 // Rows of `table` as features; categories unseen in training encode as all zeros.
 absl::StatusOr<Eigen::MatrixXd> Encode(const Encoder& encoder, const CsvTable& table,
                                        const std::string& path) {
@@ -124,6 +139,7 @@ absl::Status TrainLogreg(Context& ctx) {
   RETURN_IF_ERROR(options.Validate());
 
   ASSIGN_OR_RETURN(const CsvTable train, ReadCsvFile(train_path));
+  if (!train.header_note.empty()) std::cerr << "note: " << train.header_note << "\n";
   if (train.rows.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(train_path, ": no data rows"));
   }
@@ -143,11 +159,13 @@ absl::Status TrainLogreg(Context& ctx) {
   CsvTable test;
   const CsvTable* eval = &train;
   std::vector<int> p_eval = p_train, y_eval = y_train;
+  Eigen::MatrixXd x_eval = x_train;
   if (flags.Has("test-csv")) {
     ASSIGN_OR_RETURN(test, ReadCsvFile(eval_path));
-    ASSIGN_OR_RETURN(const Eigen::MatrixXd x_test, Encode(encoder, test, eval_path));
+    if (!test.header_note.empty()) std::cerr << "note: " << test.header_note << "\n";
+    ASSIGN_OR_RETURN(x_eval, Encode(encoder, test, eval_path));
     ASSIGN_OR_RETURN(y_eval, Labels(test, label_column, positive));
-    p_eval = model.Predict(x_test, threshold);
+    p_eval = model.Predict(x_eval, threshold);
     eval = &test;
     std::cout << absl::StrFormat("test accuracy: %.4f (%d rows)\n", Accuracy(p_eval, y_eval),
                                  test.rows.size());
@@ -161,11 +179,20 @@ absl::Status TrainLogreg(Context& ctx) {
     keep_index.push_back(c);
     header.push_back(name);
   }
+  const bool keep_features = flags.GetBool("keep-features");
+  if (keep_features) {
+    for (const std::string& name : EncodedNames(encoder)) header.push_back(name);
+  }
   std::vector<std::vector<std::string>> rows;
   rows.reserve(keys.size());
   for (size_t r = 0; r < keys.size(); ++r) {
     std::vector<std::string> row = {keys[r], absl::StrCat(p_eval[r]), absl::StrCat(y_eval[r])};
     for (size_t c : keep_index) row.push_back(eval->rows[r][c]);
+    if (keep_features) {
+      for (int j = 0; j < encoder.width; ++j) {
+        row.push_back(absl::StrCat(x_eval(static_cast<Eigen::Index>(r), j)));
+      }
+    }
     rows.push_back(std::move(row));
   }
   const std::string out_path = flags.Get("out");
@@ -194,6 +221,9 @@ std::vector<Command> TrainCommands() {
          "key written to the output; @row = row-<0-based data row index> (default @row)"},
         {"test-csv", "FILE", "write predictions for this file's rows instead of the training rows"},
         {"keep-columns", "COL,...", "copy these columns into the output too", false, true},
+        {"keep-features", "",
+         "also write the encoded features the model uses, fitted on the training rows: "
+         "<numeric>_z (standardised) and <categorical>=<value> (one-hot)"},
         {"l2", "LAMBDA", "ridge penalty (default 1e-4)"},
         {"threshold", "T", "predict 1 when P(y=1|x) >= T (default 0.5)"},
         {"out", "FILE", "output CSV: key,prediction,label[,kept columns]", true}},

@@ -6,13 +6,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <istream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/util/status_macros.h"
@@ -260,6 +263,28 @@ absl::Status CsvReader::CheckUtf8(const std::vector<std::string>& fields, int64_
   return absl::OkStatus();
 }
 
+namespace {
+
+// The UCI Adult files as published have no header row (adult.names lists the columns).
+constexpr const char* kAdultColumns[] = {
+    "age",          "workclass",    "fnlwgt",       "education",      "education-num",
+    "marital-status", "occupation", "relationship", "race",           "sex",
+    "capital-gain", "capital-loss", "hours-per-week", "native-country", "Y"};
+
+bool AllDigits(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A record of adult.data or adult.test: 15 fields, numeric age and weight, an income label.
+bool IsAdultRecord(const std::vector<std::string>& fields) {
+  if (fields.size() != std::size(kAdultColumns)) return false;
+  const std::string& y = fields[14];
+  return AllDigits(fields[0]) && AllDigits(fields[2]) &&
+         (y == "<=50K" || y == ">50K" || y == "<=50K." || y == ">50K.");
+}
+
+}  // namespace
+
 absl::Status CsvReader::ReadHeader() {
   int64_t line = 0;
   bool blank = true;
@@ -270,6 +295,31 @@ absl::Status CsvReader::ReadHeader() {
           absl::StrCat(source_, ": empty file (expected a header row naming the columns)"));
     }
     RETURN_IF_ERROR(parser_->Next(header_, line, blank));
+  }
+  // adult.test as published starts with "|1x3 Cross validator": skipped when Adult follows.
+  if (header_.size() == 1 && absl::StartsWith(header_[0], "|")) {
+    std::vector<std::string> next;
+    int64_t next_line = 0;
+    blank = true;
+    while (blank && !parser_->AtEnd()) RETURN_IF_ERROR(parser_->Next(next, next_line, blank));
+    if (!blank && IsAdultRecord(next)) {
+      header_ = std::move(next);
+      line = next_line;
+    } else if (!blank) {
+      has_pending_ = true;
+      pending_ = std::move(next);
+      pending_line_ = next_line;
+    }
+  }
+  if (!has_pending_ && IsAdultRecord(header_)) {
+    has_pending_ = true;
+    pending_ = std::move(header_);
+    pending_line_ = line;
+    header_.assign(std::begin(kAdultColumns), std::end(kAdultColumns));
+    header_note_ = absl::StrCat(
+        source_, " has no header row; its rows are the UCI Adult file's, so its columns are "
+                 "read as adult.names lists them: ", absl::StrJoin(header_, ", "),
+        " (the label is 'Y')");
   }
   RETURN_IF_ERROR(CheckUtf8(header_, line));
   for (size_t i = 0; i < header_.size(); ++i) {
@@ -289,13 +339,19 @@ absl::Status CsvReader::ReadError() const {
 }
 
 absl::StatusOr<bool> CsvReader::Next(std::vector<std::string>* fields, int64_t* line) {
-  bool blank = true;
-  while (blank) {
-    if (parser_->AtEnd()) {
-      if (parser_->Failed()) return ReadError();
-      return false;
+  if (has_pending_) {  // a headerless file's first row, read with the header
+    has_pending_ = false;
+    *fields = std::move(pending_);
+    *line = pending_line_;
+  } else {
+    bool blank = true;
+    while (blank) {
+      if (parser_->AtEnd()) {
+        if (parser_->Failed()) return ReadError();
+        return false;
+      }
+      RETURN_IF_ERROR(parser_->Next(*fields, *line, blank));
     }
-    RETURN_IF_ERROR(parser_->Next(*fields, *line, blank));
   }
   if (fields->size() != header_.size()) {
     return parser_->Error(*line, absl::StrCat("expected ", header_.size(),
@@ -309,6 +365,7 @@ namespace {
 absl::StatusOr<CsvTable> ReadAll(CsvReader& reader) {
   CsvTable table;
   table.header = reader.header();
+  table.header_note = reader.header_note();
   std::vector<std::string> fields;
   int64_t line = 0;
   while (true) {

@@ -24,6 +24,9 @@ struct CsvTable {
   std::vector<std::vector<std::string>> rows;
   // 1-based line of the file on which each data row starts (for error messages).
   std::vector<int64_t> row_lines;
+  // Non-empty when the file had no header row and the reader named its columns (see
+  // CsvReader::header_note).
+  std::string header_note;
 
   // Index of the header column `name`; InvalidArgument listing the header when absent.
   absl::StatusOr<size_t> ColumnIndex(absl::string_view name) const;
@@ -48,6 +51,11 @@ class CsvReader {
   ~CsvReader();
 
   const std::vector<std::string>& header() const { return header_; }
+  // Non-empty when the file has no header row but is a known public file whose columns the
+  // reader named: the UCI Adult files as published (adult.data and adult.test, whose first
+  // line "|1x3 Cross validator" is skipped) get the columns of adult.names, the label being
+  // "Y" as in the copies with a header. Says so in words, for the CLI to print.
+  const std::string& header_note() const { return header_note_; }
   const std::string& source() const { return source_; }
   // Index of the header column `name`; InvalidArgument listing the header when absent.
   absl::StatusOr<size_t> ColumnIndex(absl::string_view name) const;
@@ -65,9 +73,15 @@ class CsvReader {
   std::string source_;
   std::unique_ptr<Parser> parser_;
   std::vector<std::string> header_;
+  std::string header_note_;
+  // A data row read while looking for the header (a headerless file's first row).
+  bool has_pending_ = false;
+  std::vector<std::string> pending_;
+  int64_t pending_line_ = 0;
 };
 
-// Parses CSV text: the first non-blank record is the header (an empty name is replaced by
+// Parses CSV text: the first non-blank record is the header (but see
+// CsvReader::header_note for the UCI Adult files as published; an empty name is replaced by
 // "@<1-based column position>", as for a pandas index column); comma separator; whitespace
 // around each field is trimmed (so "a, b" reads as "a","b", as in the UCI Adult files);
 // a field may be double-quoted, with "" standing for one quote and commas and newlines

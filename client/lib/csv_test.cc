@@ -168,5 +168,54 @@ TEST(CsvReaderTest, StreamsAFileLargerThanItsBlockAsParseCsvReadsIt) {
   EXPECT_EQ(row, 60000u);
 }
 
+TEST(ParseCsvTest, TheUciAdultFilesAsPublishedGetAdultsColumnNames) {
+  // adult.data as UCI publishes it: no header row.
+  const std::string data =
+      "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, "
+      "Male, 2174, 0, 40, United-States, <=50K\n"
+      "50, Self-emp-not-inc, 83311, Bachelors, 13, Married-civ-spouse, Exec-managerial, "
+      "Husband, White, Male, 0, 0, 13, United-States, >50K\n\n";
+  absl::StatusOr<CsvTable> table = ParseCsv(data, "adult.data");
+  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_EQ(table->header.size(), 15u);
+  EXPECT_EQ(table->header[0], "age");
+  EXPECT_EQ(table->header[9], "sex");
+  EXPECT_EQ(table->header[14], "Y");
+  ASSERT_EQ(table->rows.size(), 2u);  // the first line is data, not a header
+  EXPECT_EQ(table->rows[0][0], "39");
+  EXPECT_EQ(table->row_lines[0], 1);
+  EXPECT_EQ(table->rows[1][14], ">50K");
+  EXPECT_THAT(table->header_note, ::testing::HasSubstr("adult.data has no header row"));
+  // adult.test as published: a comment line first, labels ending in '.'.
+  absl::StatusOr<CsvTable> test = ParseCsv(
+      "|1x3 Cross validator\n25, Private, 226802, 11th, 7, Never-married, Machine-op-inspct, "
+      "Own-child, Black, Male, 0, 0, 40, United-States, <=50K.\n",
+      "adult.test");
+  ASSERT_TRUE(test.ok()) << test.status();
+  ASSERT_EQ(test->rows.size(), 1u);
+  EXPECT_EQ(test->row_lines[0], 2);
+  EXPECT_EQ(test->rows[0][14], "<=50K.");
+  // A file with its header (the copies in ../shared/datasets) is read as before, with no note.
+  absl::StatusOr<CsvTable> named = ParseCsv(
+      "age, workclass, fnlwgt, education, education-num, marital-status, occupation, "
+      "relationship, race, sex, capital-gain, capital-loss, hours-per-week, native-country, Y\n"
+      "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, "
+      "Male, 2174, 0, 40, United-States, <=50K\n",
+      "adult.data");
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->rows.size(), 1u);
+  EXPECT_TRUE(named->header_note.empty());
+  // Other headerless files are not guessed at: their first row is the header.
+  absl::StatusOr<CsvTable> other = ParseCsv("1,2,3\n4,5,6\n", "numbers.csv");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->header[0], "1");
+  EXPECT_TRUE(other->header_note.empty());
+  // A one-column file whose header starts with '|' keeps it.
+  absl::StatusOr<CsvTable> piped = ParseCsv("|name\nx\ny\n", "piped.csv");
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  EXPECT_EQ(piped->header[0], "|name");
+  EXPECT_EQ(piped->rows.size(), 2u);
+}
+
 }  // namespace
 }  // namespace fairvault::client

@@ -218,6 +218,7 @@ TEST_F(ContainerTest, TheDemoRunsThroughBothReplicasOverTls) {
                    Env("FAIRVAULT_DATASETS", FAIRVAULT_DATASETS_DIR), "'"),
       "deploy/demo-steps.sh --server localhost:50051 --company-server localhost:50052");
   for (const char* seen : {"stored release from ledger seq", "ledger ok: yes", "note: ledger intact",
+                           "side by side: every model on the held-out test set",
                            "ledger verified, head hash", "Done."}) {
     EXPECT_THAT(demo.output, HasSubstr(seen));
   }
