@@ -187,7 +187,7 @@ step "Company: a private fairness audit of its own model (epsilon 0.5), rendered
 fv "${acme[@]}" audit classifier --table "$handle" --prediction-column prediction \
   --label-column label --attributes sex --epsilon 0.5 --idempotency-key demo-audit \
   --out "$work/audit.json"
-fv report audit --audit "$work/audit.json" --out "$work/audit.html"
+fv "${acme[@]}" report audit --audit "$work/audit.json" --table "$handle" --out "$work/audit.html"
 
 step "Company: the vault applies the post-processor to its customers (one licence charge; logged)"
 artifact_id=$(sed -n 's/.*"id": *"\(art_[0-9a-f]*\)".*/\1/p' "$work/eo_floor_artifact.json" | head -n 1)

@@ -1,6 +1,7 @@
 // Local report commands: `report audit` renders the JSON of an audit (classifier or
 // regressor) and `report sweep` a trade-off sweep CSV, each as a self-contained HTML page
 // with an SVG chart (client/report/report_html.h).
+#include <cstdlib>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,10 @@ report::ClassifierAudit ToReport(const v1::ClassifierAuditReport& r, const std::
   audit.small_group_threshold = r.small_group_threshold();
   audit.demographic_parity_violation = ToEstimate(r.demographic_parity_violation());
   audit.equalized_odds_violation = ToEstimate(r.equalized_odds_violation());
+  if (r.has_tpr_difference() && r.has_fpr_difference()) {
+    audit.tpr_difference = ToEstimate(r.tpr_difference());
+    audit.fpr_difference = ToEstimate(r.fpr_difference());
+  }
   audit.confidence = r.confidence();
   audit.epsilon = r.epsilon();
   audit.m = r.m();
@@ -65,10 +70,60 @@ struct RenderedAudit {
   int groups = 0;
 };
 
+// A key is configured: --key, --key-file or $FAIRVAULT_API_KEY.
+bool HasKey(const ParsedFlags& flags) {
+  const char* env = std::getenv("FAIRVAULT_API_KEY");
+  return flags.Has("key") || flags.Has("key-file") || (env != nullptr && *env != '\0');
+}
+
+// The page's provenance: what the audit file says of its charge, the table or model the
+// caller names, and — with a key — the charge's ledger row from the vault (who, when, under
+// which idempotency key). Nothing here is new information: the file and the caller's own
+// ledger rows.
+absl::StatusOr<report::Provenance> AuditProvenance(Context& ctx, const v1::Charge* charge) {
+  const ParsedFlags& flags = ctx.flags();
+  report::Provenance rows;
+  if (flags.Has("table")) rows.push_back({"table", flags.Get("table")});
+  if (flags.Has("model")) rows.push_back({"model", flags.Get("model")});
+  if (charge == nullptr || charge->ledger_seq() == 0) {
+    if (rows.empty()) return rows;
+    rows.push_back({"release", "a bare report: no charge recorded in the file"});
+    return rows;
+  }
+  rows.insert(rows.begin(), {"dataset", charge->budget_after().dataset()});
+  rows.push_back({"ledger seq", absl::StrCat(charge->ledger_seq())});
+  rows.push_back({"\u03b5 charged", Num(charge->cost().epsilon())});
+  rows.push_back({"\u03b4 charged", Num(charge->cost().delta())});
+  if (!HasKey(flags)) {
+    rows.push_back({"company, time, idempotency key",
+                    "not shown: render with the company's key (--key-file or "
+                    "FAIRVAULT_API_KEY) to add its ledger row"});
+    return rows;
+  }
+  ASSIGN_OR_RETURN(Client* const client, ctx.client());
+  v1::ListLedgerRequest req;
+  req.set_after_seq(charge->ledger_seq() - 1);
+  req.set_limit(1);
+  ASSIGN_OR_RETURN(const v1::ListLedgerResponse page, client->ListLedger(req));
+  if (page.entries().empty() || page.entries(0).seq() != charge->ledger_seq()) {
+    return absl::NotFoundError(absl::StrCat(
+        "ledger seq ", charge->ledger_seq(),
+        " is not among this key's ledger rows: render with the key of the company that was "
+        "charged (or without a key, for the file's own fields only)"));
+  }
+  const v1::LedgerEntry& row = page.entries(0);
+  rows.insert(rows.begin(), {"company", row.account()});
+  rows.push_back({"time", FormatUnixMicros(row.time_unix_micros())});
+  rows.push_back({"request", row.request_kind()});
+  rows.push_back({"idempotency key", row.idempotency_key()});
+  rows.push_back({"ledger row hash", row.hash()});
+  return rows;
+}
+
 // Accepts what `audit classifier|regressor --out` or `--json` wrote (the whole response) or
 // a bare report. The parser refuses unknown fields, so a regressor's JSON never reads as a
 // classifier's.
-absl::StatusOr<RenderedAudit> RenderAuditFile(const std::string& path) {
+absl::StatusOr<RenderedAudit> RenderAuditFile(Context& ctx, const std::string& path) {
   ASSIGN_OR_RETURN(const std::string json, ReadFileToString(path));
   RenderedAudit out;
   const v1::ClassifierAuditReport* classifier = nullptr;
@@ -96,12 +151,20 @@ absl::StatusOr<RenderedAudit> RenderAuditFile(const std::string& path) {
         ": not an audit with groups (expected the JSON written by `fairvault audit classifier "
         "--out` or `fairvault audit regressor --out`, or its report)"));
   }
+  const v1::Charge* charge = classifier_response.has_charge()  ? &classifier_response.charge()
+                             : regressor_response.has_charge() ? &regressor_response.charge()
+                                                               : nullptr;
+  ASSIGN_OR_RETURN(const report::Provenance provenance, AuditProvenance(ctx, charge));
   if (classifier != nullptr) {
-    ASSIGN_OR_RETURN(out.html, report::RenderClassifierAuditHtml(ToReport(*classifier, dataset)));
+    report::ClassifierAudit audit = ToReport(*classifier, dataset);
+    audit.provenance = provenance;
+    ASSIGN_OR_RETURN(out.html, report::RenderClassifierAuditHtml(audit));
     out.kind = "classifier";
     out.groups = classifier->groups_size();
   } else {
-    ASSIGN_OR_RETURN(out.html, report::RenderRegressorAuditHtml(ToReport(*regressor, dataset)));
+    report::RegressorAudit audit = ToReport(*regressor, dataset);
+    audit.provenance = provenance;
+    ASSIGN_OR_RETURN(out.html, report::RenderRegressorAuditHtml(audit));
     out.kind = "regressor";
     out.groups = regressor->groups_size();
   }
@@ -110,7 +173,7 @@ absl::StatusOr<RenderedAudit> RenderAuditFile(const std::string& path) {
 
 absl::Status ReportAudit(Context& ctx) {
   const std::string out_path = ctx.flags().Get("out");
-  ASSIGN_OR_RETURN(const RenderedAudit rendered, RenderAuditFile(ctx.flags().Get("audit")));
+  ASSIGN_OR_RETURN(const RenderedAudit rendered, RenderAuditFile(ctx, ctx.flags().Get("audit")));
   RETURN_IF_ERROR(WriteStringToFile(out_path, rendered.html));
   std::cout << "wrote " << out_path << " (" << rendered.kind << " audit, " << rendered.groups
             << " groups)\n";
@@ -148,10 +211,15 @@ std::vector<Command> ReportCommands() {
        "render an audit as a self-contained HTML page with a chart",
        "Reads the JSON written by `audit classifier --out` or `audit regressor --out` (or\n"
        "--json). Classifier: per-group rates and the DP/EO violations with confidence\n"
-       "intervals; regressor: per-group histograms and means. No external resources.",
+       "intervals and the pair of groups behind each; regressor: per-group histograms and\n"
+       "means. No external resources. The provenance table shows the charge the file records\n"
+       "(dataset, ledger seq, epsilon and delta) and --table/--model; with the company's key\n"
+       "(--key-file or FAIRVAULT_API_KEY) also its ledger row: company, time, idempotency key.",
        {{"audit", "FILE.json", "audit response (or report) as JSON", true},
-        {"out", "FILE.html", "where to write the page", true}},
-       false,
+        {"out", "FILE.html", "where to write the page", true},
+        {"table", "HANDLE", "the audited table, for the provenance table"},
+        {"model", "ID", "the audited model or artifact, for the provenance table"}},
+       true,
        ReportAudit},
       {"report sweep",
        "render a privacy/fairness trade-off sweep as an HTML page with a chart",

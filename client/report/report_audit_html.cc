@@ -23,7 +23,8 @@ std::string Attributes(const std::vector<std::string>& attributes) {
   return attributes.empty() ? "(all)" : absl::StrJoin(attributes, ", ");
 }
 
-std::string IntervalText(const Estimate& e) { return FormatInterval(e.estimate, e.lo, e.hi); }
+// Rates and their differences in one format: four decimals.
+std::string IntervalText(const Estimate& e) { return FormatRateInterval(e.estimate, e.lo, e.hi); }
 
 // The finite ends of the estimates, for an axis extent.
 void AddExtent(const Estimate& e, std::vector<double>& values) {
@@ -32,12 +33,27 @@ void AddExtent(const Estimate& e, std::vector<double>& values) {
   }
 }
 
-// A point with its horizontal whisker at row y; nothing when the estimate is not finite.
+// A point with its horizontal whisker at row y; nothing when the estimate is not finite. A
+// small group's point is a ring.
 void AppendRowEstimate(std::string& svg, const LinearScale& x, double y, const Estimate& e,
-                       const char* colour, absl::string_view tooltip) {
+                       const char* colour, absl::string_view tooltip, bool small = false) {
   if (!std::isfinite(e.estimate)) return;
   AppendHorizontalWhisker(svg, x(e.lo), x(e.hi), y, colour);
-  AppendMark(svg, x(e.estimate), y, colour, absl::StrCat(tooltip, ": ", IntervalText(e)));
+  AppendMark(svg, x(e.estimate), y, colour,
+             absl::StrCat(tooltip, small ? " (small group)" : "", ": ", IntervalText(e)), small);
+}
+
+// The pair of groups behind a max-over-pairs difference of `field`: the groups with the
+// largest and the smallest estimate ("Male vs Female"), or "" with fewer than two groups.
+std::string PairBehind(const std::vector<ClassifierGroup>& groups,
+                       Estimate ClassifierGroup::*field) {
+  if (groups.size() < 2) return "";
+  size_t hi = 0, lo = 0;
+  for (size_t g = 1; g < groups.size(); ++g) {
+    if ((groups[g].*field).estimate > (groups[hi].*field).estimate) hi = g;
+    if ((groups[g].*field).estimate < (groups[lo].*field).estimate) lo = g;
+  }
+  return absl::StrCat(groups[hi].name, " vs ", groups[lo].name);
 }
 
 void AppendRowLabel(std::string& svg, double x, double y, absl::string_view text) {
@@ -100,10 +116,18 @@ absl::StatusOr<std::string> RenderClassifierAuditHtml(const ClassifierAudit& aud
   AddExtent(audit.demographic_parity_violation, extent);
   AddExtent(audit.equalized_odds_violation, extent);
 
-  // One band per metric with a row per group, then one band per violation.
-  constexpr double kWidth = 880, kRow = 16, kViolationBand = 32;
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (size_t g = 0; g < groups; ++g) {
+    legend.push_back(
+        {GroupLabel(audit.groups[g].name, audit.groups[g].small_group), SeriesColour(g)});
+  }
+  legend.push_back({"max over group pairs", kViolationColour});
+  // One band per metric with a row per group, then one band per violation; the legend's
+  // column as wide as its longest group name (shown whole).
+  constexpr double kPlotWidth = 530, kRow = 16, kViolationBand = 32;
+  const double kWidth = 140 + kPlotWidth + 24 + LegendWidth(legend);
   const double metric_band = static_cast<double>(groups) * kRow + 16;
-  const Rect area{140, 20, kWidth - 140 - 210, 4 * metric_band + 2 * kViolationBand};
+  const Rect area{140, 20, kPlotWidth, 4 * metric_band + 2 * kViolationBand};
   const double height = area.bottom() + 60;
   const auto [lo_it, hi_it] = std::minmax_element(extent.begin(), extent.end());
   const LinearScale x = LinearScale::Nice(*lo_it, *hi_it, area.left, area.right(), 5);
@@ -128,7 +152,7 @@ absl::StatusOr<std::string> RenderClassifierAuditHtml(const ClassifierAudit& aud
       const ClassifierGroup& group = audit.groups[g];
       AppendRowEstimate(plot, x, top + 8 + (static_cast<double>(g) + 0.5) * kRow,
                         group.*(metrics[m].field), SeriesColour(g),
-                        absl::StrCat(group.name, " ", metrics[m].label));
+                        absl::StrCat(group.name, " ", metrics[m].label), group.small_group);
     }
   }
   const std::pair<const char*, const Estimate*> violations[] = {
@@ -140,12 +164,6 @@ absl::StatusOr<std::string> RenderClassifierAuditHtml(const ClassifierAudit& aud
     AppendRowEstimate(plot, x, y, *violations[v].second, kViolationColour, violations[v].first);
   }
   svg += plot + "</g>";
-  std::vector<std::pair<std::string, std::string>> legend;
-  for (size_t g = 0; g < groups; ++g) {
-    legend.push_back(
-        {GroupLabel(audit.groups[g].name, audit.groups[g].small_group), SeriesColour(g)});
-  }
-  legend.push_back({"max over group pairs", kViolationColour});
   AppendLegend(svg, area.right() + 24, area.top + 4, legend);
   svg += "</svg>";
 
@@ -163,14 +181,38 @@ absl::StatusOr<std::string> RenderClassifierAuditHtml(const ClassifierAudit& aud
     }
     absl::StrAppend(&body, SizeCells(g.noisy_rows, g.small_group), "</tr>");
   }
+  // Each violation with the pair of groups behind its estimate (the groups with the largest
+  // and smallest estimate: post-processing of the release). Equalized odds is the larger of
+  // its TPR and FPR parts, whose own intervals the release holds (audits from older servers
+  // have only the whole).
+  const std::string tpr_pair = PairBehind(audit.groups, &ClassifierGroup::tpr);
+  const std::string fpr_pair = PairBehind(audit.groups, &ClassifierGroup::fpr);
+  const double tpr_gap = audit.tpr_difference ? audit.tpr_difference->estimate : -1;
+  const double fpr_gap = audit.fpr_difference ? audit.fpr_difference->estimate : -1;
+  const std::string eo_pair =
+      !audit.tpr_difference ? "" : (tpr_gap >= fpr_gap ? absl::StrCat(tpr_pair, " (TPR)")
+                                                       : absl::StrCat(fpr_pair, " (FPR)"));
+  auto violation_row = [](absl::string_view measure, const Estimate& e,
+                          absl::string_view pair) {
+    return absl::StrCat("<tr><td>", measure, "</td><td>", HtmlEscape(IntervalText(e)),
+                        "</td><td>", HtmlEscape(pair), "</td></tr>");
+  };
   absl::StrAppend(&body, "</table>", SmallGroupNote(any_small, audit.small_group_threshold),
-                  "<table><caption>Fairness violations</caption>"
-                  "<tr><th>measure</th><th>estimate</th></tr>"
-                  "<tr><td>demographic parity: max |selection<sub>a</sub> \u2212 "
-                  "selection<sub>b</sub>|</td><td>",
-                  HtmlEscape(IntervalText(audit.demographic_parity_violation)),
-                  "</td></tr><tr><td>equalized odds: max(|\u0394TPR|, |\u0394FPR|)</td><td>",
-                  HtmlEscape(IntervalText(audit.equalized_odds_violation)), "</td></tr></table>");
+                  "<table><caption>Fairness violations (max over pairs of groups)</caption>"
+                  "<tr><th>measure</th><th>estimate</th><th>pair of groups</th></tr>",
+                  violation_row("demographic parity: max |selection<sub>a</sub> \u2212 "
+                                "selection<sub>b</sub>|",
+                                audit.demographic_parity_violation,
+                                PairBehind(audit.groups, &ClassifierGroup::selection_rate)),
+                  violation_row("equalized odds: max(|\u0394TPR|, |\u0394FPR|)",
+                                audit.equalized_odds_violation, eo_pair));
+  if (audit.tpr_difference && audit.fpr_difference) {
+    absl::StrAppend(&body, violation_row("&#8195;of which max |\u0394TPR|",
+                                         *audit.tpr_difference, tpr_pair),
+                    violation_row("&#8195;of which max |\u0394FPR|", *audit.fpr_difference,
+                                  fpr_pair));
+  }
+  body += "</table>";
   std::vector<std::pair<std::string, std::string>> meta =
       GroupMeta(audit.dataset, audit.attributes, audit.epsilon, audit.confidence);
   meta.push_back({"m", absl::StrCat(audit.m)});
@@ -180,8 +222,8 @@ absl::StatusOr<std::string> RenderClassifierAuditHtml(const ClassifierAudit& aud
       "and the demographic-parity (DP) and equalized-odds (EO) violations, from one "
       "differentially private release; whiskers are confidence intervals covering the DP "
       "noise and sampling error (per-group rates: exact, at least the stated level at every "
-      "group size). Groups marked (small) have a noisy size within the noise.",
-      body);
+      "group size). Groups marked (small), drawn as rings, have a noisy size within the noise.",
+      body, audit.provenance);
 }
 
 absl::StatusOr<std::string> RenderRegressorAuditHtml(const RegressorAudit& audit) {
@@ -205,9 +247,15 @@ absl::StatusOr<std::string> RenderRegressorAuditHtml(const RegressorAudit& audit
   for (const RegressorGroup& g : audit.groups) AddExtent(g.mean, extent);
   const auto [lo_it, hi_it] = std::minmax_element(extent.begin(), extent.end());
 
-  constexpr double kWidth = 880, kRow = 22;
   const size_t groups = audit.groups.size();
-  const Rect hist{130, 34, kWidth - 130 - 210, 240};
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (size_t g = 0; g < groups; ++g) {
+    legend.push_back(
+        {GroupLabel(audit.groups[g].name, audit.groups[g].small_group), SeriesColour(g)});
+  }
+  constexpr double kPlotWidth = 540, kRow = 22;
+  const double kWidth = 130 + kPlotWidth + 24 + LegendWidth(legend);
+  const Rect hist{130, 34, kPlotWidth, 240};
   const Rect means{hist.left, hist.bottom() + 96, hist.width,
                    static_cast<double>(groups) * kRow + 12};
   const double height = means.bottom() + 60;
@@ -248,11 +296,6 @@ absl::StatusOr<std::string> RenderRegressorAuditHtml(const RegressorAudit& audit
     AppendRowEstimate(plot, x, row_y, group.mean, colour, absl::StrCat(group.name, " mean"));
   }
   svg += plot + "</g>";
-  std::vector<std::pair<std::string, std::string>> legend;
-  for (size_t g = 0; g < groups; ++g) {
-    legend.push_back(
-        {GroupLabel(audit.groups[g].name, audit.groups[g].small_group), SeriesColour(g)});
-  }
   AppendLegend(svg, hist.right() + 24, hist.top + 4, legend);
   svg += "</svg>";
 
@@ -298,7 +341,7 @@ absl::StatusOr<std::string> RenderRegressorAuditHtml(const RegressorAudit& audit
                   "distributions) and per-group mean scores from one differentially private "
                   "release; whiskers are confidence intervals covering the DP noise and "
                   "sampling error.",
-                  body);
+                  body, audit.provenance);
 }
 
 }  // namespace fairvault::client::report

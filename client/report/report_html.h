@@ -38,6 +38,11 @@ struct ClassifierGroup {
   bool small_group = false;  // noisy size below the audit's small_group_threshold
 };
 
+// Where an audit's numbers come from, shown as the page's provenance table: (label, value)
+// pairs such as company, dataset, time, ledger seq, epsilon and delta charged, idempotency key,
+// table or model. Empty: no table.
+using Provenance = std::vector<std::pair<std::string, std::string>>;
+
 // A classifier audit (the fields of fairvault.v1.ClassifierAuditReport).
 struct ClassifierAudit {
   std::string dataset;  // optional
@@ -45,6 +50,9 @@ struct ClassifierAudit {
   std::vector<ClassifierGroup> groups;
   Estimate demographic_parity_violation;
   Estimate equalized_odds_violation;
+  // Its TPR and FPR parts, when the release holds them.
+  std::optional<Estimate> tpr_difference, fpr_difference;
+  Provenance provenance;
   double confidence = 0.95;
   double epsilon = 0;
   int64_t m = 0;
@@ -72,6 +80,7 @@ struct RegressorAudit {
   int bins = 0;
   int64_t scores_clipped = 0;
   double small_group_threshold = 0;  // 0: not reported
+  Provenance provenance;
 };
 
 struct Range {

@@ -338,7 +338,30 @@ TEST(RenderClassifierAuditTest, FourMarksPerGroupPlusTwoViolations) {
        {">selection rate<", ">TPR<", ">FPR<", ">error<", ">DP violation<", ">EO violation<"}) {
     EXPECT_THAT(*html, HasSubstr(label));
   }
-  EXPECT_THAT(*html, HasSubstr("0.15 [0.13, 0.17]"));
+  EXPECT_THAT(*html, HasSubstr("0.1500 [0.1300, 0.1700]"));  // one format: four decimals
+}
+
+TEST(RenderClassifierAuditTest, NamesThePairsBehindEachViolationAndItsProvenance) {
+  ClassifierAudit audit = TwoGroupAudit();
+  audit.groups.push_back({"Female|Asian-Pac-Islander|over-sixty-five",
+                          {0.05, 0.01, 0.09}, {0.3, 0.2, 0.4}, {0.05, 0.0, 0.1}, {0.1, 0, 0.2}});
+  audit.tpr_difference = Estimate{0.3, 0.2, 0.4};
+  audit.fpr_difference = Estimate{0.06, 0.01, 0.1};
+  audit.provenance = {{"company", "acme"}, {"ledger seq", "12"}, {"idempotency key", "k<1>"}};
+  absl::StatusOr<std::string> html = RenderClassifierAuditHtml(audit);
+  ASSERT_OK(html);
+  // Selection rates 0.1, 0.25, 0.05: Male against the long-named group; TPR 0.4, 0.6, 0.3.
+  EXPECT_THAT(*html, HasSubstr("<td>Male vs Female|Asian-Pac-Islander|over-sixty-five</td>"));
+  EXPECT_THAT(*html, HasSubstr("0.3000 [0.2000, 0.4000]</td><td>Male vs "
+                               "Female|Asian-Pac-Islander|over-sixty-five</td>"));
+  EXPECT_THAT(*html, HasSubstr("of which max |\u0394FPR|</td><td>0.0600 [0.0100, 0.1000]"));
+  EXPECT_THAT(*html, HasSubstr("(TPR)</td>"));  // EO's pair is the TPR gap's, the larger
+  // The long name is shown whole in the legend (no ellipsis), the chart widened for it.
+  EXPECT_THAT(*html, HasSubstr(">Female|Asian-Pac-Islander|over-sixty-five</text>"));
+  EXPECT_THAT(*html, Not(HasSubstr("\u2026")));
+  // The provenance table, escaped.
+  EXPECT_THAT(*html, HasSubstr("<caption>Provenance</caption><tr><th>company</th><td>acme"));
+  EXPECT_THAT(*html, HasSubstr("<td>k&lt;1&gt;</td>"));
 }
 
 TEST(RenderClassifierAuditTest, SkipsNonFiniteEstimatesAndEscapesGroupNames) {
@@ -350,7 +373,7 @@ TEST(RenderClassifierAuditTest, SkipsNonFiniteEstimatesAndEscapesGroupNames) {
   EXPECT_EQ(Count(Plot(*html), "class=\"mark\""), 2 * 4 + 2 - 1);
   EXPECT_THAT(*html, HasSubstr("F&lt;&amp;&gt;"));
   EXPECT_THAT(*html, Not(HasSubstr("F<&>")));
-  EXPECT_THAT(*html, HasSubstr("n/a [0.35, 0.45]"));
+  EXPECT_THAT(*html, HasSubstr("n/a [0.3500, 0.4500]"));
 }
 
 TEST(RenderClassifierAuditTest, ShowsNoisySizesAndFlagsSmallGroups) {
@@ -365,6 +388,9 @@ TEST(RenderClassifierAuditTest, ShowsNoisySizesAndFlagsSmallGroups) {
   EXPECT_THAT(*html, HasSubstr("<td>7</td><td><strong class=\"small-group\">small</strong>"));
   EXPECT_THAT(*html, HasSubstr("<td>993</td><td>\u2013</td>"));
   EXPECT_THAT(*html, HasSubstr("Female (small)"));  // the legend
+  // On the chart a small group's four points are rings.
+  EXPECT_EQ(Count(Plot(*html), "class=\"mark hollow\""), 4);
+  EXPECT_EQ(Count(Plot(*html), "class=\"mark\""), 4 + 2);
   EXPECT_THAT(*html, HasSubstr("noisy size is below 56.1"));
   audit.groups[0].small_group = false;
   html = RenderClassifierAuditHtml(audit);

@@ -36,10 +36,9 @@ std::string HtmlEscape(absl::string_view text) {
   return out;
 }
 
-std::string HtmlPage(absl::string_view title,
-                     const std::vector<std::pair<std::string, std::string>>& meta,
-                     absl::string_view svg, absl::string_view caption,
-                     absl::string_view body_html) {
+std::string HtmlPage(absl::string_view title, const Pairs& meta, absl::string_view svg,
+                     absl::string_view caption, absl::string_view body_html,
+                     const Pairs& provenance) {
   static constexpr absl::string_view kStyle =
       "body{font-family:system-ui,'DejaVu Sans',Arial,sans-serif;color:#222;max-width:960px;"
       "margin:24px auto;padding:0 16px}"
@@ -53,7 +52,8 @@ std::string HtmlPage(absl::string_view title,
       "table{border-collapse:collapse;font-size:13px;margin:6px 0 20px}"
       "th,td{border-bottom:1px solid #ddd;padding:4px 10px;text-align:right}"
       "th:first-child,td:first-child{text-align:left}"
-      "caption{text-align:left;font-weight:600;padding:4px 0;white-space:nowrap}";
+      "caption{text-align:left;font-weight:600;padding:4px 0;white-space:nowrap}"
+      "td{white-space:nowrap}table.provenance td,table.provenance th{text-align:left}";
   // Records the laid-out size of the plotted marks, the number of panels and where the first x
   // axis's tick labels were laid out, for a headless-browser test.
   static constexpr absl::string_view kScript =
@@ -77,7 +77,16 @@ std::string HtmlPage(absl::string_view title,
   for (const auto& [label, value] : meta) {
     absl::StrAppend(&page, "<span>", HtmlEscape(label), ": <b>", HtmlEscape(value), "</b></span>");
   }
-  absl::StrAppend(&page, "</p>\n<figure>", svg, "\n<figcaption>", HtmlEscape(caption),
+  absl::StrAppend(&page, "</p>\n");
+  if (!provenance.empty()) {
+    page += "<table class=\"provenance\"><caption>Provenance</caption>";
+    for (const auto& [label, value] : provenance) {
+      absl::StrAppend(&page, "<tr><th>", HtmlEscape(label), "</th><td>", HtmlEscape(value),
+                      "</td></tr>");
+    }
+    page += "</table>\n";
+  }
+  absl::StrAppend(&page, "<figure>", svg, "\n<figcaption>", HtmlEscape(caption),
                   "</figcaption></figure>\n", body_html, "\n<script>", kScript,
                   "</script>\n</body></html>\n");
   return page;
@@ -96,13 +105,31 @@ std::string FormatNumber(double value, int significant) {
   return absl::StrFormat("%.*g", significant, value);
 }
 
+std::string FormatRate(double value) {
+  if (!std::isfinite(value)) return "n/a";
+  if (value == 0) return "0.0000";  // also turns -0 into 0
+  return absl::StrFormat("%.4f", value);
+}
+
+std::string FormatRateInterval(double estimate, double lo, double hi) {
+  return absl::StrCat(FormatRate(estimate), " [", FormatRate(lo), ", ", FormatRate(hi), "]");
+}
+
 std::string FormatInterval(double estimate, double lo, double hi, int significant) {
   return absl::StrCat(FormatNumber(estimate, significant), " [", FormatNumber(lo, significant),
                       ", ", FormatNumber(hi, significant), "]");
 }
 
 void AppendMark(std::string& svg, double x, double y, const char* colour,
-                absl::string_view tooltip) {
+                absl::string_view tooltip, bool hollow) {
+  if (hollow) {
+    absl::StrAppendFormat(&svg,
+                          "<circle class=\"mark hollow\" cx=\"%.2f\" cy=\"%.2f\" r=\"4\" "
+                          "fill=\"#fff\" stroke=\"%s\" stroke-width=\"2\"><title>%s</title>"
+                          "</circle>",
+                          x, y, colour, HtmlEscape(tooltip));
+    return;
+  }
   absl::StrAppendFormat(&svg,
                         "<circle class=\"mark\" cx=\"%.2f\" cy=\"%.2f\" r=\"4.5\" fill=\"%s\" "
                         "stroke=\"#fff\" stroke-width=\"1\"><title>%s</title></circle>",
@@ -269,18 +296,10 @@ const char* SeriesColour(size_t i) {
 
 void AppendLegend(std::string& svg, double x, double y,
                   const std::vector<std::pair<std::string, std::string>>& entries) {
-  // Long labels are cut (on a UTF-8 character boundary) so that they stay inside the
-  // legend column; the whole label is the entry's tooltip.
-  constexpr size_t kMaxLabelBytes = 24;
   absl::StrAppend(&svg, "<g class=\"legend\">");
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string& label = entries[i].first;
-    std::string shown = label;
-    if (shown.size() > kMaxLabelBytes) {
-      size_t cut = kMaxLabelBytes - 2;
-      while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;
-      shown = shown.substr(0, cut) + "\u2026";
-    }
+    const std::string& shown = label;
     const double top = y + 20.0 * static_cast<double>(i);
     absl::StrAppendFormat(&svg,
                           "<g class=\"legend-entry\"><title>%s</title><rect x=\"%.2f\" "
@@ -290,6 +309,16 @@ void AppendLegend(std::string& svg, double x, double y,
                           top + 10, HtmlEscape(shown));
   }
   absl::StrAppend(&svg, "</g>");
+}
+
+double LegendWidth(const std::vector<std::pair<std::string, std::string>>& entries) {
+  size_t longest = 0;
+  for (const auto& [label, colour] : entries) {
+    size_t characters = 0;  // UTF-8: count the bytes that start a character
+    for (unsigned char c : label) characters += (c & 0xC0) != 0x80;
+    longest = std::max(longest, characters);
+  }
+  return 18 + 7.5 * static_cast<double>(longest) + 8;
 }
 
 }  // namespace fairvault::client::report

@@ -16,13 +16,18 @@ namespace fairvault::client::report {
 // Replaces & < > " ' by entities: safe as element text and inside quoted attribute values.
 std::string HtmlEscape(absl::string_view text);
 
-// A whole page: <h1>title</h1>, the `meta` (label, value) pairs on one line, the chart with
-// its caption, then `body_html`. Escapes title, meta and caption; `svg` and `body_html` are
-// inserted as they are. Ends with the script that records the layout of #plot on <body>
-// (data-chart-width, data-chart-height, data-points; see report_html.h).
-std::string HtmlPage(absl::string_view title,
-                     const std::vector<std::pair<std::string, std::string>>& meta,
-                     absl::string_view svg, absl::string_view caption, absl::string_view body_html);
+// (label, value) pairs.
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+// A whole page: <h1>title</h1>, the `meta` (label, value) pairs on one line, the
+// `provenance` pairs (where the numbers come from: who, when, which release) as a table when
+// any, the chart with its caption, then `body_html`. Escapes title, meta, provenance and
+// caption; `svg` and `body_html` are inserted as they are. Ends with the script that records
+// the layout of #plot on <body> (data-chart-width, data-chart-height, data-points; see
+// report_html.h).
+std::string HtmlPage(absl::string_view title, const Pairs& meta, absl::string_view svg,
+                     absl::string_view caption, absl::string_view body_html,
+                     const Pairs& provenance = {});
 
 // The opening <svg id="chart"> tag of a chart `width` x `height` pixels.
 std::string SvgOpen(double width, double height, absl::string_view label);
@@ -106,10 +111,15 @@ void AppendYAxis(std::string& svg, const Scale& y, const Rect& area, absl::strin
 
 // "0.4123 [0.3981, 0.427]"; "n/a" parts for non-finite values.
 std::string FormatInterval(double estimate, double lo, double hi, int significant = 4);
+// A rate or a difference of rates in one format, four decimals: "0.0795", "0.1720"; "n/a" when
+// not finite. With its interval: "0.0795 [0.0713, 0.0881]".
+std::string FormatRate(double value);
+std::string FormatRateInterval(double estimate, double lo, double hi);
 
 // A plotted point: <circle class="mark"> with a tooltip. Callers put marks inside #plot.
+// `hollow`: a ring (white fill, coloured outline, class "mark hollow"), e.g. for a small group.
 void AppendMark(std::string& svg, double x, double y, const char* colour,
-                absl::string_view tooltip);
+                absl::string_view tooltip, bool hollow = false);
 // A confidence-interval whisker with end caps, horizontal (from x_lo to x_hi at y) or
 // vertical (from y_lo to y_hi at x). Skipped when a coordinate is not finite.
 void AppendHorizontalWhisker(std::string& svg, double x_lo, double x_hi, double y,
@@ -121,9 +131,13 @@ void AppendVerticalWhisker(std::string& svg, double x, double y_lo, double y_hi,
 const char* SeriesColour(size_t i);
 
 // Legend entries (label, colour) stacked downwards from (x, y): one
-// <g class="legend-entry"> with a swatch and an escaped label each.
+// <g class="legend-entry"> with a swatch and an escaped label each. Labels are shown whole;
+// LegendWidth is the room they take, for the chart's width.
 void AppendLegend(std::string& svg, double x, double y,
                   const std::vector<std::pair<std::string, std::string>>& entries);
+// Pixels a legend of these entries takes from its swatches' left edge: the swatch, a gap and
+// the longest label at an upper bound of 7.5 px per character of the 12 px font.
+double LegendWidth(const std::vector<std::pair<std::string, std::string>>& entries);
 
 }  // namespace fairvault::client::report
 
