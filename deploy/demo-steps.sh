@@ -210,7 +210,7 @@ fv "${watchdog[@]}" auditor budgets
 fv "${watchdog[@]}" auditor verify
 fv "${watchdog[@]}" auditor access-log
 # One page with the spend over time, grants and caps, the head hash and the Decide volume.
-fv "${watchdog[@]}" report budgets --out "$work/budgets.html"
+fv "${watchdog[@]}" report budgets --out "$work/budgets.html" --csv "$work/charges.csv"
 
 step "Regulator's view, side by side: every model on the held-out test set"
 # The constant classifier (decide the majority label for everyone) is what a model must beat:

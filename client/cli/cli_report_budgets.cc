@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/cli/cli_common.h"
 #include "client/report/report_budgets_html.h"
@@ -12,27 +13,64 @@
 namespace fairvault::client::cli {
 namespace {
 
+// --since / --until: an RFC 3339 time ("2026-11-27T10:00:00Z") or a UTC date ("2026-11-27").
+absl::StatusOr<int64_t> TimeFlag(const ParsedFlags& flags, const std::string& name,
+                                 int64_t missing) {
+  if (!flags.Has(name)) return missing;
+  const std::string text = flags.Get(name);
+  absl::Time t;
+  std::string error;
+  if (absl::ParseTime(absl::RFC3339_full, text, &t, &error) ||
+      absl::ParseTime("%Y-%m-%d", text, absl::UTCTimeZone(), &t, &error)) {
+    return absl::ToUnixMicros(t);
+  }
+  return UsageError(absl::StrCat("--", name, " must be a time like 2026-11-27T10:00:00Z or a ",
+                                 "date like 2026-11-27 (got '", text, "')"));
+}
+
 absl::Status ReportBudgets(Context& ctx) {
-  const std::string out_path = ctx.flags().Get("out");
+  const ParsedFlags& flags = ctx.flags();
+  const std::string out_path = flags.Get("out");
+  // Filters, checked before any call: a company, a dataset, a period of charges.
+  const std::string company = flags.Get("company"), dataset = flags.Get("dataset");
+  ASSIGN_OR_RETURN(const int64_t since, TimeFlag(flags, "since", INT64_MIN));
+  ASSIGN_OR_RETURN(const int64_t until, TimeFlag(flags, "until", INT64_MAX));
+  if (since > until) return UsageError("--since is after --until");
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   report::BudgetsReport report;
   report.server = client->target();
   report.generated_at = FormatUnixMicros(absl::ToUnixMicros(absl::Now()));
-  if (ctx.flags().Has("title")) report.title = ctx.flags().Get("title");
+  if (flags.Has("title")) report.title = flags.Get("title");
+  std::vector<std::string> filters;
+  if (!company.empty()) filters.push_back(absl::StrCat("company ", company));
+  if (!dataset.empty()) filters.push_back(absl::StrCat("dataset ", dataset));
+  if (flags.Has("since")) filters.push_back(absl::StrCat("charges from ", flags.Get("since")));
+  if (flags.Has("until")) filters.push_back(absl::StrCat("charges until ", flags.Get("until")));
+  report.filters = absl::StrJoin(filters, ", ");
 
-  // Every ledger row, page by page.
+  // Every ledger row (of the company and dataset asked for), page by page. Grants and caps are
+  // kept whatever their time (they set the budget lines); charges only within the period.
   v1::ListLedgerRequest ledger_req;
   ledger_req.set_limit(10000);
+  ledger_req.set_company(company);
+  ledger_req.set_dataset(dataset);
   while (true) {
     ASSIGN_OR_RETURN(const v1::ListLedgerResponse page, client->AuditorListLedger(ledger_req));
     if (page.entries().empty()) break;
     for (const v1::LedgerEntry& e : page.entries()) {
+      if (e.kind() == "charge" && (e.time_unix_micros() < since || e.time_unix_micros() > until)) {
+        continue;
+      }
       report.ledger.push_back({e.seq(), e.time_unix_micros(), e.kind(), e.account(), e.dataset(),
-                               e.request_kind(), e.epsilon(), e.delta(), e.mechanism()});
+                               e.request_kind(), e.epsilon(), e.delta(), e.mechanism(),
+                               e.idempotency_key()});
     }
     ledger_req.set_after_seq(page.entries(page.entries_size() - 1).seq());
   }
-  ASSIGN_OR_RETURN(const v1::ListBudgetsResponse budgets, client->AuditorListBudgets());
+  v1::ListBudgetsRequest budgets_req;
+  budgets_req.set_dataset(dataset);
+  budgets_req.set_company(company);
+  ASSIGN_OR_RETURN(const v1::ListBudgetsResponse budgets, client->AuditorListBudgets(budgets_req));
   for (const v1::Budget& b : budgets.budgets()) {
     report.budgets.push_back({b.company(), b.dataset(), b.epsilon_granted(), b.delta(),
                               b.epsilon_spent(), b.epsilon_remaining(), b.releases()});
@@ -42,11 +80,13 @@ absl::Status ReportBudgets(Context& ctx) {
                          verify.message(), verify.head_hash()};
   v1::ListAccessLogRequest access_req;
   access_req.set_limit(10000);
+  access_req.set_company(company);
   while (true) {
     ASSIGN_OR_RETURN(const v1::ListAccessLogResponse page,
                      client->AuditorListAccessLog(access_req));
     if (page.entries().empty()) break;
     for (const v1::AccessLogEntry& e : page.entries()) {
+      if (!dataset.empty() && e.dataset() != dataset) continue;
       report.access_log.push_back({e.time_unix_micros(), e.account(), e.dataset(), e.artifact_id(),
                                    e.rows(), e.new_decisions()});
     }
@@ -55,6 +95,10 @@ absl::Status ReportBudgets(Context& ctx) {
 
   ASSIGN_OR_RETURN(const std::string html, report::RenderBudgetsHtml(report));
   RETURN_IF_ERROR(WriteStringToFile(out_path, html));
+  if (flags.Has("csv")) {
+    RETURN_IF_ERROR(WriteStringToFile(flags.Get("csv"), report::ChargesCsv(report)));
+    std::cout << "wrote " << flags.Get("csv") << " (every charge shown, as CSV)\n";
+  }
   int64_t charges = 0;
   for (const report::LedgerRow& row : report.ledger) charges += row.kind == "charge";
   std::cout << "wrote " << out_path << " (" << report.ledger.size() << " ledger rows, " << charges
@@ -79,11 +123,19 @@ std::vector<Command> ReportBudgetsCommands() {
        "access-log volume (auditor, regulator)",
        "Reads the whole ledger, the budgets, the ledger's verification and the access log\n"
        "through the auditor service and writes one self-contained page (no external\n"
-       "resources): cumulative epsilon per company and dataset against the ledger sequence\n"
-       "(SVG), the grants and caps, the verification status with the head hash (compare it\n"
-       "with `auditor verify`), and Decide calls and rows per company and artifact. Exit status\n"
-       "1 when verification fails (the page is still written).",
-       {{"out", "FILE.html", "where to write the page", true}, {"title", "TEXT", "page title"}},
+       "resources): cumulative epsilon per company and dataset over time beside its grant and\n"
+       "the dataset's cap (steps at each grant or cap row) and what the accountant composes\n"
+       "now (SVG), the grants and caps, spend by request kind, every charge (seq, time, kind,\n"
+       "epsilon, delta, mechanism, idempotency key), the verification status with the head\n"
+       "hash (compare it with `auditor verify`), and Decide calls and rows per company and\n"
+       "artifact. Exit status 1 when verification fails (the page is still written).",
+       {{"out", "FILE.html", "where to write the page", true},
+        {"title", "TEXT", "page title"},
+        {"company", "NAME", "only this company's rows"},
+        {"dataset", "NAME", "only this dataset's rows"},
+        {"since", "TIME", "only charges at or after TIME (2026-11-27 or 2026-11-27T10:00:00Z)"},
+        {"until", "TIME", "only charges at or before TIME"},
+        {"csv", "FILE.csv", "also write every charge shown as CSV"}},
        true,
        ReportBudgets},
   };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "client/lib/csv.h"
 #include "client/report/report_svg.h"
 
 namespace fairvault::client::report {
@@ -69,9 +71,66 @@ std::string BudgetsTable(const std::vector<BudgetRow>& budgets) {
   if (budgets.empty()) html += "<tr><td colspan=\"7\">no grants or caps</td></tr>";
   html +=
       "</table><p class=\"note\">Spent is what the vault's accountant composes (the smaller of "
-      "the sum of \u03b5 and the R\u00e9nyi bound at the grant's \u03b4), so it can be below "
-      "the chart's plain sum of the releases' \u03b5.</p>";
+      "the sum of \u03b5 and the R\u00e9nyi bound at the grant's \u03b4): the privacy filter "
+      "admits a charge against it. It can be below the chart's plain sum of the releases' "
+      "\u03b5; the chart's diamonds mark it.</p>";
   return html;
+}
+
+// Σ ε per (company, dataset, request kind), the releases counted.
+std::string KindTable(const std::vector<const LedgerRow*>& charges) {
+  struct Total {
+    int64_t releases = 0;
+    double epsilon = 0;
+  };
+  std::map<std::tuple<std::string, std::string, std::string>, Total> totals;
+  for (const LedgerRow* c : charges) {
+    Total& t = totals[{c->account, c->dataset, c->request_kind}];
+    ++t.releases;
+    t.epsilon += c->epsilon;
+  }
+  std::string html =
+      "<table id=\"by-kind\"><caption>Spend by request kind (ledger)</caption><tr>"
+      "<th>company</th><th>dataset</th><th>request</th><th>releases</th><th>\u03a3 \u03b5</th>"
+      "</tr>";
+  for (const auto& [key, t] : totals) {
+    const auto& [company, dataset, kind] = key;
+    absl::StrAppend(&html, "<tr>", Cell(company), Cell(dataset), Cell(kind), Cell(t.releases),
+                    Cell(FormatNumber(t.epsilon, 6)), "</tr>");
+  }
+  if (totals.empty()) html += "<tr><td colspan=\"5\">no charges</td></tr>";
+  html += "</table>";
+  return html;
+}
+
+// Every charge, in ledger order.
+std::string ChargesTable(const std::vector<const LedgerRow*>& charges) {
+  std::string html =
+      "<div class=\"wide\"><table id=\"charges\"><caption>Every charge (ledger)</caption><tr>"
+      "<th>seq</th>"
+      "<th>time</th><th>company</th><th>dataset</th><th>request</th><th>\u03b5</th>"
+      "<th>\u03b4</th><th>mechanism</th><th>idempotency key</th></tr>";
+  for (const LedgerRow* c : charges) {
+    absl::StrAppend(&html, "<tr>", Cell(c->seq), Cell(Time(c->time_unix_micros)),
+                    Cell(c->account), Cell(c->dataset), Cell(c->request_kind),
+                    Cell(FormatNumber(c->epsilon, 6)), Cell(FormatNumber(c->delta, 3)),
+                    Cell(c->mechanism), "<td><code>", HtmlEscape(c->idempotency_key),
+                    "</code></td></tr>");
+  }
+  if (charges.empty()) html += "<tr><td colspan=\"9\">no charges</td></tr>";
+  html += "</table></div>";
+  return html;
+}
+
+// The charges in ledger order.
+std::vector<const LedgerRow*> ChargesOf(const std::vector<LedgerRow>& ledger) {
+  std::vector<const LedgerRow*> charges;
+  for (const LedgerRow& row : ledger) {
+    if (row.kind == "charge") charges.push_back(&row);
+  }
+  std::stable_sort(charges.begin(), charges.end(),
+                   [](const LedgerRow* a, const LedgerRow* b) { return a->seq < b->seq; });
+  return charges;
 }
 
 std::string AccessTable(const std::vector<AccessRow>& rows) {
@@ -116,21 +175,16 @@ std::string AccessTable(const std::vector<AccessRow>& rows) {
 
 absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
   // Series by (company, dataset), in that order; cumulative ε in ledger order.
-  std::vector<const LedgerRow*> ordered;
   int64_t grants = 0, caps = 0;
   for (const LedgerRow& row : report.ledger) {
-    if (row.kind == "charge") {
-      if (!std::isfinite(row.epsilon)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("ledger row ", row.seq, " has a non-finite epsilon"));
-      }
-      ordered.push_back(&row);
+    if (row.kind == "charge" && !std::isfinite(row.epsilon)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ledger row ", row.seq, " has a non-finite epsilon"));
     }
     grants += row.kind == "grant";
     caps += row.kind == "cap";
   }
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const LedgerRow* a, const LedgerRow* b) { return a->seq < b->seq; });
+  const std::vector<const LedgerRow*> ordered = ChargesOf(report.ledger);
   std::map<std::pair<std::string, std::string>, SpendSeries> by_key;
   for (const LedgerRow* row : ordered) {
     SpendSeries& s = by_key[{row->account, row->dataset}];
@@ -142,42 +196,92 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
   std::vector<SpendSeries> series;
   for (auto& [key, s] : by_key) series.push_back(std::move(s));
 
-  // Extents: x is the ledger seq (every row, so grants before the first charge show as room on
-  // the left), y the cumulative ε from 0.
-  double x_lo = 0, x_hi = 1, y_hi = 0;
+  // The budget lines: each (company, dataset)'s grant and each dataset's cap, as steps over
+  // time from the ledger's grant and cap rows (a row sets the new budget).
+  struct Step {
+    double at = 0, value = 0;
+  };
+  std::map<std::pair<std::string, std::string>, std::vector<Step>> grant_steps;
+  std::map<std::string, std::vector<Step>> cap_steps;
+  for (const LedgerRow& row : report.ledger) {
+    const double at = static_cast<double>(row.time_unix_micros) / 1e6;
+    if (row.kind == "grant") grant_steps[{row.account, row.dataset}].push_back({at, row.epsilon});
+    if (row.kind == "cap") cap_steps[row.dataset].push_back({at, row.epsilon});
+  }
+  // What the accountant composes now (ListBudgets), per (company, dataset).
+  std::map<std::pair<std::string, std::string>, double> composed;
+  for (const BudgetRow& b : report.budgets) {
+    if (!b.company.empty()) composed[{b.company, b.dataset}] = b.epsilon_spent;
+  }
+
+  // Extents: x is time (every row, so grants before the first charge show as room on the
+  // left), y from 0 to the largest running sum or budget line of a plotted series.
+  double x_lo = 0, x_hi = 60, y_hi = 0;
   if (!report.ledger.empty()) {
-    x_lo = x_hi = static_cast<double>(report.ledger.front().seq);
+    x_lo = x_hi = static_cast<double>(report.ledger.front().time_unix_micros) / 1e6;
     for (const LedgerRow& row : report.ledger) {
-      x_lo = std::min(x_lo, static_cast<double>(row.seq));
-      x_hi = std::max(x_hi, static_cast<double>(row.seq));
+      x_lo = std::min(x_lo, static_cast<double>(row.time_unix_micros) / 1e6);
+      x_hi = std::max(x_hi, static_cast<double>(row.time_unix_micros) / 1e6);
     }
   }
-  for (const SpendSeries& s : series) y_hi = std::max(y_hi, s.cumulative.back());
+  for (const SpendSeries& s : series) {
+    y_hi = std::max(y_hi, s.cumulative.back());
+    for (const Step& g : grant_steps[{s.company, s.dataset}]) y_hi = std::max(y_hi, g.value);
+    for (const Step& c : cap_steps[s.dataset]) y_hi = std::max(y_hi, c.value);
+  }
   if (y_hi <= 0) y_hi = 1;
 
-  constexpr double kWidth = 880, kHeight = 420, kLegendWidth = 210;
-  const Rect area{80, 24, kWidth - 80 - kLegendWidth, kHeight - 24 - 66};
-  const LinearScale x = LinearScale::Nice(x_lo, x_hi, area.left, area.right(), 6);
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (size_t i = 0; i < series.size(); ++i) {
+    legend.push_back({SeriesName(series[i].company, series[i].dataset), SeriesColour(i)});
+  }
+  constexpr double kPlotWidth = 590, kHeight = 420;
+  const double kWidth = 80 + kPlotWidth + 24 + LegendWidth(legend);
+  const Rect area{80, 24, kPlotWidth, kHeight - 24 - 66};
+  const TimeScale x = TimeScale::Nice(x_lo, x_hi, area.left, area.right(), 6);
   const LinearScale y = LinearScale::Nice(0, y_hi * 1.03, area.bottom(), area.top, 6);
+  const double x_end = x_hi;
+  auto at = [](const LedgerRow* row) { return static_cast<double>(row->time_unix_micros) / 1e6; };
 
   std::string svg = SvgOpen(kWidth, kHeight, "cumulative privacy spend per company and dataset");
-  AppendXAxis(svg, x, area, "ledger seq (time order)");
-  AppendYAxis(svg, y, area, "cumulative \u03b5 charged");
+  AppendXAxis(svg, x, area, "time (UTC)");
+  AppendYAxis(svg, y, area, "\u03b5: \u03a3 of charges, grant, cap");
+  // A step line through `steps` (flat until the next one) to the end of the ledger.
+  auto step_path = [&](const std::vector<Step>& steps, const char* colour, const char* dash,
+                       absl::string_view title) {
+    if (steps.empty()) return std::string();
+    std::string d = absl::StrFormat("M%.2f %.2f", x(steps[0].at), y(steps[0].value));
+    for (size_t j = 1; j < steps.size(); ++j) {
+      absl::StrAppendFormat(&d, "H%.2fV%.2f", x(steps[j].at), y(steps[j].value));
+    }
+    absl::StrAppendFormat(&d, "H%.2f", x(x_end));
+    return absl::StrFormat(
+        "<path class=\"budget-line\" d=\"%s\" fill=\"none\" stroke=\"%s\" "
+        "stroke-width=\"1.5\" stroke-dasharray=\"%s\"><title>%s</title></path>",
+        d, colour, dash, HtmlEscape(title));
+  };
+  std::set<std::string> capped;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const SpendSeries& s = series[i];
+    svg += step_path(grant_steps[{s.company, s.dataset}], SeriesColour(i), "6 4",
+                     absl::StrCat("grant to ", s.company, " on ", s.dataset));
+    if (capped.insert(s.dataset).second) {
+      svg += step_path(cap_steps[s.dataset], "#777777", "2 3",
+                       absl::StrCat("dataset-wide cap on ", s.dataset));
+    }
+  }
   std::string plot = "<g id=\"plot\">";
-  std::vector<std::pair<std::string, std::string>> legend;
   for (size_t i = 0; i < series.size(); ++i) {
     const SpendSeries& s = series[i];
     const char* colour = SeriesColour(i);
     const std::string name = SeriesName(s.company, s.dataset);
-    legend.push_back({name, colour});
     // A step line: flat at the running total until the next charge, then up; from 0 at the
-    // first charge's seq to the last seq of the ledger.
-    std::string d = absl::StrFormat("M%.2f %.2f", x(static_cast<double>(s.charges[0]->seq)), y(0));
+    // first charge to the end of the ledger.
+    std::string d = absl::StrFormat("M%.2f %.2f", x(at(s.charges[0])), y(0));
     for (size_t j = 0; j < s.charges.size(); ++j) {
-      absl::StrAppendFormat(&d, "H%.2fV%.2f", x(static_cast<double>(s.charges[j]->seq)),
-                            y(s.cumulative[j]));
+      absl::StrAppendFormat(&d, "H%.2fV%.2f", x(at(s.charges[j])), y(s.cumulative[j]));
     }
-    absl::StrAppendFormat(&d, "H%.2f", x(x_hi));
+    absl::StrAppendFormat(&d, "H%.2f", x(x_end));
     absl::StrAppendFormat(&plot,
                           "<path class=\"line\" d=\"%s\" fill=\"none\" stroke=\"%s\" "
                           "stroke-width=\"2\" stroke-opacity=\"0.8\"/>",
@@ -185,10 +289,19 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
     for (size_t j = 0; j < s.charges.size(); ++j) {
       const LedgerRow& c = *s.charges[j];
       AppendMark(
-          plot, x(static_cast<double>(c.seq)), y(s.cumulative[j]), colour,
+          plot, x(at(&c)), y(s.cumulative[j]), colour,
           absl::StrCat(name, ": seq ", c.seq, " at ", Time(c.time_unix_micros), ", ",
                        c.request_kind, " ", c.mechanism, " \u03b5 ", FormatNumber(c.epsilon, 6),
                        " (total ", FormatNumber(s.cumulative[j], 6), ")"));
+    }
+    if (auto it = composed.find({s.company, s.dataset}); it != composed.end()) {
+      const double cx = x(x_end), cy = y(it->second);
+      absl::StrAppendFormat(&plot,
+                            "<path class=\"composed\" d=\"M%.2f %.2fl6 6l-6 6l-6 -6z\" "
+                            "fill=\"%s\"><title>%s</title></path>",
+                            cx, cy - 6, colour,
+                            HtmlEscape(absl::StrCat(name, ": composed spend now ",
+                                                    FormatNumber(it->second, 6))));
     }
   }
   plot += "</g>";
@@ -204,6 +317,7 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
 
   std::string body = VerificationTable(report.verification);
   body += BudgetsTable(report.budgets);
+  body += KindTable(ordered);
   body +=
       "<table id=\"spend\"><caption>Charges per company and dataset (ledger)</caption><tr>"
       "<th>company</th><th>dataset</th><th>charges</th><th>\u03a3 \u03b5</th>"
@@ -217,21 +331,38 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
   }
   if (series.empty()) body += "<tr><td colspan=\"6\">no charges</td></tr>";
   body += "</table>";
+  body += ChargesTable(ordered);
   body += AccessTable(report.access_log);
 
   std::vector<std::pair<std::string, std::string>> meta;
   if (!report.server.empty()) meta.push_back({"vault", report.server});
   if (!report.generated_at.empty()) meta.push_back({"generated", report.generated_at});
+  if (!report.filters.empty()) meta.push_back({"rows", report.filters});
   meta.push_back({"ledger rows", absl::StrCat(report.ledger.size())});
   meta.push_back({"charges", absl::StrCat(ordered.size())});
   meta.push_back({"grants", absl::StrCat(grants)});
   meta.push_back({"caps", absl::StrCat(caps)});
   meta.push_back({"ledger", report.verification.ok ? "verified" : "FAILED verification"});
   return HtmlPage(report.title, meta, svg,
-                  "Cumulative privacy spend of each company on each dataset: the running sum of "
-                  "its charged releases' \u03b5 in ledger order, one point per charge (hover for "
-                  "its time, request and mechanism). Replays are not charges and do not appear.",
+                  "Cumulative privacy spend of each company on each dataset over time: the "
+                  "running sum of its charged releases' \u03b5, one point per charge (hover for "
+                  "its time, request and mechanism); dashed in the same colour, its grant, and "
+                  "dotted grey, the dataset's cap, each a step at every grant or cap row; the "
+                  "diamond at the right edge is what the accountant composes now (at most the "
+                  "sum). Replays are not charges and do not appear.",
                   body);
+}
+
+std::string ChargesCsv(const BudgetsReport& report) {
+  std::vector<std::vector<std::string>> rows;
+  for (const LedgerRow* c : ChargesOf(report.ledger)) {
+    rows.push_back({absl::StrCat(c->seq), Time(c->time_unix_micros), c->account, c->dataset,
+                    c->request_kind, absl::StrFormat("%.17g", c->epsilon),
+                    absl::StrFormat("%.17g", c->delta), c->mechanism, c->idempotency_key});
+  }
+  return FormatCsv({"seq", "time", "company", "dataset", "request", "epsilon", "delta",
+                    "mechanism", "idempotency_key"},
+                   rows);
 }
 
 }  // namespace fairvault::client::report

@@ -26,6 +26,7 @@ struct LedgerRow {
   double epsilon = 0;  // a charge's own ε; a grant's or cap's new budget
   double delta = 0;
   std::string mechanism;
+  std::string idempotency_key;  // a charge's
 };
 
 // A grant (company set) or a dataset cap (company empty), as ListBudgets returns it.
@@ -65,14 +66,24 @@ struct BudgetsReport {
   std::vector<BudgetRow> budgets;
   LedgerVerification verification;
   std::vector<AccessRow> access_log;
+  // What the rows were filtered to (shown in the header; empty: everything).
+  std::string filters;
 };
 
+// The per-release table as CSV (seq, time, company, dataset, request, epsilon, delta,
+// mechanism, idempotency key), one row per charge in ledger order: `report budgets --csv`.
+std::string ChargesCsv(const BudgetsReport& report);
+
 // The page. The chart plots, for each (company, dataset) with charges, the cumulative sum of
-// its charges' ε against the ledger sequence number, as a step line with one mark per charge
-// (data-points = the number of charge rows); series are ordered by company, then dataset. The
-// head hash is in <code id="head-hash">, the verification status in <b id="ledger-status">
-// ("verified" or "FAILED"). A vault without charges gives an empty chart and a note. Never fails
-// on content; StatusOr for symmetry with the other reports (InvalidArgument on a non-finite ε).
+// its charges' ε against time, as a step line with one mark per charge (data-points = the
+// number of charge rows), its grant as a dashed step line (and the dataset's cap, dotted),
+// both over time from the ledger's grant and cap rows, and a diamond at the right edge for
+// what the accountant composes now (ListBudgets' spent: at most the sum); series are ordered
+// by company, then dataset. Tables: the verification (head hash in <code id="head-hash">,
+// status in <b id="ledger-status">, "verified" or "FAILED"), grants and caps, spend by request
+// kind, every charge (seq, time, kind, ε, δ, mechanism, idempotency key) and the access log.
+// A vault without charges gives an empty chart and a note. Never fails on content; StatusOr
+// for symmetry with the other reports (InvalidArgument on a non-finite ε).
 absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report);
 
 }  // namespace fairvault::client::report

@@ -47,8 +47,10 @@ BudgetsReport TwoCompanies() {
   grant.account = "acme";
   grant.dataset = "adult";
   grant.epsilon = 7;
+  grant.time_unix_micros = 1'700'000'001'000'000;
   LedgerRow cap = grant;
   cap.seq = 2;
+  cap.time_unix_micros = 1'700'000'002'000'000;
   cap.kind = "cap";
   cap.account = "";
   cap.epsilon = 12;
@@ -101,6 +103,37 @@ TEST(BudgetsReportTest, TablesShowVerificationHeadHashGrantsCapsAndAccessVolume)
   EXPECT_THAT(html, HasSubstr("<td><code>art_2</code></td><td>1</td><td>7</td><td>?</td>"));
   EXPECT_THAT(html, HasSubstr("<span>ledger rows: <b>6</b></span>"));
   EXPECT_THAT(html, HasSubstr("<span>charges: <b>4</b></span>"));
+}
+
+TEST(BudgetsReportTest, TimeAxisBudgetLinesComposedSpendAndEveryChargeWithItsKey) {
+  BudgetsReport report = TwoCompanies();
+  report.ledger[4].idempotency_key = "acme-<2>";
+  report.ledger[4].request_kind = "AuditClassifier";
+  ASSERT_OK_AND_ASSIGN(const std::string html, RenderBudgetsHtml(report));
+  // x is time: 1700000001..1700000006 s are 22:13:21..22:13:26 UTC on 2023-11-14.
+  EXPECT_THAT(html, HasSubstr(">time (UTC)</text>"));
+  EXPECT_THAT(html, HasSubstr(">22:13:21</text>"));
+  EXPECT_THAT(html, HasSubstr(">22:13:26</text>"));
+  // acme's grant (dashed, its colour) and adult's cap (dotted grey): budget lines, not marks.
+  EXPECT_THAT(html, HasSubstr("<title>grant to acme on adult</title>"));
+  EXPECT_THAT(html, HasSubstr("<title>dataset-wide cap on adult</title>"));
+  EXPECT_EQ(Count(html, "class=\"budget-line\""), 2);  // beta's grant row is not in the ledger
+  // What the accountant composes now: a diamond per series with ListBudgets' spent.
+  EXPECT_THAT(Plot(html), HasSubstr("acme / adult: composed spend now 1.625"));
+  EXPECT_EQ(Count(Plot(html), "class=\"mark\""), 4);  // the diamonds are not marks
+  // Spend by request kind, and every charge with its key (escaped).
+  EXPECT_THAT(html, HasSubstr("<td>acme</td><td>adult</td><td>AuditClassifier</td><td>1</td>"
+                              "<td>1</td>"));
+  EXPECT_THAT(html, HasSubstr("<td>acme</td><td>adult</td><td>NoisyCounts</td><td>2</td>"
+                              "<td>0.625</td>"));
+  EXPECT_THAT(html, HasSubstr("<td><code>acme-&lt;2&gt;</code></td>"));
+  // The same charges as CSV, in ledger order.
+  const std::string csv = ChargesCsv(report);
+  EXPECT_THAT(csv, ::testing::StartsWith(
+                       "seq,time,company,dataset,request,epsilon,delta,mechanism,"
+                       "idempotency_key\n3,2023-11-14 22:13:23Z,acme,adult,NoisyCounts,0.5,0,"));
+  EXPECT_THAT(csv, HasSubstr(",acme-<2>\n"));
+  EXPECT_EQ(Count(csv, "\n"), 1 + 4);
 }
 
 TEST(BudgetsReportTest, FailedVerificationIsShownWithTheBadRow) {

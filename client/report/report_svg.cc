@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 
 namespace fairvault::client::report {
 
@@ -53,7 +55,8 @@ std::string HtmlPage(absl::string_view title, const Pairs& meta, absl::string_vi
       "th,td{border-bottom:1px solid #ddd;padding:4px 10px;text-align:right}"
       "th:first-child,td:first-child{text-align:left}"
       "caption{text-align:left;font-weight:600;padding:4px 0;white-space:nowrap}"
-      "td{white-space:nowrap}table.provenance td,table.provenance th{text-align:left}";
+      "td{white-space:nowrap}table.provenance td,table.provenance th{text-align:left}"
+      ".wide{overflow-x:auto;max-width:100%}";
   // Records the laid-out size of the plotted marks, the number of panels and where the first x
   // axis's tick labels were laid out, for a headless-browser test.
   static constexpr absl::string_view kScript =
@@ -188,6 +191,48 @@ std::string LinearScale::TickLabel(double value) const {
   std::string label = absl::StrFormat("%.*f", decimals_, value);
   if (label.find_first_not_of("-0.") == std::string::npos) return "0";  // "-0.0" → "0"
   return label;
+}
+
+TimeScale TimeScale::Nice(double min_seconds, double max_seconds, double pixel_from,
+                          double pixel_to, int target_ticks) {
+  double min = min_seconds, max = max_seconds;
+  if (!std::isfinite(min) || !std::isfinite(max)) min = 0, max = 60;
+  if (min > max) std::swap(min, max);
+  if (max - min < 1) min -= 60, max += 60;
+  constexpr double kSteps[] = {1,    2,    5,     10,    15,    30,    60,     120,
+                               300,  600,  900,   1800,  3600,  7200,  10800,  21600,
+                               43200, 86400, 172800, 604800, 1209600, 2592000};
+  const double raw = (max - min) / std::max(1, target_ticks);
+  double step = kSteps[std::size(kSteps) - 1];
+  for (double s : kSteps) {
+    if (s >= raw) {
+      step = s;
+      break;
+    }
+  }
+  TimeScale scale;
+  scale.step_ = step;
+  scale.lo_ = std::floor(min / step) * step;  // Unix time is UTC: steps align to UTC
+  scale.hi_ = std::ceil(max / step) * step;
+  scale.pixel_from_ = pixel_from;
+  scale.pixel_to_ = pixel_to;
+  const int count = static_cast<int>(std::round((scale.hi_ - scale.lo_) / step));
+  for (int i = 0; i <= count; ++i) scale.ticks_.push_back(scale.lo_ + i * step);
+  const bool one_day = std::floor(scale.lo_ / 86400) == std::floor((scale.hi_ - 1) / 86400);
+  scale.format_ = step >= 86400 ? "%Y-%m-%d"
+                  : !one_day    ? "%m-%d %H:%M"
+                  : step < 60   ? "%H:%M:%S"
+                                : "%H:%M";
+  return scale;
+}
+
+double TimeScale::operator()(double value) const {
+  return pixel_from_ + (value - lo_) / (hi_ - lo_) * (pixel_to_ - pixel_from_);
+}
+
+std::string TimeScale::TickLabel(double value) const {
+  return absl::FormatTime(format_, absl::FromUnixSeconds(static_cast<int64_t>(std::llround(value))),
+                          absl::UTCTimeZone());
 }
 
 LogScale LogScale::Nice(double min, double max, double pixel_from, double pixel_to,

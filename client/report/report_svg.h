@@ -95,6 +95,28 @@ class LogScale final : public Scale {
   std::vector<double> ticks_;
 };
 
+// A time axis over Unix seconds: ticks at a round step (1, 2, 5, 10, 15 or 30 seconds or
+// minutes, 1, 2, 3, 6 or 12 hours, 1, 2 or 7 days) aligned to UTC, labelled "HH:MM:SS",
+// "HH:MM", "MM-DD HH:MM" or "YYYY-MM-DD" as the step and the span need.
+class TimeScale final : public Scale {
+ public:
+  // The domain [min, max] widened outwards to the nearest ticks; a degenerate interval is
+  // widened by a minute either way.
+  static TimeScale Nice(double min_seconds, double max_seconds, double pixel_from,
+                        double pixel_to, int target_ticks = 6);
+
+  double operator()(double value) const override;
+  double domain_lo() const override { return lo_; }
+  double domain_hi() const override { return hi_; }
+  const std::vector<double>& ticks() const override { return ticks_; }
+  std::string TickLabel(double value) const override;
+
+ private:
+  double lo_ = 0, hi_ = 60, pixel_from_ = 0, pixel_to_ = 1, step_ = 10;
+  std::string format_;
+  std::vector<double> ticks_;
+};
+
 // The plotting area of a chart, in SVG pixels.
 struct Rect {
   double left = 0, top = 0, width = 0, height = 0;
