@@ -79,7 +79,8 @@ Then try (acme's table handle $handle lasts a day; after that, upload again):
   $fv --key-file $work/acme.key audit classifier --table $handle \\
       --prediction-column prediction --label-column label --attributes sex,race \\
       --epsilon 0.5 --out $work/audit2.json
-  $fv report audit --audit $work/audit2.json --out $work/audit2.html
+  $fv --key-file $work/acme.key report audit --audit $work/audit2.json --table $handle \\
+      --out $work/audit2.html
   # an epsilon sweep of the post-processor, measured on the public test set with sex as the
   # evaluation group (the regulator raises acme's grant first: the sweep costs 3.75)
   $fv --key-file $work/regulator.key grant --company acme --dataset adult --epsilon 12 --delta 1e-6

@@ -123,11 +123,23 @@ TEST_F(SweepCliTest, EoSweepWithEvaluationGroupsWritesOneRowPerEpsilonAndReplays
   const std::string csv_path = dir_ + "/run-eo.csv";
   const std::string csv = ReadFile(csv_path);
   const auto records = CsvRecords(csv);
-  ASSERT_EQ(records.size(), 4u) << csv;
+  ASSERT_EQ(records.size(), 1u + 3 + 2) << csv;  // the header, 3 points, 2 references
   EXPECT_THAT(records[0], ElementsAre("series", "epsilon", "error", "violation", "lambda",
-                                      "cost_epsilon", "artifact"));
-  // The held-out baseline: error and EO violation of the raw predictions, from the population.
-  for (size_t r = 1; r < records.size(); ++r) {
+                                      "cost_epsilon", "artifact", "kind", "dataset", "company",
+                                      "run_id", "measure", "holdout", "group_column"));
+  // What the sweep is, on every row: dataset, company, run id, the measure, hold-out, groups.
+  EXPECT_THAT(std::vector<std::string>(records[1].begin() + 8, records[1].end()),
+              ElementsAre("pop", "acme", "run-eo", "equalized odds (measured with the "
+                          "hold-out's groups)", holdout_, "sex"));
+  // The references, measured on the hold-out without a charge: the constant classifier
+  // (violation 0) and the model before post-processing (~17% error, a real EO gap).
+  EXPECT_THAT(std::vector<std::string>(records[4].begin(), records[4].begin() + 8),
+              ElementsAre(::testing::StartsWith("constant classifier ("), "inf",
+                          ::testing::_, "0.000000", "", "0", "", "baseline"));
+  EXPECT_EQ(records[5][0], "model before post-processing");
+  EXPECT_GT(std::atof(records[5][3].c_str()), 0.1) << csv;
+  // The points: error and EO violation of the post-processed predictions.
+  for (size_t r = 1; r <= 3; ++r) {
     EXPECT_EQ(records[r][0], "eo post-processor gamma=0.02");
     const double error = std::atof(records[r][2].c_str());
     const double violation = std::atof(records[r][3].c_str());
@@ -220,10 +232,14 @@ TEST_F(SweepCliTest, ModelSweepMeasuredByAPrivateAuditChargesTheAuditsOnce) {
 
   const std::string csv = ReadFile(dir_ + "/model.csv");
   const auto records = CsvRecords(csv);
-  ASSERT_EQ(records.size(), 3u) << csv;
+  ASSERT_EQ(records.size(), 1u + 2 + 1) << csv;  // the constant classifier only: no groups
   EXPECT_THAT(records[0], ElementsAre("series", "epsilon", "error", "violation", "violation_lo",
-                                      "violation_hi", "lambda", "cost_epsilon", "artifact"));
-  for (size_t r = 1; r < records.size(); ++r) {
+                                      "violation_hi", "lambda", "cost_epsilon", "artifact", "kind",
+                                      "dataset", "company", "run_id", "measure", "holdout",
+                                      "group_column"));
+  EXPECT_EQ(records[3][9], "baseline");
+  EXPECT_EQ(records[1][13], "equalized odds (a private audit per point at epsilon 0.5)");
+  for (size_t r = 1; r <= 2; ++r) {
     EXPECT_EQ(records[r][0], "dp_oracle_learner");
     const double error = std::atof(records[r][2].c_str());
     const double violation = std::atof(records[r][3].c_str());
@@ -254,6 +270,12 @@ TEST_F(SweepCliTest, ModelSweepMeasuredByAPrivateAuditChargesTheAuditsOnce) {
       Cli(absl::StrCat("report sweep --csv ", dir_, "/model.csv --out ", dir_, "/model.html"));
   ASSERT_EQ(report.exit_code, 0) << report.out;
   EXPECT_THAT(report.out, HasSubstr("(2 points)"));
+  // The page says what the sweep is, what it cost in all, and draws the reference.
+  const std::string page = ReadFile(dir_ + "/model.html");
+  EXPECT_THAT(page, HasSubstr("<th>run id</th><td>run-model</td>"));
+  EXPECT_THAT(page, HasSubstr("<th>company</th><td>acme</td>"));
+  EXPECT_THAT(page, HasSubstr("total cost \u03b5: <b>5</b>"));
+  EXPECT_THAT(page, HasSubstr("class=\"baseline\""));
 }
 
 }  // namespace

@@ -119,14 +119,30 @@ absl::Status MeasureLocally(const Holdout& holdout, const Measure& measure, Poin
   return absl::OkStatus();
 }
 
+// A reference point without privacy cost, measured on the held-out rows.
+struct Baseline {
+  std::string name;
+  double error = 0, violation = 0;
+};
+
+// What the sweep is, for the page's provenance (the same on every row of the CSV).
+struct SweepInfo {
+  std::string dataset, company, run_id, measure, holdout, group_column;
+};
+
 // The CSV `report sweep` reads: series, epsilon, error, violation (and the audit's interval),
-// then what the sweep knows besides (ignored by `report sweep`).
-std::string SweepCsv(const std::vector<Point>& points, const Measure& measure) {
+// lambda, cost_epsilon (the fit's and the audit's), artifact, then kind ("point" or "baseline":
+// references at epsilon inf, cost 0) and the provenance columns.
+std::string SweepCsv(const std::vector<Point>& points, const Measure& measure,
+                     const std::vector<Baseline>& baselines, const SweepInfo& info) {
   std::vector<std::string> header = {"series", "epsilon", "error", "violation"};
   if (measure.audit()) {
     header.insert(header.end(), {"violation_lo", "violation_hi"});
   }
-  header.insert(header.end(), {"lambda", "cost_epsilon", "artifact"});
+  header.insert(header.end(), {"lambda", "cost_epsilon", "artifact", "kind", "dataset", "company",
+                               "run_id", "measure", "holdout", "group_column"});
+  const std::vector<std::string> about = {info.dataset, info.company, info.run_id,
+                                          info.measure, info.holdout, info.group_column};
   std::vector<std::vector<std::string>> rows;
   for (const Point& p : points) {
     if (!p.measured) continue;
@@ -139,6 +155,16 @@ std::string SweepCsv(const std::vector<Point>& points, const Measure& measure) {
     row.push_back(p.lambda ? Num(*p.lambda) : "");
     row.push_back(Num(p.epsilon + measure.audit_epsilon));
     row.push_back(p.artifact_id);
+    row.push_back("point");
+    row.insert(row.end(), about.begin(), about.end());
+    rows.push_back(std::move(row));
+  }
+  for (const Baseline& b : baselines) {
+    std::vector<std::string> row = {b.name, "inf", absl::StrFormat("%.6f", b.error),
+                                    absl::StrFormat("%.6f", b.violation)};
+    if (measure.audit()) row.insert(row.end(), {"", ""});
+    row.insert(row.end(), {"", "0", "", "baseline"});
+    row.insert(row.end(), about.begin(), about.end());
     rows.push_back(std::move(row));
   }
   return FormatCsv(header, rows);
@@ -188,6 +214,7 @@ class Sweep {
     RETURN_IF_ERROR(ReadCommonFlags());
     RETURN_IF_ERROR(ReadHoldout());
     RETURN_IF_ERROR(method_ == Method::kEo ? PlanEo() : PlanModel());
+    RETURN_IF_ERROR(Describe());
     ASSIGN_OR_RETURN(client_, ctx_.client());
     ASSIGN_OR_RETURN(const double before, Remaining());
     RETURN_IF_ERROR(CheckCost(before));
@@ -199,7 +226,7 @@ class Sweep {
       if (!measure_.audit()) {
         RETURN_IF_ERROR(MeasureLocally(holdout_, measure_, p));
         p.measured = true;
-        RETURN_IF_ERROR(WriteStringToFile(out_path_, SweepCsv(points_, measure_)));
+        RETURN_IF_ERROR(WriteStringToFile(out_path_, Csv()));
       }
       std::cerr << "sweep: " << p.series << " epsilon " << Num(p.epsilon) << ": error "
                 << absl::StrFormat("%.4f", p.error)
@@ -260,6 +287,41 @@ class Sweep {
   }
 
   const std::string& LabelColumn() const { return label_column_; }
+
+  std::string Csv() const { return SweepCsv(points_, measure_, baselines_, info_); }
+
+  // What the sweep is, and its references measured on the held-out rows (no charge): the
+  // constant classifier deciding the majority label (violation 0), and for `sweep eo` the
+  // model's own predictions before post-processing.
+  absl::Status Describe() {
+    info_.dataset = dataset_;
+    info_.run_id = run_id_;
+    info_.holdout = holdout_.path;
+    info_.group_column = absl::StrJoin(measure_.group_columns, "|");  // as joint groups
+    const char* which = measure_.equalized_odds ? "equalized odds" : "demographic parity";
+    info_.measure = measure_.audit()
+                        ? absl::StrCat(which, " (a private audit per point at epsilon ",
+                                       Num(measure_.audit_epsilon), ")")
+                        : absl::StrCat(which, " (measured with the hold-out's groups)");
+    size_t positives = 0;
+    for (int y : holdout_.labels) positives += y == 1;
+    const double share = static_cast<double>(positives) / holdout_.labels.size();
+    baselines_.push_back({absl::StrCat("constant classifier (", share > 0.5 ? 1 : 0, ")"),
+                          std::min(share, 1 - share), 0});
+    if (method_ == Method::kEo && !measure_.audit()) {
+      Point raw;
+      for (size_t r = 0; r < holdout_.table.rows.size(); ++r) {
+        ASSIGN_OR_RETURN(const int prediction,
+                         ParseBinaryCell(holdout_.table, holdout_.path, r, prediction_index_));
+        raw.decisions.push_back(prediction);
+      }
+      RETURN_IF_ERROR(MeasureLocally(holdout_, measure_, raw));
+      baselines_.push_back({"model before post-processing",
+                            core::fairness::ErrorRate(raw.decisions, holdout_.labels),
+                            raw.violation});
+    }
+    return absl::OkStatus();
+  }
 
   absl::Status ReadHoldout() {
     label_column_ = flags_.Get(method_ == Method::kEo ? "label-column" : "label");
@@ -390,7 +452,10 @@ class Sweep {
     req.set_dataset(dataset_);
     ASSIGN_OR_RETURN(const v1::GetBudgetResponse resp, client_->GetBudget(req));
     for (const v1::Budget& b : resp.budgets()) {
-      if (b.dataset() == dataset_) return b.epsilon_remaining();
+      if (b.dataset() == dataset_) {
+        info_.company = b.company();
+        return b.epsilon_remaining();
+      }
     }
     return absl::NotFoundError(
         absl::StrCat("you have no grant on dataset '", dataset_, "' (see `fairvault budget`)"));
@@ -574,7 +639,7 @@ class Sweep {
       p.violation = v.estimate();
       p.violation_ci = std::make_pair(v.lo(), v.hi());
       p.measured = true;
-      RETURN_IF_ERROR(WriteStringToFile(out_path_, SweepCsv(points_, measure_)));
+      RETURN_IF_ERROR(WriteStringToFile(out_path_, Csv()));
     }
     return absl::OkStatus();
   }
@@ -584,6 +649,8 @@ class Sweep {
   const Method method_;
   Client* client_ = nullptr;
   std::string dataset_, run_id_, out_path_, label_column_;
+  SweepInfo info_;
+  std::vector<Baseline> baselines_;
   std::vector<double> epsilons_;
   Measure measure_;
   Holdout holdout_;
@@ -610,7 +677,11 @@ constexpr char kSweepDetails[] =
     "sweep refuses when the budget is smaller, unless --yes. Releases this run id already\n"
     "charged (an interrupted run) are found in your ledger and replay free; the audits' table\n"
     "handle is kept in <out>.state for that. CSV: series,epsilon,error,violation\n"
-    "[,violation_lo,violation_hi],lambda,cost_epsilon,artifact (`report sweep --csv`).";
+    "[,violation_lo,violation_hi],lambda,cost_epsilon,artifact,kind,dataset,company,run_id,\n"
+    "measure,holdout,group_column (`report sweep --csv`): kind 'baseline' rows are references\n"
+    "measured on --holdout without a charge (the constant classifier; for `sweep eo` with\n"
+    "--group-column also the model before post-processing), and the last six columns say what\n"
+    "the sweep is (the page's provenance).";
 
 }  // namespace
 

@@ -141,6 +141,8 @@ absl::StatusOr<Sweep> SweepFromCsv(const CsvTable& table, absl::string_view sour
     required[i] = static_cast<int>(*index);
   }
   const int series = OptionalColumn(table, "series");
+  const int cost = OptionalColumn(table, "cost_epsilon");
+  const int kind = OptionalColumn(table, "kind");
   int ends[4];
   const char* end_names[4] = {"error_lo", "error_hi", "violation_lo", "violation_hi"};
   for (int i = 0; i < 4; ++i) ends[i] = OptionalColumn(table, end_names[i]);
@@ -154,6 +156,19 @@ absl::StatusOr<Sweep> SweepFromCsv(const CsvTable& table, absl::string_view sour
     return absl::InvalidArgumentError(absl::StrCat(source, ": no points (only a header row)"));
   }
   Sweep sweep;
+  // The provenance columns, from the first row holding each.
+  for (const auto& [column, label] : std::vector<std::pair<const char*, const char*>>{
+           {"dataset", "dataset"}, {"company", "company"}, {"run_id", "run id"},
+           {"measure", "violation"}, {"holdout", "hold-out"}, {"group_column", "groups"}}) {
+    const int c = OptionalColumn(table, column);
+    if (c < 0) continue;
+    for (const std::vector<std::string>& row : table.rows) {
+      if (!row[c].empty()) {
+        sweep.provenance.push_back({label, row[c]});
+        break;
+      }
+    }
+  }
   for (size_t r = 0; r < table.rows.size(); ++r) {
     SweepPoint point;
     if (series >= 0) point.series = table.rows[r][series];
@@ -177,7 +192,16 @@ absl::StatusOr<Sweep> SweepFromCsv(const CsvTable& table, absl::string_view sour
     if (!violation_ci.ok()) return violation_ci.status();
     point.error_ci = *error_ci;
     point.violation_ci = *violation_ci;
-    sweep.points.push_back(std::move(point));
+    if (cost >= 0 && !table.rows[r][cost].empty()) {
+      absl::StatusOr<double> c = FiniteCell(table, source, r, cost);
+      if (!c.ok()) return c.status();
+      point.cost_epsilon = *c;
+    }
+    if (kind >= 0 && table.rows[r][kind] == "baseline") {
+      sweep.baselines.push_back(std::move(point));
+    } else {
+      sweep.points.push_back(std::move(point));
+    }
   }
   return sweep;
 }
@@ -259,8 +283,14 @@ absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
   const std::vector<std::string>& series = index.names;
   const bool facets = SweepUsesFacets(sweep);
 
-  // One chart with the legend to its right, or panels two to a row beside the legend.
-  constexpr double kWidth = 880, kLegendWidth = 210;
+  // One chart with the legend to its right, or panels two to a row beside the legend; the
+  // legend's column as wide as its longest entry.
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (size_t s = 0; s < series.size(); ++s) {
+    legend.push_back({series[s].empty() ? "points" : series[s], SeriesColour(s)});
+  }
+  const double kLegendWidth = std::max(120.0, 24 + LegendWidth(legend));
+  const double kWidth = 670 + kLegendWidth;
   std::vector<Panel> panels;
   double height = 520;
   if (!facets) {
@@ -284,19 +314,21 @@ absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
   std::vector<size_t> every(sweep.points.size());
   std::iota(every.begin(), every.end(), 0);
   Extents(sweep, every, all_xs, all_ys);
+  for (const SweepPoint& b : sweep.baselines) {  // the references are in every panel
+    if (std::isfinite(b.error) && (!sweep.log_x || b.error > 0)) all_xs.push_back(b.error);
+  }
   const auto [x_min, x_max] = PaddedExtent(all_xs);
   const std::string x_title =
       sweep.log_x ? absl::StrCat(sweep.x_label, " (log scale)") : sweep.x_label;
 
   std::string svg = SvgOpen(kWidth, height, sweep.title);
   std::string marks = "<g id=\"plot\">";
-  std::vector<std::pair<std::string, std::string>> legend;
-  for (size_t s = 0; s < series.size(); ++s) {
-    legend.push_back({series[s].empty() ? "points" : series[s], SeriesColour(s)});
-  }
   std::string body =
       "<table><caption>Points</caption><tr><th>series</th><th>\u03b5</th><th>error</th>"
-      "<th>violation</th></tr>";
+      "<th>violation</th><th>cost \u03b5</th></tr>";
+  auto cost_cell = [](const SweepPoint& p) {
+    return p.cost_epsilon ? FormatNumber(*p.cost_epsilon) : std::string("\u2013");
+  };
   for (const Panel& panel : panels) {
     const Rect& area = panel.area;
     // The same x domain in every panel: the scales differ only in their pixel range.
@@ -316,6 +348,9 @@ absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
     }
     std::vector<double> xs, ys;
     Extents(sweep, panel_points, xs, ys);
+    for (const SweepPoint& b : sweep.baselines) {
+      if (std::isfinite(b.violation)) ys.push_back(b.violation);
+    }
     auto [y_min, y_max] = PaddedExtent(ys);
     if (y_min == 0 && y_max == 0) y_max = 0.1;  // no violation at all: an axis from 0 up
     const LinearScale y = LinearScale::Nice(y_min, y_max, area.bottom(), area.top, facets ? 4 : 6);
@@ -369,9 +404,27 @@ absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
         absl::StrAppend(&body, "<tr><td>", HtmlEscape(name), "</td><td>",
                         std::isinf(p.epsilon) ? "\u221e" : FormatNumber(p.epsilon), "</td><td>",
                         HtmlEscape(error_text), "</td><td>", HtmlEscape(violation_text),
-                        "</td></tr>");
+                        "</td><td>", cost_cell(p), "</td></tr>");
       }
     }
+    // The references: a grey cross with its name, in every panel.
+    for (const SweepPoint& b : sweep.baselines) {
+      if (!std::isfinite(b.error) || !std::isfinite(b.violation)) continue;
+      if (sweep.log_x && !(b.error > 0)) continue;
+      const double px = (*x)(b.error), py = y(b.violation);
+      absl::StrAppendFormat(&svg,
+                            "<path class=\"baseline\" d=\"M%.2f %.2fl10 10m0 -10l-10 10\" "
+                            "stroke=\"#555\" stroke-width=\"2\"><title>%s</title></path>",
+                            px - 5, py - 5,
+                            HtmlEscape(absl::StrCat(b.series, ": error ", FormatNumber(b.error),
+                                                    ", violation ", FormatNumber(b.violation))));
+      labels.Place(svg, px, py, b.series);
+    }
+  }
+  for (const SweepPoint& b : sweep.baselines) {
+    absl::StrAppend(&body, "<tr><td><i>", HtmlEscape(b.series), "</i></td><td>\u2013</td><td>",
+                    FormatNumber(b.error), "</td><td>", FormatNumber(b.violation), "</td><td>",
+                    cost_cell(b), "</td></tr>");
   }
   svg += marks;
   svg += "</g>";
@@ -381,6 +434,12 @@ absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
   std::vector<std::pair<std::string, std::string>> meta = {
       {"points", absl::StrCat(sweep.points.size())}, {"series", absl::StrCat(series.size())}};
   if (facets) meta.push_back({"panels", absl::StrCat(panels.size())});
+  double total_cost = 0;
+  bool costed = false;
+  for (const SweepPoint& p : sweep.points) {
+    if (p.cost_epsilon) total_cost += *p.cost_epsilon, costed = true;
+  }
+  if (costed) meta.push_back({"total cost \u03b5", FormatNumber(total_cost)});
   return HtmlPage(
       sweep.title, meta, svg,
       absl::StrCat(
@@ -389,8 +448,9 @@ absl::StatusOr<std::string> RenderSweepHtml(const Sweep& sweep) {
           "; each point is labelled with its privacy budget \u03b5 where labels do not overlap "
           "(hover a point, or see the table), points of "
           "a series are joined in order of \u03b5, whiskers are confidence "
-          "intervals where given."),
-      body);
+          "intervals where given",
+          sweep.baselines.empty() ? "." : "; grey crosses are references without privacy cost."),
+      body, sweep.provenance);
 }
 
 }  // namespace fairvault::client::report

@@ -94,6 +94,7 @@ struct SweepPoint {
   double error = 0;
   double violation = 0;
   std::optional<Range> error_ci, violation_ci;
+  std::optional<double> cost_epsilon;  // what the point cost (fit and audit), when known
 };
 
 // How a sweep with several series is drawn: one chart, or one panel (small multiple) per
@@ -116,6 +117,13 @@ struct Sweep {
   // The x axis (error) on a log10 scale: every error and error interval end must be > 0.
   bool log_x = false;
   SweepFacets facets = SweepFacets::kAuto;
+  // Reference points without a privacy cost, drawn as crosses (not marks) in every panel and
+  // listed in the table: e.g. the constant classifier and the unprocessed model. Their
+  // series names them.
+  std::vector<SweepPoint> baselines;
+  // What the sweep is (dataset, company, run id, measure, hold-out, ...), shown as the
+  // page's provenance table.
+  Provenance provenance;
 };
 
 // Whether RenderSweepHtml draws one panel per series (always false for a single series).
@@ -123,7 +131,10 @@ bool SweepUsesFacets(const Sweep& sweep);
 
 // A sweep from CSV columns epsilon, error, violation (required; epsilon > 0, "inf" allowed)
 // and optional series, error_lo, error_hi, violation_lo, violation_hi (an empty cell means no
-// interval; an interval needs both ends). InvalidArgument naming source and line.
+// interval; an interval needs both ends), cost_epsilon (per point; the total is shown), kind
+// ("baseline" rows are reference points, any other value or none a point) and the provenance
+// columns dataset, company, run_id, measure, holdout and group_column (read from the first row
+// that has them). InvalidArgument naming source and line.
 absl::StatusOr<Sweep> SweepFromCsv(const CsvTable& table, absl::string_view source);
 
 // The pages. Marks in #plot: classifier, 4 per group (selection rate, TPR, FPR, error) plus

@@ -23,8 +23,10 @@ namespace {
 
 using ::fairvault::testing::Count;
 using ::fairvault::testing::StatusIs;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::Pair;
 using ::testing::Pointwise;
 
 // The inside of <g id="plot">...</g> (marks never nest groups).
@@ -322,6 +324,35 @@ TEST(RenderSweepTest, EscapesUserTextAndLoadsNothingExternal) {
 
 TEST(RenderSweepTest, RejectsAnEmptySweep) {
   EXPECT_THAT(RenderSweepHtml(Sweep()), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(RenderSweepTest, ReferencesProvenanceAndCostFromTheSweepsCsv) {
+  absl::StatusOr<CsvTable> csv = ParseCsv(
+      "series,epsilon,error,violation,cost_epsilon,kind,dataset,company,run_id,measure\n"
+      "eo post-processor with a very long series name indeed,0.5,0.2,0.05,0.5,point,adult,acme,"
+      "r1,equalized odds\n"
+      "eo post-processor with a very long series name indeed,1,0.18,0.04,1,point,,,,\n"
+      "constant classifier (0),inf,0.24,0,0,baseline,,,,\n",
+      "sweep.csv");
+  ASSERT_OK(csv);
+  absl::StatusOr<Sweep> sweep = SweepFromCsv(*csv, "sweep.csv");
+  ASSERT_OK(sweep);
+  ASSERT_EQ(sweep->points.size(), 2u);
+  ASSERT_EQ(sweep->baselines.size(), 1u);
+  EXPECT_EQ(sweep->baselines[0].series, "constant classifier (0)");
+  ASSERT_TRUE(sweep->points[1].cost_epsilon.has_value());
+  EXPECT_EQ(*sweep->points[1].cost_epsilon, 1);
+  EXPECT_THAT(sweep->provenance,
+              ElementsAre(Pair("dataset", "adult"), Pair("company", "acme"), Pair("run id", "r1"),
+                          Pair("violation", "equalized odds")));
+  absl::StatusOr<std::string> html = RenderSweepHtml(*sweep);
+  ASSERT_OK(html);
+  EXPECT_EQ(Count(Plot(*html), "class=\"mark\""), 2);  // the reference is not a point
+  EXPECT_EQ(Count(*html, "class=\"baseline\""), 1);
+  EXPECT_THAT(*html, HasSubstr("total cost \u03b5: <b>1.5</b>"));
+  EXPECT_THAT(*html, HasSubstr("<th>run id</th><td>r1</td>"));
+  // The long series name is shown whole in the legend, the chart widened for it.
+  EXPECT_THAT(*html, HasSubstr(">eo post-processor with a very long series name indeed</text>"));
 }
 
 TEST(RenderClassifierAuditTest, FourMarksPerGroupPlusTwoViolations) {
