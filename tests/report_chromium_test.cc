@@ -355,6 +355,8 @@ TEST_F(ReportChromiumTest, BudgetsPageFromARealVaultShowsTheVerifiedHeadHash) {
     req.set_table_handle(vault.table());
     req.add_attributes("sex");
     req.set_epsilon(0.5);
+    // Gaussian (the grant has delta 1e-6): the accountant composes three at less than 1.5.
+    req.set_noise(fairvault::v1::NOISE_KIND_DISCRETE_GAUSSIAN);
     ASSERT_TRUE(vault.company().NoisyCounts(req).ok());
   }
   const std::string connection =
@@ -383,6 +385,20 @@ TEST_F(ReportChromiumTest, BudgetsPageFromARealVaultShowsTheVerifiedHeadHash) {
   EXPECT_EQ(shown[1].str(), hash[1].str());
   EXPECT_NE(dom_.find("<b id=\"ledger-status\">verified</b>"), std::string::npos);
   EXPECT_NE(dom_.find(">acme / pop</text>"), std::string::npos);
+  // The composed spend the page recomputes from the ledger rows' costs equals what the
+  // vault's accountant says (ListBudgets' spent), and is below the plain sum of 1.5.
+  std::smatch spend, budget;
+  ASSERT_TRUE(std::regex_search(
+      dom_, spend,
+      std::regex("<td>acme</td><td>pop</td><td>3</td><td>([0-9.]+)</td><td>([0-9.]+)</td>")))
+      << dom_;
+  ASSERT_TRUE(std::regex_search(
+      dom_, budget, std::regex("<td>acme</td><td>pop</td><td>10</td><td>1e-06</td><td>([0-9.]+)"
+                               "</td>")))
+      << dom_;
+  EXPECT_EQ(spend[1].str(), "1.5");
+  EXPECT_EQ(spend[2].str(), budget[1].str());
+  EXPECT_LT(std::stod(spend[2].str()), 1.5);
   ExpectScreenshot(html);
 }
 

@@ -1,13 +1,18 @@
 // `fairvault report budgets`: the auditor's (or regulator's) page of every company's privacy
 // spend, grants and caps, the ledger's verification and head hash, and the access log's volume,
 // fetched from the auditor service and rendered by client/report/report_budgets_html.h.
+#include <climits>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/cli/cli_common.h"
 #include "client/report/report_budgets_html.h"
+#include "core/accounting/accountant.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {
@@ -54,16 +59,33 @@ absl::Status ReportBudgets(Context& ctx) {
   ledger_req.set_limit(10000);
   ledger_req.set_company(company);
   ledger_req.set_dataset(dataset);
+  // Each charge's composed spend is recomputed from the rows' costs, in ledger order, as the
+  // vault's accountant composes them: every earlier charge of the company on the dataset, at
+  // the delta of its latest grant row (so a period's first charge counts what came before).
+  std::map<std::pair<std::string, std::string>, core::accounting::Spend> spends;
+  std::map<std::pair<std::string, std::string>, double> grant_delta;
   while (true) {
     ASSIGN_OR_RETURN(const v1::ListLedgerResponse page, client->AuditorListLedger(ledger_req));
     if (page.entries().empty()) break;
     for (const v1::LedgerEntry& e : page.entries()) {
+      const std::pair<std::string, std::string> key{e.account(), e.dataset()};
+      if (e.kind() == "grant") grant_delta[key] = e.delta();
+      std::optional<double> composed;
+      if (e.kind() == "charge" && (e.has_pure_epsilon_micro() || e.rdp_nano_size() > 0)) {
+        core::accounting::PrivacyCost cost;
+        if (e.has_pure_epsilon_micro()) cost.pure_epsilon_micro = e.pure_epsilon_micro();
+        cost.rdp_nano.assign(e.rdp_nano().begin(), e.rdp_nano().end());
+        core::accounting::Spend& spend = spends[key];
+        spend.Add(cost);
+        const int64_t micro = core::accounting::SpentEpsilonMicro(spend, grant_delta[key]);
+        if (micro != INT64_MAX) composed = core::accounting::MicroToEpsilon(micro);
+      }
       if (e.kind() == "charge" && (e.time_unix_micros() < since || e.time_unix_micros() > until)) {
         continue;
       }
       report.ledger.push_back({e.seq(), e.time_unix_micros(), e.kind(), e.account(), e.dataset(),
                                e.request_kind(), e.epsilon(), e.delta(), e.mechanism(),
-                               e.idempotency_key()});
+                               e.idempotency_key(), composed});
     }
     ledger_req.set_after_seq(page.entries(page.entries_size() - 1).seq());
   }

@@ -37,6 +37,8 @@ struct SpendSeries {
   std::string company, dataset;
   std::vector<const LedgerRow*> charges;
   std::vector<double> cumulative;
+  // What the line shows: the composed spend after each charge when known, else the sum.
+  std::vector<double> plotted;
 };
 
 std::string VerificationTable(const LedgerVerification& v) {
@@ -193,8 +195,16 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
     s.charges.push_back(row);
     s.cumulative.push_back((s.cumulative.empty() ? 0 : s.cumulative.back()) + row->epsilon);
   }
+  // The composed spend when every charge has it (a vault's ledger rows carry the costs).
+  bool composed_known = !ordered.empty();
+  for (const LedgerRow* row : ordered) composed_known &= row->composed_after.has_value();
   std::vector<SpendSeries> series;
-  for (auto& [key, s] : by_key) series.push_back(std::move(s));
+  for (auto& [key, s] : by_key) {
+    for (size_t j = 0; j < s.charges.size(); ++j) {
+      s.plotted.push_back(composed_known ? *s.charges[j]->composed_after : s.cumulative[j]);
+    }
+    series.push_back(std::move(s));
+  }
 
   // The budget lines: each (company, dataset)'s grant and each dataset's cap, as steps over
   // time from the ledger's grant and cap rows (a row sets the new budget).
@@ -245,7 +255,8 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
 
   std::string svg = SvgOpen(kWidth, kHeight, "cumulative privacy spend per company and dataset");
   AppendXAxis(svg, x, area, "time (UTC)");
-  AppendYAxis(svg, y, area, "\u03b5: \u03a3 of charges, grant, cap");
+  AppendYAxis(svg, y, area,
+              composed_known ? "\u03b5: composed spend, grant, cap" : "\u03b5: \u03a3 of charges, grant, cap");
   // A step line through `steps` (flat until the next one) to the end of the ledger.
   auto step_path = [&](const std::vector<Step>& steps, const char* colour, const char* dash,
                        absl::string_view title) {
@@ -275,24 +286,38 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
     const SpendSeries& s = series[i];
     const char* colour = SeriesColour(i);
     const std::string name = SeriesName(s.company, s.dataset);
-    // A step line: flat at the running total until the next charge, then up; from 0 at the
-    // first charge to the end of the ledger.
-    std::string d = absl::StrFormat("M%.2f %.2f", x(at(s.charges[0])), y(0));
-    for (size_t j = 0; j < s.charges.size(); ++j) {
-      absl::StrAppendFormat(&d, "H%.2fV%.2f", x(at(s.charges[j])), y(s.cumulative[j]));
+    // A step line: flat until the next charge, then up; from 0 at the first charge to the
+    // end of the ledger. The composed spend, with the plain sum faint above it; or the sum.
+    auto steps = [&](const std::vector<double>& values) {
+      std::string d = absl::StrFormat("M%.2f %.2f", x(at(s.charges[0])), y(0));
+      for (size_t j = 0; j < s.charges.size(); ++j) {
+        absl::StrAppendFormat(&d, "H%.2fV%.2f", x(at(s.charges[j])), y(values[j]));
+      }
+      absl::StrAppendFormat(&d, "H%.2f", x(x_end));
+      return d;
+    };
+    if (composed_known) {
+      absl::StrAppendFormat(&svg,
+                            "<path class=\"sum-line\" d=\"%s\" fill=\"none\" stroke=\"%s\" "
+                            "stroke-width=\"1\" stroke-opacity=\"0.35\"><title>%s</title>"
+                            "</path>",
+                            steps(s.cumulative), colour,
+                            HtmlEscape(absl::StrCat(name, ": plain sum of \u03b5")));
     }
-    absl::StrAppendFormat(&d, "H%.2f", x(x_end));
     absl::StrAppendFormat(&plot,
                           "<path class=\"line\" d=\"%s\" fill=\"none\" stroke=\"%s\" "
                           "stroke-width=\"2\" stroke-opacity=\"0.8\"/>",
-                          d, colour);
+                          steps(s.plotted), colour);
     for (size_t j = 0; j < s.charges.size(); ++j) {
       const LedgerRow& c = *s.charges[j];
       AppendMark(
-          plot, x(at(&c)), y(s.cumulative[j]), colour,
+          plot, x(at(&c)), y(s.plotted[j]), colour,
           absl::StrCat(name, ": seq ", c.seq, " at ", Time(c.time_unix_micros), ", ",
                        c.request_kind, " ", c.mechanism, " \u03b5 ", FormatNumber(c.epsilon, 6),
-                       " (total ", FormatNumber(s.cumulative[j], 6), ")"));
+                       composed_known
+                           ? absl::StrCat(" (composed ", FormatNumber(s.plotted[j], 6), ", sum ",
+                                          FormatNumber(s.cumulative[j], 6), ")")
+                           : absl::StrCat(" (total ", FormatNumber(s.cumulative[j], 6), ")")));
     }
     if (auto it = composed.find({s.company, s.dataset}); it != composed.end()) {
       const double cx = x(x_end), cy = y(it->second);
@@ -321,15 +346,16 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
   body +=
       "<table id=\"spend\"><caption>Charges per company and dataset (ledger)</caption><tr>"
       "<th>company</th><th>dataset</th><th>charges</th><th>\u03a3 \u03b5</th>"
-      "<th>first</th><th>last</th></tr>";
+      "<th>composed \u03b5</th><th>first</th><th>last</th></tr>";
   for (const SpendSeries& s : series) {
     absl::StrAppend(&body, "<tr>", Cell(s.company), Cell(s.dataset),
                     Cell(static_cast<int64_t>(s.charges.size())),
                     Cell(FormatNumber(s.cumulative.back(), 6)),
+                    Cell(composed_known ? FormatNumber(s.plotted.back(), 6) : "\u2013"),
                     Cell(Time(s.charges.front()->time_unix_micros)),
                     Cell(Time(s.charges.back()->time_unix_micros)), "</tr>");
   }
-  if (series.empty()) body += "<tr><td colspan=\"6\">no charges</td></tr>";
+  if (series.empty()) body += "<tr><td colspan=\"7\">no charges</td></tr>";
   body += "</table>";
   body += ChargesTable(ordered);
   body += AccessTable(report.access_log);
@@ -344,12 +370,18 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
   meta.push_back({"caps", absl::StrCat(caps)});
   meta.push_back({"ledger", report.verification.ok ? "verified" : "FAILED verification"});
   return HtmlPage(report.title, meta, svg,
-                  "Cumulative privacy spend of each company on each dataset over time: the "
-                  "running sum of its charged releases' \u03b5, one point per charge (hover for "
+                  absl::StrCat(
+                  "Privacy spend of each company on each dataset over time: ",
+                  composed_known
+                      ? "what the accountant composes after each charge (the spend the privacy "
+                        "filter admits against; recomputed from the ledger rows' costs at the "
+                        "grant's \u03b4), the plain sum of the releases' \u03b5 faint above it"
+                      : "the running sum of its charged releases' \u03b5",
+                  ", one point per charge (hover for "
                   "its time, request and mechanism); dashed in the same colour, its grant, and "
                   "dotted grey, the dataset's cap, each a step at every grant or cap row; the "
                   "diamond at the right edge is what the accountant composes now (at most the "
-                  "sum). Replays are not charges and do not appear.",
+                  "sum). Replays are not charges and do not appear."),
                   body);
 }
 

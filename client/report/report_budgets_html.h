@@ -8,6 +8,7 @@
 #define FAIRVAULT_CLIENT_REPORT_REPORT_BUDGETS_HTML_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct LedgerRow {
   double delta = 0;
   std::string mechanism;
   std::string idempotency_key;  // a charge's
+  // A charge's company's composed spend on the dataset after it, as the accountant composes
+  // it at the grant's δ (recomputed from the ledger's costs; see `report budgets`).
+  std::optional<double> composed_after;
 };
 
 // A grant (company set) or a dataset cap (company empty), as ListBudgets returns it.
@@ -74,9 +78,10 @@ struct BudgetsReport {
 // mechanism, idempotency key), one row per charge in ledger order: `report budgets --csv`.
 std::string ChargesCsv(const BudgetsReport& report);
 
-// The page. The chart plots, for each (company, dataset) with charges, the cumulative sum of
-// its charges' ε against time, as a step line with one mark per charge (data-points = the
-// number of charge rows), its grant as a dashed step line (and the dataset's cap, dotted),
+// The page. The chart plots, for each (company, dataset) with charges, its spend against time:
+// the composed spend after each charge when every charge has one (composed_after), else the
+// cumulative sum of its charges' ε, as a step line with one mark per charge (data-points = the
+// number of charge rows); with the composed spend the plain sum is a faint line above it, its grant as a dashed step line (and the dataset's cap, dotted),
 // both over time from the ledger's grant and cap rows, and a diamond at the right edge for
 // what the accountant composes now (ListBudgets' spent: at most the sum); series are ordered
 // by company, then dataset. Tables: the verification (head hash in <code id="head-hash">,

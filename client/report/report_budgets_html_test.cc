@@ -136,6 +136,25 @@ TEST(BudgetsReportTest, TimeAxisBudgetLinesComposedSpendAndEveryChargeWithItsKey
   EXPECT_EQ(Count(csv, "\n"), 1 + 4);
 }
 
+TEST(BudgetsReportTest, TheComposedSpendIsPlottedWithThePlainSumFaintAboveIt) {
+  BudgetsReport report = TwoCompanies();
+  // acme's three charges compose to less than their sum (0.5, 1.5, 1.625).
+  report.ledger[2].composed_after = 0.5;
+  report.ledger[4].composed_after = 1.2;
+  report.ledger[5].composed_after = 1.25;
+  report.ledger[3].composed_after = 0.25;  // beta
+  ASSERT_OK_AND_ASSIGN(const std::string html, RenderBudgetsHtml(report));
+  EXPECT_THAT(Plot(html), HasSubstr("(composed 1.2, sum 1.5)"));
+  EXPECT_EQ(Count(html, "class=\"sum-line\""), 2);
+  EXPECT_THAT(html, HasSubstr("<td>acme</td><td>adult</td><td>3</td><td>1.625</td><td>1.25</td>"));
+  EXPECT_THAT(html, HasSubstr(">\u03b5: composed spend, grant, cap</text>"));
+  // Without the costs of every charge: the sum, as before.
+  report.ledger[3].composed_after.reset();
+  ASSERT_OK_AND_ASSIGN(const std::string summed, RenderBudgetsHtml(report));
+  EXPECT_EQ(Count(summed, "class=\"sum-line\""), 0);
+  EXPECT_THAT(Plot(summed), HasSubstr("(total 1.5)"));
+}
+
 TEST(BudgetsReportTest, FailedVerificationIsShownWithTheBadRow) {
   BudgetsReport report = TwoCompanies();
   report.verification = {false, 4, 5, "hash mismatch <at> row 5", "abc"};

@@ -78,6 +78,8 @@ absl::StatusOr<v1::ListLedgerResponse> Vault::ListLedger(const Caller& caller,
     e->set_mechanism(r.mechanism);
     e->set_prev_hash(r.prev_hash);
     e->set_hash(r.hash);
+    if (r.pure_micro) e->set_pure_epsilon_micro(*r.pure_micro);
+    for (int64_t v : r.rdp_nano) e->add_rdp_nano(v);
   }
   return resp;
 }
