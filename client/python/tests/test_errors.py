@@ -226,3 +226,28 @@ def test_import_with_attribute_mapping_and_conflicting_batch(vault_server) -> No
     with pytest.raises(fairvault.InvalidArgument):
         regulator.import_attributes(people.assign(gender="X"), "mapped", {"sex": "gender"},
                                     "key")
+
+
+def test_progress_bars_only_where_someone_watches(monkeypatch) -> None:
+    """A bar by default only on a terminal or in a notebook: a log or a pipe gets none."""
+    import io
+    import sys
+    from fairvault import _progress
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal
+    assert not _progress.watched()
+    assert _progress.bar(10, "job", "step", None) is None
+    forced = _progress.bar(10, "job", "step", True)  # asked for: shown anyway
+    assert forced is not None
+    forced.close()
+    assert _progress.bar(10, "job", "step", False) is None
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert _progress.watched()
+    shown = _progress.bar(10, "job", "step", None)
+    assert shown is not None
+    shown.close()
+    # Uploads: only from 100,000 rows, even on a terminal.
+    assert _progress.bar(99_999, "upload", "rows", None, min_total=100_000) is None
