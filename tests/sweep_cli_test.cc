@@ -279,4 +279,42 @@ TEST_F(SweepCliTest, ModelSweepMeasuredByAPrivateAuditChargesTheAuditsOnce) {
 }
 
 }  // namespace
+// `report audit` with the company's key: the provenance is the charge's ledger row, and a
+// file whose charge is not that row's (another release's seq, edited numbers) is refused.
+TEST_F(SweepCliTest, AuditProvenanceIsTheChargesLedgerRowAndAForgedFileIsRefused) {
+  ASSERT_EQ(Cli(absl::StrCat("counts --table ", table_handle_,
+                             " --attributes sex --epsilon 0.25 --idempotency-key first"))
+                .exit_code,
+            0);
+  const std::string audit = dir_ + "/audit.json";
+  const CliResult audited = Cli(absl::StrCat(
+      "audit classifier --table ", table_handle_, " --prediction-column prediction "
+      "--label-column label --attributes sex --epsilon 0.5 --idempotency-key my-audit --out ",
+      audit));
+  ASSERT_EQ(audited.exit_code, 0) << audited.out;
+  const std::string page = dir_ + "/audit.html";
+  const CliResult rendered = Cli(absl::StrCat("report audit --audit ", audit, " --table ",
+                                              table_handle_, " --out ", page));
+  ASSERT_EQ(rendered.exit_code, 0) << rendered.out;
+  const std::string html = ReadFile(page);
+  EXPECT_THAT(html, HasSubstr("<th>company</th><td>acme</td>"));
+  EXPECT_THAT(html, HasSubstr("<th>idempotency key</th><td>my-audit</td>"));
+  EXPECT_THAT(html, HasSubstr("<th>request</th><td>AuditClassifier</td>"));
+  EXPECT_THAT(html, HasSubstr(absl::StrCat("<th>table</th><td>", table_handle_, "</td>")));
+  // The same file pointing at the counts' ledger row: refused, naming why.
+  std::string json = ReadFile(audit);
+  const std::string field = "\"ledger_seq\": \"";
+  const size_t at = json.find(field);
+  ASSERT_NE(at, std::string::npos) << json;
+  const size_t begin = at + field.size(), end = json.find('"', begin);
+  json.replace(begin, end - begin, "1");  // the counts' row
+  const std::string forged = dir_ + "/forged.json";
+  std::ofstream(forged) << json;
+  const CliResult refused =
+      Cli(absl::StrCat("report audit --audit ", forged, " --out ", dir_, "/forged.html"));
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.out, HasSubstr("is not this audit's charge"));
+  EXPECT_THAT(refused.out, HasSubstr("not of AuditClassifier"));
+}
+
 }  // namespace fairvault::testing

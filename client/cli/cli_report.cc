@@ -1,6 +1,7 @@
 // Local report commands: `report audit` renders the JSON of an audit (classifier or
 // regressor) and `report sweep` a trade-off sweep CSV, each as a self-contained HTML page
 // with an SVG chart (client/report/report_html.h).
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -80,7 +81,8 @@ bool HasKey(const ParsedFlags& flags) {
 // caller names, and — with a key — the charge's ledger row from the vault (who, when, under
 // which idempotency key). Nothing here is new information: the file and the caller's own
 // ledger rows.
-absl::StatusOr<report::Provenance> AuditProvenance(Context& ctx, const v1::Charge* charge) {
+absl::StatusOr<report::Provenance> AuditProvenance(Context& ctx, const v1::Charge* charge,
+                                                   absl::string_view request_kind) {
   const ParsedFlags& flags = ctx.flags();
   report::Provenance rows;
   if (flags.Has("table")) rows.push_back({"table", flags.Get("table")});
@@ -112,11 +114,34 @@ absl::StatusOr<report::Provenance> AuditProvenance(Context& ctx, const v1::Charg
         "charged (or without a key, for the file's own fields only)"));
   }
   const v1::LedgerEntry& row = page.entries(0);
+  // The row must be this audit's charge: a file naming another release's seq (or edited
+  // numbers under a real seq) is refused rather than shown beside a real row.
+  std::string differs;
+  if (row.kind() != "charge" || row.request_kind() != request_kind) {
+    differs = absl::StrCat("it is a ", row.kind(), " row of ", row.request_kind(), ", not of ",
+                           request_kind);
+  } else if (row.dataset() != charge->budget_after().dataset()) {
+    differs = absl::StrCat("its dataset is '", row.dataset(), "', the file's '",
+                           charge->budget_after().dataset(), "'");
+  } else if (std::abs(row.epsilon() - charge->cost().epsilon()) > 1e-6 ||
+             std::abs(row.delta() - charge->cost().delta()) > 1e-15) {
+    differs = absl::StrCat("it charged epsilon ", Num(row.epsilon()), ", delta ",
+                           Num(row.delta()), "; the file says ", Num(charge->cost().epsilon()),
+                           ", ", Num(charge->cost().delta()));
+  }
+  if (!differs.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ledger seq ", charge->ledger_seq(), " is not this audit's charge: ", differs,
+        " (the file was edited or names another release; render it without a key to show only "
+        "what the file says)"));
+  }
   rows.insert(rows.begin(), {"company", row.account()});
   rows.push_back({"time", FormatUnixMicros(row.time_unix_micros())});
   rows.push_back({"request", row.request_kind()});
   rows.push_back({"idempotency key", row.idempotency_key()});
   rows.push_back({"ledger row hash", row.hash()});
+  rows.push_back({"checked", "the ledger row matches the file's charge (request, dataset, "
+                             "\u03b5, \u03b4); a ledger row does not sign the numbers"});
   return rows;
 }
 
@@ -154,7 +179,9 @@ absl::StatusOr<RenderedAudit> RenderAuditFile(Context& ctx, const std::string& p
   const v1::Charge* charge = classifier_response.has_charge()  ? &classifier_response.charge()
                              : regressor_response.has_charge() ? &regressor_response.charge()
                                                                : nullptr;
-  ASSIGN_OR_RETURN(const report::Provenance provenance, AuditProvenance(ctx, charge));
+  ASSIGN_OR_RETURN(
+      const report::Provenance provenance,
+      AuditProvenance(ctx, charge, classifier != nullptr ? "AuditClassifier" : "AuditRegressor"));
   if (classifier != nullptr) {
     report::ClassifierAudit audit = ToReport(*classifier, dataset);
     audit.provenance = provenance;

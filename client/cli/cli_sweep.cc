@@ -327,6 +327,13 @@ class Sweep {
     label_column_ = flags_.Get(method_ == Method::kEo ? "label-column" : "label");
     holdout_.path = flags_.Get("holdout");
     ASSIGN_OR_RETURN(holdout_.table, ReadCsvFile(holdout_.path));
+    {
+      Sha256Hasher cells;
+      for (const std::vector<std::string>& row : holdout_.table.rows) {
+        cells.Update(FormatCsvRecord(row));
+      }
+      holdout_digest_ = cells.HexDigest();
+    }
     if (holdout_.table.rows.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(holdout_.path, ": no rows"));
     }
@@ -377,6 +384,8 @@ class Sweep {
                               Unmatched(flags_), " ", measure_.equalized_odds ? "eo" : "dp"));
     for (const std::string& k : holdout_.keys) audit.Update(absl::StrCat("\n", k));
     audit.Update(absl::StrCat("\n", absl::StrJoin(holdout_.labels, "")));
+    // The hold-out's every cell: its feature values decide the uploaded decisions.
+    audit.Update(holdout_digest_);
     p.fit_key = absl::StrCat(run_id_, "/fit/", tag, "/", fit_digest.substr(0, 12));
     p.audit_key = absl::StrCat(run_id_, "/audit/", tag, "/", audit.HexDigest().substr(0, 12));
     points_.push_back(std::move(p));
@@ -651,6 +660,7 @@ class Sweep {
   std::string dataset_, run_id_, out_path_, label_column_;
   SweepInfo info_;
   std::vector<Baseline> baselines_;
+  std::string holdout_digest_;  // SHA-256 of --holdout's rows, for the audits' keys
   std::vector<double> epsilons_;
   Measure measure_;
   Holdout holdout_;

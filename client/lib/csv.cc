@@ -275,11 +275,14 @@ bool AllDigits(absl::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// A record of adult.data or adult.test: 15 fields, numeric age and weight, an income label.
+// A record of adult.data or adult.test in its published column order: 15 fields, numeric
+// age, weight and education-num, the sex column's values, an income label. (A reordered
+// variant is not taken for Adult: its sex would be read from another column.)
 bool IsAdultRecord(const std::vector<std::string>& fields) {
   if (fields.size() != std::size(kAdultColumns)) return false;
   const std::string& y = fields[14];
-  return AllDigits(fields[0]) && AllDigits(fields[2]) &&
+  return AllDigits(fields[0]) && AllDigits(fields[2]) && AllDigits(fields[4]) &&
+         (fields[9] == "Male" || fields[9] == "Female") &&
          (y == "<=50K" || y == ">50K" || y == "<=50K." || y == ">50K.");
 }
 

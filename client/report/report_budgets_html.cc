@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -385,12 +386,24 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
                   body);
 }
 
+// A text field a spreadsheet would read as a formula (=, +, -, @, tab, CR first) gets a
+// leading apostrophe: an idempotency key or a name chosen by a company must not run in the
+// auditor's spreadsheet.
+std::string SpreadsheetText(const std::string& text) {
+  if (!text.empty() && std::string_view("=+-@\t\r").find(text[0]) != std::string_view::npos) {
+    return "'" + text;
+  }
+  return text;
+}
+
 std::string ChargesCsv(const BudgetsReport& report) {
   std::vector<std::vector<std::string>> rows;
   for (const LedgerRow* c : ChargesOf(report.ledger)) {
-    rows.push_back({absl::StrCat(c->seq), Time(c->time_unix_micros), c->account, c->dataset,
-                    c->request_kind, absl::StrFormat("%.17g", c->epsilon),
-                    absl::StrFormat("%.17g", c->delta), c->mechanism, c->idempotency_key});
+    rows.push_back({absl::StrCat(c->seq), Time(c->time_unix_micros),
+                    SpreadsheetText(c->account), SpreadsheetText(c->dataset),
+                    SpreadsheetText(c->request_kind), absl::StrFormat("%.17g", c->epsilon),
+                    absl::StrFormat("%.17g", c->delta), SpreadsheetText(c->mechanism),
+                    SpreadsheetText(c->idempotency_key)});
   }
   return FormatCsv({"seq", "time", "company", "dataset", "request", "epsilon", "delta",
                     "mechanism", "idempotency_key"},

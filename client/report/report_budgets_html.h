@@ -76,6 +76,8 @@ struct BudgetsReport {
 
 // The per-release table as CSV (seq, time, company, dataset, request, epsilon, delta,
 // mechanism, idempotency key), one row per charge in ledger order: `report budgets --csv`.
+// Text that a spreadsheet would run as a formula (starting with =, +, -, @, tab or CR) is
+// prefixed with an apostrophe.
 std::string ChargesCsv(const BudgetsReport& report);
 
 // The page. The chart plots, for each (company, dataset) with charges, its spend against time:

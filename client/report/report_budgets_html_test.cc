@@ -133,6 +133,9 @@ TEST(BudgetsReportTest, TimeAxisBudgetLinesComposedSpendAndEveryChargeWithItsKey
                        "seq,time,company,dataset,request,epsilon,delta,mechanism,"
                        "idempotency_key\n3,2023-11-14 22:13:23Z,acme,adult,NoisyCounts,0.5,0,"));
   EXPECT_THAT(csv, HasSubstr(",acme-<2>\n"));
+  // A key a spreadsheet would run as a formula is written as text.
+  report.ledger[5].idempotency_key = "=HYPERLINK(\"https://x/\")";
+  EXPECT_THAT(ChargesCsv(report), HasSubstr(",\"'=HYPERLINK(\"\"https://x/\"\")\"\n"));
   EXPECT_EQ(Count(csv, "\n"), 1 + 4);
 }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hmac
 from typing import Any, Optional, Union
-from fairvault.errors import WrongType
+from fairvault.errors import InvalidInput, WrongType
 
 __all__ = ["Secret", "SecretLike", "as_secret"]
 
@@ -26,8 +26,10 @@ class Secret:
             (whose value is taken).
 
     Immutable; ``copy`` and ``deepcopy`` return the object itself. Two secrets are equal when
-    their values are (compared in constant time). Pickling keeps the value: a pickle is data,
-    not a display.
+    their values are (compared in constant time). A pickle never holds the value: an estimator
+    saved with ``pickle`` or ``joblib`` (or sent to a worker) keeps a withheld secret, which
+    raises :class:`~fairvault.errors.InvalidInput` when it is needed, saying to give it again
+    (a secret *file*'s path, ``hmac_secret_file=``, travels and is read again).
     """
 
     __slots__ = ("_value",)
@@ -44,6 +46,11 @@ class Secret:
 
     def reveal(self) -> Union[bytes, str]:
         """The value itself: pass it only to what needs it (the HMAC, the call metadata)."""
+        if self._value is _WITHHELD:
+            raise InvalidInput("this secret was withheld when its object was pickled (a pickle "
+                               "never holds one): give it again (hmac_secret=, or "
+                               "hmac_secret_file= whose path travels in a pickle)",
+                               field="hmac_secret")
         return self._value
 
     def __repr__(self) -> str:
@@ -58,12 +65,14 @@ class Secret:
         raise AttributeError("a Secret is immutable")
 
     def __bool__(self) -> bool:
-        return bool(self._value)
+        return self._value is _WITHHELD or bool(self._value)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Secret):
             return NotImplemented
         mine, theirs = self._value, other._value
+        if mine is _WITHHELD or theirs is _WITHHELD:
+            return mine is theirs
         if isinstance(mine, str):
             mine = mine.encode("utf-8")
         if isinstance(theirs, str):
@@ -80,7 +89,17 @@ class Secret:
         return self
 
     def __reduce__(self) -> Any:
-        return (Secret, (self._value,))
+        return (_withheld_secret, ())
+
+
+#: The value of a secret that was pickled: not there.
+_WITHHELD = object()
+
+
+def _withheld_secret() -> Secret:
+    secret = object.__new__(Secret)
+    object.__setattr__(secret, "_value", _WITHHELD)
+    return secret
 
 
 def as_secret(value: Optional[SecretLike]) -> Optional[Secret]:

@@ -52,7 +52,14 @@ def test_secret_never_shows_its_value() -> None:
     assert s.reveal() == SECRET
     assert fairvault.Secret(s).reveal() == SECRET  # a Secret of a Secret: the same value
     assert s == fairvault.Secret(bytearray(SECRET)) and s != fairvault.Secret(b"other" * 4)
-    assert copy.deepcopy(s) is s and pickle.loads(pickle.dumps(s)) == s
+    assert copy.deepcopy(s) is s
+    # A pickle never holds the value: the unpickled secret is withheld, and says so when used.
+    blob = pickle.dumps(s)
+    assert SECRET not in blob
+    withheld = pickle.loads(blob)
+    assert withheld != s and "***" in repr(withheld)
+    with pytest.raises(fairvault.InvalidInput, match="withheld when its object was pickled"):
+        withheld.reveal()
     with pytest.raises(AttributeError):
         s._value = b"x"
     with pytest.raises(TypeError, match="bytes or str"):
@@ -105,6 +112,25 @@ def test_vault_hides_its_api_key(tmp_path) -> None:
     with pytest.raises(ValueError, match="printable ASCII") as bad:
         fairvault.Vault("127.0.0.1:9", key=API_KEY + " x")
     assert_hidden(str(bad.value))
+
+
+def test_a_pickled_estimator_holds_no_secret_and_asks_for_it_again(tmp_path) -> None:
+    vault = offline_vault()
+    by_bytes = fairvault.PrivateEqualizedOdds(vault, DATASET, 1.0, 0.0, key_column="key",
+                                              hmac_secret=SECRET)
+    blob = pickle.dumps(by_bytes)
+    assert SECRET not in blob and API_KEY.encode() not in blob
+    again = pickle.loads(blob)
+    df = make_population(20, seed=3)
+    with pytest.raises(fairvault.InvalidInput, match="give it again"):
+        again.fit(df, df.label, df.prediction)  # refused before anything is sent
+    # A secret file's path travels: the unpickled estimator reads the file again.
+    secret_file = tmp_path / "secret"
+    secret_file.write_bytes(SECRET)
+    by_file = fairvault.PrivateEqualizedOdds(vault, DATASET, 1.0, 0.0, key_column="key",
+                                             hmac_secret_file=str(secret_file))
+    assert pickle.loads(pickle.dumps(by_file)).hmac_secret_file == str(secret_file)
+    vault.close()
 
 
 def test_errors_name_the_problem_not_the_secret(vault_server, tmp_path) -> None:
