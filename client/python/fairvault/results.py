@@ -43,8 +43,11 @@ def messages_frame(messages: Sequence[Any], columns: Optional[List[str]] = None)
     frame = pd.DataFrame(rows, columns=[f.name for f in fields])
     for f in fields:
         # MessageToDict writes 64-bit integers as strings (JSON); read them back as integers.
+        # An optional field unset on some rows (LedgerEntry.pure_epsilon_micro of a grant)
+        # is missing there: pandas' nullable Int64 keeps those rows <NA>.
         if f.label != f.LABEL_REPEATED and f.cpp_type in (f.CPPTYPE_INT64, f.CPPTYPE_UINT64):
-            frame[f.name] = frame[f.name].astype("int64")
+            column = pd.to_numeric(frame[f.name])
+            frame[f.name] = column.astype("Int64" if column.isna().any() else "int64")
     return frame
 
 

@@ -143,6 +143,10 @@ def test_ledger_budgets_and_auditor_views(vault_server, company, table) -> None:
     ledger = company.list_ledger()
     assert list(ledger.kind) == ["grant", "charge"]
     assert ledger.seq.dtype == np.int64
+    # A charge's stored cost (pure: 1.5 epsilon in micro-units); a grant has none (<NA>).
+    assert ledger.pure_epsilon_micro.isna().tolist() == [True, False]
+    assert ledger.pure_epsilon_micro.iloc[1] == 1_500_000
+    assert len(ledger.rdp_nano.iloc[1]) > 0
     auditor = vault_server.new_auditor()
     budgets = auditor.list_budgets(company=company.name)
     assert list(budgets.epsilon_spent) == [pytest.approx(1.5)]
