@@ -11,7 +11,7 @@ releases (``_releases.py``), and here the regulator's, the reads and the auditor
 from __future__ import annotations
 
 import time
-from typing import Any, List, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import pandas as pd
 

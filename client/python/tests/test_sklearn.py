@@ -2,7 +2,7 @@
 estimator checks, and a Pipeline with a fitted ColumnTransformer feeding a fit."""
 from __future__ import annotations
 
-import copy
+import inspect
 import os
 import pickle
 import warnings
@@ -14,8 +14,8 @@ import pytest
 import fairvault
 
 if os.environ.get("FAIRVAULT_REQUIRE_SKLEARN"):
-    import sklearn  # noqa: F401  (deploy/test.sh installs python3-sklearn: fail, not skip)
-sklearn = pytest.importorskip("sklearn")
+    import sklearn.base  # noqa: F401  (deploy/test.sh installs python3-sklearn: fail, not skip)
+pytest.importorskip("sklearn")
 from sklearn.base import clone  # noqa: E402
 from sklearn.utils.estimator_checks import check_estimator  # noqa: E402
 
@@ -67,7 +67,6 @@ def test_clone_gives_the_same_parameters_on_a_new_connection(sk_company) -> None
             else:
                 assert cloned[name] == value, name
         # Every parameter is explicit: help() and get_params show the same names.
-        import inspect
         signature = inspect.signature(type(estimator).__init__).parameters
         assert list(params) == [p for p in signature if p != "self"]
 
@@ -75,7 +74,6 @@ def test_clone_gives_the_same_parameters_on_a_new_connection(sk_company) -> None
 def test_every_learner_has_typed_documented_parameters() -> None:
     """No **kwargs: each parameter is in the signature with a type, and named in the class's
     documentation (its own Args or the shared list)."""
-    import inspect
     from fairvault import learners as module
     for cls in (fairvault.DPOracleLearner, fairvault.PrivateExponentiatedGradient,
                 fairvault.ExponentialMechanismClassifier, fairvault.DPFermi, fairvault.PFLD):
