@@ -37,6 +37,15 @@ const std::vector<FlagSpec>& ConnectionFlags() {
 
 namespace {
 
+}  // namespace
+
+bool HasApiKey(const ParsedFlags& flags) {
+  const char* env_key = std::getenv("FAIRVAULT_API_KEY");
+  return flags.Has("key") || flags.Has("key-file") || (env_key != nullptr && *env_key != '\0');
+}
+
+namespace {
+
 // --key, --key-file (first line) or FAIRVAULT_API_KEY; a usage error when none is given.
 absl::StatusOr<std::string> ApiKey(const ParsedFlags& flags) {
   std::string api_key;

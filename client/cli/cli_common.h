@@ -95,6 +95,9 @@ FlagSpec DropUnmatchedFlag();
 FlagSpec AttributesFlag();
 // --drop-unmatched as the request enum.
 v1::UnmatchedKeys Unmatched(const ParsedFlags& flags);
+// Whether an API key is configured (--key, --key-file or FAIRVAULT_API_KEY), for a command
+// that calls the vault only when it has one.
+bool HasApiKey(const ParsedFlags& flags);
 // --idempotency-key, or a fresh random key.
 std::string IdempotencyKey(const ParsedFlags& flags);
 // One line saying what the idempotency key does (whether this call was a replay is said

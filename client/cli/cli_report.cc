@@ -2,7 +2,6 @@
 // regressor) and `report sweep` a trade-off sweep CSV, each as a self-contained HTML page
 // with an SVG chart (client/report/report_html.h).
 #include <cmath>
-#include <cstdlib>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -71,12 +70,6 @@ struct RenderedAudit {
   int groups = 0;
 };
 
-// A key is configured: --key, --key-file or $FAIRVAULT_API_KEY.
-bool HasKey(const ParsedFlags& flags) {
-  const char* env = std::getenv("FAIRVAULT_API_KEY");
-  return flags.Has("key") || flags.Has("key-file") || (env != nullptr && *env != '\0');
-}
-
 // The page's provenance: what the audit file says of its charge, the table or model the
 // caller names, and — with a key — the charge's ledger row from the vault (who, when, under
 // which idempotency key). Nothing here is new information: the file and the caller's own
@@ -96,7 +89,7 @@ absl::StatusOr<report::Provenance> AuditProvenance(Context& ctx, const v1::Charg
   rows.push_back({"ledger seq", absl::StrCat(charge->ledger_seq())});
   rows.push_back({"\u03b5 charged", Num(charge->cost().epsilon())});
   rows.push_back({"\u03b4 charged", Num(charge->cost().delta())});
-  if (!HasKey(flags)) {
+  if (!HasApiKey(flags)) {
     rows.push_back({"company, time, idempotency key",
                     "not shown: render with the company's key (--key-file or "
                     "FAIRVAULT_API_KEY) to add its ledger row"});

@@ -71,9 +71,12 @@ class FairvaultError(Exception):
         self.message = message
         self.details = details
 
+    def _text(self) -> str:
+        return f"{self.code.name}: {self.message}"
+
     def __str__(self) -> str:
         # The text, never a repr (KeyError's __str__ would quote it), and the hint after it.
-        text = f"{self.code.name}: {self.message}"
+        text = self._text()
         return f"{text}\n({self.hint})" if self.hint else text
 
 
@@ -160,11 +163,11 @@ class BudgetExhausted(FairvaultError):
         self.dataset = match["dataset"]
         self.scope = "grant" if match["scope"].startswith("grant") else "cap"
 
-    def __str__(self) -> str:
-        text = f"{self.code.name}: {self.message}"
+    def _text(self) -> str:
+        text = super()._text()
         if self.budget is not None and self.remaining is not None:
             text += f" (epsilon remaining on '{self.dataset}': {self.remaining:g})"
-        return f"{text}\n({self.hint})"
+        return text
 
 
 class FailedPrecondition(FairvaultError):

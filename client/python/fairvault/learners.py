@@ -49,7 +49,7 @@ import pandas as pd
 
 from fairvault._arrays import floats
 from fairvault.errors import InvalidInput, MissingColumn, WrongType
-from fairvault.estimators import _Estimator, _is_preview, _upload
+from fairvault.estimators import _accuracy, _Estimator, _is_preview, _upload
 from fairvault.models import describe_decisions, trivial_model_warning, TrivialModelWarning
 
 __all__ = ["FairModel", "PrivateExponentiatedGradient", "DPOracleLearner", "PrivateFairNR",
@@ -217,9 +217,10 @@ class _FairLearner(_Estimator):
         return keys, None
 
     def _upload_rows(self, X: Any, y: Any, keys: Any, feature_names: Optional[Sequence[str]],
-                     validation: bool = False) -> Tuple[Any, pd.DataFrame, Any]:
-        """Uploads X's keys, features and encoded labels; (handle, X as a frame, the encoded
-        labels). Validation rows are encoded with the training rows' classes."""
+                     validation: bool = False) -> Tuple[Any, pd.DataFrame, List[str], Any]:
+        """Uploads X's keys, features and encoded labels; (handle, X as a frame, the feature
+        columns, the encoded labels). Validation rows are encoded with the training rows'
+        classes."""
         df = self._frame(X, feature_names)
         features = self._feature_columns(df)
         columns: Dict[str, Any] = {c: df[c] for c in features}
@@ -244,7 +245,7 @@ class _FairLearner(_Estimator):
         source, key_column = self._keys_frame(df, keys)
         table, _ = _upload(self.vault, self.dataset, source, key_column, columns,
                            self.hmac_secret, self.hmac_secret_file)
-        return table, df, columns[self.label]
+        return table, df, features, columns[self.label]
 
     # ----- fit ------------------------------------------------------------------------------
 
@@ -269,13 +270,13 @@ class _FairLearner(_Estimator):
         if self.epsilon is None or not np.isfinite(self.epsilon) or self.epsilon <= 0:
             raise InvalidInput(f"epsilon must be finite and > 0: the job's whole cost, charged "
                                f"at submission (got {self.epsilon})", field="epsilon")
-        table, df, labels = self._upload_rows(X, y, keys, feature_names)
+        table, df, features, labels = self._upload_rows(X, y, keys, feature_names)
         options = self._options()
         if validation_data is not None:
             options["validation_table_handle"] = self._upload_validation(validation_data,
                                                                          feature_names)
         result = self.vault.fit_fair_model(
-            table, self._algorithm(), self.label, self.epsilon, self._feature_columns(df),
+            table, self._algorithm(), self.label, self.epsilon, features,
             self.attributes, unmatched=self.unmatched, idempotency_key=self.idempotency_key,
             preview=preview, **options)
         if _is_preview(result):
@@ -295,7 +296,8 @@ class _FairLearner(_Estimator):
                                "keys_val)", field="validation_data")
         X_val, y_val = validation_data[0], validation_data[1]
         keys_val = validation_data[2] if len(validation_data) == 3 else None
-        table, _, _ = self._upload_rows(X_val, y_val, keys_val, feature_names, validation=True)
+        table, _, _, _ = self._upload_rows(X_val, y_val, keys_val, feature_names,
+                                           validation=True)
         return str(table)
 
     def _summarise(self, df: pd.DataFrame, labels: np.ndarray) -> None:
@@ -359,12 +361,7 @@ class _FairLearner(_Estimator):
 
     def score(self, X: Any, y: Any) -> float:
         """The accuracy of ``predict(X)`` against ``y`` (scikit-learn's ``ClassifierMixin``)."""
-        decisions = self.predict(X)
-        labels = np.asarray(y).reshape(-1)
-        if labels.shape[0] != decisions.shape[0]:
-            raise InvalidInput(f"y has {labels.shape[0]} labels for {decisions.shape[0]} rows "
-                               "of X", field="y")
-        return float(np.mean(decisions == labels))
+        return _accuracy(self.predict(X), y)
 
 
 # The parameters every learner shares, documented once (each class lists its own).
