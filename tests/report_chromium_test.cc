@@ -399,6 +399,12 @@ TEST_F(ReportChromiumTest, BudgetsPageFromARealVaultShowsTheVerifiedHeadHash) {
   EXPECT_EQ(spend[1].str(), "1.5");
   EXPECT_EQ(spend[2].str(), budget[1].str());
   EXPECT_LT(std::stod(spend[2].str()), 1.5);
+  // The grant's ledger row names the regulator account that made it (bootstrapped as
+  // "regulator"); the charges created no artifact or job.
+  EXPECT_TRUE(std::regex_search(
+      dom_, std::regex("<td>regulator</td><td>acme</td><td>pop</td><td>10</td><td>1e-06</td>")))
+      << dom_;
+  EXPECT_EQ(dom_.find("<i>not recorded</i>"), std::string::npos);
   ExpectScreenshot(html);
 }
 

@@ -85,7 +85,8 @@ absl::Status ReportBudgets(Context& ctx) {
       }
       report.ledger.push_back({e.seq(), e.time_unix_micros(), e.kind(), e.account(), e.dataset(),
                                e.request_kind(), e.epsilon(), e.delta(), e.mechanism(),
-                               e.idempotency_key(), composed});
+                               e.idempotency_key(), e.actor(), e.artifact_id(), e.job_id(),
+                               composed});
     }
     ledger_req.set_after_seq(page.entries(page.entries_size() - 1).seq());
   }
@@ -147,8 +148,9 @@ std::vector<Command> ReportBudgetsCommands() {
        "through the auditor service and writes one self-contained page (no external\n"
        "resources): cumulative epsilon per company and dataset over time beside its grant and\n"
        "the dataset's cap (steps at each grant or cap row) and what the accountant composes\n"
-       "now (SVG), the grants and caps, spend by request kind, every charge (seq, time, kind,\n"
-       "epsilon, delta, mechanism, idempotency key), the verification status with the head\n"
+       "now (SVG), the grants and caps, who set each (the grant and cap history), spend by\n"
+       "request kind, every charge (seq, time, kind, epsilon, delta, mechanism, idempotency\n"
+       "key, the artifact or job it created), the verification status with the head\n"
        "hash (compare it with `auditor verify`), and Decide calls and rows per company and\n"
        "artifact. Exit status 1 when verification fails (the page is still written).",
        {{"out", "FILE.html", "where to write the page", true},

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/lib/csv.h"
 #include "client/report/report_svg.h"
@@ -106,21 +107,55 @@ std::string KindTable(const std::vector<const LedgerRow*>& charges) {
   return html;
 }
 
+// Every grant and cap row, in ledger order: who set which budget, when.
+std::string GrantHistoryTable(const std::vector<LedgerRow>& ledger) {
+  std::string html =
+      "<table id=\"grant-history\"><caption>Grant and cap history (ledger)</caption><tr>"
+      "<th>seq</th><th>time</th><th>granted by</th><th>company</th><th>dataset</th>"
+      "<th>new \u03b5</th><th>\u03b4</th></tr>";
+  int64_t rows = 0;
+  for (const LedgerRow& row : ledger) {
+    if (row.kind != "grant" && row.kind != "cap") continue;
+    ++rows;
+    absl::StrAppend(
+        &html, "<tr>", Cell(row.seq), Cell(Time(row.time_unix_micros)),
+        row.actor.empty() ? "<td><i>not recorded</i></td>" : Cell(row.actor),
+        row.kind == "cap" ? "<td><i>cap (all companies)</i></td>" : Cell(row.account),
+        Cell(row.dataset), Cell(FormatNumber(row.epsilon, 6)), Cell(FormatNumber(row.delta, 3)),
+        "</tr>");
+  }
+  if (rows == 0) html += "<tr><td colspan=\"7\">no grants or caps</td></tr>";
+  html +=
+      "</table><p class=\"note\">Each row sets the budget from then on. \u201cGranted by\u201d is "
+      "the regulator account that made the change, covered by the row's hash; rows written "
+      "before the vault recorded it (database schema version 6) say \u201cnot recorded\u201d.</p>";
+  return html;
+}
+
+// What a charge created: its artifact and its training job, either, both or none.
+std::string CreatedCell(const LedgerRow& c) {
+  std::vector<std::string> parts;
+  if (!c.artifact_id.empty()) parts.push_back(absl::StrCat("artifact ", c.artifact_id));
+  if (!c.job_id.empty()) parts.push_back(absl::StrCat("job ", c.job_id));
+  if (parts.empty()) return "<td>\u2013</td>";
+  return absl::StrCat("<td><code>", HtmlEscape(absl::StrJoin(parts, ", ")), "</code></td>");
+}
+
 // Every charge, in ledger order.
 std::string ChargesTable(const std::vector<const LedgerRow*>& charges) {
   std::string html =
       "<div class=\"wide\"><table id=\"charges\"><caption>Every charge (ledger)</caption><tr>"
       "<th>seq</th>"
       "<th>time</th><th>company</th><th>dataset</th><th>request</th><th>\u03b5</th>"
-      "<th>\u03b4</th><th>mechanism</th><th>idempotency key</th></tr>";
+      "<th>\u03b4</th><th>mechanism</th><th>idempotency key</th><th>artifact or job</th></tr>";
   for (const LedgerRow* c : charges) {
     absl::StrAppend(&html, "<tr>", Cell(c->seq), Cell(Time(c->time_unix_micros)),
                     Cell(c->account), Cell(c->dataset), Cell(c->request_kind),
                     Cell(FormatNumber(c->epsilon, 6)), Cell(FormatNumber(c->delta, 3)),
                     Cell(c->mechanism), "<td><code>", HtmlEscape(c->idempotency_key),
-                    "</code></td></tr>");
+                    "</code></td>", CreatedCell(*c), "</tr>");
   }
-  if (charges.empty()) html += "<tr><td colspan=\"9\">no charges</td></tr>";
+  if (charges.empty()) html += "<tr><td colspan=\"10\">no charges</td></tr>";
   html += "</table></div>";
   return html;
 }
@@ -343,6 +378,7 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
 
   std::string body = VerificationTable(report.verification);
   body += BudgetsTable(report.budgets);
+  body += GrantHistoryTable(report.ledger);
   body += KindTable(ordered);
   body +=
       "<table id=\"spend\"><caption>Charges per company and dataset (ledger)</caption><tr>"
@@ -403,10 +439,11 @@ std::string ChargesCsv(const BudgetsReport& report) {
                     SpreadsheetText(c->account), SpreadsheetText(c->dataset),
                     SpreadsheetText(c->request_kind), absl::StrFormat("%.17g", c->epsilon),
                     absl::StrFormat("%.17g", c->delta), SpreadsheetText(c->mechanism),
-                    SpreadsheetText(c->idempotency_key)});
+                    SpreadsheetText(c->idempotency_key), SpreadsheetText(c->artifact_id),
+                    SpreadsheetText(c->job_id)});
   }
   return FormatCsv({"seq", "time", "company", "dataset", "request", "epsilon", "delta",
-                    "mechanism", "idempotency_key"},
+                    "mechanism", "idempotency_key", "artifact_id", "job_id"},
                    rows);
 }
 

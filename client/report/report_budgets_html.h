@@ -28,6 +28,9 @@ struct LedgerRow {
   double delta = 0;
   std::string mechanism;
   std::string idempotency_key;  // a charge's
+  std::string actor;            // a grant's or cap's regulator account (empty: not recorded)
+  std::string artifact_id;      // a charge's artifact, if it created one
+  std::string job_id;           // a charge's training job, if it created one
   // A charge's company's composed spend on the dataset after it, as the accountant composes
   // it at the grant's δ (recomputed from the ledger's costs; see `report budgets`).
   std::optional<double> composed_after;
@@ -75,7 +78,7 @@ struct BudgetsReport {
 };
 
 // The per-release table as CSV (seq, time, company, dataset, request, epsilon, delta,
-// mechanism, idempotency key), one row per charge in ledger order: `report budgets --csv`.
+// mechanism, idempotency key, artifact id, job id), one row per charge in ledger order: `report budgets --csv`.
 // Text that a spreadsheet would run as a formula (starting with =, +, -, @, tab or CR) is
 // prefixed with an apostrophe.
 std::string ChargesCsv(const BudgetsReport& report);

@@ -48,12 +48,14 @@ BudgetsReport TwoCompanies() {
   grant.dataset = "adult";
   grant.epsilon = 7;
   grant.time_unix_micros = 1'700'000'001'000'000;
+  grant.actor = "regulator";
   LedgerRow cap = grant;
   cap.seq = 2;
   cap.time_unix_micros = 1'700'000'002'000'000;
   cap.kind = "cap";
   cap.account = "";
   cap.epsilon = 12;
+  cap.actor = "";  // written before the vault recorded who set it
   report.ledger = {grant,
                    cap,
                    Charge(3, "acme", "adult", 0.5),
@@ -103,12 +105,19 @@ TEST(BudgetsReportTest, TablesShowVerificationHeadHashGrantsCapsAndAccessVolume)
   EXPECT_THAT(html, HasSubstr("<td><code>art_2</code></td><td>1</td><td>7</td><td>?</td>"));
   EXPECT_THAT(html, HasSubstr("<span>ledger rows: <b>6</b></span>"));
   EXPECT_THAT(html, HasSubstr("<span>charges: <b>4</b></span>"));
+  // The grant history: who set each budget, in ledger order.
+  EXPECT_THAT(html, HasSubstr("<td>1</td><td>2023-11-14 22:13:21Z</td><td>regulator</td>"
+                              "<td>acme</td><td>adult</td><td>7</td><td>0</td>"));
+  EXPECT_THAT(html, HasSubstr("<td>2</td><td>2023-11-14 22:13:22Z</td><td><i>not recorded</i>"
+                              "</td><td><i>cap (all companies)</i></td><td>adult</td><td>12</td>"));
 }
 
 TEST(BudgetsReportTest, TimeAxisBudgetLinesComposedSpendAndEveryChargeWithItsKey) {
   BudgetsReport report = TwoCompanies();
   report.ledger[4].idempotency_key = "acme-<2>";
   report.ledger[4].request_kind = "AuditClassifier";
+  report.ledger[4].artifact_id = "art_9";
+  report.ledger[5].job_id = "job_<7>";
   ASSERT_OK_AND_ASSIGN(const std::string html, RenderBudgetsHtml(report));
   // x is time: 1700000001..1700000006 s are 22:13:21..22:13:26 UTC on 2023-11-14.
   EXPECT_THAT(html, HasSubstr(">time (UTC)</text>"));
@@ -126,16 +135,20 @@ TEST(BudgetsReportTest, TimeAxisBudgetLinesComposedSpendAndEveryChargeWithItsKey
                               "<td>1</td>"));
   EXPECT_THAT(html, HasSubstr("<td>acme</td><td>adult</td><td>NoisyCounts</td><td>2</td>"
                               "<td>0.625</td>"));
-  EXPECT_THAT(html, HasSubstr("<td><code>acme-&lt;2&gt;</code></td>"));
+  EXPECT_THAT(html, HasSubstr("<td><code>acme-&lt;2&gt;</code></td><td><code>artifact art_9"
+                              "</code></td>"));
+  EXPECT_THAT(html, HasSubstr("<td><code>job job_&lt;7&gt;</code></td></tr>"));
   // The same charges as CSV, in ledger order.
   const std::string csv = ChargesCsv(report);
   EXPECT_THAT(csv, ::testing::StartsWith(
                        "seq,time,company,dataset,request,epsilon,delta,mechanism,"
-                       "idempotency_key\n3,2023-11-14 22:13:23Z,acme,adult,NoisyCounts,0.5,0,"));
-  EXPECT_THAT(csv, HasSubstr(",acme-<2>\n"));
+                       "idempotency_key,artifact_id,job_id\n"
+                       "3,2023-11-14 22:13:23Z,acme,adult,NoisyCounts,0.5,0,"));
+  EXPECT_THAT(csv, HasSubstr(",acme-<2>,art_9,\n"));
+  EXPECT_THAT(csv, HasSubstr(",job_<7>\n"));
   // A key a spreadsheet would run as a formula is written as text.
   report.ledger[5].idempotency_key = "=HYPERLINK(\"https://x/\")";
-  EXPECT_THAT(ChargesCsv(report), HasSubstr(",\"'=HYPERLINK(\"\"https://x/\"\")\"\n"));
+  EXPECT_THAT(ChargesCsv(report), HasSubstr(",\"'=HYPERLINK(\"\"https://x/\"\")\",,job_<7>\n"));
   EXPECT_EQ(Count(csv, "\n"), 1 + 4);
 }
 

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -52,6 +53,10 @@ parser.add_argument("--server-binary", default=os.environ.get(
 parser.add_argument("--datasets", default=os.environ.get(
     "FAIRVAULT_DATASETS", str(ROOT.parent / "shared/datasets")))
 parser.add_argument("--quick", action="store_true", help="a shorter fair-model job (smoke run)")
+parser.add_argument("--session", default="adult-python",
+                    help="idempotency keys derive from this name and each request's content, so "
+                         "a re-run against the same vault replays its releases instead of "
+                         "paying again ('' for fresh keys: every run pays)")
 args, _ = parser.parse_known_args()  # tolerant of a notebook kernel's own arguments
 if not args.self_contained and not (args.server and args.key_file):
     parser.error("pass --server and --key-file, or --self-contained")
@@ -108,6 +113,9 @@ if args.self_contained:
 else:
     acme = fairvault.Vault(args.server, key_file=args.key_file)
     secret = fairvault.read_secret_file(args.hmac_secret_file) if args.hmac_secret_file else None
+if args.session:
+    # A vault started for this run dies with it: its upload handles need no state file.
+    acme = acme.session(args.session, state_file=None if args.self_contained else "default")
 print("budget:", acme.get_budget(args.dataset).epsilon_remaining[0], "epsilon left")
 
 # %% The company's own model: logistic regression on its own columns (no sex, no race)
@@ -218,5 +226,19 @@ budget = acme.get_budget(args.dataset).iloc[0]
 print(f"spent epsilon {budget.epsilon_spent:g} of {budget.epsilon_granted:g} "
       f"over {budget.releases} releases")
 print(acme.list_ledger(args.dataset)[["seq", "request_kind", "epsilon"]].to_string(index=False))
+
+# %% Re-running a cell in a session replays it: the first audit again, charged nothing
+if args.session:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = fairvault.private_metric_frame(acme, train, "label", "prediction", 0.5,
+                                               dataset=args.dataset, key_column="@row",
+                                               attributes=["sex"], hmac_secret=secret)
+    replayed = any(issubclass(w.category, fairvault.Replayed) for w in caught)
+    after_rerun = acme.get_budget(args.dataset).iloc[0]
+    assert replayed and after_rerun.releases == budget.releases, (replayed, after_rerun.releases)
+    assert again.by_group.equals(before.by_group)
+    print(f"re-ran the first audit in session '{args.session}': replayed, the same numbers, "
+          f"{after_rerun.releases} releases as before")
 print(f"done in {time.monotonic() - started:.1f} s")
 stack.close()

@@ -54,7 +54,7 @@ class JobRunnerTest : public ::testing::Test {
     ASSERT_OK(made);
     census_ = *made;
     ASSERT_OK(store_->SetGrant(storage::GrantRecord{acme_.id, census_.id, 100'000'000, 0},
-                               acme_.name, census_.name, clock_.NowMicros()));
+                               acme_.name, census_.name, "regulator", clock_.NowMicros()));
   }
 
   void TearDown() override {

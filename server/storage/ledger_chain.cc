@@ -11,14 +11,17 @@
 namespace fairvault::server::storage {
 
 std::string LedgerRowHash(const LedgerRow& row, int64_t account_id, int64_t dataset_id) {
-  // Unit-separated fields; %.17g makes doubles round-trip exactly.
-  const std::string canonical = absl::StrJoin(
+  // Unit-separated fields; %.17g makes doubles round-trip exactly. The actor (schema version 6)
+  // is appended only when set, so rows written before it verify unchanged; a row that has one
+  // cannot lose it, since its hash would no longer match.
+  std::string canonical = absl::StrJoin(
       {absl::StrCat(row.seq), absl::StrCat(row.time_micros), row.kind, absl::StrCat(account_id),
        row.account, absl::StrCat(dataset_id), row.dataset, row.request_kind, row.idempotency_key,
        absl::StrFormat("%.17g", row.epsilon), absl::StrFormat("%.17g", row.delta), row.mechanism,
        row.pure_micro ? absl::StrCat(*row.pure_micro) : std::string("-"),
        absl::StrJoin(row.rdp_nano, ","), row.prev_hash},
       "\x1f");
+  if (!row.actor.empty()) absl::StrAppend(&canonical, "\x1f", "actor=", row.actor);
   return HexEncode(Sha256(canonical));
 }
 

@@ -98,6 +98,13 @@ struct LedgerRow {
   std::vector<int64_t> rdp_nano;      // charges: the RDP curve
   std::string prev_hash;              // hex
   std::string hash;                   // hex
+  // Grants and caps: the regulator account that set them (schema version 6; empty on rows
+  // written before, whose hash did not cover it). Covered by the hash when not empty.
+  std::string actor;
+  // Read with the row, not stored in it nor covered by its hash: the artifact and the job
+  // that the charge created (empty if none), looked up by ledger seq.
+  std::string artifact_id;
+  std::string job_id;
 };
 
 // One Decide call, as the auditor sees it.
@@ -249,14 +256,17 @@ class Store {
   virtual absl::Status ForEachSubjectBatch(
       int64_t dataset_id, const std::function<absl::Status(const std::string&)>& fn) = 0;
 
-  // Grants and caps; each change appends a ledger row.
+  // Grants and caps; each change appends a ledger row naming `actor`, the regulator account
+  // that made it.
   virtual absl::StatusOr<GrantRecord> SetGrant(const GrantRecord& grant,
                                                const std::string& account_name,
                                                const std::string& dataset_name,
+                                               const std::string& actor,
                                                int64_t now_micros) = 0;
   virtual absl::StatusOr<std::vector<GrantRecord>> ListGrants() = 0;
   virtual absl::Status SetCap(int64_t dataset_id, const std::string& dataset_name,
-                              int64_t epsilon_micro, double delta, int64_t now_micros) = 0;
+                              int64_t epsilon_micro, double delta, const std::string& actor,
+                              int64_t now_micros) = 0;
   // Budget of one company on one dataset (NotFound without a grant).
   virtual absl::StatusOr<BudgetState> GetBudget(int64_t account_id, int64_t dataset_id) = 0;
   // Composed spend of all companies on a dataset.

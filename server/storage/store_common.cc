@@ -75,7 +75,8 @@ absl::Status JobLimitReached(int64_t limit) {
 }
 
 LedgerRow GrantLedgerRow(const GrantRecord& grant, const std::string& account_name,
-                         const std::string& dataset_name, int64_t now_micros) {
+                         const std::string& dataset_name, const std::string& actor,
+                         int64_t now_micros) {
   LedgerRow row;
   row.time_micros = now_micros;
   row.kind = "grant";
@@ -83,17 +84,19 @@ LedgerRow GrantLedgerRow(const GrantRecord& grant, const std::string& account_na
   row.dataset = dataset_name;
   row.epsilon = MicroToEpsilon(grant.epsilon_micro);
   row.delta = grant.delta;
+  row.actor = actor;
   return row;
 }
 
 LedgerRow CapLedgerRow(const std::string& dataset_name, int64_t epsilon_micro, double delta,
-                       int64_t now_micros) {
+                       const std::string& actor, int64_t now_micros) {
   LedgerRow row;
   row.time_micros = now_micros;
   row.kind = "cap";
   row.dataset = dataset_name;
   row.epsilon = MicroToEpsilon(epsilon_micro);
   row.delta = delta;
+  row.actor = actor;
   return row;
 }
 

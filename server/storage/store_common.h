@@ -50,9 +50,10 @@ absl::Status DatabaseUnavailable();
 
 // The ledger rows (without seq and hashes, which the append fills in).
 LedgerRow GrantLedgerRow(const GrantRecord& grant, const std::string& account_name,
-                         const std::string& dataset_name, int64_t now_micros);
+                         const std::string& dataset_name, const std::string& actor,
+                         int64_t now_micros);
 LedgerRow CapLedgerRow(const std::string& dataset_name, int64_t epsilon_micro, double delta,
-                       int64_t now_micros);
+                       const std::string& actor, int64_t now_micros);
 LedgerRow ChargeLedgerRow(const ChargeRequest& request, int64_t now_micros);
 
 // A failure of a charge's body after its noise was drawn: kept, stored and returned.

@@ -44,6 +44,21 @@ TEST_P(StoreJobTest, JobIsCreatedQueuedWithItsCharge) {
   EXPECT_EQ(all->size(), 1u);
 }
 
+TEST_P(StoreJobTest, TheLedgerNamesTheArtifactOrJobEachChargeCreated) {
+  const int64_t job_seq = Submit(NewJob("job_a", acme_, census_));
+  bool called = false;
+  ASSERT_OK(store_->Charge(Request(acme_, census_, "k-art", 100'000), ++now_,
+                           Body(&called, ArtifactRecord{"art_1", acme_.id, census_.id, 0, 7, "m"})));
+  ASSERT_OK(Charge(Request(acme_, census_, "k-plain", 100'000)));
+  std::map<int64_t, std::pair<std::string, std::string>> created;
+  for (const LedgerRow& row : Ledger()) created[row.seq] = {row.artifact_id, row.job_id};
+  const int64_t head = Ledger().back().seq;
+  EXPECT_EQ(created[job_seq], std::make_pair(std::string(), std::string("job_a")));
+  EXPECT_EQ(created[head - 1], std::make_pair(std::string("art_1"), std::string()));
+  EXPECT_EQ(created[head], std::make_pair(std::string(), std::string()));
+  EXPECT_EQ(created[1], std::make_pair(std::string(), std::string()));  // a grant
+}
+
 TEST_P(StoreJobTest, FailingBodyIsChargedButCreatesNoJob) {
   const size_t rows = Ledger().size();
   auto failed = store_->Charge(Request(acme_, census_, "k1", 100'000), ++now_,

@@ -40,6 +40,40 @@ TEST_P(StoreTest, LedgerRowsAreContiguousAndHashChained) {
   EXPECT_EQ(v.head_hash, rows.back().hash);
 }
 
+// The canonical encoding is a stored promise: these hashes were computed independently (Python's
+// hashlib over the documented encoding). A row without an actor hashes as every row did before
+// schema version 6, so old ledgers verify unchanged.
+TEST(LedgerRowHashTest, MatchesTheDocumentedEncodingWithAndWithoutAnActor) {
+  LedgerRow row;
+  row.seq = 7;
+  row.time_micros = 1'700'000'000'000'001;
+  row.kind = "grant";
+  row.account = "acme";
+  row.dataset = "census";
+  row.epsilon = 2.5;
+  row.delta = 1e-6;
+  row.prev_hash = kGenesisHash;
+  EXPECT_EQ(LedgerRowHash(row, 3, 2),
+            "f6ba53044d3d02014385bb57ae116ceb67bc2ab4fac02c959795039b5ed6ed4e");
+  row.actor = "regulator";
+  EXPECT_EQ(LedgerRowHash(row, 3, 2),
+            "4610968902a3a8e8a965079eafff8ce58a56d80f9a0827e7d582fe1d9c896bfc");
+}
+
+TEST_P(StoreTest, GrantAndCapRowsNameTheRegulatorUnderTheirHash) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  const std::vector<LedgerRow> rows = Ledger();
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0].actor, "regulator");  // grant
+  EXPECT_EQ(rows[1].actor, "regulator");  // cap
+  EXPECT_EQ(rows[2].actor, "");           // charge
+  // Erasing who granted breaks the row's hash, as any other edit does.
+  ASSERT_EQ(Raw(LiftLedgerGuard() + "UPDATE ledger SET actor = '' WHERE seq = 1;"), "");
+  const LedgerVerification v = Verify();
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, 1);
+}
+
 TEST_P(StoreTest, VerifyOkOnEmptyLedger) {
   const LedgerVerification v = Verify();
   EXPECT_TRUE(v.ok);
@@ -238,7 +272,7 @@ TEST_P(StoreTest, TenTenthsSpendExactlyOneAndTheEleventhIsRefused) {
 TEST_P(StoreTest, DatasetCapLimitsTheSumOverCompanies) {
   Grant(acme_, census_, 1'000'000);
   Grant(globex_, census_, 1'000'000);
-  ASSERT_OK(store_->SetCap(census_.id, census_.name, 1'500'000, 0, ++now_));
+  ASSERT_OK(store_->SetCap(census_.id, census_.name, 1'500'000, 0, "regulator", ++now_));
   ASSERT_OK(Charge(Request(acme_, census_, "a1", 1'000'000)));
 
   // globex's own grant has room for 0.6, the cap does not.
@@ -261,7 +295,7 @@ TEST_P(StoreTest, DatasetCapLimitsTheSumOverCompanies) {
 TEST_P(StoreTest, CapOnOtherDatasetDoesNotLimit) {
   DatasetRecord other = MakeDataset("other");
   Grant(acme_, census_, 1'000'000);
-  ASSERT_OK(store_->SetCap(other.id, other.name, 1, 0, ++now_));
+  ASSERT_OK(store_->SetCap(other.id, other.name, 1, 0, "regulator", ++now_));
   EXPECT_OK(Charge(Request(acme_, census_, "k", 1'000'000)));
 }
 
@@ -343,7 +377,7 @@ TEST_P(StoreTest, DatasetSpendSaturatesInsteadOfWrapping) {
   EXPECT_GT(core::accounting::SpentEpsilonMicro(*all, 1e-6), 2 * kHuge);
 
   // The regulator caps the dataset at epsilon 10: nothing more may be released.
-  ASSERT_OK(store_->SetCap(census_.id, census_.name, 10'000'000, 1e-6, ++now_));
+  ASSERT_OK(store_->SetCap(census_.id, census_.name, 10'000'000, 1e-6, "regulator", ++now_));
   Grant(hooli, census_, 1'000'000, 1e-6);
   EXPECT_THAT(Charge(Request(hooli, census_, "after-cap", 100'000)),
               StatusIs(absl::StatusCode::kResourceExhausted, "dataset-wide cap"));

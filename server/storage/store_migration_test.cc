@@ -32,7 +32,7 @@ TEST_P(SqliteMigrationTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
   EXPECT_EQ(replay->response_payload, payload);
   ASSERT_OK(Charge(Request(acme_, census_, "k2", 100'000)));
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 5);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 6);
   // Opening again is a no-op.
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
@@ -58,7 +58,34 @@ TEST_P(SqliteMigrationTest, AccessLogFromVersion1IsMigratedOnOpen) {
   EXPECT_EQ((*log)[0].rows, 40);
   EXPECT_EQ((*log)[0].new_decisions, -1);  // not recorded then
   EXPECT_EQ((*log)[1].new_decisions, 1);
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 5);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 6);
+}
+
+TEST_P(SqliteMigrationTest, LedgerFromVersion5KeepsVerifyingAndNewGrantsNameTheirActor) {
+  // Rows as version 5 wrote them: no actor column, hashes that never covered one.
+  ASSERT_OK(store_->SetGrant(GrantRecord{acme_.id, census_.id, 2'000'000, 0}, acme_.name,
+                             census_.name, "", ++now_));
+  ASSERT_OK(Charge(Request(acme_, census_, "k1", 100'000)));
+  ASSERT_OK(store_->SetCap(census_.id, census_.name, 5'000'000, 0, "", ++now_));
+  const std::string head = Verify().head_hash;
+  store_.reset();
+  ASSERT_EQ(Raw("ALTER TABLE ledger DROP COLUMN actor; PRAGMA user_version=5"), "");
+
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 6);
+  LedgerVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_EQ(v.head_hash, head);
+  ASSERT_OK(store_->SetGrant(GrantRecord{acme_.id, census_.id, 3'000'000, 0}, acme_.name,
+                             census_.name, "regulator", ++now_));
+  const std::vector<LedgerRow> rows = Ledger();
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].actor, "");  // not recorded then
+  EXPECT_EQ(rows[2].actor, "");
+  EXPECT_EQ(rows[3].actor, "regulator");
+  v = Verify();
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_EQ(v.rows_checked, 4);
 }
 
 class SqliteJobMigrationTest : public StoreJobTest {};
@@ -67,7 +94,7 @@ TEST_P(SqliteJobMigrationTest, DatabaseFromVersion2GainsTheJobsTableOnOpen) {
   store_.reset();
   ASSERT_EQ(Raw("DROP TABLE jobs; PRAGMA user_version=2"), "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 5);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 6);
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
   EXPECT_EQ(Job("job_a").state, JobState::kQueued);
 }
@@ -79,7 +106,7 @@ TEST_P(SqliteJobMigrationTest, DatabaseFromVersion3GainsJobLeasesOnOpen) {
                 "ALTER TABLE jobs DROP COLUMN lease_expires_micros; PRAGMA user_version=3"),
             "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 5);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 6);
   auto started = store_->StartJob("job_a", Lease(5'000));
   ASSERT_OK(started);
   EXPECT_EQ(started->lease_owner, kOwner);

@@ -219,9 +219,9 @@ TEST_P(StoreTest, PurgeExpiredTablesRemovesOnlyExpiredOnes) {
 TEST_P(StoreTest, SchemaVersionIsRecordedAndReopeningKeepsIt) {
   const std::string query =
       GetParam() == Backend::kSqlite ? "PRAGMA user_version" : "SELECT version FROM schema_version";
-  EXPECT_EQ(Scalar(query), 5);
+  EXPECT_EQ(Scalar(query), 6);
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar(query), 5);
+  EXPECT_EQ(Scalar(query), 6);
   if (GetParam() == Backend::kPostgres) {
     EXPECT_EQ(Scalar("SELECT COUNT(*) FROM schema_version"), 1);
   }
@@ -233,7 +233,8 @@ TEST_P(StoreTest, SchemaVersionIsRecordedAndReopeningKeepsIt) {
 TEST_P(StoreTest, ChargesFromSeveralStoresOnOneDatabaseNeverOverspend) {
   Grant(acme_, census_, 3'000'000);  // 30 releases of 0.1 by the grant...
   Grant(globex_, census_, 3'000'000);
-  ASSERT_OK(store_->SetCap(census_.id, census_.name, 4'500'000, 0, ++now_));  // ...45 by the cap
+  // ...45 by the cap:
+  ASSERT_OK(store_->SetCap(census_.id, census_.name, 4'500'000, 0, "regulator", ++now_));
   std::vector<std::unique_ptr<Store>> stores;
   for (int i = 0; i < 2; ++i) {
     auto another = OpenAnother();

@@ -197,7 +197,8 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
   }
 
   void Grant(const AccountRecord& a, const DatasetRecord& d, int64_t micro, double delta = 0) {
-    ASSERT_OK(store_->SetGrant(GrantRecord{a.id, d.id, micro, delta}, a.name, d.name, ++now_));
+    ASSERT_OK(store_->SetGrant(GrantRecord{a.id, d.id, micro, delta}, a.name, d.name,
+                               "regulator", ++now_));
   }
 
   ChargeRequest Request(const AccountRecord& a, const DatasetRecord& d, const std::string& key,
@@ -252,7 +253,7 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
   // grant(acme), cap, charge(acme), grant(globex), charge(acme): five rows.
   void BuildLedger() {
     Grant(acme_, census_, 2'000'000);
-    ASSERT_OK(store_->SetCap(census_.id, census_.name, 5'000'000, 0, ++now_));
+    ASSERT_OK(store_->SetCap(census_.id, census_.name, 5'000'000, 0, "regulator", ++now_));
     ASSERT_OK(Charge(Request(acme_, census_, "k1", 250'000)));
     Grant(globex_, census_, 1'000'000);
     ASSERT_OK(Charge(Request(acme_, census_, "k2", 500'000)));

@@ -400,7 +400,8 @@ absl::StatusOr<v1::GrantBudgetResponse> Vault::GrantBudget(const Caller& caller,
   ASSIGN_OR_RETURN(auto dataset, store_->GetDataset(req.dataset()));
   storage::GrantRecord grant{company->id, dataset.id, micro, req.delta()};
   RETURN_IF_ERROR(
-      store_->SetGrant(grant, company->name, dataset.name, clock_->NowMicros()).status());
+      store_->SetGrant(grant, company->name, dataset.name, caller.name, clock_->NowMicros())
+          .status());
   v1::GrantBudgetResponse resp;
   ASSIGN_OR_RETURN(*resp.mutable_budget(), BudgetView(company->id, company->name, dataset));
   return resp;
@@ -413,7 +414,7 @@ absl::StatusOr<v1::SetDatasetCapResponse> Vault::SetDatasetCap(
   RETURN_IF_ERROR(internal::ValidateDelta(req.delta()));
   ASSIGN_OR_RETURN(auto dataset, store_->GetDataset(req.dataset()));
   RETURN_IF_ERROR(
-      store_->SetCap(dataset.id, dataset.name, micro, req.delta(), clock_->NowMicros()));
+      store_->SetCap(dataset.id, dataset.name, micro, req.delta(), caller.name, clock_->NowMicros()));
   ASSIGN_OR_RETURN(auto spend, store_->GetDatasetSpend(dataset.id));
   v1::SetDatasetCapResponse resp;
   *resp.mutable_cap() = internal::MakeBudget(dataset.name, "", micro, req.delta(), spend);

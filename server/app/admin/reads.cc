@@ -80,6 +80,9 @@ absl::StatusOr<v1::ListLedgerResponse> Vault::ListLedger(const Caller& caller,
     e->set_hash(r.hash);
     if (r.pure_micro) e->set_pure_epsilon_micro(*r.pure_micro);
     for (int64_t v : r.rdp_nano) e->add_rdp_nano(v);
+    e->set_actor(r.actor);
+    e->set_artifact_id(r.artifact_id);
+    e->set_job_id(r.job_id);
   }
   return resp;
 }

@@ -24,6 +24,7 @@ using postgres::Params;
 using postgres::Result;
 using postgres::Conn;
 using postgres::kLedgerCols;
+using postgres::kLedgerCreatedCols;
 using postgres::kJobCols;
 using postgres::ReadSpend;
 using postgres::ReadLedger;
@@ -40,7 +41,8 @@ using core::accounting::SpentEpsilonMicro;
 
 absl::StatusOr<GrantRecord> PgStore::SetGrant(const GrantRecord& grant,
                                               const std::string& account_name,
-                                              const std::string& dataset_name, int64_t now_micros) {
+                                              const std::string& dataset_name,
+                                              const std::string& actor, int64_t now_micros) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   RETURN_IF_ERROR(c->InTransaction([&]() -> absl::Status {
     RETURN_IF_ERROR(c->LockHead("ledger"));
@@ -53,7 +55,7 @@ absl::StatusOr<GrantRecord> PgStore::SetGrant(const GrantRecord& grant,
             .Int(grant.dataset_id)
             .Int(grant.epsilon_micro)
             .Double(grant.delta)));
-    LedgerRow row = GrantLedgerRow(grant, account_name, dataset_name, now_micros);
+    LedgerRow row = GrantLedgerRow(grant, account_name, dataset_name, actor, now_micros);
     return AppendLedger(*c, row, grant.account_id, grant.dataset_id);
   }));
   return grant;
@@ -71,13 +73,14 @@ absl::StatusOr<std::vector<GrantRecord>> PgStore::ListGrants() {
 }
 
 absl::Status PgStore::SetCap(int64_t dataset_id, const std::string& dataset_name,
-                             int64_t epsilon_micro, double delta, int64_t now_micros) {
+                             int64_t epsilon_micro, double delta, const std::string& actor,
+                             int64_t now_micros) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   return c->InTransaction([&]() -> absl::Status {
     RETURN_IF_ERROR(c->LockHead("ledger"));
     RETURN_IF_ERROR(c->Run("UPDATE datasets SET cap_micro=$1, cap_delta=$2 WHERE id=$3",
                            Params().Int(epsilon_micro).Double(delta).Int(dataset_id)));
-    LedgerRow row = CapLedgerRow(dataset_name, epsilon_micro, delta, now_micros);
+    LedgerRow row = CapLedgerRow(dataset_name, epsilon_micro, delta, actor, now_micros);
     return AppendLedger(*c, row, 0, dataset_id);
   });
 }
@@ -293,7 +296,7 @@ class PgLedgerReader final : public LedgerReader {
 absl::StatusOr<std::vector<LedgerRow>> PgStore::ListLedger(const LedgerFilter& filter) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   ASSIGN_OR_RETURN(Result r,
-                   c->Exec(absl::StrCat("SELECT ", kLedgerCols,
+                   c->Exec(absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols,
                                         " FROM ledger WHERE seq > $1 AND ($2::text IS NULL OR "
                                         "account = $2) AND ($3::text IS NULL OR dataset = $3) "
                                         "ORDER BY seq LIMIT $4")
@@ -304,7 +307,11 @@ absl::StatusOr<std::vector<LedgerRow>> PgStore::ListLedger(const LedgerFilter& f
                                .OptionalText(filter.dataset)
                                .Int(filter.limit)));
   std::vector<LedgerRow> out;
-  for (int i = 0; i < r.rows(); ++i) out.push_back(ReadLedger(r, i));
+  for (int i = 0; i < r.rows(); ++i) {
+    out.push_back(ReadLedger(r, i));
+    out.back().artifact_id = r.Text(i, 17);
+    out.back().job_id = r.Text(i, 18);
+  }
   return out;
 }
 

@@ -42,7 +42,7 @@ using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate brings a database to (table schema_version). The PostgreSQL schema
 // started at the SQLite schema's version 4 (job leases), so the numbers mean the same on both.
-constexpr int64_t kSchemaVersion = 5;
+constexpr int64_t kSchemaVersion = 6;
 
 // Applied under an advisory lock; every statement is idempotent.
 constexpr char kSchema[] = R"sql(
@@ -75,6 +75,7 @@ CREATE TABLE IF NOT EXISTS ledger(
   dataset TEXT NOT NULL, request_kind TEXT NOT NULL, idempotency_key TEXT NOT NULL,
   epsilon DOUBLE PRECISION NOT NULL, delta DOUBLE PRECISION NOT NULL, mechanism TEXT NOT NULL,
   pure_micro BIGINT, rdp BYTEA NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
+ALTER TABLE ledger ADD COLUMN IF NOT EXISTS actor TEXT NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS ledger_by_account ON ledger(account, seq);
 CREATE TABLE IF NOT EXISTS heads(name TEXT PRIMARY KEY);
 INSERT INTO heads(name) VALUES ('ledger'), ('access_log') ON CONFLICT DO NOTHING;
@@ -103,6 +104,7 @@ CREATE TABLE IF NOT EXISTS decisions(
 CREATE TABLE IF NOT EXISTS artifacts(
   id TEXT PRIMARY KEY, account_id BIGINT NOT NULL, dataset_id BIGINT NOT NULL,
   ledger_seq BIGINT NOT NULL, created_micros BIGINT NOT NULL, payload BYTEA NOT NULL);
+CREATE INDEX IF NOT EXISTS artifacts_by_seq ON artifacts(ledger_seq);
 CREATE TABLE IF NOT EXISTS jobs(
   id TEXT PRIMARY KEY, account_id BIGINT NOT NULL, dataset_id BIGINT NOT NULL,
   ledger_seq BIGINT NOT NULL, idempotency_key TEXT NOT NULL, table_handle TEXT NOT NULL,
@@ -324,8 +326,9 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& connin
                                                         " but this fairvault-server knows ",
                                                         kSchemaVersion, "; upgrade the server"));
     }
-    // Version 5 (a job's validation_table_handle, issue 22) is kSchema's idempotent ALTER
-    // TABLE ... ADD COLUMN IF NOT EXISTS. Steps after version 5 go here, each idempotent.
+    // Version 5 (a job's validation_table_handle, issue 22) and version 6 (the ledger's actor,
+    // issue 23) are kSchema's idempotent ALTER TABLE ... ADD COLUMN IF NOT EXISTS. Steps that
+    // cannot be written so go here, each idempotent.
     if (v.rows() == 0) {
       return c->Run("INSERT INTO schema_version(version) VALUES($1)", Params().Int(kSchemaVersion));
     }

@@ -77,11 +77,11 @@ class PgStore final : public Store {
       int64_t dataset_id, const std::function<absl::Status(const std::string&)>& fn) override;
 
   absl::StatusOr<GrantRecord> SetGrant(const GrantRecord& grant, const std::string& account_name,
-                                       const std::string& dataset_name,
+                                       const std::string& dataset_name, const std::string& actor,
                                        int64_t now_micros) override;
   absl::StatusOr<std::vector<GrantRecord>> ListGrants() override;
   absl::Status SetCap(int64_t dataset_id, const std::string& dataset_name, int64_t epsilon_micro,
-                      double delta, int64_t now_micros) override;
+                      double delta, const std::string& actor, int64_t now_micros) override;
   absl::StatusOr<BudgetState> GetBudget(int64_t account_id, int64_t dataset_id) override;
   absl::StatusOr<core::accounting::Spend> GetDatasetSpend(int64_t dataset_id) override;
 

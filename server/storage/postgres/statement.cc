@@ -59,6 +59,7 @@ LedgerRow ReadLedger(const Result& r, int i) {
   if (rdp.ok()) row.rdp_nano = *std::move(rdp);
   row.prev_hash = r.Text(i, 14);
   row.hash = r.Text(i, 15);
+  row.actor = r.Text(i, 16);
   return row;
 }
 
@@ -151,9 +152,9 @@ absl::Status AppendLedger(Conn& c, LedgerRow& row, int64_t account_id, int64_t d
   p.Int(row.seq).Int(row.time_micros).Text(row.kind).Int(account_id).Text(row.account);
   p.Int(dataset_id).Text(row.dataset).Text(row.request_kind).Text(row.idempotency_key);
   p.Double(row.epsilon).Double(row.delta).Text(row.mechanism).OptionalInt(row.pure_micro);
-  p.Bytes(rdp).Text(row.prev_hash).Text(row.hash);
+  p.Bytes(rdp).Text(row.prev_hash).Text(row.hash).Text(row.actor);
   return c.Run(absl::StrCat("INSERT INTO ledger(", kLedgerCols,
-                            ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16)")
+                            ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)")
                    .c_str(),
                p);
 }

@@ -220,7 +220,11 @@ inline constexpr char kDatasetCols[] =
     "id, name, attributes, created_micros, subject_count, cap_micro, cap_delta";
 inline constexpr char kLedgerCols[] =
     "seq, time_micros, kind, account_id, account, dataset_id, dataset, request_kind, "
-    "idempotency_key, epsilon, delta, mechanism, pure_micro, rdp, prev_hash, hash";
+    "idempotency_key, epsilon, delta, mechanism, pure_micro, rdp, prev_hash, hash, actor";
+// What ListLedger selects after kLedgerCols: the artifact and the job each charge created.
+inline constexpr char kLedgerCreatedCols[] =
+    "COALESCE((SELECT MIN(a.id) FROM artifacts a WHERE a.ledger_seq = ledger.seq), ''), "
+    "COALESCE((SELECT MIN(j.id) FROM jobs j WHERE j.ledger_seq = ledger.seq), '')";
 inline constexpr char kJobCols[] =
     "id, account_id, dataset_id, ledger_seq, idempotency_key, table_handle, algorithm, request, "
     "plan, seed, subject_limit, state, done, total, submitted_micros, started_micros, "

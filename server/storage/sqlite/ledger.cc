@@ -23,6 +23,7 @@ using sqlite::Transaction;
 using sqlite::ReadSpend;
 using sqlite::ReadLedger;
 using sqlite::kLedgerCols;
+using sqlite::kLedgerCreatedCols;
 using sqlite::StoredFailure;
 using sqlite::NotFoundIfNoRow;
 using sqlite::kJobCols;
@@ -45,7 +46,7 @@ absl::Status SqliteStore::AppendLedgerLocked(LedgerRow& row, int64_t account_id,
   row.prev_hash = head.second;
   row.hash = LedgerRowHash(row, account_id, dataset_id);
   Stmt s(db_, absl::StrCat("INSERT INTO ledger(", kLedgerCols,
-                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                           ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                   .c_str());
   s.Bind(1, row.seq).Bind(2, row.time_micros).Bind(3, row.kind).Bind(4, account_id);
   s.Bind(5, row.account).Bind(6, dataset_id).Bind(7, row.dataset).Bind(8, row.request_kind);
@@ -57,14 +58,14 @@ absl::Status SqliteStore::AppendLedgerLocked(LedgerRow& row, int64_t account_id,
     s.BindNull(13);
   }
   std::string rdp = EncodeInt64s(row.rdp_nano);
-  s.BindBlob(14, rdp).Bind(15, row.prev_hash).Bind(16, row.hash);
+  s.BindBlob(14, rdp).Bind(15, row.prev_hash).Bind(16, row.hash).Bind(17, row.actor);
   return s.Run();
 }
 
 absl::StatusOr<GrantRecord> SqliteStore::SetGrant(const GrantRecord& grant,
                                                   const std::string& account_name,
                                                   const std::string& dataset_name,
-                                                  int64_t now_micros) {
+                                                  const std::string& actor, int64_t now_micros) {
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
@@ -75,7 +76,7 @@ absl::StatusOr<GrantRecord> SqliteStore::SetGrant(const GrantRecord& grant,
   s.Bind(1, grant.account_id).Bind(2, grant.dataset_id).Bind(3, grant.epsilon_micro);
   s.Bind(4, grant.delta);
   RETURN_IF_ERROR(s.Run());
-  LedgerRow row = GrantLedgerRow(grant, account_name, dataset_name, now_micros);
+  LedgerRow row = GrantLedgerRow(grant, account_name, dataset_name, actor, now_micros);
   RETURN_IF_ERROR(AppendLedgerLocked(row, grant.account_id, grant.dataset_id));
   RETURN_IF_ERROR(txn.Commit());
   return grant;
@@ -96,14 +97,15 @@ absl::StatusOr<std::vector<GrantRecord>> SqliteStore::ListGrants() {
 }
 
 absl::Status SqliteStore::SetCap(int64_t dataset_id, const std::string& dataset_name,
-                                 int64_t epsilon_micro, double delta, int64_t now_micros) {
+                                 int64_t epsilon_micro, double delta, const std::string& actor,
+                                 int64_t now_micros) {
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
   Stmt s(db_, "UPDATE datasets SET cap_micro=?, cap_delta=? WHERE id=?");
   s.Bind(1, epsilon_micro).Bind(2, delta).Bind(3, dataset_id);
   RETURN_IF_ERROR(s.Run());
-  LedgerRow row = CapLedgerRow(dataset_name, epsilon_micro, delta, now_micros);
+  LedgerRow row = CapLedgerRow(dataset_name, epsilon_micro, delta, actor, now_micros);
   RETURN_IF_ERROR(AppendLedgerLocked(row, 0, dataset_id));
   return txn.Commit();
 }
@@ -274,7 +276,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
 
 absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilter& filter) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, absl::StrCat("SELECT ", kLedgerCols,
+  Stmt s(db_, absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols,
                            " FROM ledger WHERE seq > ? AND (?2 IS NULL OR account = ?2) AND "
                            "(?3 IS NULL OR dataset = ?3) ORDER BY seq LIMIT ?4")
                   .c_str());
@@ -287,6 +289,8 @@ absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilte
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
     out.push_back(ReadLedger(s));
+    out.back().artifact_id = s.Text(17);
+    out.back().job_id = s.Text(18);
   }
   return out;
 }

@@ -36,7 +36,7 @@ using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate() brings a database to (PRAGMA user_version).
-constexpr int64_t kSchemaVersion = 5;
+constexpr int64_t kSchemaVersion = 6;
 
 // The checkpointer: a round every kCheckpointPeriod (or when a commit finds the log large).
 // A TRUNCATE checkpoint is tried for kTruncateTime (the store's calls wait meanwhile); after a
@@ -95,7 +95,8 @@ CREATE TABLE IF NOT EXISTS ledger(
   account_id INTEGER NOT NULL, account TEXT NOT NULL, dataset_id INTEGER NOT NULL,
   dataset TEXT NOT NULL, request_kind TEXT NOT NULL, idempotency_key TEXT NOT NULL,
   epsilon REAL NOT NULL, delta REAL NOT NULL, mechanism TEXT NOT NULL, pure_micro INTEGER,
-  rdp BLOB NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
+  rdp BLOB NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL,
+  actor TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS ledger_by_account ON ledger(account, seq);
 CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
   BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
@@ -120,6 +121,7 @@ CREATE TABLE IF NOT EXISTS decisions(
 CREATE TABLE IF NOT EXISTS artifacts(
   id TEXT PRIMARY KEY, account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL,
   ledger_seq INTEGER NOT NULL, created_micros INTEGER NOT NULL, payload BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS artifacts_by_seq ON artifacts(ledger_seq);
 CREATE TABLE IF NOT EXISTS jobs(
   id TEXT PRIMARY KEY, account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL,
   ledger_seq INTEGER NOT NULL, idempotency_key TEXT NOT NULL, table_handle TEXT NOT NULL,
@@ -421,6 +423,12 @@ absl::Status SqliteStore::Migrate() {
   if (!columns.count("validation_table_handle")) {
     RETURN_IF_ERROR(
         Exec("ALTER TABLE jobs ADD COLUMN validation_table_handle TEXT NOT NULL DEFAULT ''"));
+  }
+  // Version 6: grant and cap rows name the regulator account that set them (issue 23). Rows
+  // from before keep an empty actor, which their hash never covered.
+  ASSIGN_OR_RETURN(columns, columns_of("ledger"));
+  if (!columns.count("actor")) {
+    RETURN_IF_ERROR(Exec("ALTER TABLE ledger ADD COLUMN actor TEXT NOT NULL DEFAULT ''"));
   }
   return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
 }

@@ -58,6 +58,7 @@ LedgerRow ReadLedger(const Stmt& s) {
   if (rdp.ok()) r.rdp_nano = *std::move(rdp);
   r.prev_hash = s.Text(14);
   r.hash = s.Text(15);
+  r.actor = s.Text(16);
   return r;
 }
 

@@ -64,7 +64,7 @@ class SqliteWalTest : public ::testing::Test {
     ASSERT_OK(d);
     dataset_ = *d;
     ASSERT_OK(store.SetGrant(GrantRecord{account_.id, dataset_.id, 1'000'000'000'000, 0},
-                             account_.name, dataset_.name, 1));
+                             account_.name, dataset_.name, "regulator", 1));
   }
 
   ChargeRequest Request(int i) const {
