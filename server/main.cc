@@ -155,21 +155,29 @@ absl::StatusOr<std::unique_ptr<storage::PgStore>> OpenPostgres(const std::string
 }
 
 // --db: a postgresql:// URI selects PostgreSQL (replicas share it), anything else is a SQLite
-// file. `metrics` (may be null; must outlive the store) gets the SQLite log's size.
+// file. `metrics` (may be null; must outlive the store) gets the SQLite log's size and the
+// charges per committed transaction.
 absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore(const std::string& db,
                                                           Metrics* metrics = nullptr) {
+  std::unique_ptr<storage::Store> opened;
   if (storage::IsPostgresUri(db)) {
     auto store = OpenPostgres(db);
     if (!store.ok()) return store.status();
-    return std::unique_ptr<storage::Store>(*std::move(store));
+    opened = *std::move(store);
+  } else {
+    storage::SqliteStore::Options options;
+    if (metrics != nullptr) {
+      options.on_wal_bytes = [metrics](int64_t bytes) { metrics->SetSqliteWalBytes(bytes); };
+    }
+    auto store = storage::SqliteStore::Open(db, std::move(options));
+    if (!store.ok()) return store.status();
+    opened = *std::move(store);
   }
-  storage::SqliteStore::Options options;
   if (metrics != nullptr) {
-    options.on_wal_bytes = [metrics](int64_t bytes) { metrics->SetSqliteWalBytes(bytes); };
+    opened->SetChargeCommitObserver(
+        [metrics](int64_t charges) { metrics->RecordChargeCommit(charges); });
   }
-  auto store = storage::SqliteStore::Open(db, std::move(options));
-  if (!store.ok()) return store.status();
-  return std::unique_ptr<storage::Store>(*std::move(store));
+  return opened;
 }
 
 bool OnlyKnownFlags(const std::map<std::string, std::string>& flags,

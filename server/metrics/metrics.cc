@@ -146,6 +146,20 @@ Metrics::Metrics(const std::vector<std::string>& methods)
                       "sampled every 200 ms; 0 on PostgreSQL.")
                   .Register(*registry_);
   sqlite_wal_bytes_ = &wal.Add({});
+  charge_commits_ = &prometheus::BuildCounter()
+                         .Name("fairvault_charge_commits_total")
+                         .Help(
+                             "Committed transactions of charges (one sync each); concurrent "
+                             "charges share one (group commit).")
+                         .Register(*registry_)
+                         .Add({});
+  charge_commit_charges_ = &prometheus::BuildCounter()
+                                .Name("fairvault_charge_commit_charges_total")
+                                .Help(
+                                    "Charges (and replays) in those transactions: divided by "
+                                    "fairvault_charge_commits_total, the charges per sync.")
+                                .Register(*registry_)
+                                .Add({});
   // Series that exist from the start, so that rates and alerts see a 0 before the first event.
   for (const std::string& kind : kinds_) {
     charges_->Add({{"kind", kind}, {"outcome", "released"}});
@@ -191,6 +205,11 @@ void Metrics::SetJobLoad(int queued, int running) {
 
 void Metrics::RecordJobFinished(JobOutcome outcome) {
   jobs_finished_->Add({{"state", JobOutcomeName(outcome)}}).Increment();
+}
+
+void Metrics::RecordChargeCommit(int64_t charges) {
+  charge_commits_->Increment();
+  charge_commit_charges_->Increment(static_cast<double>(charges));
 }
 
 void Metrics::SetSqliteWalBytes(int64_t bytes) {

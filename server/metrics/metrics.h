@@ -81,6 +81,8 @@ class Metrics {
   void RecordJobFinished(JobOutcome outcome);
   // The size of the SQLite store's write-ahead log file, in bytes (its checkpointer reports it).
   void SetSqliteWalBytes(int64_t bytes);
+  // A committed transaction of `charges` charges (group commit: one sync for all of them).
+  void RecordChargeCommit(int64_t charges);
 
   // The text exposition format of everything registered (what GET /metrics returns).
   std::string Text() const;
@@ -101,6 +103,8 @@ class Metrics {
   prometheus::Gauge* jobs_running_;
   prometheus::Family<prometheus::Counter>* jobs_finished_;
   prometheus::Gauge* sqlite_wal_bytes_;
+  prometheus::Counter* charge_commits_;
+  prometheus::Counter* charge_commit_charges_;
 };
 
 // The gRPC name of a status code ("OK", "INVALID_ARGUMENT", ...); "UNKNOWN" outside 0..16.

@@ -295,8 +295,14 @@ class Store {
   //   stores the response (and artifact) and commits. If `body` fails its noise has been
   //   drawn, so the charge is kept and the failure is stored and returned (a replay returns
   //   the same failure): a failure that depends on the noisy data cannot be retried for free.
+  // Concurrent charges are committed together (group commit, charge_batcher.h): one
+  // transaction and one sync for all of them, each charge in its own savepoint and in queue
+  // order, each caller answered after the commit.
   virtual absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& request, int64_t now_micros,
                                                const ChargeBody& body) = 0;
+  // Called after each committed transaction of charges with how many it held (group commit:
+  // several concurrent charges share one transaction and one sync).
+  virtual void SetChargeCommitObserver(std::function<void(int64_t charges)> observer) = 0;
 
   virtual absl::StatusOr<ArtifactRecord> GetArtifact(const std::string& id) = 0;
 

@@ -4,6 +4,9 @@
 // charges from several store instances at once. The ledger and charge path are in
 // store_ledger_test.cc, jobs in store_jobs_test.cc, migrations in store_migration_test.cc; the
 // fixtures in store_test_fixture.h. All of them are one binary, instantiated here.
+#include <mutex>
+
+#include "absl/time/clock.h"
 #include "server/storage/store_test_fixture.h"
 
 namespace fairvault::server::storage::store_testing {
@@ -281,6 +284,68 @@ TEST_P(StoreTest, ChargesFromSeveralStoresOnOneDatabaseNeverOverspend) {
   const LedgerVerification v = Verify();
   EXPECT_TRUE(v.ok) << v.message;
   EXPECT_EQ(v.rows_checked, static_cast<int64_t>(rows.size()));
+}
+
+// Group commit on a real database: charges that queue behind a slow one share a transaction;
+// inside it, one whose artifact cannot be stored (its id is taken) is rolled back alone and not
+// charged, while the others of the batch are committed, charged once each, and chained.
+TEST_P(StoreTest, ChargesQueuedTogetherCommitTogetherAndAFailingOneIsRolledBackAlone) {
+  Grant(acme_, census_, 10'000'000);
+  std::mutex commits_mu;
+  std::vector<int64_t> commits;
+  store_->SetChargeCommitObserver([&](int64_t n) {
+    std::lock_guard<std::mutex> lock(commits_mu);
+    commits.push_back(n);
+  });
+  auto body_with_artifact = [&](const std::string& artifact_id, absl::Duration pause) {
+    return [=](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+      absl::SleepFor(pause);
+      return ChargeResult{absl::StrCat("payload-", seq),
+                          ArtifactRecord{artifact_id, acme_.id, census_.id, 0, 7, "model"},
+                          std::nullopt};
+    };
+  };
+  constexpr int kThreads = 8;
+  std::vector<absl::StatusOr<ChargeOutcome>> outcomes(kThreads);
+  std::vector<std::thread> threads;
+  // The first charge's body takes 300 ms, long enough for the others to queue behind it.
+  threads.emplace_back([&] {
+    outcomes[0] = store_->Charge(Request(acme_, census_, "slow", 100'000), now_ + 1,
+                                 body_with_artifact("art_slow", absl::Milliseconds(300)));
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  for (int t = 1; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Threads 1 and 2 store the same artifact id: whichever runs second fails.
+      const std::string id = t <= 2 ? "art_dup" : absl::StrCat("art_", t);
+      outcomes[t] = store_->Charge(Request(acme_, census_, absl::StrCat("k", t), 100'000),
+                                   now_ + 1 + t, body_with_artifact(id, absl::ZeroDuration()));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  int released = 0, taken = 0;
+  for (const auto& o : outcomes) {
+    if (o.ok()) {
+      ++released;
+    } else {
+      EXPECT_EQ(o.status().code(), absl::StatusCode::kAlreadyExists) << o.status();
+      ++taken;
+    }
+  }
+  EXPECT_EQ(released, kThreads - 1);
+  EXPECT_EQ(taken, 1);
+  EXPECT_EQ(SpentMicro(acme_, census_), (kThreads - 1) * 100'000);
+  int charges = 0;
+  for (const LedgerRow& row : Ledger()) charges += row.kind == "charge";
+  EXPECT_EQ(charges, kThreads - 1);
+  const LedgerVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.message;
+  // The seven queued behind the slow charge were committed in fewer transactions than charges.
+  std::lock_guard<std::mutex> lock(commits_mu);
+  int64_t total = 0;
+  for (int64_t n : commits) total += n;
+  EXPECT_EQ(total, kThreads);
+  EXPECT_LT(commits.size(), static_cast<size_t>(kThreads)) << "no two charges shared a commit";
 }
 
 // The upgrade path from one machine to replicas: a SQLite vault copied into PostgreSQL.

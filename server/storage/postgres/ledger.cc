@@ -120,115 +120,134 @@ absl::StatusOr<StoredResponse> PgStore::GetStoredResponse(int64_t account_id,
 
 absl::StatusOr<ChargeOutcome> PgStore::Charge(const ChargeRequest& request, int64_t now_micros,
                                               const ChargeBody& body) {
-  ASSIGN_OR_RETURN(Borrowed c, Borrow());
-  // The charged failure of a body, returned after the commit that stores it.
-  absl::Status failure;
-  absl::StatusOr<ChargeOutcome> outcome = c->InTransaction([&]() -> absl::StatusOr<ChargeOutcome> {
-    // 0. Every charge on the database, from any process, waits here for the one before.
-    RETURN_IF_ERROR(c->LockHead("ledger"));
-
-    // 1. Replays return the stored bytes, charged once.
-    ASSIGN_OR_RETURN(Result stored,
-                     c->Exec("SELECT params_digest, payload, error_code, error_message "
-                             "FROM responses WHERE account_id=$1 AND idempotency_key=$2",
-                             Params().Int(request.account_id).Text(request.idempotency_key)));
-    if (stored.rows() > 0) {
-      if (stored.Text(0, 0) != request.params_digest) {
-        return IdempotencyKeyReused(request.idempotency_key);
-      }
-      RETURN_IF_ERROR(
-          absl::Status(static_cast<absl::StatusCode>(stored.Int(0, 2)), stored.Text(0, 3)));
-      return ChargeOutcome{stored.Text(0, 1), true};
+  return batcher_.Charge(request, now_micros, body, [this](absl::Span<PendingCharge* const> batch) {
+    absl::StatusOr<Borrowed> c = Borrow();
+    if (!c.ok()) {
+      for (PendingCharge* p : batch) p->outcome = c.status();
+      return false;
     }
-
-    // 2. The privacy filter, on the declared cost only, and the job limit. Jobs are created
-    // only by charges, which hold the lock: no other process adds one before this commits.
-    ASSIGN_OR_RETURN(Spend spend, SpendIn(*c, request.account_id, request.dataset_id));
-    ASSIGN_OR_RETURN(Admission admitted,
-                     AdmitCharge(
-                         request, GrantIn(*c, request.account_id, request.dataset_id), spend,
-                         DatasetById(*c, request.dataset_id),
-                         [&] { return DatasetSpendIn(*c, request.dataset_id); },
-                         [&]() -> absl::StatusOr<int64_t> {
-                           ASSIGN_OR_RETURN(
-                               Result r,
-                               c->Exec("SELECT COUNT(*) FROM jobs WHERE state IN (1, 2)"));
-                           return r.Int(0, 0);
-                         }));
-
-    // 3. Compute the release inside the transaction, then debit and store it together.
-    ASSIGN_OR_RETURN(Result head, c->Exec("SELECT COALESCE(MAX(seq), 0) FROM ledger"));
-    const int64_t seq = head.Int(0, 0) + 1;
-    absl::StatusOr<ChargeResult> computed = body(seq, admitted.after);
-    ChargeResult result;
-    if (computed.ok()) {
-      result = *std::move(computed);
-    } else {
-      failure = ChargedFailure(computed.status());
-    }
-    LedgerRow row = ChargeLedgerRow(request, now_micros);
-    RETURN_IF_ERROR(AppendLedger(*c, row, request.account_id, request.dataset_id));
-    if (row.seq != seq) return absl::InternalError("ledger sequence moved inside a transaction");
-    const Spend& after = admitted.after.spend;
-    const std::string all = EncodeInt64s(after.rdp_all_nano);
-    const std::string nonpure = EncodeInt64s(after.rdp_nonpure_nano);
-    RETURN_IF_ERROR(c->Run(
-        "INSERT INTO spend(account_id, dataset_id, releases, pure_micro, rdp_all, rdp_nonpure) "
-        "VALUES($1,$2,$3,$4,$5,$6) ON CONFLICT(account_id, dataset_id) DO UPDATE SET "
-        "releases=excluded.releases, pure_micro=excluded.pure_micro, rdp_all=excluded.rdp_all, "
-        "rdp_nonpure=excluded.rdp_nonpure",
-        Params()
-            .Int(request.account_id)
-            .Int(request.dataset_id)
-            .Int(after.releases)
-            .Int(after.pure_micro)
-            .Bytes(all)
-            .Bytes(nonpure)));
-    RETURN_IF_ERROR(
-        c->Run("INSERT INTO responses(account_id, idempotency_key, request_kind, params_digest, "
-               "ledger_seq, payload, error_code, error_message) VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
-               Params()
-                   .Int(request.account_id)
-                   .Text(request.idempotency_key)
-                   .Text(request.request_kind)
-                   .Text(request.params_digest)
-                   .Int(seq)
-                   .Bytes(result.response_payload)
-                   .Int(static_cast<int64_t>(failure.code()))
-                   .Text(std::string(failure.message()))));
-    if (result.artifact) {
-      const ArtifactRecord& a = *result.artifact;
-      RETURN_IF_ERROR(
-          c->Run("INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, "
-                 "created_micros, payload) VALUES($1,$2,$3,$4,$5,$6)",
-                 Params()
-                     .Text(a.id)
-                     .Int(a.account_id)
-                     .Int(a.dataset_id)
-                     .Int(seq)
-                     .Int(a.created_micros)
-                     .Bytes(a.payload)));
-    }
-    if (result.job) {
-      // Created queued and unstarted, paid for by this charge, whatever the record says.
-      const JobRecord& j = *result.job;
-      Params p;
-      p.Text(j.id).Int(j.account_id).Int(j.dataset_id).Int(seq).Text(j.idempotency_key);
-      p.Text(j.table_handle).Int(j.algorithm).Bytes(j.request).Bytes(j.plan).Bytes(j.seed);
-      p.Int(j.subject_limit).Int(static_cast<int64_t>(JobState::kQueued)).Int(j.total);
-      p.Int(j.submitted_micros != 0 ? j.submitted_micros : now_micros);
-      p.Text(j.validation_table_handle);
-      RETURN_IF_ERROR(c->Run(absl::StrCat("INSERT INTO jobs(", kJobCols,
-                                          ", validation_table_handle) VALUES($1,$2,$3,$4,$5,$6,$7,"
-                                          "$8,$9,$10,$11,$12,0,$13,$14,0,0,0,'','','',0,$15)")
-                                 .c_str(),
-                             p));
-    }
-    return ChargeOutcome{std::move(result.response_payload), false};
+    Conn& conn = **c;
+    return RunChargeBatch(
+        batch, BatchOps{// Every charge on the database, from any process, waits here for the
+                        // batch before it.
+                        [&conn]() -> absl::Status {
+                          RETURN_IF_ERROR(conn.Run("BEGIN"));
+                          return conn.LockHead("ledger");
+                        },
+                        [&conn](const char* sql) { return conn.Run(sql); },
+                        [&conn]() { return conn.InTransactionBlock(); },
+                        [&conn](const PendingCharge& p, absl::Status* failure) {
+                          return ChargeOne(conn, p.request, p.now_micros, p.body, failure);
+                        }});
   });
-  RETURN_IF_ERROR(outcome.status());
-  if (!outcome->replayed) RETURN_IF_ERROR(failure);
-  return outcome;
+}
+
+void PgStore::SetChargeCommitObserver(std::function<void(int64_t charges)> observer) {
+  batcher_.SetCommitObserver(std::move(observer));
+}
+
+// One charge of a batch, inside the batch's transaction, which holds the ledger head's lock.
+absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest& request,
+                                                 int64_t now_micros, const ChargeBody& body,
+                                                 absl::Status* failure) {
+  // 1. Replays return the stored bytes, charged once.
+  ASSIGN_OR_RETURN(Result stored,
+                   conn.Exec("SELECT params_digest, payload, error_code, error_message "
+                           "FROM responses WHERE account_id=$1 AND idempotency_key=$2",
+                           Params().Int(request.account_id).Text(request.idempotency_key)));
+  if (stored.rows() > 0) {
+    if (stored.Text(0, 0) != request.params_digest) {
+      return IdempotencyKeyReused(request.idempotency_key);
+    }
+    RETURN_IF_ERROR(
+        absl::Status(static_cast<absl::StatusCode>(stored.Int(0, 2)), stored.Text(0, 3)));
+    return ChargeOutcome{stored.Text(0, 1), true};
+  }
+
+  // 2. The privacy filter, on the declared cost only, and the job limit. Jobs are created
+  // only by charges, which hold the lock: no other process adds one before this commits.
+  ASSIGN_OR_RETURN(Spend spend, SpendIn(conn, request.account_id, request.dataset_id));
+  ASSIGN_OR_RETURN(Admission admitted,
+                   AdmitCharge(
+                       request, GrantIn(conn, request.account_id, request.dataset_id), spend,
+                       DatasetById(conn, request.dataset_id),
+                       [&] { return DatasetSpendIn(conn, request.dataset_id); },
+                       [&]() -> absl::StatusOr<int64_t> {
+                         ASSIGN_OR_RETURN(
+                             Result r,
+                             conn.Exec("SELECT COUNT(*) FROM jobs WHERE state IN (1, 2)"));
+                         return r.Int(0, 0);
+                       }));
+
+  // 3. Compute the release inside the transaction, then debit and store it together.
+  ASSIGN_OR_RETURN(Result head, conn.Exec("SELECT COALESCE(MAX(seq), 0) FROM ledger"));
+  const int64_t seq = head.Int(0, 0) + 1;
+  absl::StatusOr<ChargeResult> computed = body(seq, admitted.after);
+  ChargeResult result;
+  if (computed.ok()) {
+    result = *std::move(computed);
+  } else {
+    *failure = ChargedFailure(computed.status());
+  }
+  LedgerRow row = ChargeLedgerRow(request, now_micros);
+  RETURN_IF_ERROR(AppendLedger(conn, row, request.account_id, request.dataset_id));
+  if (row.seq != seq) return absl::InternalError("ledger sequence moved inside a transaction");
+  const Spend& after = admitted.after.spend;
+  const std::string all = EncodeInt64s(after.rdp_all_nano);
+  const std::string nonpure = EncodeInt64s(after.rdp_nonpure_nano);
+  RETURN_IF_ERROR(conn.Run(
+      "INSERT INTO spend(account_id, dataset_id, releases, pure_micro, rdp_all, rdp_nonpure) "
+      "VALUES($1,$2,$3,$4,$5,$6) ON CONFLICT(account_id, dataset_id) DO UPDATE SET "
+      "releases=excluded.releases, pure_micro=excluded.pure_micro, rdp_all=excluded.rdp_all, "
+      "rdp_nonpure=excluded.rdp_nonpure",
+      Params()
+          .Int(request.account_id)
+          .Int(request.dataset_id)
+          .Int(after.releases)
+          .Int(after.pure_micro)
+          .Bytes(all)
+          .Bytes(nonpure)));
+  RETURN_IF_ERROR(
+      conn.Run("INSERT INTO responses(account_id, idempotency_key, request_kind, params_digest, "
+             "ledger_seq, payload, error_code, error_message) VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
+             Params()
+                 .Int(request.account_id)
+                 .Text(request.idempotency_key)
+                 .Text(request.request_kind)
+                 .Text(request.params_digest)
+                 .Int(seq)
+                 .Bytes(result.response_payload)
+                 .Int(static_cast<int64_t>(failure->code()))
+                 .Text(std::string(failure->message()))));
+  if (result.artifact) {
+    const ArtifactRecord& a = *result.artifact;
+    RETURN_IF_ERROR(
+        conn.Run("INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, "
+               "created_micros, payload) VALUES($1,$2,$3,$4,$5,$6)",
+               Params()
+                   .Text(a.id)
+                   .Int(a.account_id)
+                   .Int(a.dataset_id)
+                   .Int(seq)
+                   .Int(a.created_micros)
+                   .Bytes(a.payload)));
+  }
+  if (result.job) {
+    // Created queued and unstarted, paid for by this charge, whatever the record says.
+    const JobRecord& j = *result.job;
+    Params p;
+    p.Text(j.id).Int(j.account_id).Int(j.dataset_id).Int(seq).Text(j.idempotency_key);
+    p.Text(j.table_handle).Int(j.algorithm).Bytes(j.request).Bytes(j.plan).Bytes(j.seed);
+    p.Int(j.subject_limit).Int(static_cast<int64_t>(JobState::kQueued)).Int(j.total);
+    p.Int(j.submitted_micros != 0 ? j.submitted_micros : now_micros);
+    p.Text(j.validation_table_handle);
+    RETURN_IF_ERROR(conn.Run(absl::StrCat("INSERT INTO jobs(", kJobCols,
+                                        ", validation_table_handle) VALUES($1,$2,$3,$4,$5,$6,$7,"
+                                        "$8,$9,$10,$11,$12,0,$13,$14,0,0,0,'','','',0,$15)")
+                               .c_str(),
+                           p));
+  }
+  return ChargeOutcome{std::move(result.response_payload), false};
 }
 
 

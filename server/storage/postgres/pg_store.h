@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/storage/charge_batcher.h"
 #include "server/storage/store.h"
 
 struct pg_conn;
@@ -94,6 +95,7 @@ class PgStore final : public Store {
                                                    const std::string& key) override;
   absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& request, int64_t now_micros,
                                        const ChargeBody& body) override;
+  void SetChargeCommitObserver(std::function<void(int64_t charges)> observer) override;
   absl::StatusOr<ArtifactRecord> GetArtifact(const std::string& id) override;
   absl::StatusOr<JobRecord> GetJob(const std::string& id) override;
   absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
@@ -136,6 +138,12 @@ class PgStore final : public Store {
   };
   using Borrowed = std::unique_ptr<Conn, Release>;
   absl::StatusOr<Borrowed> Borrow();
+  static absl::StatusOr<ChargeOutcome> ChargeOne(Conn& conn, const ChargeRequest& request,
+                                                 int64_t now_micros, const ChargeBody& body,
+                                                 absl::Status* failure);
+
+  // Charges wait here to be committed together, one transaction per batch.
+  ChargeBatcher batcher_;
 
   const std::string conninfo_;
   const int pool_size_;

@@ -198,6 +198,13 @@ class PgStore::Conn {
     return result;
   }
 
+  // Whether a transaction block is open (possibly failed, until ROLLBACK TO a savepoint):
+  // false once the connection dropped or the server ended the transaction.
+  bool InTransactionBlock() const {
+    const PGTransactionStatusType status = PQtransactionStatus(c_);
+    return status == PQTRANS_INTRANS || status == PQTRANS_INERROR || status == PQTRANS_ACTIVE;
+  }
+
   // Serializes ledger (or access-log) appends across every process on the database.
   absl::Status LockHead(const char* name) {
     return Run("SELECT name FROM heads WHERE name=$1 FOR UPDATE", Params().Text(name));

@@ -23,7 +23,7 @@ using sqlite::NotFoundIfNoRow;
 
 absl::StatusOr<ArtifactRecord> SqliteStore::GetArtifact(const std::string& id) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_,
+  Stmt s(*cache_,
          "SELECT id, account_id, dataset_id, ledger_seq, created_micros, payload FROM artifacts "
          "WHERE id=?");
   s.Bind(1, id);
@@ -35,7 +35,7 @@ absl::StatusOr<ArtifactRecord> SqliteStore::GetArtifact(const std::string& id) {
 
 absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const LedgerFilter& filter) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_,
+  Stmt s(*cache_,
          "SELECT seq, time_micros, account, dataset, artifact_id, rows, new_decisions "
          "FROM access_log "
          "WHERE seq > ?1 AND (?2 IS NULL OR account = ?2) ORDER BY seq LIMIT ?3");
@@ -63,7 +63,7 @@ absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> SqliteStore::GetDe
   // One read transaction for all lookups: otherwise each one takes and drops SQLite's locks.
   RETURN_IF_ERROR(Exec("BEGIN"));
   absl::Status status = [&]() -> absl::Status {
-    Stmt s(db_, "SELECT input, output FROM decisions WHERE artifact_id=? AND subject_key=?");
+    Stmt s(*cache_, "SELECT input, output FROM decisions WHERE artifact_id=? AND subject_key=?");
     for (const std::string* key : sorted) {
       s.Bind(1, artifact_id).Bind(2, *key);
       ASSIGN_OR_RETURN(bool row, s.Step());
@@ -89,13 +89,13 @@ absl::StatusOr<int64_t> SqliteStore::RecordDecisions(const std::string& artifact
   std::sort(sorted.begin(), sorted.end(), [](const DecisionRow* a, const DecisionRow* b) {
     return a->subject_key < b->subject_key;
   });
-  Stmt s(db_, "INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES(?,?,?,?)");
+  Stmt s(*cache_, "INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES(?,?,?,?)");
   for (const DecisionRow* r : sorted) {
     s.Bind(1, artifact_id).Bind(2, r->subject_key).Bind(3, r->input).Bind(4, r->output);
     RETURN_IF_ERROR(s.Run());
     s.Reset();
   }
-  Stmt entry(db_,
+  Stmt entry(*cache_,
              "INSERT INTO access_log(time_micros, account, dataset, artifact_id, rows, "
              "new_decisions) VALUES(?,?,?,?,?,?)");
   entry.Bind(1, log.time_micros).Bind(2, log.account).Bind(3, log.dataset);

@@ -29,7 +29,7 @@ using sqlite::NotFoundIfNoRow;
 
 absl::StatusOr<AccountRecord> SqliteStore::CreateAccount(AccountRecord account) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_,
+  Stmt s(*cache_,
          "INSERT INTO accounts(name, role, key_salt, key_hash, created_micros) "
          "VALUES(?,?,?,?,?)");
   s.Bind(1, account.name).Bind(2, static_cast<int64_t>(account.role));
@@ -43,7 +43,7 @@ absl::StatusOr<AccountRecord> SqliteStore::CreateAccount(AccountRecord account) 
 
 absl::StatusOr<AccountRecord> SqliteStore::GetAccountById(int64_t id) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, absl::StrCat("SELECT ", kAccountCols, " FROM accounts WHERE id=?").c_str());
+  Stmt s(*cache_, absl::StrCat("SELECT ", kAccountCols, " FROM accounts WHERE id=?").c_str());
   s.Bind(1, id);
   RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), absl::StrCat("no account with id ", id)));
   return ReadAccount(s);
@@ -51,7 +51,7 @@ absl::StatusOr<AccountRecord> SqliteStore::GetAccountById(int64_t id) {
 
 absl::StatusOr<AccountRecord> SqliteStore::GetAccountByName(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, absl::StrCat("SELECT ", kAccountCols, " FROM accounts WHERE name=?").c_str());
+  Stmt s(*cache_, absl::StrCat("SELECT ", kAccountCols, " FROM accounts WHERE name=?").c_str());
   s.Bind(1, name);
   RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), absl::StrCat("no account named '", name, "'")));
   return ReadAccount(s);
@@ -59,7 +59,7 @@ absl::StatusOr<AccountRecord> SqliteStore::GetAccountByName(const std::string& n
 
 absl::StatusOr<std::vector<AccountRecord>> SqliteStore::ListAccounts() {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, absl::StrCat("SELECT ", kAccountCols, " FROM accounts ORDER BY id").c_str());
+  Stmt s(*cache_, absl::StrCat("SELECT ", kAccountCols, " FROM accounts ORDER BY id").c_str());
   std::vector<AccountRecord> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, s.Step());
@@ -73,7 +73,7 @@ absl::StatusOr<std::vector<AccountRecord>> SqliteStore::ListAccounts() {
 
 absl::StatusOr<DatasetRecord> SqliteStore::CreateDataset(DatasetRecord dataset) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "INSERT INTO datasets(name, attributes, created_micros) VALUES(?,?,?)");
+  Stmt s(*cache_, "INSERT INTO datasets(name, attributes, created_micros) VALUES(?,?,?)");
   s.Bind(1, dataset.name).BindBlob(2, dataset.attributes).Bind(3, dataset.created_micros);
   absl::Status st = s.Run();
   if (absl::IsAlreadyExists(st)) return DatasetNameTaken(dataset.name);
@@ -84,7 +84,7 @@ absl::StatusOr<DatasetRecord> SqliteStore::CreateDataset(DatasetRecord dataset) 
 
 absl::StatusOr<DatasetRecord> SqliteStore::DatasetLocked(const char* where, int64_t id,
                                                          const std::string& name) {
-  Stmt s(db_, absl::StrCat("SELECT ", kDatasetCols, " FROM datasets WHERE ", where).c_str());
+  Stmt s(*cache_, absl::StrCat("SELECT ", kDatasetCols, " FROM datasets WHERE ", where).c_str());
   if (name.empty()) {
     s.Bind(1, id);
   } else {
@@ -108,7 +108,7 @@ absl::StatusOr<DatasetRecord> SqliteStore::GetDatasetById(int64_t id) {
 
 absl::StatusOr<std::vector<DatasetRecord>> SqliteStore::ListDatasets() {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, absl::StrCat("SELECT ", kDatasetCols, " FROM datasets ORDER BY name").c_str());
+  Stmt s(*cache_, absl::StrCat("SELECT ", kDatasetCols, " FROM datasets ORDER BY name").c_str());
   std::vector<DatasetRecord> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, s.Step());
@@ -129,7 +129,7 @@ absl::Status SqliteStore::DeleteDataset(int64_t dataset_id) {
         "DELETE FROM artifacts WHERE dataset_id=?", "DELETE FROM jobs WHERE dataset_id=?",
         "DELETE FROM grants WHERE dataset_id=?", "DELETE FROM spend WHERE dataset_id=?",
         "DELETE FROM datasets WHERE id=?"}) {
-    Stmt s(db_, sql);
+    Stmt s(*cache_, sql);
     s.Bind(1, dataset_id);
     RETURN_IF_ERROR(s.Run());
   }
@@ -141,7 +141,7 @@ absl::Status SqliteStore::DeleteDataset(int64_t dataset_id) {
 absl::StatusOr<std::string> SqliteStore::GetBatchDigest(int64_t dataset_id,
                                                         const std::string& batch_id) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT digest FROM subject_batches WHERE dataset_id=? AND batch_id=?");
+  Stmt s(*cache_, "SELECT digest FROM subject_batches WHERE dataset_id=? AND batch_id=?");
   s.Bind(1, dataset_id).Bind(2, batch_id);
   RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no such batch"));
   return s.Text(0);
@@ -154,14 +154,14 @@ absl::Status SqliteStore::PutSubjectBatch(int64_t dataset_id, const std::string&
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
   {
-    Stmt u(db_,
+    Stmt u(*cache_,
            "UPDATE datasets SET subject_count = subject_count + ? WHERE id=? AND "
            "subject_count=?");
     u.Bind(1, rows).Bind(2, dataset_id).Bind(3, expected_subject_count);
     RETURN_IF_ERROR(u.Run());
     if (sqlite3_changes(db_) == 0) return DatasetChangedConcurrently(dataset_id);
   }
-  Stmt s(db_,
+  Stmt s(*cache_,
          "INSERT INTO subject_batches(dataset_id, batch_id, digest, rows, seq, payload) "
          "VALUES(?,?,?,?,(SELECT COALESCE(MAX(seq),0)+1 FROM subject_batches),?)");
   s.Bind(1, dataset_id).Bind(2, batch_id).Bind(3, digest).Bind(4, rows).BindBlob(5, payload);
@@ -174,7 +174,7 @@ absl::Status SqliteStore::PutSubjectBatch(int64_t dataset_id, const std::string&
 absl::Status SqliteStore::ForEachSubjectBatch(
     int64_t dataset_id, const std::function<absl::Status(const std::string&)>& fn) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT payload FROM subject_batches WHERE dataset_id=? ORDER BY seq");
+  Stmt s(*cache_, "SELECT payload FROM subject_batches WHERE dataset_id=? ORDER BY seq");
   s.Bind(1, dataset_id);
   while (true) {
     ASSIGN_OR_RETURN(bool row, s.Step());

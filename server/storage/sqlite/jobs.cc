@@ -26,7 +26,7 @@ using sqlite::ReadJob;
 // ---- jobs ----------------------------------------------------------------------------------
 
 absl::StatusOr<JobRecord> SqliteStore::JobLocked(const std::string& id) {
-  Stmt s(db_, absl::StrCat("SELECT ", kJobCols, " FROM jobs WHERE id=?").c_str());
+  Stmt s(*cache_, absl::StrCat("SELECT ", kJobCols, " FROM jobs WHERE id=?").c_str());
   s.Bind(1, id);
   RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), UnknownJob(id)));
   return ReadJob(s);
@@ -46,7 +46,7 @@ absl::StatusOr<JobRecord> SqliteStore::GetJob(const std::string& id) {
 absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& filter) {
   absl::MutexLock lock(&mu_);
   // ledger_seq orders jobs by creation (each has its own charge row), unlike a wall clock.
-  Stmt s(db_, absl::StrCat("SELECT ", kJobCols,
+  Stmt s(*cache_, absl::StrCat("SELECT ", kJobCols,
                            " FROM jobs WHERE (?1 IS NULL OR account_id = ?1) AND "
                            "(?2 IS NULL OR dataset_id = ?2) ORDER BY ledger_seq DESC LIMIT ?3")
                   .c_str());
@@ -64,7 +64,7 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& fi
 
 absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListUnfinishedJobs() {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_,
+  Stmt s(*cache_,
          absl::StrCat("SELECT ", kJobCols, " FROM jobs WHERE state IN (1, 2) ORDER BY ledger_seq")
              .c_str());
   std::vector<JobRecord> out;
@@ -82,7 +82,7 @@ absl::StatusOr<JobRecord> SqliteStore::StartJob(const std::string& id, const Job
   RETURN_IF_ERROR(txn.status());
   // The claimability test and the change are one statement: of two claimants, one changes the
   // row. A re-run starts from scratch (from the same stored randomness), so its progress does.
-  Stmt s(db_,
+  Stmt s(*cache_,
          "UPDATE jobs SET state=2, attempts=attempts+1, started_micros=?1, finished_micros=0, "
          "done=0, lease_owner=?2, lease_expires_micros=?3 "
          "WHERE id=?4 AND (state=1 OR (state=2 AND lease_expires_micros < ?1))");
@@ -97,7 +97,7 @@ absl::StatusOr<JobRecord> SqliteStore::StartJob(const std::string& id, const Job
 
 absl::Status SqliteStore::RenewJobLease(const std::string& id, const JobLease& lease) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "UPDATE jobs SET lease_expires_micros=? WHERE id=? AND state=2 AND lease_owner=?");
+  Stmt s(*cache_, "UPDATE jobs SET lease_expires_micros=? WHERE id=? AND state=2 AND lease_owner=?");
   s.Bind(1, lease.expires_micros).Bind(2, id).Bind(3, lease.owner);
   RETURN_IF_ERROR(s.Run());
   if (sqlite3_changes(db_) > 0) return absl::OkStatus();
@@ -107,7 +107,7 @@ absl::Status SqliteStore::RenewJobLease(const std::string& id, const JobLease& l
 absl::Status SqliteStore::UpdateJobProgress(const std::string& id, const std::string& owner,
                                             int64_t done, int64_t total) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "UPDATE jobs SET done=?, total=? WHERE id=? AND state=2 AND lease_owner=?");
+  Stmt s(*cache_, "UPDATE jobs SET done=?, total=? WHERE id=? AND state=2 AND lease_owner=?");
   s.Bind(1, done).Bind(2, total).Bind(3, id).Bind(4, owner);
   return s.Run();
 }
@@ -120,14 +120,14 @@ absl::Status SqliteStore::FinishJob(const std::string& id, const std::string& ow
   RETURN_IF_ERROR(RequireLeaseHolderLocked(id, owner, "finish"));
   {
     // The artifact was paid for by the job's charge.
-    Stmt s(db_,
+    Stmt s(*cache_,
            "INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, created_micros, payload) "
            "SELECT ?, ?, ?, ledger_seq, ?, ? FROM jobs WHERE id=?");
     s.Bind(1, artifact.id).Bind(2, artifact.account_id).Bind(3, artifact.dataset_id);
     s.Bind(4, artifact.created_micros).BindBlob(5, artifact.payload).Bind(6, id);
     RETURN_IF_ERROR(s.Run());
   }
-  Stmt u(db_,
+  Stmt u(*cache_,
          "UPDATE jobs SET state=3, artifact_id=?, finished_micros=?, "
          "done=CASE WHEN total > 0 THEN total ELSE done END WHERE id=?");
   u.Bind(1, artifact.id).Bind(2, now_micros).Bind(3, id);
@@ -141,7 +141,7 @@ absl::Status SqliteStore::FailJob(const std::string& id, const std::string& owne
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
   RETURN_IF_ERROR(RequireLeaseHolderLocked(id, owner, "fail"));
-  Stmt u(db_, "UPDATE jobs SET state=4, error=?, finished_micros=? WHERE id=?");
+  Stmt u(*cache_, "UPDATE jobs SET state=4, error=?, finished_micros=? WHERE id=?");
   u.Bind(1, error).Bind(2, now_micros).Bind(3, id);
   RETURN_IF_ERROR(u.Run());
   return txn.Commit();
@@ -151,7 +151,7 @@ absl::StatusOr<JobRecord> SqliteStore::CancelJob(const std::string& id, int64_t 
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt u(db_, "UPDATE jobs SET state=5, finished_micros=?, error=? WHERE id=? AND state IN (1, 2)");
+  Stmt u(*cache_, "UPDATE jobs SET state=5, finished_micros=?, error=? WHERE id=? AND state IN (1, 2)");
   u.Bind(1, now_micros).Bind(2, std::string(kCancelledByCompany)).Bind(3, id);
   RETURN_IF_ERROR(u.Run());
   ASSIGN_OR_RETURN(JobRecord job, JobLocked(id));

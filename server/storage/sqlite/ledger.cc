@@ -33,7 +33,7 @@ using core::accounting::SpentEpsilonMicro;
 // ---- grants, caps, spend -------------------------------------------------------------------
 
 absl::StatusOr<std::pair<int64_t, std::string>> SqliteStore::LedgerHeadLocked() {
-  Stmt s(db_, "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1");
+  Stmt s(*cache_, "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1");
   ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return std::make_pair(int64_t{0}, std::string(kGenesisHash));
   return std::make_pair(s.Int(0), s.Text(1));
@@ -45,7 +45,7 @@ absl::Status SqliteStore::AppendLedgerLocked(LedgerRow& row, int64_t account_id,
   row.seq = head.first + 1;
   row.prev_hash = head.second;
   row.hash = LedgerRowHash(row, account_id, dataset_id);
-  Stmt s(db_, absl::StrCat("INSERT INTO ledger(", kLedgerCols,
+  Stmt s(*cache_, absl::StrCat("INSERT INTO ledger(", kLedgerCols,
                            ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                   .c_str());
   s.Bind(1, row.seq).Bind(2, row.time_micros).Bind(3, row.kind).Bind(4, account_id);
@@ -69,7 +69,7 @@ absl::StatusOr<GrantRecord> SqliteStore::SetGrant(const GrantRecord& grant,
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_,
+  Stmt s(*cache_,
          "INSERT INTO grants(account_id, dataset_id, epsilon_micro, delta) VALUES(?,?,?,?) "
          "ON CONFLICT(account_id, dataset_id) DO UPDATE SET epsilon_micro=excluded.epsilon_micro, "
          "delta=excluded.delta");
@@ -84,7 +84,7 @@ absl::StatusOr<GrantRecord> SqliteStore::SetGrant(const GrantRecord& grant,
 
 absl::StatusOr<std::vector<GrantRecord>> SqliteStore::ListGrants() {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_,
+  Stmt s(*cache_,
          "SELECT account_id, dataset_id, epsilon_micro, delta FROM grants "
          "ORDER BY dataset_id, account_id");
   std::vector<GrantRecord> out;
@@ -102,7 +102,7 @@ absl::Status SqliteStore::SetCap(int64_t dataset_id, const std::string& dataset_
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
-  Stmt s(db_, "UPDATE datasets SET cap_micro=?, cap_delta=? WHERE id=?");
+  Stmt s(*cache_, "UPDATE datasets SET cap_micro=?, cap_delta=? WHERE id=?");
   s.Bind(1, epsilon_micro).Bind(2, delta).Bind(3, dataset_id);
   RETURN_IF_ERROR(s.Run());
   LedgerRow row = CapLedgerRow(dataset_name, epsilon_micro, delta, actor, now_micros);
@@ -111,14 +111,14 @@ absl::Status SqliteStore::SetCap(int64_t dataset_id, const std::string& dataset_
 }
 
 absl::StatusOr<GrantRecord> SqliteStore::GrantLocked(int64_t account_id, int64_t dataset_id) {
-  Stmt s(db_, "SELECT epsilon_micro, delta FROM grants WHERE account_id=? AND dataset_id=?");
+  Stmt s(*cache_, "SELECT epsilon_micro, delta FROM grants WHERE account_id=? AND dataset_id=?");
   s.Bind(1, account_id).Bind(2, dataset_id);
   RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no grant"));
   return GrantRecord{account_id, dataset_id, s.Int(0), s.Double(1)};
 }
 
 absl::StatusOr<Spend> SqliteStore::SpendLocked(int64_t account_id, int64_t dataset_id) {
-  Stmt s(db_,
+  Stmt s(*cache_,
          "SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend "
          "WHERE account_id=? AND dataset_id=?");
   s.Bind(1, account_id).Bind(2, dataset_id);
@@ -128,7 +128,7 @@ absl::StatusOr<Spend> SqliteStore::SpendLocked(int64_t account_id, int64_t datas
 }
 
 absl::StatusOr<Spend> SqliteStore::DatasetSpendLocked(int64_t dataset_id) {
-  Stmt s(db_, "SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend WHERE dataset_id=?");
+  Stmt s(*cache_, "SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend WHERE dataset_id=?");
   s.Bind(1, dataset_id);
   Spend total;
   while (true) {
@@ -160,7 +160,7 @@ absl::StatusOr<Spend> SqliteStore::GetDatasetSpend(int64_t dataset_id) {
 absl::StatusOr<StoredResponse> SqliteStore::GetStoredResponse(int64_t account_id,
                                                               const std::string& key) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_,
+  Stmt s(*cache_,
          "SELECT request_kind, params_digest, ledger_seq, payload, error_code, error_message "
          "FROM responses WHERE account_id=? AND idempotency_key=?");
   s.Bind(1, account_id).Bind(2, key);
@@ -170,13 +170,31 @@ absl::StatusOr<StoredResponse> SqliteStore::GetStoredResponse(int64_t account_id
 
 absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, int64_t now_micros,
                                                   const ChargeBody& body) {
-  absl::MutexLock lock(&mu_);
-  Transaction txn(db_);
-  RETURN_IF_ERROR(txn.status());
+  return batcher_.Charge(request, now_micros, body, [this](absl::Span<PendingCharge* const> batch) {
+    absl::MutexLock lock(&mu_);
+    return RunChargeBatch(
+        batch,
+        BatchOps{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return Exec("BEGIN IMMEDIATE"); },
+                 [this](const char* sql) ABSL_NO_THREAD_SAFETY_ANALYSIS { return Exec(sql); },
+                 [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !sqlite3_get_autocommit(db_); },
+                 [this](const PendingCharge& p, absl::Status* failure)
+                     ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                       return ChargeOneLocked(p.request, p.now_micros, p.body, failure);
+                     }});
+  });
+}
 
+void SqliteStore::SetChargeCommitObserver(std::function<void(int64_t charges)> observer) {
+  batcher_.SetCommitObserver(std::move(observer));
+}
+
+absl::StatusOr<ChargeOutcome> SqliteStore::ChargeOneLocked(const ChargeRequest& request,
+                                                           int64_t now_micros,
+                                                           const ChargeBody& body,
+                                                           absl::Status* failure) {
   // 1. Replays return the stored bytes, charged once.
   {
-    Stmt s(db_,
+    Stmt s(*cache_,
            "SELECT params_digest, payload, error_code, error_message FROM responses WHERE "
            "account_id=? AND idempotency_key=?");
     s.Bind(1, request.account_id).Bind(2, request.idempotency_key);
@@ -199,7 +217,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
           request, GrantLocked(request.account_id, request.dataset_id), spend, dataset,
           [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return DatasetSpendLocked(request.dataset_id); },
           [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<int64_t> {
-            Stmt s(db_, "SELECT COUNT(*) FROM jobs WHERE state IN (1, 2)");
+            Stmt s(*cache_, "SELECT COUNT(*) FROM jobs WHERE state IN (1, 2)");
             RETURN_IF_ERROR(s.Step().status());
             return s.Int(0);
           }));
@@ -209,18 +227,17 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
   const int64_t seq = head.first + 1;
   absl::StatusOr<ChargeResult> computed = body(seq, admitted.after);
   ChargeResult result;
-  absl::Status failure;
   if (computed.ok()) {
     result = *std::move(computed);
   } else {
-    failure = ChargedFailure(computed.status());
+    *failure = ChargedFailure(computed.status());
   }
 
   LedgerRow row = ChargeLedgerRow(request, now_micros);
   RETURN_IF_ERROR(AppendLedgerLocked(row, request.account_id, request.dataset_id));
   if (row.seq != seq) return absl::InternalError("ledger sequence moved inside a transaction");
   {
-    Stmt s(db_,
+    Stmt s(*cache_,
            "INSERT INTO spend(account_id, dataset_id, releases, pure_micro, rdp_all, "
            "rdp_nonpure) VALUES(?,?,?,?,?,?) ON CONFLICT(account_id, dataset_id) DO UPDATE SET "
            "releases=excluded.releases, pure_micro=excluded.pure_micro, "
@@ -233,17 +250,17 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
     RETURN_IF_ERROR(s.Run());
   }
   {
-    Stmt s(db_,
+    Stmt s(*cache_,
            "INSERT INTO responses(account_id, idempotency_key, request_kind, params_digest, "
            "ledger_seq, payload, error_code, error_message) VALUES(?,?,?,?,?,?,?,?)");
     s.Bind(1, request.account_id).Bind(2, request.idempotency_key).Bind(3, request.request_kind);
     s.Bind(4, request.params_digest).Bind(5, seq).BindBlob(6, result.response_payload);
-    s.Bind(7, static_cast<int64_t>(failure.code())).Bind(8, std::string(failure.message()));
+    s.Bind(7, static_cast<int64_t>(failure->code())).Bind(8, std::string(failure->message()));
     RETURN_IF_ERROR(s.Run());
   }
   if (result.artifact) {
     const ArtifactRecord& a = *result.artifact;
-    Stmt s(db_,
+    Stmt s(*cache_,
            "INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, created_micros, payload) "
            "VALUES(?,?,?,?,?,?)");
     s.Bind(1, a.id).Bind(2, a.account_id).Bind(3, a.dataset_id).Bind(4, seq);
@@ -253,7 +270,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
   if (result.job) {
     // Created queued and unstarted, paid for by this charge, whatever the record says.
     const JobRecord& j = *result.job;
-    Stmt s(db_, absl::StrCat("INSERT INTO jobs(", kJobCols,
+    Stmt s(*cache_, absl::StrCat("INSERT INTO jobs(", kJobCols,
                              ", validation_table_handle) "
                              "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,0,0,0,'','','',0,?)")
                     .c_str());
@@ -266,8 +283,6 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
     s.Bind(15, j.validation_table_handle);
     RETURN_IF_ERROR(s.Run());
   }
-  RETURN_IF_ERROR(txn.Commit());
-  RETURN_IF_ERROR(failure);
   return ChargeOutcome{std::move(result.response_payload), false};
 }
 
@@ -276,7 +291,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
 
 absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilter& filter) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols,
+  Stmt s(*cache_, absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols,
                            " FROM ledger WHERE seq > ? AND (?2 IS NULL OR account = ?2) AND "
                            "(?3 IS NULL OR dataset = ?3) ORDER BY seq LIMIT ?4")
                   .c_str());

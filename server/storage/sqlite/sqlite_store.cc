@@ -333,6 +333,12 @@ void SqliteStore::TruncateAfterCommit() {
   if (rc != SQLITE_OK) commit_truncate_after_ = absl::Now() + kMaxTruncateBackoff;
 }
 
+SqliteStore::SqliteStore(sqlite3* db, std::string path, Options options)
+    : db_(db),
+      cache_(std::make_unique<sqlite::StmtCache>(db)),
+      path_(std::move(path)),
+      options_(std::move(options)) {}
+
 SqliteStore::~SqliteStore() {
   if (checkpointer_.joinable()) {
     {
@@ -343,6 +349,7 @@ SqliteStore::~SqliteStore() {
   }
   sqlite3_close(checkpoint_db_);
   absl::MutexLock lock(&mu_);
+  cache_.reset();  // finalizes its statements
   sqlite3_close(db_);  // the last connection: checkpoints and removes the WAL
 }
 

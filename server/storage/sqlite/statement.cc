@@ -41,6 +41,43 @@ absl::StatusOr<Spend> ReadSpend(const Stmt& s, int first_col) {
   return spend;
 }
 
+sqlite3_stmt* StmtCache::Take(const std::string& sql, int* rc) {
+  auto it = entries_.find(sql);
+  if (it != entries_.end() && !it->second.in_use) {
+    it->second.in_use = true;
+    *rc = SQLITE_OK;
+    return it->second.stmt;
+  }
+  sqlite3_stmt* stmt = nullptr;
+  *rc = sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  if (*rc != SQLITE_OK || it != entries_.end()) return stmt;  // the cached one is in use
+  if (entries_.size() >= kMaxStatements) Clear();
+  entries_[sql] = Entry{stmt, true};
+  return stmt;
+}
+
+void StmtCache::Give(const std::string& sql, sqlite3_stmt* stmt) {
+  auto it = entries_.find(sql);
+  if (it == entries_.end() || it->second.stmt != stmt) {
+    sqlite3_finalize(stmt);  // a second copy made while the cached one was in use
+    return;
+  }
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  it->second.in_use = false;
+}
+
+void StmtCache::Clear() {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.in_use) {
+      ++it;  // its Stmt finalizes it when done (Give finds no entry)
+      continue;
+    }
+    sqlite3_finalize(it->second.stmt);
+    entries_.erase(it++);
+  }
+}
+
 LedgerRow ReadLedger(const Stmt& s) {
   LedgerRow r;
   r.seq = s.Int(0);

@@ -24,7 +24,7 @@ using sqlite::NotFoundIfNoRow;
 
 absl::Status SqliteStore::PutTable(const TableRecord& table) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_,
+  Stmt s(*cache_,
          "INSERT INTO company_tables(handle, account_id, dataset_id, rows, expires_micros, "
          "payload) VALUES(?,?,?,?,?,?)");
   s.Bind(1, table.handle).Bind(2, table.account_id).Bind(3, table.dataset_id);
@@ -42,7 +42,7 @@ absl::StatusOr<TableRecord> SqliteStore::GetTableInfo(const std::string& handle)
 
 absl::StatusOr<TableRecord> SqliteStore::ReadTable(const std::string& handle, bool with_payload) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, with_payload ? "SELECT handle, account_id, dataset_id, rows, expires_micros, payload "
+  Stmt s(*cache_, with_payload ? "SELECT handle, account_id, dataset_id, rows, expires_micros, payload "
                              "FROM company_tables WHERE handle=?"
                            : "SELECT handle, account_id, dataset_id, rows, expires_micros, '' "
                              "FROM company_tables WHERE handle=?");
@@ -55,7 +55,7 @@ absl::StatusOr<int64_t> SqliteStore::PurgeExpiredTables(int64_t now_micros) {
   absl::MutexLock lock(&mu_);
   // A queued or running job still reads its table (a re-run after a restart too): keep it
   // until the job finishes, however old the handle.
-  Stmt s(db_,
+  Stmt s(*cache_,
          "DELETE FROM company_tables WHERE expires_micros < ? AND handle NOT IN "
          "(SELECT table_handle FROM jobs WHERE state IN (1, 2)) AND handle NOT IN "
          "(SELECT validation_table_handle FROM jobs WHERE state IN (1, 2))");
