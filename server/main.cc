@@ -69,7 +69,7 @@ constexpr char kMigrateUsage[] =
 constexpr char kServeUsage[] =
     "usage: fairvault-server serve --db DB [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
     "                              [--job-workers N] [--job-lease-seconds S]\n"
-    "                              [--metrics-listen IPv4:PORT]\n"
+    "                              [--metrics-listen IPv4:PORT] [--table-cache-bytes N]\n"
     "      Serves the vault (default listen address 127.0.0.1:50051). SIGTERM/SIGINT stop it\n"
     "      gracefully. --job-workers: threads that run training jobs (default 1). A running\n"
     "      job is leased to its process for --job-lease-seconds (default 30), renewed while it\n"
@@ -78,7 +78,10 @@ constexpr char kServeUsage[] =
     "      reports SERVING for \"\" and for each of the vault's services by name; gRPC server\n"
     "      reflection lists them.\n"
     "      --metrics-listen: serve Prometheus metrics at http://IPv4:PORT/metrics (off by\n"
-    "      default; no authentication: use loopback or a private network).\n";
+    "      default; no authentication: use loopback or a private network).\n"
+    "      --table-cache-bytes: memory for company tables kept parsed between requests\n"
+    "      (default 2147483648, 2 GiB; at most 4 tables); the least recently used go first,\n"
+    "      never the table a request is using.\n";
 
 struct Subcommand {
   const char* name;
@@ -282,7 +285,7 @@ int Serve(std::map<std::string, std::string>& flags) {
   std::string error;
   if (!OnlyKnownFlags(flags,
                       {"db", "listen", "tls-cert", "tls-key", "job-workers", "job-lease-seconds",
-                       "metrics-listen"},
+                       "metrics-listen", "table-cache-bytes"},
                       &error)) {
     return Usage(error, kServeUsage);
   }
@@ -293,6 +296,13 @@ int Serve(std::map<std::string, std::string>& flags) {
     return Usage(
         absl::StrCat("--job-workers must be an integer (got '", flags["job-workers"], "')"),
         kServeUsage);
+  }
+  if (flags.count("table-cache-bytes") &&
+      (!absl::SimpleAtoi(flags["table-cache-bytes"], &options.table_cache_bytes) ||
+       options.table_cache_bytes < 0)) {
+    return Usage(absl::StrCat("--table-cache-bytes must be a number of bytes >= 0 (got '",
+                              flags["table-cache-bytes"], "')"),
+                 kServeUsage);
   }
   if (flags.count("job-lease-seconds")) {
     int seconds = 0;

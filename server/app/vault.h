@@ -44,8 +44,11 @@ namespace v1 = ::fairvault::v1;
 struct VaultOptions {
   // Upper bound on rows per imported batch or uploaded table.
   int64_t max_rows = 20'000'000;
-  // Tables kept parsed in memory.
+  // Tables kept parsed in memory: at most this many, and evicted (least recently used first)
+  // while their estimated bytes (parsed columns, joins, dictionaries) exceed the budget. The
+  // table a request uses is kept whatever its size.
   int table_cache_size = 4;
+  int64_t table_cache_bytes = int64_t{2} << 30;
   // Training jobs: worker threads, jobs queued or running at once in the store, whichever
   // process (replica) runs them (a submission beyond it is refused inside its charge
   // transaction, nothing charged; set it alike on every replica), rows x features of one job,
@@ -199,12 +202,18 @@ class Vault {
   struct ColumnDictionary {
     std::vector<std::string> domain;
     std::vector<int32_t> code;  // per table row
+    int64_t Bytes() const {
+      int64_t bytes = static_cast<int64_t>(code.capacity() * sizeof(int32_t));
+      for (const std::string& d : domain) bytes += static_cast<int64_t>(sizeof(d) + d.capacity());
+      return bytes;
+    }
   };
   // A parsed company table kept in memory with what releases derive from it and reuse: its
   // join with the dataset's subject index (the keys are looked up once, not per release) and
   // the dictionaries of the columns releases cross.
   struct CachedTable {
-    explicit CachedTable(std::shared_ptr<const storage::StoredTable> t) : table(std::move(t)) {}
+    explicit CachedTable(std::shared_ptr<const storage::StoredTable> t)
+        : table(std::move(t)), table_bytes(static_cast<int64_t>(table->SpaceUsedLong())) {}
     const std::shared_ptr<const storage::StoredTable> table;
     absl::Mutex mu;
     // Subject row of each table row (-1: not a subject), valid while the dataset's index has
@@ -212,6 +221,10 @@ class Vault {
     std::shared_ptr<const std::vector<int32_t>> subject_of_row ABSL_GUARDED_BY(mu);
     int64_t joined_subjects ABSL_GUARDED_BY(mu) = -1;
     std::map<int, std::shared_ptr<const ColumnDictionary>> dictionaries ABSL_GUARDED_BY(mu);
+    // The parsed table's bytes (protobuf's estimate), measured once.
+    const int64_t table_bytes;
+    // table_bytes plus the join's and the dictionaries' arrays.
+    int64_t Bytes() ABSL_LOCKS_EXCLUDED(mu);
   };
   // A company table resolved for a request: ownership and expiry checked, parsed.
   struct ResolvedTable {

@@ -229,10 +229,29 @@ std::shared_ptr<Vault::CachedTable> Vault::CacheTable(
   auto cached = std::make_shared<CachedTable>(std::move(table));
   absl::MutexLock lock(&table_cache_mu_);
   table_cache_.emplace_front(handle, cached);
-  while (static_cast<int>(table_cache_.size()) > std::max(options_.table_cache_size, 1)) {
+  // Least recently used out first, never the table just cached (its request needs it).
+  int64_t bytes = 0;
+  for (const auto& [unused, t] : table_cache_) bytes += t->Bytes();
+  while (table_cache_.size() > 1 &&
+         (static_cast<int>(table_cache_.size()) > std::max(options_.table_cache_size, 1) ||
+          bytes > options_.table_cache_bytes)) {
+    bytes -= table_cache_.back().second->Bytes();
     table_cache_.pop_back();
   }
+  if (options_.metrics != nullptr) {
+    options_.metrics->SetTableCache(static_cast<int64_t>(table_cache_.size()), bytes);
+  }
   return cached;
+}
+
+int64_t Vault::CachedTable::Bytes() {
+  absl::MutexLock lock(&mu);
+  int64_t bytes = table_bytes;
+  if (subject_of_row != nullptr) {
+    bytes += static_cast<int64_t>(subject_of_row->capacity() * sizeof(int32_t));
+  }
+  for (const auto& [unused, dictionary] : dictionaries) bytes += dictionary->Bytes();
+  return bytes;
 }
 
 std::shared_ptr<const Vault::ColumnDictionary> Vault::Dictionary(const ResolvedTable& table,

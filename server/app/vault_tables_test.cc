@@ -17,6 +17,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/metrics/metrics.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -89,6 +92,43 @@ TEST_F(VaultTest, UploadRejectsBadShapes) {
               StatusIs(absl::StatusCode::kInvalidArgument, "no rows"));
   EXPECT_THAT(Upload(acme_, TableHeaderFor("census", -1), {Chunk(rows_)}),
               StatusIs(absl::StatusCode::kInvalidArgument, "ttl_seconds"));
+}
+
+// ---- the table cache's memory budget ------------------------------------------------------------
+
+// The number `name` has in the metrics' text exposition.
+double MetricValue(const Metrics& metrics, const std::string& name) {
+  for (absl::string_view line : absl::StrSplit(metrics.Text(), '\n')) {
+    if (absl::StartsWith(line, name + " ")) return std::stod(std::string(line.substr(name.size())));
+  }
+  return -1;
+}
+
+// Releases on two tables with a byte budget too small for both: the cache keeps the table in
+// use and evicts the other, and a release on the evicted table reads it back from the store
+// (the same counts, the same charge); with room for both, both stay. The metrics say which.
+TEST_F(VaultTest, TheTableCacheEvictsByItsByteBudgetAndReportsItsSize) {
+  auto second = Upload(acme_, TableHeaderFor("census"), {Chunk(rows_)});
+  ASSERT_OK(second);
+  for (const int64_t budget : {int64_t{1}, int64_t{1} << 30}) {
+    SCOPED_TRACE(budget);
+    Metrics metrics({});
+    VaultOptions options;
+    options.table_cache_bytes = budget;
+    options.metrics = &metrics;
+    Vault vault(store_.get(), &clock_, absl::BitGenRef(gen_), options);
+    for (const std::string& handle : {handle_, second->table_handle(), handle_}) {
+      v1::NoisyCountsRequest req = CountsRequest(absl::StrCat("cache-", budget, "-", handle));
+      req.set_table_handle(handle);
+      auto released = vault.NoisyCounts(acme_, req);
+      ASSERT_OK(released);
+      EXPECT_EQ(released->rows_used(), 30);  // read back from the store when evicted
+    }
+    const double tables = MetricValue(metrics, "fairvault_table_cache_tables");
+    const double bytes = MetricValue(metrics, "fairvault_table_cache_bytes");
+    EXPECT_EQ(tables, budget == 1 ? 1 : 2);
+    EXPECT_GT(bytes, 0);
+  }
 }
 
 }  // namespace

@@ -146,6 +146,18 @@ Metrics::Metrics(const std::vector<std::string>& methods)
                       "sampled every 200 ms; 0 on PostgreSQL.")
                   .Register(*registry_);
   sqlite_wal_bytes_ = &wal.Add({});
+  table_cache_tables_ = &prometheus::BuildGauge()
+                             .Name("fairvault_table_cache_tables")
+                             .Help("Company tables kept parsed in memory (--table-cache-bytes).")
+                             .Register(*registry_)
+                             .Add({});
+  table_cache_bytes_ = &prometheus::BuildGauge()
+                            .Name("fairvault_table_cache_bytes")
+                            .Help(
+                                "Estimated bytes of those tables: parsed columns, joins with "
+                                "the subject index and column dictionaries.")
+                            .Register(*registry_)
+                            .Add({});
   charge_commits_ = &prometheus::BuildCounter()
                          .Name("fairvault_charge_commits_total")
                          .Help(
@@ -205,6 +217,11 @@ void Metrics::SetJobLoad(int queued, int running) {
 
 void Metrics::RecordJobFinished(JobOutcome outcome) {
   jobs_finished_->Add({{"state", JobOutcomeName(outcome)}}).Increment();
+}
+
+void Metrics::SetTableCache(int64_t tables, int64_t bytes) {
+  table_cache_tables_->Set(static_cast<double>(tables));
+  table_cache_bytes_->Set(static_cast<double>(bytes));
 }
 
 void Metrics::RecordChargeCommit(int64_t charges) {

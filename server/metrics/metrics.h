@@ -81,6 +81,8 @@ class Metrics {
   void RecordJobFinished(JobOutcome outcome);
   // The size of the SQLite store's write-ahead log file, in bytes (its checkpointer reports it).
   void SetSqliteWalBytes(int64_t bytes);
+  // The company tables kept parsed in memory: how many, and their estimated bytes.
+  void SetTableCache(int64_t tables, int64_t bytes);
   // A committed transaction of `charges` charges (group commit: one sync for all of them).
   void RecordChargeCommit(int64_t charges);
 
@@ -103,6 +105,8 @@ class Metrics {
   prometheus::Gauge* jobs_running_;
   prometheus::Family<prometheus::Counter>* jobs_finished_;
   prometheus::Gauge* sqlite_wal_bytes_;
+  prometheus::Gauge* table_cache_tables_;
+  prometheus::Gauge* table_cache_bytes_;
   prometheus::Counter* charge_commits_;
   prometheus::Counter* charge_commit_charges_;
 };

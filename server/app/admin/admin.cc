@@ -24,6 +24,10 @@ using storage::Role;
 absl::Status VaultOptions::Validate() const {
   if (max_rows < 1) return absl::InvalidArgumentError("max_rows must be >= 1");
   if (table_cache_size < 0) return absl::InvalidArgumentError("table_cache_size must be >= 0");
+  if (table_cache_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table_cache_bytes must be >= 0 (got ", table_cache_bytes, ")"));
+  }
   if (job_workers < 1 || job_workers > 256) {
     return absl::InvalidArgumentError(
         absl::StrCat("job_workers must be 1..256 (got ", job_workers, ")"));

@@ -365,7 +365,9 @@ absl::Status SqliteStore::Exec(const char* sql) {
 
 absl::Status SqliteStore::ApplySchema() {
   sqlite3_busy_timeout(db_, kBusyMillis);
-  RETURN_IF_ERROR(Exec("PRAGMA page_size=65536"));
+  // 4 KiB pages (new databases only): a charge changes a few small rows, and 64 KiB pages made
+  // it log about 330 KB; blobs (tables, import batches) lose nothing measurable to it.
+  RETURN_IF_ERROR(Exec("PRAGMA page_size=4096"));
   RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
   RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
   RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
