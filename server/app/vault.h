@@ -27,6 +27,7 @@
 #include "server/app/chunk_source.h"
 #include "server/util/clock.h"
 #include "server/jobs/job_runner.h"
+#include "server/app/postprocess/decision_table.h"
 #include "server/metrics/metrics.h"
 #include "server/app/subject_index.h"
 #include "server/storage/records.pb.h"
@@ -297,6 +298,11 @@ class Vault {
                                             const ReleaseFill<Response>& fill);
 
   absl::StatusOr<std::shared_ptr<IndexSlot>> LoadIndex(const storage::DatasetRecord& dataset);
+  // `artifact_id`'s decisions by subject row of `slot`'s index, with every batch the store
+  // holds (another process's included).
+  absl::StatusOr<std::shared_ptr<DecisionTable>> Decisions(const std::string& artifact_id,
+                                                           IndexSlot& slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(decide_mu_);
   absl::StatusOr<std::vector<v1::Attribute>> DatasetAttributes(
       const storage::DatasetRecord& dataset) const;
   // `allow_expired`: for a training job, whose table is kept until it finishes.
@@ -388,6 +394,11 @@ class Vault {
 
   absl::Mutex import_mu_;  // serialises imports (check-then-append on the index)
   absl::Mutex decide_mu_;  // serialises decisions (one per artifact and subject)
+  // The decisions of the most recently used artifacts (at most kDecisionTables), each up to
+  // date with the store once Decisions() has read its new batches.
+  static constexpr size_t kDecisionTables = 8;
+  std::list<std::pair<std::string, std::shared_ptr<DecisionTable>>> decision_tables_
+      ABSL_GUARDED_BY(decide_mu_);
   absl::Mutex index_mu_;
   std::map<int64_t, std::shared_ptr<IndexSlot>> indexes_ ABSL_GUARDED_BY(index_mu_);
   absl::Mutex table_cache_mu_;

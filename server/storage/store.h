@@ -338,15 +338,22 @@ class Store {
   // optional), oldest first.
   virtual absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) = 0;
 
-  // The decisions an artifact already made for these subjects (one per subject), keyed by
-  // subject key; subjects without one are absent.
-  virtual absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> GetDecisions(
-      const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) = 0;
-  // Records an artifact's new decisions and appends the call's access-log row, in one
-  // transaction; returns the row's seq. Neither is stored without the other.
-  virtual absl::StatusOr<int64_t> RecordDecisions(const std::string& artifact_id,
-                                                  const std::vector<DecisionRow>& rows,
-                                                  const AccessLogRow& log) = 0;
+  // An artifact's decisions, stored as numbered batches (1, 2, ...), one per Decide call that
+  // decided someone new; each payload is opaque here (the vault packs its subjects' index rows,
+  // inputs and outputs: server/app/postprocess/decision_table.h). Calls `fn` on each batch
+  // numbered above `after_batch`, in order.
+  virtual absl::Status ForEachDecisionBatch(
+      const std::string& artifact_id, int64_t after_batch,
+      const std::function<absl::Status(int64_t batch, const std::string& payload)>& fn) = 0;
+  // Decisions stored one row per subject key before schema version 7 (read-only now).
+  virtual absl::Status ForEachKeyedDecision(
+      const std::string& artifact_id, const std::function<absl::Status(const DecisionRow&)>& fn) = 0;
+  // Appends the call's access-log row and, unless `payload` is empty, decision batch `batch`
+  // of the artifact, in one transaction; returns the log row's seq. Neither is stored without
+  // the other. Aborted if batch `batch` exists (another process decided meanwhile: reread).
+  virtual absl::StatusOr<int64_t> RecordDecisionBatch(const std::string& artifact_id,
+                                                      int64_t batch, const std::string& payload,
+                                                      const AccessLogRow& log) = 0;
 
   // Ledger.
   virtual absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) = 0;

@@ -116,6 +116,12 @@ LedgerRow ChargeLedgerRow(const ChargeRequest& request, int64_t now_micros) {
   return row;
 }
 
+absl::Status DecidedConcurrently() {
+  return absl::AbortedError(
+      "another vault process decided for this artifact concurrently; retry the call (the "
+      "stored decisions will be returned)");
+}
+
 absl::Status DatabaseUnavailable() {
   return absl::UnavailableError("the vault's database is unavailable; retry shortly");
 }

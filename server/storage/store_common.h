@@ -88,6 +88,10 @@ class LedgerReader {
 // budget). Read from one snapshot of the store.
 absl::StatusOr<LedgerVerification> VerifyLedgerFrom(LedgerReader& reader);
 
+// Aborted: another vault process stored a decision batch of the artifact first; nothing of
+// this call was stored or returned.
+absl::Status DecidedConcurrently();
+
 // Error texts shared by the backends.
 std::string UnknownJob(const std::string& id);
 const char* JobStateName(JobState state);

@@ -32,7 +32,7 @@ TEST_P(SqliteMigrationTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
   EXPECT_EQ(replay->response_payload, payload);
   ASSERT_OK(Charge(Request(acme_, census_, "k2", 100'000)));
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 6);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 7);
   // Opening again is a no-op.
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
@@ -50,15 +50,15 @@ TEST_P(SqliteMigrationTest, AccessLogFromVersion1IsMigratedOnOpen) {
                 "PRAGMA user_version=1"),
             "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  ASSERT_OK(store_->RecordDecisions("art", {{"s1", 1, 0}},
-                                    AccessLogRow{0, 8, "acme", "census", "art", 1, 1}));
+  ASSERT_OK(store_->RecordDecisionBatch("art", 1, "decided",
+                                        AccessLogRow{0, 8, "acme", "census", "art", 1, 1}));
   auto log = store_->ListAccessLog(LedgerFilter{});
   ASSERT_OK(log);
   ASSERT_EQ(log->size(), 2u);
   EXPECT_EQ((*log)[0].rows, 40);
   EXPECT_EQ((*log)[0].new_decisions, -1);  // not recorded then
   EXPECT_EQ((*log)[1].new_decisions, 1);
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 6);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 7);
 }
 
 TEST_P(SqliteMigrationTest, LedgerFromVersion5KeepsVerifyingAndNewGrantsNameTheirActor) {
@@ -72,7 +72,7 @@ TEST_P(SqliteMigrationTest, LedgerFromVersion5KeepsVerifyingAndNewGrantsNameThei
   ASSERT_EQ(Raw("ALTER TABLE ledger DROP COLUMN actor; PRAGMA user_version=5"), "");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 6);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 7);
   LedgerVerification v = Verify();
   EXPECT_TRUE(v.ok) << v.message;
   EXPECT_EQ(v.head_hash, head);
@@ -94,7 +94,7 @@ TEST_P(SqliteJobMigrationTest, DatabaseFromVersion2GainsTheJobsTableOnOpen) {
   store_.reset();
   ASSERT_EQ(Raw("DROP TABLE jobs; PRAGMA user_version=2"), "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 6);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 7);
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
   EXPECT_EQ(Job("job_a").state, JobState::kQueued);
 }
@@ -106,7 +106,7 @@ TEST_P(SqliteJobMigrationTest, DatabaseFromVersion3GainsJobLeasesOnOpen) {
                 "ALTER TABLE jobs DROP COLUMN lease_expires_micros; PRAGMA user_version=3"),
             "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 6);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 7);
   auto started = store_->StartJob("job_a", Lease(5'000));
   ASSERT_OK(started);
   EXPECT_EQ(started->lease_owner, kOwner);
@@ -131,8 +131,12 @@ TEST_P(MigrateTest, ASqliteVaultMovesToPostgresWholeAndVerified) {
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
   ASSERT_OK(store_->PutSubjectBatch(census_.id, "b1", "d1", 0, 3, std::string("sub\0jects", 9)));
   ASSERT_OK(store_->PutTable(TableRecord{"tbl_1", acme_.id, census_.id, 3, now_ + 1, "cols"}));
-  ASSERT_OK(store_->RecordDecisions("art_1", {{"s1", 1, 0.25}, {"s2", 0, 1}},
-                                    AccessLogRow{0, now_, "acme", "census", "art_1", 2, 2}));
+  ASSERT_OK(store_->RecordDecisionBatch("art_1", 1, std::string("packed\0decisions", 16),
+                                        AccessLogRow{0, now_, "acme", "census", "art_1", 2, 2}));
+  // And decisions stored by key, as before schema version 7.
+  ASSERT_EQ(Raw("INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES "
+                "('art_1', 's0', 1, 0.25), ('art_1', 's9', 0, 1)"),
+            "");
   DatasetRecord gone = MakeDataset("gone");
   ASSERT_OK(store_->DeleteDataset(gone.id));
   const std::string sqlite_path = path_;
@@ -153,6 +157,7 @@ TEST_P(MigrateTest, ASqliteVaultMovesToPostgresWholeAndVerified) {
   EXPECT_EQ(report->copy.head_hash, sqlite_head->head_hash);
   EXPECT_EQ(report->rows.at("ledger"), sqlite_head->rows_checked);
   EXPECT_EQ(report->rows.at("decisions"), 2);
+  EXPECT_EQ(report->rows.at("decision_batches"), 1);
   EXPECT_EQ(report->rows.at("jobs"), 1);
 
   // Everything reads back as it was, replays return the stored bytes and failures, budgets
@@ -174,11 +179,10 @@ TEST_P(MigrateTest, ASqliteVaultMovesToPostgresWholeAndVerified) {
     return absl::OkStatus();
   }));
   EXPECT_THAT(batches, ::testing::ElementsAre(std::string("sub\0jects", 9)));
-  const std::string s1 = "s1";
-  const std::string* keys[] = {&s1};
-  auto decided = store_->GetDecisions("art_1", keys);
-  ASSERT_OK(decided);
-  EXPECT_DOUBLE_EQ(decided->at("s1").output, 0.25);
+  EXPECT_THAT(DecisionBatches("art_1"),
+              ::testing::ElementsAre(
+                  std::make_pair(int64_t{1}, std::string("packed\0decisions", 16))));
+  EXPECT_THAT(KeyedDecisions("art_1"), ::testing::UnorderedElementsAre("s0 1 0.25", "s9 0 1"));
   ASSERT_OK(Charge(Request(acme_, census_, "k-new", 100'000)));
   EXPECT_TRUE(Verify().ok);
   // Ids are never reused: the deleted dataset's id stays taken.

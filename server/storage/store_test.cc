@@ -118,43 +118,60 @@ TEST_P(StoreTest, DeletedDatasetTakesItsArtifactsDecisionsWithIt) {
                      Body(&called, ArtifactRecord{"art_c", acme_.id, census_.id, 0, 1, "c"})));
   ASSERT_OK(store_->Charge(Request(acme_, other, "k2", 100'000), ++now_,
                            Body(&called, ArtifactRecord{"art_o", acme_.id, other.id, 0, 1, "o"})));
-  ASSERT_OK(store_->RecordDecisions("art_c", {{"s1", 1, 0}, {"s2", 0, 1}},
-                                    AccessLogRow{0, now_, "acme", "census", "art_c", 2, 2}));
-  ASSERT_OK(store_->RecordDecisions("art_o", {{"s1", 1, 1}},
-                                    AccessLogRow{0, now_, "acme", "other", "art_o", 1, 1}));
+  ASSERT_OK(store_->RecordDecisionBatch("art_c", 1, "census decisions",
+                                        AccessLogRow{0, now_, "acme", "census", "art_c", 2, 2}));
+  ASSERT_OK(store_->RecordDecisionBatch("art_o", 1, "other decisions",
+                                        AccessLogRow{0, now_, "acme", "other", "art_o", 1, 1}));
+  // A row stored by key before schema version 7, for each artifact.
+  ASSERT_EQ(Raw("INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES "
+                "('art_c', 's1', 1, 0), ('art_o', 's1', 1, 1)"),
+            "");
 
   ASSERT_OK(store_->DeleteDataset(census_.id));
 
-  const std::string s1 = "s1", s2 = "s2";
-  const std::vector<const std::string*> keys = {&s1, &s2};
-  auto gone = store_->GetDecisions("art_c", keys);
-  ASSERT_OK(gone);
-  EXPECT_TRUE(gone->empty());
-  auto kept = store_->GetDecisions("art_o", keys);
-  ASSERT_OK(kept);
-  ASSERT_EQ(kept->size(), 1u);
-  EXPECT_EQ(kept->at("s1").output, 1);
-  // The decisions table holds nothing else.
+  EXPECT_THAT(DecisionBatches("art_c"), ::testing::IsEmpty());
+  EXPECT_THAT(DecisionBatches("art_o"),
+              ::testing::ElementsAre(std::make_pair(int64_t{1}, std::string("other decisions"))));
+  EXPECT_THAT(KeyedDecisions("art_c"), ::testing::IsEmpty());
+  EXPECT_THAT(KeyedDecisions("art_o"), ::testing::ElementsAre("s1 1 1"));
+  // The tables hold nothing else.
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM decision_batches"), 1);
   EXPECT_EQ(Scalar("SELECT COUNT(*) FROM decisions"), 1);
 }
 
-// Decisions and their access-log row are one transaction: a decision the store refuses (here
-// a subject already decided, against the primary key) leaves no log row, and a logged call's
-// decisions are all there.
-TEST_P(StoreTest, DecisionsAndTheirAccessLogRowCommitTogether) {
-  auto seq = store_->RecordDecisions("art", {{"s1", 1, 0}, {"s2", 0, 1}},
-                                     AccessLogRow{0, 5, "acme", "census", "art", 3, 2});
+// A decision batch and its access-log row are one transaction: a batch the store refuses (its
+// number taken: another process decided first) leaves no log row and is Aborted, so that the
+// caller rereads; a call that decided nobody new logs its row alone.
+TEST_P(StoreTest, DecisionBatchesAndTheirAccessLogRowCommitTogether) {
+  auto seq = store_->RecordDecisionBatch("art", 1, "first",
+                                         AccessLogRow{0, 5, "acme", "census", "art", 3, 2});
   ASSERT_OK(seq);
-  EXPECT_THAT(store_->RecordDecisions("art", {{"s3", 1, 1}, {"s1", 1, 1}},
-                                      AccessLogRow{0, 6, "acme", "census", "art", 2, 2}),
-              ::testing::Not(IsOk()));
+  EXPECT_THAT(store_->RecordDecisionBatch("art", 1, "rival",
+                                          AccessLogRow{0, 6, "acme", "census", "art", 2, 2}),
+              StatusIs(absl::StatusCode::kAborted, "retry"));
+  auto none_new = store_->RecordDecisionBatch("art", 2, "",
+                                              AccessLogRow{0, 7, "acme", "census", "art", 3, 0});
+  ASSERT_OK(none_new);
+  ASSERT_OK(store_->RecordDecisionBatch("art", 2, "second",
+                                        AccessLogRow{0, 8, "acme", "census", "art", 1, 1}));
   auto log = store_->ListAccessLog(LedgerFilter{});
   ASSERT_OK(log);
-  ASSERT_EQ(log->size(), 1u);
+  ASSERT_EQ(log->size(), 3u);
   EXPECT_EQ((*log)[0].seq, *seq);
   EXPECT_EQ((*log)[0].rows, 3);
   EXPECT_EQ((*log)[0].new_decisions, 2);
-  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM decisions"), 2);  // s3 rolled back
+  EXPECT_EQ((*log)[1].seq, *none_new);
+  EXPECT_EQ((*log)[1].new_decisions, 0);
+  EXPECT_THAT(DecisionBatches("art"),
+              ::testing::ElementsAre(std::make_pair(int64_t{1}, std::string("first")),
+                                     std::make_pair(int64_t{2}, std::string("second"))));
+  // Read from a batch on: only the later ones.
+  std::vector<int64_t> after_first;
+  ASSERT_OK(store_->ForEachDecisionBatch("art", 1, [&](int64_t batch, const std::string&) {
+    after_first.push_back(batch);
+    return absl::OkStatus();
+  }));
+  EXPECT_THAT(after_first, ::testing::ElementsAre(2));
 }
 
 // SQLite's migrations from versions that shipped before PostgreSQL existed.
@@ -222,9 +239,9 @@ TEST_P(StoreTest, PurgeExpiredTablesRemovesOnlyExpiredOnes) {
 TEST_P(StoreTest, SchemaVersionIsRecordedAndReopeningKeepsIt) {
   const std::string query =
       GetParam() == Backend::kSqlite ? "PRAGMA user_version" : "SELECT version FROM schema_version";
-  EXPECT_EQ(Scalar(query), 6);
+  EXPECT_EQ(Scalar(query), 7);
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar(query), 6);
+  EXPECT_EQ(Scalar(query), 7);
   if (GetParam() == Backend::kPostgres) {
     EXPECT_EQ(Scalar("SELECT COUNT(*) FROM schema_version"), 1);
   }

@@ -244,6 +244,26 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
     return b.ok() ? b->spent_micro : -1;
   }
 
+  // An artifact's stored decision batches, (number, payload) in order.
+  std::vector<std::pair<int64_t, std::string>> DecisionBatches(const std::string& artifact_id) {
+    std::vector<std::pair<int64_t, std::string>> out;
+    EXPECT_OK(store_->ForEachDecisionBatch(artifact_id, 0,
+                                           [&](int64_t batch, const std::string& payload) {
+                                             out.emplace_back(batch, payload);
+                                             return absl::OkStatus();
+                                           }));
+    return out;
+  }
+  // An artifact's decisions stored by key (before schema version 7), as "key input output".
+  std::vector<std::string> KeyedDecisions(const std::string& artifact_id) {
+    std::vector<std::string> out;
+    EXPECT_OK(store_->ForEachKeyedDecision(artifact_id, [&](const DecisionRow& row) {
+      out.push_back(absl::StrCat(row.subject_key, " ", row.input, " ", row.output));
+      return absl::OkStatus();
+    }));
+    return out;
+  }
+
   LedgerVerification Verify() {
     auto v = store_->VerifyLedger();
     EXPECT_OK(v);

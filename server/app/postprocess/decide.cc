@@ -122,117 +122,160 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
                      dataset->name, "'; fit a new post-processor"));
   }
 
-  // One decision per (artifact, subject), even under concurrent calls.
+  // One decision per (artifact, subject), even under concurrent calls: serialised here, and
+  // across processes by the store, which refuses a decision batch another process stored
+  // first (then the call starts over from the stored decisions; nothing of it left).
   absl::MutexLock decide_lock(&decide_mu_);
-  std::vector<const std::string*> keys(rows);
-  for (int64_t i = 0; i < rows; ++i) keys[i] = &req.subject_keys(i);
-  ASSIGN_OR_RETURN(const auto decided, store_->GetDecisions(artifact.id(), keys));
-
-  // Check every row before anything is charged or decided: presence and the company's own
-  // inputs only (never the attribute).
   ASSIGN_OR_RETURN(auto slot, LoadIndex(*dataset));
-  std::vector<int> group(rows);
-  std::vector<double> input(rows);  // the prediction, or the score's bin
-  {
-    absl::ReaderMutexLock lock(&slot->mu);
-    absl::flat_hash_map<absl::string_view, int64_t> first_row;
+  for (int attempt = 1;; ++attempt) {
+    ASSIGN_OR_RETURN(const std::shared_ptr<DecisionTable> decided, Decisions(artifact.id(), *slot));
+
+    // Check every row before anything is charged or decided: presence and the company's own
+    // inputs only (never the attribute).
+    std::vector<int64_t> subject(rows);
+    std::vector<int> group(rows);
+    std::vector<double> input(rows);  // the prediction, or the score's bin
+    {
+      absl::ReaderMutexLock lock(&slot->mu);
+      absl::flat_hash_map<int64_t, int64_t> first_row;  // subject -> its first row in the call
+      for (int64_t i = 0; i < rows; ++i) {
+        const double value = req.values(i);
+        subject[i] = slot->index->Find(req.subject_keys(i));
+        if (subject[i] < 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "subject key at row ", i + 1, " is not in dataset '", dataset->name,
+              "'; decisions need subjects in the vault"));
+        }
+        if (!std::isfinite(value) || (is_eo && value != 0 && value != 1)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "values: row ", i + 1, " is ", value,
+              is_eo ? "; predictions must be 0 or 1" : "; scores must be finite numbers"));
+        }
+        group[i] = spec.GroupOf(*slot->index, subject[i]);
+        input[i] = is_eo ? value : grid.Bin(value);
+        double earlier = input[i];
+        if (decided->Decided(subject[i])) {
+          earlier = decided->Input(subject[i]);
+        } else if (auto [seen, fresh] = first_row.emplace(subject[i], i); !fresh) {
+          earlier = input[seen->second];
+        }
+        if (earlier != input[i]) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "subject key at row ", i + 1, " was already decided by artifact '", artifact.id(),
+              "' with another input (", is_eo ? "prediction " : "score bin ", earlier,
+              "); a subject gets one decision per artifact"));
+        }
+      }
+    }
+
+    // The decision licence: L charged once per artifact, before any decision leaves.
+    v1::DecideRequest licence_request;
+    licence_request.set_artifact_id(artifact.id());
+    PreparedRelease licence;
+    licence.request_kind = kDecisionLicenceKind;
+    licence.idempotency_key = absl::StrCat(kReservedKeyPrefix, "decide:", artifact.id());
+    licence.request = &licence_request;
+    licence.epsilon = std::max(1.0, std::ceil(bound * 1e6)) / 1e6;  // rounded up
+    licence.mechanism = "randomized_decisions";
+    licence.dataset_id = dataset->id;
+    licence.dataset_name = dataset->name;
+    ASSIGN_OR_RETURN(auto paid, Replay<v1::DecideResponse>(caller, licence));
+    const bool licence_charged = !paid.has_value();
+    if (licence_charged) {
+      ASSIGN_OR_RETURN(paid, ChargeAndRelease<v1::DecideResponse>(
+                                 caller, licence,
+                                 [](const Noises&, int64_t, v1::DecideResponse*)
+                                     -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+                                   return std::optional<storage::ArtifactRecord>();
+                                 }));
+    }
+
+    v1::DecideResponse resp;
+    *resp.mutable_charge() = paid->charge();
+    resp.set_licence_charged(licence_charged);
+    resp.mutable_outputs()->Reserve(static_cast<int>(rows));
+    std::vector<DecisionTable::Decision> fresh;
+    absl::flat_hash_map<int64_t, double> fresh_output;  // by subject
+    int64_t already = 0;
     for (int64_t i = 0; i < rows; ++i) {
-      const std::string& key = req.subject_keys(i);
-      const double value = req.values(i);
-      const int64_t subject = slot->index->Find(key);
-      if (subject < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("subject key at row ", i + 1,
-                                                       " is not in dataset '", dataset->name,
-                                                       "'; decisions need subjects in the vault"));
+      if (decided->Decided(subject[i])) {
+        resp.add_outputs(decided->Output(subject[i]));
+        ++already;
+        continue;
       }
-      if (!std::isfinite(value) || (is_eo && value != 0 && value != 1)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "values: row ", i + 1, " is ", value,
-            is_eo ? "; predictions must be 0 or 1" : "; scores must be finite numbers"));
+      if (auto it = fresh_output.find(subject[i]); it != fresh_output.end()) {
+        resp.add_outputs(it->second);
+        continue;
       }
-      group[i] = spec.GroupOf(*slot->index, subject);
-      input[i] = is_eo ? value : grid.Bin(value);
-      double earlier = input[i];
-      if (auto it = decided.find(key); it != decided.end()) {
-        earlier = it->second.input;
-      } else if (auto [seen, fresh] = first_row.emplace(key, i); !fresh) {
-        earlier = input[seen->second];
-      }
-      if (earlier != input[i]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "subject key at row ", i + 1, " was already decided by artifact '", artifact.id(),
-            "' with another input (", is_eo ? "prediction " : "score bin ", earlier,
-            "); a subject gets one decision per artifact"));
-      }
+      // A fresh draw from the secure generator.
+      // The draws' work does not depend on the group (docs/privacy.md §4, "Timing").
+      const double output =
+          is_eo
+              ? (core::dp::SampleBernoulli(input[i] == 1 ? p1[group[i]] : p0[group[i]], gen_) ? 1
+                                                                                              : 0)
+          : is_eo_scores
+              ? (core::dp::SampleBernoulli(p_bin[group[i]][static_cast<int>(input[i])], gen_)
+                     ? 1
+                     : 0)
+              : pp::SampleFairScore(transport, grid, group[i], static_cast<int>(input[i]), gen_);
+      resp.add_outputs(output);
+      fresh.push_back(DecisionTable::Decision{subject[i], input[i], output});
+      fresh_output.emplace(subject[i], output);
     }
+    resp.set_decision_log_ratio_bound(bound);
+    resp.set_rows_already_decided(already);
+    storage::AccessLogRow log;
+    log.time_micros = clock_->NowMicros();
+    log.account = caller.name;
+    log.dataset = dataset->name;
+    log.artifact_id = artifact.id();
+    log.rows = rows;
+    log.new_decisions = static_cast<int64_t>(fresh.size());
+    // The new decisions and the call's log row commit together, before any output is returned.
+    const int64_t batch = decided->batches() + 1;
+    absl::StatusOr<int64_t> seq = store_->RecordDecisionBatch(
+        artifact.id(), batch, fresh.empty() ? std::string() : DecisionTable::Encode(fresh), log);
+    if (absl::IsAborted(seq.status()) && attempt < 3) continue;  // reread and start over
+    RETURN_IF_ERROR(seq.status());
+    for (const DecisionTable::Decision& d : fresh) decided->Set(d);
+    if (!fresh.empty()) decided->MarkStored(batch);
+    resp.set_access_log_seq(*seq);
+    return resp;
   }
+}
 
-  // The decision licence: L charged once per artifact, before any decision leaves.
-  v1::DecideRequest licence_request;
-  licence_request.set_artifact_id(artifact.id());
-  PreparedRelease licence;
-  licence.request_kind = kDecisionLicenceKind;
-  licence.idempotency_key = absl::StrCat(kReservedKeyPrefix, "decide:", artifact.id());
-  licence.request = &licence_request;
-  licence.epsilon = std::max(1.0, std::ceil(bound * 1e6)) / 1e6;  // rounded up
-  licence.mechanism = "randomized_decisions";
-  licence.dataset_id = dataset->id;
-  licence.dataset_name = dataset->name;
-  ASSIGN_OR_RETURN(auto paid, Replay<v1::DecideResponse>(caller, licence));
-  const bool licence_charged = !paid.has_value();
-  if (licence_charged) {
-    ASSIGN_OR_RETURN(paid, ChargeAndRelease<v1::DecideResponse>(
-                               caller, licence,
-                               [](const Noises&, int64_t, v1::DecideResponse*)
-                                   -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
-                                 return std::optional<storage::ArtifactRecord>();
-                               }));
-  }
-
-  v1::DecideResponse resp;
-  *resp.mutable_charge() = paid->charge();
-  resp.set_licence_charged(licence_charged);
-  resp.mutable_outputs()->Reserve(static_cast<int>(rows));
-  std::vector<storage::DecisionRow> fresh;
-  absl::flat_hash_map<absl::string_view, double> fresh_output;
-  int64_t already = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    const std::string& key = req.subject_keys(i);
-    if (auto it = decided.find(key); it != decided.end()) {
-      resp.add_outputs(it->second.output);
-      ++already;
-      continue;
+absl::StatusOr<std::shared_ptr<DecisionTable>> Vault::Decisions(const std::string& artifact_id,
+                                                                IndexSlot& slot) {
+  std::shared_ptr<DecisionTable> table;
+  for (auto it = decision_tables_.begin(); it != decision_tables_.end(); ++it) {
+    if (it->first == artifact_id) {
+      table = it->second;
+      decision_tables_.splice(decision_tables_.begin(), decision_tables_, it);
+      break;
     }
-    if (auto it = fresh_output.find(key); it != fresh_output.end()) {
-      resp.add_outputs(it->second);
-      continue;
-    }
-    // A fresh draw from the secure generator.
-    // The draws' work does not depend on the group (docs/privacy.md §4, "Timing").
-    const double output =
-        is_eo ? (core::dp::SampleBernoulli(input[i] == 1 ? p1[group[i]] : p0[group[i]], gen_) ? 1
-                                                                                           : 0)
-        : is_eo_scores
-            ? (core::dp::SampleBernoulli(p_bin[group[i]][static_cast<int>(input[i])], gen_) ? 1
-                                                                                           : 0)
-            : pp::SampleFairScore(transport, grid, group[i], static_cast<int>(input[i]), gen_);
-    resp.add_outputs(output);
-    fresh.push_back(storage::DecisionRow{key, input[i], output});
-    fresh_output.emplace(key, output);
   }
-  resp.set_decision_log_ratio_bound(bound);
-  resp.set_rows_already_decided(already);
-  storage::AccessLogRow log;
-  log.time_micros = clock_->NowMicros();
-  log.account = caller.name;
-  log.dataset = dataset->name;
-  log.artifact_id = artifact.id();
-  log.rows = rows;
-  log.new_decisions = static_cast<int64_t>(fresh.size());
-  // The new decisions and the call's log row commit together, before any output is returned.
-  ASSIGN_OR_RETURN(const int64_t seq, store_->RecordDecisions(artifact.id(), fresh, log));
-  resp.set_access_log_seq(seq);
-  return resp;
+  if (table == nullptr) {
+    auto fresh = std::make_shared<DecisionTable>();
+    // Decisions stored by key before schema version 7, mapped to the subjects' rows.
+    absl::ReaderMutexLock lock(&slot.mu);
+    RETURN_IF_ERROR(store_->ForEachKeyedDecision(
+        artifact_id, [&](const storage::DecisionRow& row) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          const int64_t subject = slot.index->Find(row.subject_key);
+          if (subject >= 0) fresh->Set(DecisionTable::Decision{subject, row.input, row.output});
+          return absl::OkStatus();
+        }));
+    table = fresh;
+  }
+  // Batches stored since (by this process's failed attempt's rival, or another replica); on a
+  // failure the table is dropped, to be read whole next time.
+  absl::Status read = store_->ForEachDecisionBatch(
+      artifact_id, table->batches(),
+      [&](int64_t batch, const std::string& payload) { return table->ApplyBatch(batch, payload); });
+  decision_tables_.remove_if([&](const auto& entry) { return entry.first == artifact_id; });
+  RETURN_IF_ERROR(read);
+  decision_tables_.emplace_front(artifact_id, table);
+  while (decision_tables_.size() > kDecisionTables) decision_tables_.pop_back();
+  return table;
 }
 
 }  // namespace fairvault::server

@@ -1,6 +1,8 @@
 // Tests of the issue-3 use-cases on a real SQLite store: the statistical-parity
 // post-processor, the private audits, and the decision path with its access log. Bad inputs
 // are refused with the field named and nothing charged.
+#include <sqlite3.h>
+
 #include <array>
 #include <cmath>
 #include <limits>
@@ -401,6 +403,55 @@ TEST_F(VaultPostprocessTest, DecideChargesTheLicenceOncePinsDecisionsAndLogsEver
   EXPECT_EQ(log->entries(1).new_decisions(), 0);  // all returned from storage
   EXPECT_EQ(log->entries(0).dataset(), "census");
   EXPECT_THAT(vault_->ListAccessLog(acme_, log_req), StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
+// Decisions stored one row per subject key (before schema version 7) still pin their
+// subjects: returned as stored, never drawn again, and the other input is refused.
+TEST_F(VaultPostprocessTest, DecideHonoursDecisionsStoredByKeyBeforeBatches) {
+  const v1::Artifact artifact = FitEo(/*floor=*/0.1);
+  // 0.5 cannot be a fresh equalized-odds decision (0 or 1): seeing it proves the stored row.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 10'000);
+  const std::string insert = absl::StrCat(
+      "INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES('", artifact.id(),
+      "', '", subjects_[3].key, "', ", rows_[3].pred, ", 0.5)");
+  EXPECT_EQ(sqlite3_exec(db, insert.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+
+  auto decided = vault_->Decide(acme_, DecideAll(artifact.id(), /*eo=*/true));
+  ASSERT_OK(decided);
+  EXPECT_EQ(decided->outputs(3), 0.5);
+  EXPECT_EQ(decided->rows_already_decided(), 1);
+  auto flipped = DecideAll(artifact.id(), true);
+  flipped.set_values(3, 1 - flipped.values(3));
+  EXPECT_THAT(vault_->Decide(acme_, flipped),
+              StatusIs(absl::StatusCode::kInvalidArgument, "row 4 was already decided"));
+}
+
+// Two vaults on one database (as two replicas are): each reads the decision batches the other
+// stored before deciding, so a subject keeps the decision it got from either.
+TEST_F(VaultPostprocessTest, DecideSeesTheDecisionsAnotherVaultStored) {
+  const v1::Artifact artifact = FitEo(/*floor=*/0.1);
+  Vault other(store_.get(), &clock_, absl::BitGenRef(gen_));
+  v1::DecideRequest first_ten;
+  first_ten.set_artifact_id(artifact.id());
+  for (int i = 0; i < 10; ++i) {
+    first_ten.add_subject_keys(subjects_[i].key);
+    first_ten.add_values(rows_[i].pred);
+  }
+  auto by_other = other.Decide(acme_, first_ten);
+  ASSERT_OK(by_other);
+  auto by_this = vault_->Decide(acme_, DecideAll(artifact.id(), /*eo=*/true));
+  ASSERT_OK(by_this);
+  EXPECT_EQ(by_this->rows_already_decided(), 10);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(by_this->outputs(i), by_other->outputs(i)) << i;
+  // The other vault has the first ten in memory and reads the rest from the store.
+  auto again = other.Decide(acme_, DecideAll(artifact.id(), true));
+  ASSERT_OK(again);
+  EXPECT_EQ(again->rows_already_decided(), 30);
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(again->outputs(i), by_this->outputs(i)) << i;
+  EXPECT_FALSE(again->licence_charged());
 }
 
 TEST_F(VaultPostprocessTest, DecideFrequenciesFollowTheArtifact) {

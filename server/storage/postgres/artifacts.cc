@@ -22,7 +22,6 @@ namespace fairvault::server::storage {
 using postgres::Params;
 using postgres::Result;
 using postgres::NotFoundIfEmpty;
-using postgres::ArrayLiteral;
 
 absl::StatusOr<ArtifactRecord> PgStore::GetArtifact(const std::string& id) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
@@ -52,52 +51,38 @@ absl::StatusOr<std::vector<AccessLogRow>> PgStore::ListAccessLog(const LedgerFil
   return out;
 }
 
-namespace {
-// Keys per statement when looking up or recording decisions.
-constexpr size_t kDecisionChunk = 20'000;
-}  // namespace
-
-absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> PgStore::GetDecisions(
-    const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) {
+absl::Status PgStore::ForEachDecisionBatch(
+    const std::string& artifact_id, int64_t after_batch,
+    const std::function<absl::Status(int64_t batch, const std::string& payload)>& fn) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
-  absl::flat_hash_map<std::string, DecisionRow> out;
-  for (size_t start = 0; start < subject_keys.size(); start += kDecisionChunk) {
-    std::vector<std::string> chunk;
-    for (size_t i = start; i < std::min(subject_keys.size(), start + kDecisionChunk); ++i) {
-      chunk.push_back(*subject_keys[i]);
-    }
-    const std::string keys = ArrayLiteral(chunk);
-    ASSIGN_OR_RETURN(Result r, c->Exec("SELECT subject_key, input, output FROM decisions "
-                                       "WHERE artifact_id=$1 AND subject_key = ANY($2::text[])",
-                                       Params().Text(artifact_id).Text(keys)));
-    for (int i = 0; i < r.rows(); ++i) {
-      std::string key = r.Text(i, 0);
-      out.emplace(key, DecisionRow{key, r.Double(i, 1), r.Double(i, 2)});
-    }
-  }
-  return out;
+  ASSIGN_OR_RETURN(Result r, c->Exec("SELECT batch, payload FROM decision_batches "
+                                     "WHERE artifact_id=$1 AND batch>$2 ORDER BY batch",
+                                     Params().Text(artifact_id).Int(after_batch)));
+  for (int i = 0; i < r.rows(); ++i) RETURN_IF_ERROR(fn(r.Int(i, 0), r.Text(i, 1)));
+  return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> PgStore::RecordDecisions(const std::string& artifact_id,
-                                                 const std::vector<DecisionRow>& rows,
-                                                 const AccessLogRow& log) {
+absl::Status PgStore::ForEachKeyedDecision(
+    const std::string& artifact_id, const std::function<absl::Status(const DecisionRow&)>& fn) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  ASSIGN_OR_RETURN(Result r, c->Exec("SELECT subject_key, input, output FROM decisions "
+                                     "WHERE artifact_id=$1",
+                                     Params().Text(artifact_id)));
+  for (int i = 0; i < r.rows(); ++i) {
+    RETURN_IF_ERROR(fn(DecisionRow{r.Text(i, 0), r.Double(i, 1), r.Double(i, 2)}));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PgStore::RecordDecisionBatch(const std::string& artifact_id,
+                                                     int64_t batch, const std::string& payload,
+                                                     const AccessLogRow& log) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   absl::StatusOr<int64_t> seq = c->InTransaction([&]() -> absl::StatusOr<int64_t> {
-    for (size_t start = 0; start < rows.size(); start += kDecisionChunk) {
-      std::vector<std::string> keys, inputs, outputs;
-      for (size_t i = start; i < std::min(rows.size(), start + kDecisionChunk); ++i) {
-        keys.push_back(rows[i].subject_key);
-        // %.17g: the text form reads back as the same double.
-        inputs.push_back(absl::StrFormat("%.17g", rows[i].input));
-        outputs.push_back(absl::StrFormat("%.17g", rows[i].output));
-      }
-      const std::string k = ArrayLiteral(keys), in = ArrayLiteral(inputs),
-                        out = ArrayLiteral(outputs);
-      RETURN_IF_ERROR(
-          c->Run("INSERT INTO decisions(artifact_id, subject_key, input, output) "
-                 "SELECT $1, * FROM unnest($2::text[], $3::text::float8[], "
-                 "$4::text::float8[])",
-                 Params().Text(artifact_id).Text(k).Text(in).Text(out)));
+    if (!payload.empty()) {
+      RETURN_IF_ERROR(c->Run(
+          "INSERT INTO decision_batches(artifact_id, batch, payload) VALUES($1,$2,$3)",
+          Params().Text(artifact_id).Int(batch).Bytes(payload)));
     }
     // Access-log rows get consecutive seqs in commit order (a sequence would leave gaps and
     // commit out of order, and an auditor paging by seq could miss a row).
@@ -117,13 +102,7 @@ absl::StatusOr<int64_t> PgStore::RecordDecisions(const std::string& artifact_id,
                    .Int(log.new_decisions)));
     return next;
   });
-  if (absl::IsAlreadyExists(seq.status())) {
-    // Another process decided some of these subjects at the same time; nothing of this call
-    // was stored or returned. A retry returns the stored decisions.
-    return absl::AbortedError(
-        "another vault process decided some of these subjects concurrently; retry the call (the "
-        "stored decisions will be returned)");
-  }
+  if (absl::IsAlreadyExists(seq.status())) return DecidedConcurrently();
   return seq;
 }
 

@@ -124,6 +124,8 @@ absl::Status PgStore::DeleteDataset(int64_t dataset_id) {
           "DELETE FROM company_tables WHERE dataset_id=$1",
           "DELETE FROM decisions WHERE artifact_id IN (SELECT id FROM artifacts WHERE "
           "dataset_id=$1)",
+          "DELETE FROM decision_batches WHERE artifact_id IN (SELECT id FROM artifacts WHERE "
+          "dataset_id=$1)",
           "DELETE FROM artifacts WHERE dataset_id=$1", "DELETE FROM jobs WHERE dataset_id=$1",
           "DELETE FROM grants WHERE dataset_id=$1", "DELETE FROM spend WHERE dataset_id=$1",
           "DELETE FROM datasets WHERE id=$1"}) {

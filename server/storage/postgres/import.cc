@@ -39,6 +39,7 @@ constexpr std::pair<const char*, const char*> kImportedTables[] = {
     {"ledger", "seq"},          {"responses", "ledger_seq"},
     {"access_log", "seq"},      {"decisions", "artifact_id"},
     {"artifacts", "id"},        {"jobs", "ledger_seq"},
+    {"decision_batches", "artifact_id, batch"},
 };
 
 }  // namespace

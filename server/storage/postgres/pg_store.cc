@@ -42,7 +42,7 @@ using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate brings a database to (table schema_version). The PostgreSQL schema
 // started at the SQLite schema's version 4 (job leases), so the numbers mean the same on both.
-constexpr int64_t kSchemaVersion = 6;
+constexpr int64_t kSchemaVersion = 7;
 
 // Applied under an advisory lock; every statement is idempotent.
 constexpr char kSchema[] = R"sql(
@@ -101,6 +101,9 @@ CREATE OR REPLACE TRIGGER access_log_no_truncate BEFORE TRUNCATE ON access_log
 CREATE TABLE IF NOT EXISTS decisions(
   artifact_id TEXT NOT NULL, subject_key TEXT NOT NULL, input DOUBLE PRECISION NOT NULL,
   output DOUBLE PRECISION NOT NULL, PRIMARY KEY(artifact_id, subject_key));
+CREATE TABLE IF NOT EXISTS decision_batches(
+  artifact_id TEXT NOT NULL, batch BIGINT NOT NULL, payload BYTEA NOT NULL,
+  PRIMARY KEY(artifact_id, batch));
 CREATE TABLE IF NOT EXISTS artifacts(
   id TEXT PRIMARY KEY, account_id BIGINT NOT NULL, dataset_id BIGINT NOT NULL,
   ledger_seq BIGINT NOT NULL, created_micros BIGINT NOT NULL, payload BYTEA NOT NULL);
@@ -327,7 +330,8 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& connin
                                                         kSchemaVersion, "; upgrade the server"));
     }
     // Version 5 (a job's validation_table_handle, issue 22) and version 6 (the ledger's actor,
-    // issue 23) are kSchema's idempotent ALTER TABLE ... ADD COLUMN IF NOT EXISTS. Steps that
+    // issue 23) are kSchema's idempotent ALTER TABLE ... ADD COLUMN IF NOT EXISTS; version 7
+    // (decision_batches, issue 24) a new table. Steps that
     // cannot be written so go here, each idempotent.
     if (v.rows() == 0) {
       return c->Run("INSERT INTO schema_version(version) VALUES($1)", Params().Int(kSchemaVersion));

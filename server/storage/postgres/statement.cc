@@ -159,20 +159,4 @@ absl::Status AppendLedger(Conn& c, LedgerRow& row, int64_t account_id, int64_t d
                p);
 }
 
-// A PostgreSQL array literal of `values` (for = ANY($n::text[]) and unnest).
-std::string ArrayLiteral(const std::vector<std::string>& values) {
-  std::string out = "{";
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ',';
-    out += '"';
-    for (char ch : values[i]) {
-      if (ch == '"' || ch == '\\') out += '\\';
-      out += ch;
-    }
-    out += '"';
-  }
-  out += '}';
-  return out;
-}
-
 }  // namespace fairvault::server::storage::postgres

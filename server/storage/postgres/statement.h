@@ -249,7 +249,6 @@ absl::StatusOr<GrantRecord> GrantIn(Conn& c, int64_t account_id, int64_t dataset
 absl::StatusOr<core::accounting::Spend> SpendIn(Conn& c, int64_t account_id, int64_t dataset_id);
 absl::StatusOr<core::accounting::Spend> DatasetSpendIn(Conn& c, int64_t dataset_id);
 absl::Status AppendLedger(Conn& c, LedgerRow& row, int64_t account_id, int64_t dataset_id);
-std::string ArrayLiteral(const std::vector<std::string>& values);
 
 }  // namespace fairvault::server::storage::postgres
 

@@ -52,48 +52,46 @@ absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const Ledge
   return out;
 }
 
-absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> SqliteStore::GetDecisions(
-    const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) {
+absl::Status SqliteStore::ForEachDecisionBatch(
+    const std::string& artifact_id, int64_t after_batch,
+    const std::function<absl::Status(int64_t batch, const std::string& payload)>& fn) {
   absl::MutexLock lock(&mu_);
-  absl::flat_hash_map<std::string, DecisionRow> out;
-  // Looked up in key order: neighbouring lookups then touch the same B-tree pages.
-  std::vector<const std::string*> sorted(subject_keys.begin(), subject_keys.end());
-  std::sort(sorted.begin(), sorted.end(),
-            [](const std::string* a, const std::string* b) { return *a < *b; });
-  // One read transaction for all lookups: otherwise each one takes and drops SQLite's locks.
-  RETURN_IF_ERROR(Exec("BEGIN"));
-  absl::Status status = [&]() -> absl::Status {
-    Stmt s(*cache_, "SELECT input, output FROM decisions WHERE artifact_id=? AND subject_key=?");
-    for (const std::string* key : sorted) {
-      s.Bind(1, artifact_id).Bind(2, *key);
-      ASSIGN_OR_RETURN(bool row, s.Step());
-      if (row) out.emplace(*key, DecisionRow{*key, s.Double(0), s.Double(1)});
-      s.Reset();
-    }
-    return absl::OkStatus();
-  }();
-  RETURN_IF_ERROR(Exec(status.ok() ? "COMMIT" : "ROLLBACK"));
-  RETURN_IF_ERROR(status);
-  return out;
+  Stmt s(*cache_,
+         "SELECT batch, payload FROM decision_batches WHERE artifact_id=? AND batch>? "
+         "ORDER BY batch");
+  s.Bind(1, artifact_id).Bind(2, after_batch);
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return absl::OkStatus();
+    RETURN_IF_ERROR(fn(s.Int(0), s.Text(1)));
+  }
 }
 
-absl::StatusOr<int64_t> SqliteStore::RecordDecisions(const std::string& artifact_id,
-                                                     const std::vector<DecisionRow>& rows,
-                                                     const AccessLogRow& log) {
+absl::Status SqliteStore::ForEachKeyedDecision(
+    const std::string& artifact_id, const std::function<absl::Status(const DecisionRow&)>& fn) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(*cache_, "SELECT subject_key, input, output FROM decisions WHERE artifact_id=?");
+  s.Bind(1, artifact_id);
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return absl::OkStatus();
+    RETURN_IF_ERROR(fn(DecisionRow{s.Text(0), s.Double(1), s.Double(2)}));
+  }
+}
+
+absl::StatusOr<int64_t> SqliteStore::RecordDecisionBatch(const std::string& artifact_id,
+                                                         int64_t batch, const std::string& payload,
+                                                         const AccessLogRow& log) {
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
-  // Inserted in key order: appends to neighbouring B-tree pages instead of random ones.
-  std::vector<const DecisionRow*> sorted(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) sorted[i] = &rows[i];
-  std::sort(sorted.begin(), sorted.end(), [](const DecisionRow* a, const DecisionRow* b) {
-    return a->subject_key < b->subject_key;
-  });
-  Stmt s(*cache_, "INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES(?,?,?,?)");
-  for (const DecisionRow* r : sorted) {
-    s.Bind(1, artifact_id).Bind(2, r->subject_key).Bind(3, r->input).Bind(4, r->output);
-    RETURN_IF_ERROR(s.Run());
-    s.Reset();
+  if (!payload.empty()) {
+    Stmt s(*cache_,
+           "INSERT INTO decision_batches(artifact_id, batch, payload) VALUES(?,?,?)");
+    s.Bind(1, artifact_id).Bind(2, batch).BindBlob(3, payload);
+    absl::Status stored = s.Run();
+    if (absl::IsAlreadyExists(stored)) return DecidedConcurrently();
+    RETURN_IF_ERROR(stored);
   }
   Stmt entry(*cache_,
              "INSERT INTO access_log(time_micros, account, dataset, artifact_id, rows, "

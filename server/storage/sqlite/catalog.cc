@@ -126,6 +126,8 @@ absl::Status SqliteStore::DeleteDataset(int64_t dataset_id) {
        {"DELETE FROM subject_batches WHERE dataset_id=?",
         "DELETE FROM company_tables WHERE dataset_id=?",
         "DELETE FROM decisions WHERE artifact_id IN (SELECT id FROM artifacts WHERE dataset_id=?)",
+        "DELETE FROM decision_batches WHERE artifact_id IN "
+        "(SELECT id FROM artifacts WHERE dataset_id=?)",
         "DELETE FROM artifacts WHERE dataset_id=?", "DELETE FROM jobs WHERE dataset_id=?",
         "DELETE FROM grants WHERE dataset_id=?", "DELETE FROM spend WHERE dataset_id=?",
         "DELETE FROM datasets WHERE id=?"}) {

@@ -36,7 +36,7 @@ using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate() brings a database to (PRAGMA user_version).
-constexpr int64_t kSchemaVersion = 6;
+constexpr int64_t kSchemaVersion = 7;
 
 // The checkpointer: a round every kCheckpointPeriod (or when a commit finds the log large).
 // A TRUNCATE checkpoint is tried for kTruncateTime (the store's calls wait meanwhile); after a
@@ -118,6 +118,9 @@ CREATE TRIGGER IF NOT EXISTS access_log_no_delete BEFORE DELETE ON access_log
 CREATE TABLE IF NOT EXISTS decisions(
   artifact_id TEXT NOT NULL, subject_key TEXT NOT NULL, input REAL NOT NULL,
   output REAL NOT NULL, PRIMARY KEY(artifact_id, subject_key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS decision_batches(
+  artifact_id TEXT NOT NULL, batch INTEGER NOT NULL, payload BLOB NOT NULL,
+  PRIMARY KEY(artifact_id, batch));
 CREATE TABLE IF NOT EXISTS artifacts(
   id TEXT PRIMARY KEY, account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL,
   ledger_seq INTEGER NOT NULL, created_micros INTEGER NOT NULL, payload BLOB NOT NULL);
@@ -439,6 +442,8 @@ absl::Status SqliteStore::Migrate() {
   if (!columns.count("actor")) {
     RETURN_IF_ERROR(Exec("ALTER TABLE ledger ADD COLUMN actor TEXT NOT NULL DEFAULT ''"));
   }
+  // Version 7: decisions are stored as one batch per Decide call (decision_batches, a new
+  // table); the rows of `decisions` stay and are still read.
   return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
 }
 

@@ -115,11 +115,15 @@ class SqliteStore final : public Store {
   absl::StatusOr<JobRecord> CancelJob(const std::string& id, int64_t now_micros) override;
 
   absl::StatusOr<std::vector<AccessLogRow>> ListAccessLog(const LedgerFilter& filter) override;
-  absl::StatusOr<absl::flat_hash_map<std::string, DecisionRow>> GetDecisions(
-      const std::string& artifact_id, absl::Span<const std::string* const> subject_keys) override;
-  absl::StatusOr<int64_t> RecordDecisions(const std::string& artifact_id,
-                                          const std::vector<DecisionRow>& rows,
-                                          const AccessLogRow& log) override;
+  absl::Status ForEachDecisionBatch(
+      const std::string& artifact_id, int64_t after_batch,
+      const std::function<absl::Status(int64_t batch, const std::string& payload)>& fn) override;
+  absl::Status ForEachKeyedDecision(
+      const std::string& artifact_id,
+      const std::function<absl::Status(const DecisionRow&)>& fn) override;
+  absl::StatusOr<int64_t> RecordDecisionBatch(const std::string& artifact_id, int64_t batch,
+                                              const std::string& payload,
+                                              const AccessLogRow& log) override;
 
   absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) override;
   absl::StatusOr<LedgerVerification> VerifyLedger() override;
