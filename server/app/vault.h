@@ -5,6 +5,7 @@
 #ifndef FAIRVAULT_SERVER_APP_VAULT_H_
 #define FAIRVAULT_SERVER_APP_VAULT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -224,8 +225,13 @@ class Vault {
     std::map<int, std::shared_ptr<const ColumnDictionary>> dictionaries ABSL_GUARDED_BY(mu);
     // The parsed table's bytes (protobuf's estimate), measured once.
     const int64_t table_bytes;
-    // table_bytes plus the join's and the dictionaries' arrays.
-    int64_t Bytes() ABSL_LOCKS_EXCLUDED(mu);
+    // The join's and the dictionaries' arrays, kept up to date by whoever sets them (read
+    // without `mu`, which a dictionary's build holds for long).
+    std::atomic<int64_t> derived_bytes{0};
+    // Sets the join (under `mu`), accounting for its bytes.
+    void SetJoin(std::shared_ptr<const std::vector<int32_t>> join, int64_t subjects)
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+    int64_t Bytes() const { return table_bytes + derived_bytes.load(); }
   };
   // A company table resolved for a request: ownership and expiry checked, parsed.
   struct ResolvedTable {

@@ -172,8 +172,7 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
       CacheTable(record.handle, std::make_shared<const storage::StoredTable>(std::move(table)));
   {
     absl::MutexLock lock(&cached->mu);
-    cached->subject_of_row = std::move(subject_of_row);
-    cached->joined_subjects = joined_subjects;
+    cached->SetJoin(std::move(subject_of_row), joined_subjects);
   }
   v1::UploadTableResponse resp;
   resp.set_table_handle(record.handle);
@@ -244,14 +243,14 @@ std::shared_ptr<Vault::CachedTable> Vault::CacheTable(
   return cached;
 }
 
-int64_t Vault::CachedTable::Bytes() {
-  absl::MutexLock lock(&mu);
-  int64_t bytes = table_bytes;
-  if (subject_of_row != nullptr) {
-    bytes += static_cast<int64_t>(subject_of_row->capacity() * sizeof(int32_t));
-  }
-  for (const auto& [unused, dictionary] : dictionaries) bytes += dictionary->Bytes();
-  return bytes;
+void Vault::CachedTable::SetJoin(std::shared_ptr<const std::vector<int32_t>> join,
+                                 int64_t subjects) {
+  auto bytes_of = [](const std::shared_ptr<const std::vector<int32_t>>& j) -> int64_t {
+    return j == nullptr ? 0 : static_cast<int64_t>(j->capacity() * sizeof(int32_t));
+  };
+  derived_bytes += bytes_of(join) - bytes_of(subject_of_row);
+  subject_of_row = std::move(join);
+  joined_subjects = subjects;
 }
 
 std::shared_ptr<const Vault::ColumnDictionary> Vault::Dictionary(const ResolvedTable& table,
@@ -295,6 +294,7 @@ std::shared_ptr<const Vault::ColumnDictionary> Vault::Dictionary(const ResolvedT
     dict->domain.push_back(distinct[order[i]]);
   }
   for (int64_t r = 0; r < rows; ++r) dict->code[r] = rank[first_code[r]];
+  cached.derived_bytes += dict->Bytes();
   slot = dict;
   return slot;
 }
@@ -370,9 +370,8 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
     // The keys are looked up once per table (and again only after an import).
     absl::MutexLock cache_lock(&table.cached->mu);
     if (table.cached->joined_subjects != index.size()) {
-      table.cached->subject_of_row =
-          std::make_shared<const std::vector<int32_t>>(index.FindAll(keys));
-      table.cached->joined_subjects = index.size();
+      table.cached->SetJoin(std::make_shared<const std::vector<int32_t>>(index.FindAll(keys)),
+                            index.size());
     }
     subject_of_row = table.cached->subject_of_row;
   }

@@ -7,6 +7,7 @@
 #ifndef FAIRVAULT_SERVER_STORAGE_CHARGE_BATCHER_H_
 #define FAIRVAULT_SERVER_STORAGE_CHARGE_BATCHER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -55,7 +56,9 @@ class ChargeBatcher {
   // Called after each committed batch with the number of charges it held (for metrics).
   using CommitObserver = std::function<void(int64_t charges)>;
 
-  explicit ChargeBatcher(int max_batch = 128) : max_batch_(max_batch) {}
+  // At most `max_batch` (at least 1) charges a transaction: the first in line waits for every
+  // body of its batch, so a small bound keeps one caller's wait short.
+  explicit ChargeBatcher(int max_batch = 32) : max_batch_(std::max(1, max_batch)) {}
 
   // Queues the charge; the caller whose charge reaches the head of the queue runs the batch
   // (`run`, which sets every outcome and returns whether the batch committed) and the others
