@@ -135,12 +135,14 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     std::vector<int64_t> subject(rows);
     std::vector<int> group(rows);
     std::vector<double> input(rows);  // the prediction, or the score's bin
+    // A subject not decided before -> its first row in this call (later rows repeat its output).
+    absl::flat_hash_map<int64_t, int64_t> first_row;
     {
       absl::ReaderMutexLock lock(&slot->mu);
-      absl::flat_hash_map<int64_t, int64_t> first_row;  // subject -> its first row in the call
+      const std::vector<int32_t> found = slot->index->FindAll(req.subject_keys());
       for (int64_t i = 0; i < rows; ++i) {
         const double value = req.values(i);
-        subject[i] = slot->index->Find(req.subject_keys(i));
+        subject[i] = found[i];
         if (subject[i] < 0) {
           return absl::InvalidArgumentError(absl::StrCat(
               "subject key at row ", i + 1, " is not in dataset '", dataset->name,
@@ -156,7 +158,7 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
         double earlier = input[i];
         if (decided->Decided(subject[i])) {
           earlier = decided->Input(subject[i]);
-        } else if (auto [seen, fresh] = first_row.emplace(subject[i], i); !fresh) {
+        } else if (auto [seen, fresh] = first_row.try_emplace(subject[i], i); !fresh) {
           earlier = input[seen->second];
         }
         if (earlier != input[i]) {
@@ -195,7 +197,7 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     resp.set_licence_charged(licence_charged);
     resp.mutable_outputs()->Reserve(static_cast<int>(rows));
     std::vector<DecisionTable::Decision> fresh;
-    absl::flat_hash_map<int64_t, double> fresh_output;  // by subject
+    fresh.reserve(first_row.size());
     int64_t already = 0;
     for (int64_t i = 0; i < rows; ++i) {
       if (decided->Decided(subject[i])) {
@@ -203,8 +205,8 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
         ++already;
         continue;
       }
-      if (auto it = fresh_output.find(subject[i]); it != fresh_output.end()) {
-        resp.add_outputs(it->second);
+      if (const int64_t first = first_row.at(subject[i]); first != i) {
+        resp.add_outputs(resp.outputs(first));  // a key repeated within the call
         continue;
       }
       // A fresh draw from the secure generator.
@@ -220,7 +222,6 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
               : pp::SampleFairScore(transport, grid, group[i], static_cast<int>(input[i]), gen_);
       resp.add_outputs(output);
       fresh.push_back(DecisionTable::Decision{subject[i], input[i], output});
-      fresh_output.emplace(subject[i], output);
     }
     resp.set_decision_log_ratio_bound(bound);
     resp.set_rows_already_decided(already);

@@ -429,6 +429,35 @@ TEST_F(VaultPostprocessTest, DecideHonoursDecisionsStoredByKeyBeforeBatches) {
               StatusIs(absl::StatusCode::kInvalidArgument, "row 4 was already decided"));
 }
 
+// A key repeated within one call is one subject: one draw, its output on every row, and one
+// stored decision.
+TEST_F(VaultPostprocessTest, DecideGivesARepeatedKeyOneDecisionWithinTheCall) {
+  const v1::Artifact artifact = FitEo(/*floor=*/0.1);
+  v1::DecideRequest req;
+  req.set_artifact_id(artifact.id());
+  for (int copy = 0; copy < 20; ++copy) {
+    req.add_subject_keys(subjects_[5].key);
+    req.add_values(rows_[5].pred);
+  }
+  req.add_subject_keys(subjects_[6].key);
+  req.add_values(rows_[6].pred);
+  // Independent draws for the 20 copies would all agree with probability at most
+  // 0.9^19 + 0.1^19 < 0.14 (probabilities in [0.1, 0.9]); one draw always agrees.
+  auto decided = vault_->Decide(acme_, req);
+  ASSERT_OK(decided);
+  for (int i = 1; i < 20; ++i) EXPECT_EQ(decided->outputs(i), decided->outputs(0)) << i;
+  v1::ListAccessLogRequest log_req;
+  auto log = vault_->ListAccessLog(regulator_, log_req);
+  ASSERT_OK(log);
+  ASSERT_EQ(log->entries_size(), 1);
+  EXPECT_EQ(log->entries(0).rows(), 21);
+  EXPECT_EQ(log->entries(0).new_decisions(), 2);
+  auto again = vault_->Decide(acme_, req);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->rows_already_decided(), 21);
+  EXPECT_EQ(again->outputs(0), decided->outputs(0));
+}
+
 // Two vaults on one database (as two replicas are): each reads the decision batches the other
 // stored before deciding, so a subject keeps the decision it got from either.
 TEST_F(VaultPostprocessTest, DecideSeesTheDecisionsAnotherVaultStored) {
