@@ -15,7 +15,9 @@
 
 #include "core/testing/files.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
@@ -278,6 +280,60 @@ TEST_F(CliEndToEndTest, DryRunChargesNothingAndPricesWhatTheCallCharges) {
   EXPECT_EQ(refused.exit_code, 3) << refused.err;
   EXPECT_THAT(refused.out, HasSubstr("would be admitted now: NO"));
   EXPECT_EQ(LedgerRows(), rows_before + 1);
+}
+
+// `decide` streams: every row is checked before any call, the rows go out chunk by chunk
+// (here 7 rows a call) with the decision appended, the file appears only once every call
+// succeeded, and a second run returns the stored decisions.
+TEST_F(CliEndToEndTest, DecideStreamsChunksAndChecksEveryRowFirst) {
+  const Population pop = MakePopulation(400, 12);
+  CliRun fit = Cli(Company() + "postprocess eo --table " + table_handle_ +
+                   " --prediction-column prediction --label-column label --attributes sex "
+                   "--epsilon 1 --gamma 0.05 --decision-floor 0.1 --json");
+  ASSERT_EQ(fit.exit_code, 0) << fit.err;
+  const std::string artifact_id =
+      Field(Field(Json(fit.out), "artifact").struct_value(), "id").string_value();
+  ASSERT_FALSE(artifact_id.empty()) << fit.out;
+
+  const std::string dir = ::testing::TempDir();
+  const std::string csv = dir + "/fv-decide-rows.csv", out = dir + "/fv-decided.csv";
+  std::filesystem::remove(out);
+  std::string rows = "id,prediction,note\n";
+  for (int i = 0; i < 30; ++i) {
+    absl::StrAppend(&rows, pop.keys[i], ",", pop.prediction[i], ",\"row, ", i, "\"\n");
+  }
+  std::ofstream(csv) << rows << pop.keys[30] << ",x,bad\n";  // the last row's value is no number
+  const std::string decide = Company() + "decide --artifact-id " + artifact_id + " --csv " + csv +
+                             " --key-column id --value-column prediction --chunk-rows 7 --out " +
+                             out;
+  const int log_rows = auditor_->AuditorListAccessLog()->entries_size();
+  CliRun refused = Cli(decide);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("fv-decide-rows.csv:32"));  // its line, before any call
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_EQ(auditor_->AuditorListAccessLog()->entries_size(), log_rows);
+
+  std::ofstream(csv) << rows;
+  CliRun first = Cli(decide);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_THAT(first.out, HasSubstr("decided 30 rows with artifact " + artifact_id + " in 5 call(s)"));
+  EXPECT_THAT(first.out, HasSubstr("licence"));
+  const std::string written = ReadFile(out);
+  std::vector<std::string> lines = absl::StrSplit(written, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 31u) << written;
+  EXPECT_EQ(lines[0], "id,prediction,note,decision");
+  for (int i = 1; i <= 30; ++i) {
+    EXPECT_TRUE(absl::EndsWith(lines[i], ",0") || absl::EndsWith(lines[i], ",1")) << lines[i];
+    EXPECT_THAT(lines[i], HasSubstr(absl::StrCat("\"row, ", i - 1, "\"")));  // in file order
+  }
+  EXPECT_EQ(auditor_->AuditorListAccessLog()->entries_size(), log_rows + 5);
+
+  CliRun second = Cli(decide);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_THAT(second.out, HasSubstr("rows already decided by this artifact (stored decision "
+                                    "returned): 30"));
+  EXPECT_EQ(ReadFile(out), written);
+  EXPECT_FALSE(std::filesystem::exists(out + ".partial"));
 }
 
 }  // namespace

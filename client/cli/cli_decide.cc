@@ -3,8 +3,11 @@
 // such an artifact, or an equalized-odds one, for subjects it holds (`decide`).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <limits>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -74,6 +77,58 @@ std::string Seqs(const std::vector<int64_t>& seqs) {
                       " calls)");
 }
 
+// The rows of a decide CSV in bounded memory: each row's fields, subject key and value, read
+// from a CsvReader (the file is read twice: a check of every row, then the calls).
+class DecideRows {
+ public:
+  static absl::StatusOr<DecideRows> Open(const std::string& path, const ParsedFlags& flags,
+                                         const std::string& secret) {
+    DecideRows rows;
+    rows.path_ = path;
+    ASSIGN_OR_RETURN(rows.reader_, CsvReader::Open(path));
+    const std::string output_column = flags.Get("output-column", "decision");
+    if (rows.reader_->ColumnIndex(output_column).ok()) {
+      return UsageError(absl::StrCat("the CSV already has a column '", output_column,
+                                     "'; choose another name with --output-column"));
+    }
+    // The same keys `table upload` sends for these rows (column or @row, HMAC pseudonyms).
+    ASSIGN_OR_RETURN(KeyColumn keys, KeyColumn::Resolve(rows.reader_->header(), path,
+                                                        flags.Get("key-column"), secret));
+    rows.keys_ = std::make_unique<KeyColumn>(std::move(keys));
+    absl::StatusOr<size_t> value_index = rows.reader_->ColumnIndex(flags.Get("value-column"));
+    if (!value_index.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", value_index.status().message()));
+    }
+    rows.value_index_ = *value_index;
+    rows.value_column_ = flags.Get("value-column");
+    return rows;
+  }
+
+  const CsvReader& reader() const { return *reader_; }
+  // Reads the next row; false at the end. With `pseudonymise` false the key is checked, not
+  // computed (the checking pass).
+  absl::StatusOr<bool> Next(bool pseudonymise) {
+    int64_t line = 0;
+    ASSIGN_OR_RETURN(const bool more, reader_->Next(&fields_, &line));
+    if (!more) return false;
+    ASSIGN_OR_RETURN(key_, keys_->Next(fields_, line, pseudonymise));
+    ASSIGN_OR_RETURN(value_, ParseNumber(fields_[value_index_], path_, line, value_column_));
+    return true;
+  }
+  const std::vector<std::string>& fields() const { return fields_; }
+  const std::string& key() const { return key_; }
+  double value() const { return value_; }
+
+ private:
+  std::string path_, value_column_;
+  std::unique_ptr<CsvReader> reader_;
+  std::unique_ptr<KeyColumn> keys_;
+  size_t value_index_ = 0;
+  std::vector<std::string> fields_;
+  std::string key_;
+  double value_ = 0;
+};
+
 absl::Status Decide(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   const std::string path = flags.Get("csv");
@@ -82,49 +137,81 @@ absl::Status Decide(Context& ctx) {
   if (chunk_rows <= 0) return UsageError("--chunk-rows must be > 0");
   const std::string output_column = flags.Get("output-column", "decision");
   ASSIGN_OR_RETURN(const std::string secret, OptionalSecret(flags));
-  ASSIGN_OR_RETURN(CsvTable table, ReadCsvFile(path));
-  if (table.rows.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows to decide"));
+  // Every row is checked before anything is sent: a bad key or value is reported, naming its
+  // line, with nothing decided.
+  int64_t total = 0;
+  {
+    ASSIGN_OR_RETURN(DecideRows rows, DecideRows::Open(path, flags, secret));
+    while (true) {
+      ASSIGN_OR_RETURN(const bool more, rows.Next(/*pseudonymise=*/false));
+      if (!more) break;
+      ++total;
+    }
   }
-  if (table.ColumnIndex(output_column).ok()) {
-    return UsageError(absl::StrCat("the CSV already has a column '", output_column,
-                                   "'; choose another name with --output-column"));
-  }
-  // The same keys `table upload` sends for these rows (column or @row, HMAC pseudonyms).
-  ASSIGN_OR_RETURN(const std::vector<std::string> keys,
-                   SubjectKeys(table, path, flags.Get("key-column"), secret,
-                               /*allow_repeats=*/true));
-  absl::StatusOr<size_t> value_index = table.ColumnIndex(flags.Get("value-column"));
-  if (!value_index.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", value_index.status().message()));
-  }
-  std::vector<double> values;
-  values.reserve(table.rows.size());
-  for (size_t r = 0; r < table.rows.size(); ++r) {
-    ASSIGN_OR_RETURN(const double v, ParseCell(table, path, r, *value_index));
-    values.push_back(v);
-  }
+  if (total == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows to decide"));
 
   const std::string artifact_id = flags.Get("artifact-id");
+  ASSIGN_OR_RETURN(DecideRows rows, DecideRows::Open(path, flags, secret));
+  // Fills `req` with the next call's rows, keeping their fields for the output.
+  std::vector<std::vector<std::string>> chunk_fields;
+  auto next = [&](v1::DecideRequest* req) -> absl::StatusOr<bool> {
+    chunk_fields.clear();
+    while (req->subject_keys_size() < chunk_rows) {
+      ASSIGN_OR_RETURN(const bool more, rows.Next(/*pseudonymise=*/true));
+      if (!more) break;
+      req->add_subject_keys(rows.key());
+      req->add_values(rows.value());
+      chunk_fields.push_back(rows.fields());
+    }
+    return req->subject_keys_size() > 0;
+  };
   if (flags.GetBool("dry-run")) {
     // The first call's rows: only the first Decide with an artifact charges its licence.
-    const size_t first = std::min(keys.size(), static_cast<size_t>(chunk_rows));
     v1::PreviewReleaseRequest preview;
     v1::DecideRequest* req = preview.mutable_decide();
     req->set_artifact_id(artifact_id);
-    for (size_t r = 0; r < first; ++r) {
-      req->add_subject_keys(keys[r]);
-      req->add_values(values[r]);
-    }
+    RETURN_IF_ERROR(next(req).status());
+    const int64_t first = req->subject_keys_size();
     return RunPreview(ctx, preview,
-                      first < keys.size()
-                          ? absl::StrCat("(priced on the first call's ", first, " of ", keys.size(),
+                      first < total
+                          ? absl::StrCat("(priced on the first call's ", first, " of ", total,
                                          " rows: later calls never charge the licence)\n")
                           : "");
   }
+
+  // The rows go out as their answers come back: to a temporary file beside --out, renamed
+  // over it once every call succeeded (removed otherwise), or to stdout.
+  const std::string out_path = flags.Get("out");
+  const std::string partial_path = out_path.empty() ? "" : out_path + ".partial";
+  std::ofstream file;
+  if (!out_path.empty()) {
+    RETURN_IF_ERROR(PrepareOutputFile(partial_path));
+    file.open(partial_path, std::ios::binary | std::ios::trunc);
+    if (!file) return absl::FailedPreconditionError(absl::StrCat("cannot write ", partial_path));
+  }
+  std::ostream& out = out_path.empty() ? std::cout : file;
+  std::vector<std::string> header = rows.reader().header();
+  header.push_back(output_column);
+  out << FormatCsvRecord(header);
+  auto take = [&](const v1::DecideResponse& resp) -> absl::Status {
+    for (size_t r = 0; r < chunk_fields.size(); ++r) {
+      chunk_fields[r].push_back(ExactNumber(resp.outputs(static_cast<int>(r))));
+      out << FormatCsvRecord(chunk_fields[r]);
+    }
+    if (!out) return absl::DataLossError("writing the decided rows failed");
+    return absl::OkStatus();
+  };
+
   ASSIGN_OR_RETURN(Client * client, ctx.client());
-  absl::StatusOr<DecideResult> decided =
-      client->DecideInChunks(artifact_id, keys, values, static_cast<size_t>(chunk_rows));
+  absl::StatusOr<DecideResult> decided = client->DecideStream(artifact_id, next, take);
+  if (!out_path.empty()) {
+    file.close();
+    if (decided.ok() && !file) decided = absl::DataLossError(absl::StrCat("writing ", out_path, " failed"));
+    if (decided.ok() && std::rename(partial_path.c_str(), out_path.c_str()) != 0) {
+      decided = absl::DataLossError(absl::StrCat("cannot rename ", partial_path, " to ", out_path));
+    }
+    if (!decided.ok()) std::remove(partial_path.c_str());
+  }
   if (!decided.ok() && secret.empty() &&
       absl::StrContains(decided.status().message(), "is not in dataset")) {
     return WithMessage(decided.status(),
@@ -133,15 +220,10 @@ absl::Status Decide(Context& ctx) {
                                     "--hmac-secret-file)"));
   }
   ASSIGN_OR_RETURN(const DecideResult result, std::move(decided));
-  table.header.push_back(output_column);
-  for (size_t r = 0; r < table.rows.size(); ++r) {
-    table.rows[r].push_back(ExactNumber(result.outputs[r]));
-  }
-  const std::string csv = FormatCsv(table.header, table.rows);
 
   const double bound = result.decision_log_ratio_bound;
   const std::string summary = absl::StrCat(
-      "decided ", result.outputs.size(), " rows with artifact ", artifact_id, " in ",
+      "decided ", total, " rows with artifact ", artifact_id, " in ",
       result.access_log_seqs.size(), " call(s)\ndecision log-ratio bound: ",
       std::isinf(bound) ? "inf (some output is possible for one group and not for another: "
                           "such an output reveals the group)"
@@ -156,13 +238,10 @@ absl::Status Decide(Context& ctx) {
       result.licence_charged ? "charged now\n"
                              : "charged by an earlier decide; nothing charged now\n",
       FormatCharge(result.licence));
-  const std::string out_path = flags.Get("out");
   if (out_path.empty()) {
-    std::cout << csv;
     std::cerr << summary;
   } else {
-    RETURN_IF_ERROR(WriteStringToFile(out_path, csv));
-    std::cout << summary << "wrote " << table.rows.size() << " rows to " << out_path << " (column '"
+    std::cout << summary << "wrote " << total << " rows to " << out_path << " (column '"
               << output_column << "')\n";
   }
   return absl::OkStatus();

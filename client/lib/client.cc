@@ -12,6 +12,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/util/status_macros.h"
 
 namespace fairvault::client {
 namespace {
@@ -421,33 +422,61 @@ absl::StatusOr<DecideResult> Client::DecideInChunks(const std::string& artifact_
         absl::StrCat("send one value per subject key, at least one row (got ", keys.size(),
                      " keys and ", values.size(), " values)"));
   }
+  std::vector<double> outputs;
+  outputs.reserve(keys.size());
+  size_t begin = 0;
+  ASSIGN_OR_RETURN(
+      DecideResult result,
+      DecideStream(
+          artifact_id,
+          [&](v1::DecideRequest* req) -> absl::StatusOr<bool> {
+            if (begin == keys.size()) return false;
+            const size_t end = std::min(keys.size(), begin + chunk_rows);
+            req->mutable_subject_keys()->Reserve(static_cast<int>(end - begin));
+            for (size_t i = begin; i < end; ++i) req->add_subject_keys(keys[i]);
+            req->mutable_values()->Add(values.begin() + begin, values.begin() + end);
+            begin = end;
+            return true;
+          },
+          [&](const v1::DecideResponse& resp) {
+            outputs.insert(outputs.end(), resp.outputs().begin(), resp.outputs().end());
+            return absl::OkStatus();
+          }));
+  result.outputs = std::move(outputs);
+  return result;
+}
+
+absl::StatusOr<DecideResult> Client::DecideStream(
+    const std::string& artifact_id,
+    const std::function<absl::StatusOr<bool>(v1::DecideRequest*)>& next,
+    const std::function<absl::Status(const v1::DecideResponse&)>& take) {
   DecideResult result;
-  result.outputs.reserve(keys.size());
   v1::DecideRequest req;
   req.set_artifact_id(artifact_id);
-  for (size_t begin = 0; begin < keys.size(); begin += chunk_rows) {
-    const size_t end = std::min(keys.size(), begin + chunk_rows);
+  int64_t done = 0;  // rows answered by the earlier calls
+  while (true) {
     req.clear_subject_keys();
     req.clear_values();
-    req.mutable_subject_keys()->Reserve(static_cast<int>(end - begin));
-    for (size_t i = begin; i < end; ++i) req.add_subject_keys(keys[i]);
-    req.mutable_values()->Add(values.begin() + begin, values.begin() + end);
+    ASSIGN_OR_RETURN(const bool more, next(&req));
+    if (!more) break;
+    const int64_t rows = req.subject_keys_size();
     absl::StatusOr<v1::DecideResponse> resp = Decide(req);
     if (!resp.ok()) {
-      if (begin == 0) return resp.status();
+      if (done == 0) return resp.status();
       // The earlier calls were answered and logged: say so, so that a retry can resume.
       return WithMessage(
           resp.status(),
-          absl::StrCat("rows ", begin, "..", end - 1, ": ", resp.status().message(), " (rows 0..",
-                       begin - 1, " were already decided in ", result.access_log_seqs.size(),
-                       " call(s), access-log seqs ", result.access_log_seqs.front(), "..",
-                       result.access_log_seqs.back(), ")"));
+          absl::StrCat("rows ", done, "..", done + rows - 1, ": ", resp.status().message(),
+                       " (rows 0..", done - 1, " were already decided in ",
+                       result.access_log_seqs.size(), " call(s), access-log seqs ",
+                       result.access_log_seqs.front(), "..", result.access_log_seqs.back(), ")"));
     }
-    if (static_cast<size_t>(resp->outputs_size()) != end - begin) {
+    if (resp->outputs_size() != rows) {
       return absl::InternalError(absl::StrCat("the vault answered ", resp->outputs_size(),
-                                              " outputs for ", end - begin, " rows"));
+                                              " outputs for ", rows, " rows"));
     }
-    result.outputs.insert(result.outputs.end(), resp->outputs().begin(), resp->outputs().end());
+    RETURN_IF_ERROR(take(*resp));
+    done += rows;
     result.decision_log_ratio_bound =
         std::max(result.decision_log_ratio_bound, resp->decision_log_ratio_bound());
     result.access_log_seqs.push_back(resp->access_log_seq());

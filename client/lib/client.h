@@ -165,6 +165,13 @@ class Client {
                                               const std::vector<std::string>& keys,
                                               const std::vector<double>& values,
                                               size_t chunk_rows = kDecideChunkRows);
+  // The same in bounded memory: `next` fills each call's subject_keys and values (it returns
+  // false when there are no more rows), `take` receives each call's response in order. The
+  // result's `outputs` stay empty. If a later call fails, the error says as DecideInChunks's.
+  absl::StatusOr<DecideResult> DecideStream(
+      const std::string& artifact_id,
+      const std::function<absl::StatusOr<bool>(v1::DecideRequest*)>& next,
+      const std::function<absl::Status(const v1::DecideResponse&)>& take);
   // A private best response to the auditor's λ: one charged release, a FairModel artifact.
   absl::StatusOr<v1::BestResponseResponse> BestResponse(const v1::BestResponseRequest& req,
                                                         CallInfo* info = nullptr);
