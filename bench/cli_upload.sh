@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The CLI's streaming paths at a million rows, beside the client library's: `fairvault import`
 # and `fairvault table upload` of 1M-row CSV files against a real server, wall time and peak
-# memory (max RSS) of the CLI process, median of 3 runs each. The library path (the same rows
-# already in memory) is vault_bench's BM_Import1MSubjects and BM_UploadAndJoin1MRows.
+# memory (max RSS) of the CLI process, median of 3 runs each; then `fairvault decide` of the
+# same rows, first and repeated (one run each). The library paths (the same rows already in
+# memory) are vault_bench's BM_Import1MSubjects, BM_UploadAndJoin1MRows and BM_Decide1MRows.
 # Usage: bench/cli_upload.sh [rows]   (builds nothing: run ./deploy/build.sh first)
 set -euo pipefail
 for arg in "$@"; do
-  if [[ $arg == -h || $arg == --help ]]; then sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+  if [[ $arg == -h || $arg == --help ]]; then sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 done
 if [[ -n ${1:-} && ! $1 =~ ^[1-9][0-9]*$ ]]; then
   echo "cli_upload.sh: rows must be a positive integer (got '$1'; see --help)" >&2
@@ -66,9 +67,23 @@ times=() rss=()
 for run in 1 2 3; do
   /usr/bin/time -f "%e %M" -o "$work/time" "$cli" --key "$company" table upload \
     --dataset "pop$run" --csv "$work/table.csv" --key-column key \
-    --numeric prediction,label,score --categorical region >/dev/null 2>&1
+    --numeric prediction,label,score --categorical region >"$work/handle$run" 2>/dev/null
   read -r t m <"$work/time"
   times+=("$t") rss+=("$m")
 done
 printf 'fairvault table upload (%d rows):  median %5.2f s, max RSS %4d MiB\n' "$rows" \
   "$(printf '%s\n' "${times[@]}" | median)" "$(($(printf '%s\n' "${rss[@]}" | median) / 1024))"
+
+# Decisions for every row by an equalized-odds post-processor with a decision floor.
+artifact="$("$cli" --key "$company" --json postprocess eo --table "$(cat "$work/handle1")" \
+  --prediction-column prediction --label-column label --attributes sex --epsilon 1 \
+  --gamma 0.05 --decision-floor 0.1 |
+  /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["artifact"]["id"])')"
+for pass in first repeated; do
+  /usr/bin/time -f "%e %M" -o "$work/time" "$cli" --key "$company" decide \
+    --artifact-id "$artifact" --csv "$work/table.csv" --key-column key \
+    --value-column prediction --out "$work/decided.csv" >/dev/null 2>&1
+  read -r t m <"$work/time"
+  printf 'fairvault decide (%d rows, %s):%*s %5.2f s, max RSS %4d MiB\n' "$rows" "$pass" \
+    $((10 - ${#pass})) "" "$t" "$((m / 1024))"
+done

@@ -63,6 +63,10 @@ absl::Status PostprocessRegression(Context& ctx) {
 
 // The shortest decimal text that reads back as exactly `value` ("1", "0.0138888888888889").
 std::string ExactNumber(double value) {
+  // Whole numbers (every equalized-odds decision is 0 or 1) without the search below.
+  if (value == std::trunc(value) && std::abs(value) < 1e15) {
+    return absl::StrCat(static_cast<int64_t>(value));
+  }
   for (int digits = 6; digits <= 17; ++digits) {
     std::string text = absl::StrFormat("%.*g", digits, value);
     double back = 0;
