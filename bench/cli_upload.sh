@@ -41,7 +41,8 @@ echo "table.csv: $(du -m "$work/table.csv" | cut -f1) MB, $rows rows"
 
 key="$("$server" bootstrap --db "$work/vault.db" --name regulator | tail -1)"
 port=$((20000 + RANDOM % 20000))
-"$server" serve --db "$work/vault.db" --listen "127.0.0.1:$port" 2>"$work/server.log" &
+"$server" serve --db "$work/vault.db" --listen "127.0.0.1:$port" --metrics-listen 127.0.0.1:0 \
+  >"$work/server.out" 2>"$work/server.log" &
 server_pid=$!
 export FAIRVAULT_SERVER="127.0.0.1:$port"
 for _ in $(seq 50); do "$cli" --key "$key" dataset list >/dev/null 2>&1 && break; sleep 0.1; done
@@ -87,3 +88,19 @@ for pass in first repeated; do
   printf 'fairvault decide (%d rows, %s):%*s %5.2f s, max RSS %4d MiB\n' "$rows" "$pass" \
     $((10 - ${#pass})) "" "$t" "$((m / 1024))"
 done
+
+# The server's memory at the end: the subject indexes of the three datasets, the tables the
+# cache holds (its own estimate, fairvault_table_cache_bytes) and the artifact's decisions.
+metrics_port="$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$work/server.out" | head -1)"
+/usr/bin/python3 - "$metrics_port" "$server_pid" <<'EOF'
+import sys, urllib.request
+port, pid = sys.argv[1], sys.argv[2]
+text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+value = {l.split()[0]: float(l.split()[1]) for l in text.splitlines()
+         if l.startswith("fairvault_table_cache")}
+status = dict(l.split(":", 1) for l in open(f"/proc/{pid}/status") if ":" in l)
+print(f"server: VmRSS {int(status['VmRSS'].split()[0]) // 1024} MiB, "
+      f"VmHWM {int(status['VmHWM'].split()[0]) // 1024} MiB; table cache "
+      f"{int(value['fairvault_table_cache_tables'])} tables, "
+      f"{value['fairvault_table_cache_bytes'] / 2**20:.0f} MiB estimated")
+EOF
