@@ -88,6 +88,13 @@ TEST_P(SqliteMigrationTest, LedgerFromVersion5KeepsVerifyingAndNewGrantsNameThei
   EXPECT_EQ(v.rows_checked, 4);
 }
 
+TEST_P(SqliteMigrationTest, ADatabaseOfANewerSchemaIsRefused) {
+  store_.reset();
+  ASSERT_EQ(Raw("PRAGMA user_version=99"), "");
+  EXPECT_THAT(SqliteStore::Open(path_),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "schema version 99"));
+}
+
 class SqliteJobMigrationTest : public StoreJobTest {};
 
 TEST_P(SqliteJobMigrationTest, DatabaseFromVersion2GainsTheJobsTableOnOpen) {

@@ -393,7 +393,14 @@ absl::Status SqliteStore::Migrate() {
   Stmt version(db_, "PRAGMA user_version");
   ASSIGN_OR_RETURN(bool has_row, version.Step());
   const int64_t at = has_row ? version.Int(0) : 0;
-  if (at >= kSchemaVersion) return absl::OkStatus();
+  if (at > kSchemaVersion) {
+    // A newer server's database: this one would not read what the newer schema added (e.g.
+    // version 7's decision batches, without which a subject could be decided twice).
+    return absl::FailedPreconditionError(absl::StrCat("the database has schema version ", at,
+                                                      " but this fairvault-server knows ",
+                                                      kSchemaVersion, "; upgrade the server"));
+  }
+  if (at == kSchemaVersion) return absl::OkStatus();
   auto columns_of = [&](const char* table) -> absl::StatusOr<std::set<std::string>> {
     std::set<std::string> columns;
     Stmt info(db_, absl::StrCat("PRAGMA table_info(", table, ")").c_str());
