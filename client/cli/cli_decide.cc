@@ -76,6 +76,7 @@ std::string ExactNumber(double value) {
 }
 
 std::string Seqs(const std::vector<int64_t>& seqs) {
+  if (seqs.empty()) return "access-log seqs: none (no call)";
   if (seqs.size() == 1) return absl::StrCat("access-log seq: ", seqs.front());
   return absl::StrCat("access-log seqs: ", seqs.front(), "..", seqs.back(), " (", seqs.size(),
                       " calls)");
@@ -197,7 +198,9 @@ absl::Status Decide(Context& ctx) {
   std::vector<std::string> header = rows.reader().header();
   header.push_back(output_column);
   out << FormatCsvRecord(header);
+  int64_t sent = 0;  // rows answered and written
   auto take = [&](const v1::DecideResponse& resp) -> absl::Status {
+    sent += static_cast<int64_t>(chunk_fields.size());
     for (size_t r = 0; r < chunk_fields.size(); ++r) {
       chunk_fields[r].push_back(ExactNumber(resp.outputs(static_cast<int>(r))));
       out << FormatCsvRecord(chunk_fields[r]);
@@ -208,6 +211,11 @@ absl::Status Decide(Context& ctx) {
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   absl::StatusOr<DecideResult> decided = client->DecideStream(artifact_id, next, take);
+  if (decided.ok() && sent != total) {
+    decided = absl::FailedPreconditionError(absl::StrCat(
+        path, " changed while it was read: ", total, " rows when checked, ", sent,
+        " when sent (the ", sent, " sent were decided; run decide again on the file as it is)"));
+  }
   if (!out_path.empty()) {
     file.close();
     if (decided.ok() && !file) decided = absl::DataLossError(absl::StrCat("writing ", out_path, " failed"));

@@ -141,7 +141,8 @@ TEST_P(MigrateTest, ASqliteVaultMovesToPostgresWholeAndVerified) {
   ASSERT_OK(store_->RecordDecisionBatch("art_1", 1, std::string("packed\0decisions", 16),
                                         AccessLogRow{0, now_, "acme", "census", "art_1", 2, 2}));
   // And decisions stored by key, as before schema version 7.
-  ASSERT_EQ(Raw("INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES "
+  ASSERT_EQ(Raw(LiftDecisionsGuard() +
+                "INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES "
                 "('art_1', 's0', 1, 0.25), ('art_1', 's9', 0, 1)"),
             "");
   DatasetRecord gone = MakeDataset("gone");

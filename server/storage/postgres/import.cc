@@ -89,6 +89,9 @@ absl::StatusOr<ImportReport> PgStore::ImportSqlite(const std::string& sqlite_pat
           "the PostgreSQL database already holds a vault (accounts, datasets or ledger rows); "
           "migrate into a new, empty database");
     }
+    // Decisions stored by key before schema version 7 are copied as they are; the trigger that
+    // keeps older servers from adding any is off for this transaction's copy only.
+    RETURN_IF_ERROR(c->Run("ALTER TABLE decisions DISABLE TRIGGER decisions_read_only"));
     for (const auto& [table, order] : kImportedTables) {
       // PostgreSQL's column types decide how each value is sent.
       ASSIGN_OR_RETURN(Result types, c->Exec("SELECT column_name::text, data_type::text FROM "
@@ -148,6 +151,7 @@ absl::StatusOr<ImportReport> PgStore::ImportSqlite(const std::string& sqlite_pat
       }
       report.rows[table] = rows;
     }
+    RETURN_IF_ERROR(c->Run("ALTER TABLE decisions ENABLE TRIGGER decisions_read_only"));
     // Ids are never reused: the sequences continue after the largest id SQLite ever handed out
     // (sqlite_sequence remembers deleted datasets too).
     int64_t max_dataset = 0;

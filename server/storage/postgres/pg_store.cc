@@ -101,6 +101,11 @@ CREATE OR REPLACE TRIGGER access_log_no_truncate BEFORE TRUNCATE ON access_log
 CREATE TABLE IF NOT EXISTS decisions(
   artifact_id TEXT NOT NULL, subject_key TEXT NOT NULL, input DOUBLE PRECISION NOT NULL,
   output DOUBLE PRECISION NOT NULL, PRIMARY KEY(artifact_id, subject_key));
+CREATE OR REPLACE FUNCTION fairvault_decisions_read_only() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN RAISE EXCEPTION
+    'decisions are stored as batches since schema version 7: upgrade this server'; END $$;
+CREATE OR REPLACE TRIGGER decisions_read_only BEFORE INSERT ON decisions
+  FOR EACH ROW EXECUTE FUNCTION fairvault_decisions_read_only();
 CREATE TABLE IF NOT EXISTS decision_batches(
   artifact_id TEXT NOT NULL, batch BIGINT NOT NULL, payload BYTEA NOT NULL,
   PRIMARY KEY(artifact_id, batch));

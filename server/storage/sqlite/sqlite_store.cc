@@ -118,6 +118,9 @@ CREATE TRIGGER IF NOT EXISTS access_log_no_delete BEFORE DELETE ON access_log
 CREATE TABLE IF NOT EXISTS decisions(
   artifact_id TEXT NOT NULL, subject_key TEXT NOT NULL, input REAL NOT NULL,
   output REAL NOT NULL, PRIMARY KEY(artifact_id, subject_key)) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS decisions_read_only BEFORE INSERT ON decisions
+  BEGIN SELECT RAISE(ABORT,
+    'decisions are stored as batches since schema version 7: upgrade this server'); END;
 CREATE TABLE IF NOT EXISTS decision_batches(
   artifact_id TEXT NOT NULL, batch INTEGER NOT NULL, payload BLOB NOT NULL,
   PRIMARY KEY(artifact_id, batch));
