@@ -40,6 +40,16 @@ class SqliteWalTest : public ::testing::Test {
     path_ = absl::StrCat(::testing::TempDir(), "fairvault_wal_test_", info->name(), "_", getpid(),
                          ".db");
     RemoveFiles();
+    // A database with 64 KiB pages, as the vault created them before issue 24 (new ones get
+    // 4 KiB): each charge then logs about 0.33 MB, so that a few hundred charges exercise the
+    // log's bounds. The page size of a database is fixed by its first table.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA page_size=65536; CREATE TABLE fix_page_size(x); "
+                               "DROP TABLE fix_page_size;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
   }
   void TearDown() override { RemoveFiles(); }
   void RemoveFiles() {
