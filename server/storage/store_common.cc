@@ -126,6 +126,14 @@ absl::Status DatabaseUnavailable() {
   return absl::UnavailableError("the vault's database is unavailable; retry shortly");
 }
 
+ChargeResult RunChargeBody(const ChargeBody& body, int64_t seq, const BudgetState& after,
+                           absl::Status* failure) {
+  absl::StatusOr<ChargeResult> computed = body(seq, after);
+  if (computed.ok()) return *std::move(computed);
+  *failure = ChargedFailure(computed.status());
+  return ChargeResult{};
+}
+
 absl::Status ChargedFailure(const absl::Status& computed) {
   return absl::Status(
       computed.code(),

@@ -59,6 +59,11 @@ LedgerRow ChargeLedgerRow(const ChargeRequest& request, int64_t now_micros);
 // A failure of a charge's body after its noise was drawn: kept, stored and returned.
 absl::Status ChargedFailure(const absl::Status& computed);
 
+// Runs a charge's body for ledger row `seq`: its result, or an empty result with the body's
+// failure (ChargedFailure) in `*failure`, to be stored with the charge.
+ChargeResult RunChargeBody(const ChargeBody& body, int64_t seq, const BudgetState& after,
+                           absl::Status* failure);
+
 // FailedPrecondition for a replay whose parameters differ from the stored request's.
 absl::Status IdempotencyKeyReused(const std::string& key);
 

@@ -182,13 +182,7 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
   // 3. Compute the release inside the transaction, then debit and store it together.
   ASSIGN_OR_RETURN(Result head, conn.Exec("SELECT COALESCE(MAX(seq), 0) FROM ledger"));
   const int64_t seq = head.Int(0, 0) + 1;
-  absl::StatusOr<ChargeResult> computed = body(seq, admitted.after);
-  ChargeResult result;
-  if (computed.ok()) {
-    result = *std::move(computed);
-  } else {
-    *failure = ChargedFailure(computed.status());
-  }
+  ChargeResult result = RunChargeBody(body, seq, admitted.after, failure);
   LedgerRow row = ChargeLedgerRow(request, now_micros);
   RETURN_IF_ERROR(AppendLedger(conn, row, request.account_id, request.dataset_id));
   if (row.seq != seq) return absl::InternalError("ledger sequence moved inside a transaction");

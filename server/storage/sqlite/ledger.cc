@@ -225,13 +225,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::ChargeOneLocked(const ChargeRequest& 
   // 3. Compute the release inside the transaction, then debit and store it together.
   ASSIGN_OR_RETURN(auto head, LedgerHeadLocked());
   const int64_t seq = head.first + 1;
-  absl::StatusOr<ChargeResult> computed = body(seq, admitted.after);
-  ChargeResult result;
-  if (computed.ok()) {
-    result = *std::move(computed);
-  } else {
-    *failure = ChargedFailure(computed.status());
-  }
+  ChargeResult result = RunChargeBody(body, seq, admitted.after, failure);
 
   LedgerRow row = ChargeLedgerRow(request, now_micros);
   RETURN_IF_ERROR(AppendLedgerLocked(row, request.account_id, request.dataset_id));
