@@ -12,6 +12,7 @@ import itertools
 import os
 import pathlib
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -157,7 +158,7 @@ def bootstrap(binary: str, db: pathlib.Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def vault_server() -> Iterator[VaultServer]:
+def vault_server(request: pytest.FixtureRequest) -> Iterator[VaultServer]:
     server_binary = _binary("FAIRVAULT_SERVER_BINARY", "server/fairvault-server")
     cli_binary = _binary("FAIRVAULT_CLI_BINARY", "client/fairvault")
     with tempfile.TemporaryDirectory(prefix="fairvault-pytest-") as tmp_name:
@@ -177,6 +178,15 @@ def vault_server() -> Iterator[VaultServer]:
             server.close_all()
         finally:
             process.stop()
+            if request.session.testsfailed:
+                _print_log_tail(db.with_suffix(".log"))
+
+
+def _print_log_tail(log: pathlib.Path, lines: int = 60) -> None:
+    """The server's last log lines (its stderr), for a failed run's report."""
+    tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
+    print(f"\n--- the last {len(tail)} lines of the test server's log ({log.name}) ---",
+          *tail, sep="\n", file=sys.stderr)
 
 
 @pytest.fixture

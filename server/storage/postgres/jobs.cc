@@ -18,6 +18,12 @@
 
 namespace fairvault::server::storage {
 
+namespace {
+// For writes a crash may lose harmlessly: committed and visible at once, flushed with the next
+// synced commit.
+constexpr char kUnsyncedCommit[] = "SET LOCAL synchronous_commit TO OFF";
+}  // namespace
+
 using postgres::Params;
 using postgres::Result;
 using postgres::kJobCols;
@@ -79,20 +85,29 @@ absl::StatusOr<JobRecord> PgStore::StartJob(const std::string& id, const JobLeas
 
 absl::Status PgStore::RenewJobLease(const std::string& id, const JobLease& lease) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
-  ASSIGN_OR_RETURN(Result r,
-                   c->Exec("UPDATE jobs SET lease_expires_micros=$1 WHERE id=$2 AND "
-                           "state=2 AND lease_owner=$3",
-                           Params().Int(lease.expires_micros).Text(id).Text(lease.owner)));
-  if (r.changed() > 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(JobRecord job, JobIn(*c, id, /*for_update=*/false));
-  return RequireLeaseHolder(job, lease.owner, "renew the lease of");
+  // Visible to every replica at once; a server crash may lose it, which only lets the job be
+  // taken over sooner.
+  return c->InTransaction([&]() -> absl::Status {
+    RETURN_IF_ERROR(c->Run(kUnsyncedCommit));
+    ASSIGN_OR_RETURN(Result r,
+                     c->Exec("UPDATE jobs SET lease_expires_micros=$1 WHERE id=$2 AND "
+                             "state=2 AND lease_owner=$3",
+                             Params().Int(lease.expires_micros).Text(id).Text(lease.owner)));
+    if (r.changed() > 0) return absl::OkStatus();
+    ASSIGN_OR_RETURN(JobRecord job, JobIn(*c, id, /*for_update=*/false));
+    return RequireLeaseHolder(job, lease.owner, "renew the lease of");
+  });
 }
 
 absl::Status PgStore::UpdateJobProgress(const std::string& id, const std::string& owner,
                                         int64_t done, int64_t total) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
-  return c->Run("UPDATE jobs SET done=$1, total=$2 WHERE id=$3 AND state=2 AND lease_owner=$4",
-                Params().Int(done).Int(total).Text(id).Text(owner));
+  // Progress is advisory (a re-run starts from zero): not worth a sync of its own.
+  return c->InTransaction([&]() -> absl::Status {
+    RETURN_IF_ERROR(c->Run(kUnsyncedCommit));
+    return c->Run("UPDATE jobs SET done=$1, total=$2 WHERE id=$3 AND state=2 AND lease_owner=$4",
+                  Params().Int(done).Int(total).Text(id).Text(owner));
+  });
 }
 
 absl::Status PgStore::FinishJob(const std::string& id, const std::string& owner,

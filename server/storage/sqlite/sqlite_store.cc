@@ -44,6 +44,10 @@ constexpr int64_t kSchemaVersion = 7;
 // that keeps one snapshot open (a backup under way) does not stall the writes every round.
 constexpr absl::Duration kCheckpointPeriod = absl::Milliseconds(200);
 constexpr absl::Duration kTruncateTime = absl::Milliseconds(250);
+// The checkpointer copies the log when this much is new since its last round, or sooner
+// when the log has been still for kQuietRoundPeriod.
+constexpr int64_t kRoundBytes = int64_t{1} << 20;
+constexpr absl::Duration kQuietRoundPeriod = absl::Seconds(1);
 constexpr absl::Duration kMaxTruncateBackoff = absl::Seconds(5);
 // The serving connection's busy timeout (waiting for another process's writes).
 constexpr int kBusyMillis = 10'000;
@@ -258,15 +262,31 @@ absl::StatusOr<LedgerVerification> SqliteStore::Backup(const std::string& path,
 void SqliteStore::CheckpointLoop() {
   absl::Duration backoff = kCheckpointPeriod;
   absl::Time truncate_after = absl::InfinitePast();
+  // The log's length (in frames) at the last round, and when that round ran.
+  int64_t frames_then = 0;
+  absl::Time last_round = absl::InfinitePast();
   while (true) {
+    bool wanted = false;
     {
       absl::MutexLock lock(&ckpt_mu_);
       ckpt_mu_.AwaitWithTimeout(absl::Condition(this, &SqliteStore::CheckpointWanted),
                                 kCheckpointPeriod);
       if (stop_) return;
+      wanted = wanted_;
       wanted_ = false;
     }
     const absl::Time now = absl::Now();
+    if (options_.on_wal_bytes) options_.on_wal_bytes(FileBytes(path_ + "-wal"));
+    // A round syncs the log and the database file: worth it once a megabyte is new, or the
+    // log has been still for a second (a restarted log counts from zero).
+    const int64_t frames = log_frames_.load(std::memory_order_relaxed);
+    const int64_t fresh = frames >= frames_then ? frames - frames_then : frames;
+    if (!wanted && (fresh == 0 || (fresh * frame_bytes_ < kRoundBytes &&
+                                   now - last_round < kQuietRoundPeriod))) {
+      continue;
+    }
+    frames_then = frames;
+    last_round = now;
     const std::optional<bool> truncated = CheckpointRound(/*may_truncate=*/now >= truncate_after);
     if (truncated.has_value() && *truncated) {
       backoff = kCheckpointPeriod;
@@ -275,7 +295,6 @@ void SqliteStore::CheckpointLoop() {
       truncate_after = now + backoff;
       backoff = std::min(2 * backoff, kMaxTruncateBackoff);
     }
-    if (options_.on_wal_bytes) options_.on_wal_bytes(FileBytes(path_ + "-wal"));
   }
 }
 
@@ -320,6 +339,7 @@ int SqliteStore::Truncate(sqlite3* db) {
 int SqliteStore::OnCommit(void* store, sqlite3*, const char*, int frames)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {  // called inside a commit, which holds mu_
   auto* self = static_cast<SqliteStore*>(store);
+  self->log_frames_.store(frames, std::memory_order_relaxed);
   const int64_t log_bytes = int64_t{frames} * self->frame_bytes_;
   if (log_bytes >= kWalCheckpointBytes) {
     absl::MutexLock lock(&self->ckpt_mu_);

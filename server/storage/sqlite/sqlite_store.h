@@ -5,6 +5,7 @@
 #define FAIRVAULT_SERVER_STORAGE_SQLITE_SQLITE_STORE_H_
 
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -30,8 +31,8 @@ class StmtCache;  // statement.h
 class SqliteStore final : public Store {
  public:
   // The write-ahead log's bound (docs/operations.md, "The database file"). Commits append to
-  // the log; a background connection copies it into the database file every 200 ms without
-  // blocking anyone (a PASSIVE checkpoint). Under continuous commits the log is never fully
+  // the log; a background connection copies it into the database file without blocking anyone
+  // (a PASSIVE checkpoint) once a megabyte is new, or within a second of the last commit. Under continuous commits the log is never fully
   // copied while no commit is under way, so it never restarts by itself: once it holds
   // kWalCheckpointBytes, the checkpointer holds this store's writes back, copies the rest and
   // empties the file (a TRUNCATE checkpoint, which also waits for readers to leave the log).
@@ -43,7 +44,7 @@ class SqliteStore final : public Store {
   static constexpr int64_t kWalLimitBytes = int64_t{64} << 20;
 
   struct Options {
-    // Called by the checkpointer after every round (about every 200 ms) with the size of the
+    // Called by the checkpointer every 200 ms with the size of the
     // `-wal` file in bytes (the operators' gauge); from the checkpointer's thread, so it must
     // be thread-safe. Empty: not called.
     std::function<void(int64_t wal_bytes)> on_wal_bytes;
@@ -151,6 +152,10 @@ class SqliteStore final : public Store {
   bool CheckpointWanted() const ABSL_SHARED_LOCKS_REQUIRED(ckpt_mu_) { return stop_ || wanted_; }
   absl::StatusOr<TableRecord> ReadTable(const std::string& handle, bool with_payload);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `write` (its own autocommit statements) without syncing the log at its commit: for
+  // writes a crash may lose harmlessly (job progress, lease renewals).
+  absl::Status WithoutSyncLocked(const std::function<absl::Status()>& write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ApplySchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<GrantRecord> GrantLocked(int64_t account_id, int64_t dataset_id)
@@ -199,6 +204,8 @@ class SqliteStore final : public Store {
   absl::Mutex ckpt_mu_;
   bool stop_ ABSL_GUARDED_BY(ckpt_mu_) = false;
   bool wanted_ ABSL_GUARDED_BY(ckpt_mu_) = false;  // a commit found the log large: a round now
+  // The log's length in frames after the last commit (OnCommit sets it, the checkpointer reads).
+  std::atomic<int64_t> log_frames_{0};
 };
 
 }  // namespace fairvault::server::storage
