@@ -1,0 +1,89 @@
+// Signed checkpoints in the formats existing transparency-log verifiers read:
+// - C2SP tlog-checkpoint: "<origin>\n<tree size>\n<base64 root hash>\n" then optional lines;
+// - C2SP signed-note: the text, a blank line, and one line per signature,
+//   "— <key name> <base64(4-byte key hash || Ed25519 signature)>", where the key hash is the
+//   first 4 bytes of SHA-256(<key name> "\n" 0x01 <32-byte public key>);
+// - keys as Go's golang.org/x/mod/sumdb/note writes them: verifier "<name>+<hex hash>+<base64
+//   (0x01 || public key)>", signer "PRIVATE+KEY+<name>+<hex hash>+<base64(0x01 || seed)>".
+// Ed25519 through OpenSSL.
+#ifndef FAIRVAULT_CORE_TRANSPARENCY_NOTE_H_
+#define FAIRVAULT_CORE_TRANSPARENCY_NOTE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/transparency/merkle.h"
+
+namespace fairvault::core::transparency {
+
+struct Checkpoint {
+  std::string origin;  // the log's name, e.g. "fairvault.example.org/ledger"
+  int64_t size = 0;
+  Hash root;
+  // Lines after the root (none written by the vault; kept when read).
+  std::vector<std::string> extensions;
+};
+
+std::string CheckpointText(const Checkpoint& checkpoint);
+absl::StatusOr<Checkpoint> ParseCheckpointText(absl::string_view text);
+
+// A public key that verifies notes.
+struct NoteVerifier {
+  std::string name;
+  uint32_t key_hash = 0;
+  std::string public_key;  // 32 raw bytes
+  // The Go note encoding, "<name>+<hex hash>+<base64>".
+  std::string Encoded() const;
+  static absl::StatusOr<NoteVerifier> Parse(absl::string_view encoded);
+  bool Verify(absl::string_view text, absl::string_view signature) const;
+};
+
+// An Ed25519 signing key with its name. Its encoding is a secret: never log it.
+class NoteSigner {
+ public:
+  // A new key from OpenSSL's CSPRNG.
+  static absl::StatusOr<NoteSigner> Generate(absl::string_view name);
+  // From the Go note encoding, "PRIVATE+KEY+<name>+<hex hash>+<base64>".
+  static absl::StatusOr<NoteSigner> Parse(absl::string_view encoded);
+
+  const NoteVerifier& verifier() const { return verifier_; }
+  const std::string& name() const { return verifier_.name; }
+  std::string EncodedSecret() const;
+  // The 64-byte Ed25519 signature of `text`.
+  absl::StatusOr<std::string> Sign(absl::string_view text) const;
+
+ private:
+  std::string seed_;
+  NoteVerifier verifier_;
+};
+
+// The key hash the signed-note format gives an Ed25519 key.
+uint32_t KeyHash(absl::string_view name, absl::string_view public_key);
+// A name the formats accept: not empty, no spaces, no '+', no control characters.
+absl::Status ValidKeyName(absl::string_view name);
+
+// `text` (which must end in a newline) with `signer`'s signature line added; a note already
+// signed by others keeps their lines (cosigning).
+absl::StatusOr<std::string> SignNote(absl::string_view note_or_text, const NoteSigner& signer);
+
+struct SignatureLine {
+  std::string name;
+  uint32_t key_hash = 0;
+  std::string signature;  // without the key hash
+};
+struct SplitNote {
+  std::string text;
+  std::vector<SignatureLine> signatures;
+};
+// Splits a signed note into its text and signature lines (nothing verified).
+absl::StatusOr<SplitNote> ParseNote(absl::string_view note);
+
+// The note's text if `verifier` signed it; InvalidArgument naming what failed otherwise.
+absl::StatusOr<std::string> OpenNote(absl::string_view note, const NoteVerifier& verifier);
+
+}  // namespace fairvault::core::transparency
+
+#endif  // FAIRVAULT_CORE_TRANSPARENCY_NOTE_H_
