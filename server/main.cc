@@ -22,7 +22,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "core/random/secure_bitgen.h"
+#include "core/transparency/note.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -66,10 +68,22 @@ constexpr char kMigrateUsage[] =
     "      database in one transaction, ids and seqs kept. Refuses unless FILE's ledger\n"
     "      verifies; checks that the copy verifies with the same head hash.\n";
 
+constexpr char kLogKeyUsage[] =
+    "usage: fairvault-server log-key --out FILE [--origin NAME]\n"
+    "       fairvault-server log-key --key FILE\n"
+    "      The transparency log's Ed25519 signing key. With --out, creates a new key in the\n"
+    "      new FILE (mode 0600) for the log named --origin (default fairvault/ledger; no\n"
+    "      spaces or '+'); with --key, reads one. Prints the verifier key on stdout\n"
+    "      (\"<origin>+<key hash>+<base64 key>\"): give it to companies and auditors, who\n"
+    "      check receipts and checkpoints with it and nothing else. bootstrap on a SQLite\n"
+    "      file creates DB.log-key this way, and serve signs with it.\n";
+
 constexpr char kServeUsage[] =
     "usage: fairvault-server serve --db DB [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
     "                              [--job-workers N] [--job-lease-seconds S]\n"
     "                              [--metrics-listen IPv4:PORT] [--table-cache-bytes N]\n"
+    "                              [--log-key FILE] [--checkpoint-seconds S]\n"
+    "                              [--checkpoint-rows N]\n"
     "      Serves the vault (default listen address 127.0.0.1:50051). SIGTERM/SIGINT stop it\n"
     "      gracefully. --job-workers: threads that run training jobs (default 1). A running\n"
     "      job is leased to its process for --job-lease-seconds (default 30), renewed while it\n"
@@ -81,7 +95,12 @@ constexpr char kServeUsage[] =
     "      default; no authentication: use loopback or a private network).\n"
     "      --table-cache-bytes: memory for company tables kept parsed between requests\n"
     "      (default 2147483648, 2 GiB; at most 4 tables); the least recently used go first,\n"
-    "      never the table a request is using.\n";
+    "      never the table a request is using.\n"
+    "      --log-key: the transparency log's signing key (default DB.log-key for a SQLite\n"
+    "      file, if it exists; see log-key). With one, a checkpoint of the ledger's Merkle\n"
+    "      tree is signed and stored once --checkpoint-rows rows (default 1000) are new, or\n"
+    "      --checkpoint-seconds (default 10) after the latest if any row is; without one no\n"
+    "      checkpoint is signed and receipts are refused.\n";
 
 struct Subcommand {
   const char* name;
@@ -89,6 +108,7 @@ struct Subcommand {
 };
 constexpr Subcommand kSubcommands[] = {{"bootstrap", kBootstrapUsage},
                                        {"serve", kServeUsage},
+                                       {"log-key", kLogKeyUsage},
                                        {"backup", kBackupUsage},
                                        {"migrate", kMigrateUsage}};
 
@@ -196,6 +216,66 @@ bool OnlyKnownFlags(const std::map<std::string, std::string>& flags,
   return true;
 }
 
+constexpr char kDefaultOrigin[] = "fairvault/ledger";
+
+// A new signing key for the log `origin` in the new file `path` (0600); its verifier key.
+absl::StatusOr<std::string> CreateLogKey(const std::string& path, const std::string& origin) {
+  absl::StatusOr<core::transparency::NoteSigner> signer =
+      core::transparency::NoteSigner::Generate(origin);
+  if (!signer.ok()) return signer.status();
+  if (absl::Status written = WriteNewPrivateFile(path, signer->EncodedSecret() + "\n");
+      !written.ok()) {
+    return written;
+  }
+  return signer->verifier().Encoded();
+}
+
+absl::StatusOr<core::transparency::NoteSigner> ReadLogKey(const std::string& path) {
+  std::string text;
+  if (!ReadFile(path, &text)) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot read the log key ", path));
+  }
+  absl::StatusOr<core::transparency::NoteSigner> signer =
+      core::transparency::NoteSigner::Parse(text);
+  if (!signer.ok()) {
+    // The key's text is a secret: only what is wrong with it is said.
+    return absl::InvalidArgumentError(
+        absl::StrCat("the log key ", path, " is malformed: ", signer.status().message()));
+  }
+  return signer;
+}
+
+int LogKey(std::map<std::string, std::string>& flags) {
+  std::string error;
+  if (!OnlyKnownFlags(flags, {"out", "origin", "key"}, &error)) return Usage(error, kLogKeyUsage);
+  if (flags.count("out") == flags.count("key")) {
+    return Usage("log-key needs --out FILE (a new key) or --key FILE (an existing one)",
+                 kLogKeyUsage);
+  }
+  if (flags.count("key")) {
+    if (flags.count("origin")) return Usage("--origin goes with --out", kLogKeyUsage);
+    auto signer = ReadLogKey(flags["key"]);
+    if (!signer.ok()) {
+      std::cerr << "error: " << signer.status().message() << "\n";
+      return 1;
+    }
+    std::cout << signer->verifier().Encoded() << "\n";
+    return 0;
+  }
+  const std::string origin = flags.count("origin") ? flags["origin"] : kDefaultOrigin;
+  if (absl::Status valid = core::transparency::ValidKeyName(origin); !valid.ok()) {
+    return Usage(absl::StrCat("--origin: ", valid.message()), kLogKeyUsage);
+  }
+  auto verifier = CreateLogKey(flags["out"], origin);
+  if (!verifier.ok()) {
+    std::cerr << "error: " << verifier.status().message() << "\n";
+    return 1;
+  }
+  std::cerr << "log key created in " << flags["out"] << " (mode 0600); its verifier key:\n";
+  std::cout << *verifier << "\n";
+  return 0;
+}
+
 int Bootstrap(std::map<std::string, std::string>& flags) {
   std::string error;
   if (!OnlyKnownFlags(flags, {"db", "name", "out"}, &error)) return Usage(error, kBootstrapUsage);
@@ -223,6 +303,19 @@ int Bootstrap(std::map<std::string, std::string>& flags) {
   if (!created.ok()) {
     std::cerr << "error: " << created.status() << "\n";
     return 1;
+  }
+  // A SQLite vault gets its log key beside it (serve finds it there); a PostgreSQL one's key
+  // is made with log-key and given to every replica.
+  const std::string default_key = flags["db"] + ".log-key";
+  if (!storage::IsPostgresUri(flags["db"]) && access(default_key.c_str(), F_OK) != 0) {
+    auto verifier = CreateLogKey(default_key, kDefaultOrigin);
+    if (verifier.ok()) {
+      std::cerr << "transparency log key created in " << default_key
+                << " (mode 0600); its verifier key, for companies and auditors:\n"
+                << *verifier << "\n";
+    } else {
+      std::cerr << "warning: no log key: " << verifier.status().message() << "\n";
+    }
   }
   if (key_file.has_value()) {
     if (absl::Status written = key_file->Commit(created->api_key() + "\n"); !written.ok()) {
@@ -285,7 +378,8 @@ int Serve(std::map<std::string, std::string>& flags) {
   std::string error;
   if (!OnlyKnownFlags(flags,
                       {"db", "listen", "tls-cert", "tls-key", "job-workers", "job-lease-seconds",
-                       "metrics-listen", "table-cache-bytes"},
+                       "metrics-listen", "table-cache-bytes", "log-key", "checkpoint-seconds",
+                       "checkpoint-rows"},
                       &error)) {
     return Usage(error, kServeUsage);
   }
@@ -312,6 +406,37 @@ int Serve(std::map<std::string, std::string>& flags) {
                    kServeUsage);
     }
     options.job_lease_micros = int64_t{seconds} * 1'000'000;
+  }
+  int64_t checkpoint_seconds = 10, checkpoint_rows = 1000;
+  if (flags.count("checkpoint-seconds") &&
+      (!absl::SimpleAtoi(flags["checkpoint-seconds"], &checkpoint_seconds) ||
+       checkpoint_seconds < 1)) {
+    return Usage(absl::StrCat("--checkpoint-seconds must be an integer >= 1 (got '",
+                              flags["checkpoint-seconds"], "')"),
+                 kServeUsage);
+  }
+  if (flags.count("checkpoint-rows") &&
+      (!absl::SimpleAtoi(flags["checkpoint-rows"], &checkpoint_rows) || checkpoint_rows < 1)) {
+    return Usage(absl::StrCat("--checkpoint-rows must be an integer >= 1 (got '",
+                              flags["checkpoint-rows"], "')"),
+                 kServeUsage);
+  }
+  {
+    std::string key_path = flags.count("log-key") ? flags["log-key"] : "";
+    if (key_path.empty() && !storage::IsPostgresUri(flags["db"]) &&
+        access((flags["db"] + ".log-key").c_str(), F_OK) == 0) {
+      key_path = flags["db"] + ".log-key";
+    }
+    if (!key_path.empty()) {
+      auto signer = ReadLogKey(key_path);
+      if (!signer.ok()) {
+        return Usage(absl::StrCat("--log-key: ", signer.status().message()), kServeUsage);
+      }
+      options.log_signer = *std::move(signer);
+    } else {
+      std::cerr << "fairvault-server: no transparency log key (--log-key): checkpoints are not "
+                   "signed and receipts are refused\n";
+    }
   }
   if (absl::Status valid = options.Validate(); !valid.ok()) {
     // VaultOptions names its fields (job_workers, job_lease_seconds): name the flag too.
@@ -412,6 +537,18 @@ int Serve(std::map<std::string, std::string>& flags) {
     std::cout << "fairvault-server metrics on port " << metrics_endpoint->port() << std::endl;
   }
 
+  // The transparency log's checkpointer.
+  absl::Notification stopping;
+  std::thread checkpointer([&] {
+    while (!stopping.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+      absl::StatusOr<bool> signed_one =
+          vault.CheckpointIfDue(checkpoint_rows, checkpoint_seconds * 1'000'000);
+      if (!signed_one.ok()) {
+        std::cerr << "fairvault-server: checkpoint not signed: " << signed_one.status() << "\n";
+      }
+    }
+  });
+
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
@@ -421,6 +558,8 @@ int Serve(std::map<std::string, std::string>& flags) {
   });
   server->Wait();
   stopper.join();
+  stopping.Notify();
+  checkpointer.join();
   return 0;
 }
 
@@ -478,6 +617,7 @@ int main(int argc, char** argv) {
   std::string error;
   if (!ParseFlags(argc, argv, &flags, &error)) return Usage(error, command->usage);
   if (first == "bootstrap") return Bootstrap(flags);
+  if (first == "log-key") return LogKey(flags);
   if (first == "serve") return Serve(flags);
   if (first == "backup") return Backup(flags);
   return Migrate(flags);

@@ -56,6 +56,8 @@ std::vector<Command> SweepCommands();      // cli_sweep.cc: sweep eo|model
 std::vector<Command> ReportBudgetsCommands();
 // cli_models.cc: predict, best-response, model fit, job status|wait|list|cancel
 std::vector<Command> ModelCommands();
+// cli_transparency.cc: log checkpoint, receipt get|verify, auditor consistency
+std::vector<Command> TransparencyCommands();
 
 // What a command runs with: its parsed flags and, for remote commands, a client created on
 // first use from the connection flags and the FAIRVAULT_SERVER / FAIRVAULT_API_KEY

@@ -28,6 +28,7 @@ std::vector<Section> AllSections() {
   for (Command& c : SweepCommands()) company.push_back(std::move(c));
   std::vector<Command> auditor = AuditorCommands();
   for (Command& c : ReportBudgetsCommands()) auditor.push_back(std::move(c));
+  for (Command& c : TransparencyCommands()) auditor.push_back(std::move(c));
   std::vector<Command> local = LocalCommands();
   for (Command& c : TrainCommands()) local.push_back(std::move(c));
   for (Command& c : ReportCommands()) local.push_back(std::move(c));

@@ -558,6 +558,30 @@ absl::StatusOr<v1::ListAccessLogResponse> Client::AuditorListAccessLog(
                    req);
 }
 
+absl::StatusOr<v1::GetCheckpointResponse> Client::GetCheckpoint(
+    const v1::GetCheckpointRequest& req, bool auditor) {
+  return auditor ? CallUnary(auditor_.get(), &v1::AuditorService::Stub::GetCheckpoint,
+                             NewContext().get(), req)
+                 : CallUnary(company_.get(), &v1::CompanyService::Stub::GetCheckpoint,
+                             NewContext().get(), req);
+}
+
+absl::StatusOr<v1::GetReceiptResponse> Client::GetReceipt(const v1::GetReceiptRequest& req,
+                                                          bool auditor) {
+  return auditor ? CallUnary(auditor_.get(), &v1::AuditorService::Stub::GetReceipt,
+                             NewContext().get(), req)
+                 : CallUnary(company_.get(), &v1::CompanyService::Stub::GetReceipt,
+                             NewContext().get(), req);
+}
+
+absl::StatusOr<v1::GetConsistencyProofResponse> Client::GetConsistencyProof(
+    const v1::GetConsistencyProofRequest& req, bool auditor) {
+  return auditor ? CallUnary(auditor_.get(), &v1::AuditorService::Stub::GetConsistencyProof,
+                             NewContext().get(), req)
+                 : CallUnary(company_.get(), &v1::CompanyService::Stub::GetConsistencyProof,
+                             NewContext().get(), req);
+}
+
 absl::StatusOr<v1::GetJobResponse> Client::AuditorGetJob(const v1::GetJobRequest& req) {
   return CallUnary(auditor_.get(), &v1::AuditorService::Stub::GetJob, NewContext().get(), req);
 }

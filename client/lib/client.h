@@ -208,6 +208,14 @@ class Client {
   absl::StatusOr<v1::GetJobResponse> AuditorGetJob(const v1::GetJobRequest& req);
   absl::StatusOr<v1::ListJobsResponse> AuditorListJobs(const v1::ListJobsRequest& req = {});
 
+  // --- the transparency log, through CompanyService or (auditor = true) AuditorService ---
+  absl::StatusOr<v1::GetCheckpointResponse> GetCheckpoint(const v1::GetCheckpointRequest& req,
+                                                          bool auditor);
+  absl::StatusOr<v1::GetReceiptResponse> GetReceipt(const v1::GetReceiptRequest& req,
+                                                    bool auditor);
+  absl::StatusOr<v1::GetConsistencyProofResponse> GetConsistencyProof(
+      const v1::GetConsistencyProofRequest& req, bool auditor);
+
   // The gRPC target this client connects to (as given in the options).
   const std::string& target() const { return options_.target; }
 

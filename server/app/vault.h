@@ -23,6 +23,7 @@
 #include "core/dp/integer_noise.h"
 #include "core/postprocess/equalized_odds.h"
 #include "core/postprocess/statistical_parity.h"
+#include "core/transparency/note.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
 #include "server/app/chunk_source.h"
@@ -64,6 +65,9 @@ struct VaultOptions {
   int max_job_rounds = 100'000;
   // The operators' metrics (not owned; must outlive the vault), or null for none.
   Metrics* metrics = nullptr;
+  // The transparency log's signing key (issue 25); none: no checkpoint is signed, and the
+  // log's RPCs say so (the tree is kept all the same).
+  std::optional<core::transparency::NoteSigner> log_signer;
   absl::Status Validate() const;
 };
 
@@ -186,6 +190,21 @@ class Vault {
                                                             const v1::PreviewReleaseRequest& req);
   absl::StatusOr<v1::ListLedgerResponse> ListLedger(const Caller& caller,
                                                     const v1::ListLedgerRequest& req);
+
+  // --- the transparency log (companies for their own rows, auditors and the regulator) -------
+  absl::StatusOr<v1::GetCheckpointResponse> GetCheckpoint(const Caller& caller,
+                                                          const v1::GetCheckpointRequest& req);
+  absl::StatusOr<v1::GetReceiptResponse> GetReceipt(const Caller& caller,
+                                                    const v1::GetReceiptRequest& req);
+  absl::StatusOr<v1::GetConsistencyProofResponse> GetConsistencyProof(
+      const Caller& caller, const v1::GetConsistencyProofRequest& req);
+  // Signs and stores a checkpoint of the whole ledger unless the latest stored one is of it
+  // already; returns that latest checkpoint. FailedPrecondition without a log key.
+  absl::StatusOr<storage::CheckpointRecord> CheckpointNow();
+  // The server's checkpointer, every second: signs a checkpoint when the ledger grew by
+  // `every_rows` rows since the latest, or grew at all and the latest is `every_micros` old.
+  // Returns whether it signed one.
+  absl::StatusOr<bool> CheckpointIfDue(int64_t every_rows, int64_t every_micros);
 
   // --- auditor -------------------------------------------------------------------------------
   absl::StatusOr<v1::ListBudgetsResponse> ListBudgets(const Caller& caller,
@@ -399,6 +418,7 @@ class Vault {
   VaultOptions options_;
 
   absl::Mutex import_mu_;  // serialises imports (check-then-append on the index)
+  absl::Mutex checkpoint_mu_;  // one signer at a time in this process
   absl::Mutex decide_mu_;  // serialises decisions (one per artifact and subject)
   // The decisions of the most recently used artifacts (at most kDecisionTables), each up to
   // date with the store once Decisions() has read its new batches.

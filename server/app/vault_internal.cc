@@ -249,4 +249,24 @@ absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table,
   return ClassColumn(table, column, rows, field, 2);
 }
 
+void FillLedgerEntry(const storage::LedgerRow& r, v1::LedgerEntry* e) {
+  e->set_seq(r.seq);
+  e->set_time_unix_micros(r.time_micros);
+  e->set_kind(r.kind);
+  e->set_account(r.account);
+  e->set_dataset(r.dataset);
+  e->set_request_kind(r.request_kind);
+  e->set_idempotency_key(r.idempotency_key);
+  e->set_epsilon(r.epsilon);
+  e->set_delta(r.delta);
+  e->set_mechanism(r.mechanism);
+  e->set_prev_hash(r.prev_hash);
+  e->set_hash(r.hash);
+  if (r.pure_micro) e->set_pure_epsilon_micro(*r.pure_micro);
+  for (int64_t v : r.rdp_nano) e->add_rdp_nano(v);
+  e->set_actor(r.actor);
+  e->set_artifact_id(r.artifact_id);
+  e->set_job_id(r.job_id);
+}
+
 }  // namespace fairvault::server::internal

@@ -73,6 +73,9 @@ absl::StatusOr<double> DecisionLogRatioBound(const v1::Artifact& artifact);
 // A page of rows with seq > after_seq (>= 0), at most `limit` (1..10000; 0 means 1000).
 absl::StatusOr<storage::LedgerFilter> PageFilter(int64_t after_seq, int32_t limit);
 
+// A ledger row as the API shows it (ListLedger, receipts).
+void FillLedgerEntry(const storage::LedgerRow& row, v1::LedgerEntry* entry);
+
 // Index of a named column in a stored table, or InvalidArgument listing the columns.
 absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::string& name,
                                 const char* field);

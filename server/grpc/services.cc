@@ -353,6 +353,38 @@ grpc::Status CompanyServiceImpl::ListLedger(grpc::ServerContext* ctx,
   });
 }
 
+grpc::Status CompanyServiceImpl::GetCheckpoint(grpc::ServerContext* ctx,
+                                       const v1::GetCheckpointRequest* req,
+                                       v1::GetCheckpointResponse* resp) {
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) -> absl::StatusOr<v1::GetCheckpointResponse> {
+                  if (c.role != storage::Role::kCompany) {
+      return absl::PermissionDeniedError("auditors and the regulator use AuditorService");
+    }
+                  return vault_->GetCheckpoint(c, *req);
+                });
+}
+grpc::Status CompanyServiceImpl::GetReceipt(grpc::ServerContext* ctx, const v1::GetReceiptRequest* req,
+                                    v1::GetReceiptResponse* resp) {
+  return Handle(*vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::GetReceiptResponse> {
+    if (c.role != storage::Role::kCompany) {
+      return absl::PermissionDeniedError("auditors and the regulator use AuditorService");
+    }
+    return vault_->GetReceipt(c, *req);
+  });
+}
+grpc::Status CompanyServiceImpl::GetConsistencyProof(grpc::ServerContext* ctx,
+                                             const v1::GetConsistencyProofRequest* req,
+                                             v1::GetConsistencyProofResponse* resp) {
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) -> absl::StatusOr<v1::GetConsistencyProofResponse> {
+                  if (c.role != storage::Role::kCompany) {
+      return absl::PermissionDeniedError("auditors and the regulator use AuditorService");
+    }
+                  return vault_->GetConsistencyProof(c, *req);
+                });
+}
+
 // ---- auditor -----------------------------------------------------------------------------------
 
 grpc::Status AuditorServiceImpl::ListLedger(grpc::ServerContext* ctx,
@@ -406,6 +438,38 @@ grpc::Status AuditorServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::Li
     }
     return vault_->ListJobs(c, *req);
   });
+}
+
+grpc::Status AuditorServiceImpl::GetCheckpoint(grpc::ServerContext* ctx,
+                                       const v1::GetCheckpointRequest* req,
+                                       v1::GetCheckpointResponse* resp) {
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) -> absl::StatusOr<v1::GetCheckpointResponse> {
+                  if (c.role == storage::Role::kCompany) {
+      return absl::PermissionDeniedError("companies use CompanyService");
+    }
+                  return vault_->GetCheckpoint(c, *req);
+                });
+}
+grpc::Status AuditorServiceImpl::GetReceipt(grpc::ServerContext* ctx, const v1::GetReceiptRequest* req,
+                                    v1::GetReceiptResponse* resp) {
+  return Handle(*vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::GetReceiptResponse> {
+    if (c.role == storage::Role::kCompany) {
+      return absl::PermissionDeniedError("companies use CompanyService");
+    }
+    return vault_->GetReceipt(c, *req);
+  });
+}
+grpc::Status AuditorServiceImpl::GetConsistencyProof(grpc::ServerContext* ctx,
+                                             const v1::GetConsistencyProofRequest* req,
+                                             v1::GetConsistencyProofResponse* resp) {
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) -> absl::StatusOr<v1::GetConsistencyProofResponse> {
+                  if (c.role == storage::Role::kCompany) {
+      return absl::PermissionDeniedError("companies use CompanyService");
+    }
+                  return vault_->GetConsistencyProof(c, *req);
+                });
 }
 
 }  // namespace fairvault::server

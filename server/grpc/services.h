@@ -88,6 +88,13 @@ class CompanyServiceImpl final : public v1::CompanyService::Service {
                          v1::GetBudgetResponse* resp) override;
   grpc::Status ListLedger(grpc::ServerContext* ctx, const v1::ListLedgerRequest* req,
                           v1::ListLedgerResponse* resp) override;
+  grpc::Status GetCheckpoint(grpc::ServerContext* ctx, const v1::GetCheckpointRequest* req,
+                            v1::GetCheckpointResponse* resp) override;
+  grpc::Status GetReceipt(grpc::ServerContext* ctx, const v1::GetReceiptRequest* req,
+                          v1::GetReceiptResponse* resp) override;
+  grpc::Status GetConsistencyProof(grpc::ServerContext* ctx,
+                                   const v1::GetConsistencyProofRequest* req,
+                                   v1::GetConsistencyProofResponse* resp) override;
   grpc::Status PreviewRelease(grpc::ServerContext* ctx, const v1::PreviewReleaseRequest* req,
                               v1::PreviewReleaseResponse* resp) override;
 
@@ -101,6 +108,13 @@ class AuditorServiceImpl final : public v1::AuditorService::Service {
   explicit AuditorServiceImpl(Vault* vault) : vault_(vault) {}
   grpc::Status ListLedger(grpc::ServerContext* ctx, const v1::ListLedgerRequest* req,
                           v1::ListLedgerResponse* resp) override;
+  grpc::Status GetCheckpoint(grpc::ServerContext* ctx, const v1::GetCheckpointRequest* req,
+                            v1::GetCheckpointResponse* resp) override;
+  grpc::Status GetReceipt(grpc::ServerContext* ctx, const v1::GetReceiptRequest* req,
+                          v1::GetReceiptResponse* resp) override;
+  grpc::Status GetConsistencyProof(grpc::ServerContext* ctx,
+                                   const v1::GetConsistencyProofRequest* req,
+                                   v1::GetConsistencyProofResponse* resp) override;
   grpc::Status ListBudgets(grpc::ServerContext* ctx, const v1::ListBudgetsRequest* req,
                            v1::ListBudgetsResponse* resp) override;
   grpc::Status VerifyLedger(grpc::ServerContext* ctx, const v1::VerifyLedgerRequest* req,

@@ -1,8 +1,11 @@
 // Canonical row encoding and chaining for the ledger.
 #include "server/storage/ledger_chain.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -10,7 +13,7 @@
 
 namespace fairvault::server::storage {
 
-std::string LedgerRowHash(const LedgerRow& row, int64_t account_id, int64_t dataset_id) {
+std::string LedgerRowEncoding(const LedgerRow& row, int64_t account_id, int64_t dataset_id) {
   // Unit-separated fields; %.17g makes doubles round-trip exactly. The actor (schema version 6)
   // is appended only when set, so rows written before it verify unchanged; a row that has one
   // cannot lose it, since its hash would no longer match.
@@ -22,7 +25,21 @@ std::string LedgerRowHash(const LedgerRow& row, int64_t account_id, int64_t data
        absl::StrJoin(row.rdp_nano, ","), row.prev_hash},
       "\x1f");
   if (!row.actor.empty()) absl::StrAppend(&canonical, "\x1f", "actor=", row.actor);
-  return HexEncode(Sha256(canonical));
+  return canonical;
+}
+
+std::string LedgerRowHash(const LedgerRow& row, int64_t account_id, int64_t dataset_id) {
+  return HexEncode(Sha256(LedgerRowEncoding(row, account_id, dataset_id)));
+}
+
+absl::StatusOr<std::vector<core::transparency::StoredNode>> TreeNodesForRow(
+    int64_t seq, const std::string& row_hash, core::transparency::NodeReader read) {
+  if (row_hash.size() != 64 ||
+      !std::all_of(row_hash.begin(), row_hash.end(), [](char c) { return absl::ascii_isxdigit(c); })) {
+    return absl::DataLossError(absl::StrCat("ledger row ", seq, " has a malformed hash"));
+  }
+  return core::transparency::NodesForAppend(
+      seq - 1, core::transparency::LeafHash(absl::HexStringToBytes(row_hash)), read);
 }
 
 std::string EncodeInt64s(const std::vector<int64_t>& values) {

@@ -16,9 +16,16 @@ namespace fairvault::server::storage {
 inline constexpr char kGenesisHash[] =
     "0000000000000000000000000000000000000000000000000000000000000000";
 
-// Hex SHA-256 over the canonical encoding of every field of `row` except `hash`, including
-// the ids the row refers to.
+// The canonical encoding of every field of `row` except `hash`, including the ids the row
+// refers to (docs/operations.md, "The ledger's hash chain").
+std::string LedgerRowEncoding(const LedgerRow& row, int64_t account_id, int64_t dataset_id);
+// Hex SHA-256 of LedgerRowEncoding.
 std::string LedgerRowHash(const LedgerRow& row, int64_t account_id, int64_t dataset_id);
+
+// The nodes to store when the row with seq `seq` and hex hash `row_hash` joins the Merkle
+// tree (as leaf seq - 1, whose entry is the row hash's 32 bytes): the same on every backend.
+absl::StatusOr<std::vector<core::transparency::StoredNode>> TreeNodesForRow(
+    int64_t seq, const std::string& row_hash, core::transparency::NodeReader read);
 
 // Little-endian int64 vector <-> bytes, for RDP curves in blobs.
 std::string EncodeInt64s(const std::vector<int64_t>& values);

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/accounting/accountant.h"
+#include "core/transparency/merkle.h"
 
 namespace fairvault::server::storage {
 
@@ -105,6 +106,18 @@ struct LedgerRow {
   // that the charge created (empty if none), looked up by ledger seq.
   std::string artifact_id;
   std::string job_id;
+  // Read with the row: the ids it refers to, which its hash covers (LedgerRowEncoding).
+  int64_t account_id = 0;
+  int64_t dataset_id = 0;
+};
+
+// A signed checkpoint of the ledger's Merkle tree (issue 25): the tree of the first `size`
+// rows, its root hash (raw 32 bytes) and the signed note that states both.
+struct CheckpointRecord {
+  int64_t size = 0;
+  std::string root;
+  std::string note;
+  int64_t created_micros = 0;
 };
 
 // One Decide call, as the auditor sees it.
@@ -359,6 +372,21 @@ class Store {
   virtual absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) = 0;
   // Recomputes the hash chain and the spend totals from the ledger rows.
   virtual absl::StatusOr<LedgerVerification> VerifyLedger() = 0;
+  // One ledger row; NotFound if there is none with that seq.
+  virtual absl::StatusOr<LedgerRow> GetLedgerRow(int64_t seq) = 0;
+
+  // The transparency log (issue 25). Every ledger row is a leaf of a Merkle tree (leaf i is
+  // the row with seq i + 1), extended inside the transaction that appends the row.
+  using TreeFn = std::function<absl::Status(int64_t size, core::transparency::NodeReader read)>;
+  // Runs `fn` on one consistent view of the tree: its size (the ledger's rows) and a reader of
+  // its stored complete subtrees.
+  virtual absl::Status ReadTree(const TreeFn& fn) = 0;
+  // Stores a signed checkpoint. AlreadyExists if one of that size is stored (it stays).
+  virtual absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) = 0;
+  // The stored checkpoint of `size` (0: the latest); NotFound if none.
+  virtual absl::StatusOr<CheckpointRecord> GetCheckpoint(int64_t size) = 0;
+  // The smallest stored checkpoint of at least `min_size` rows; NotFound if none.
+  virtual absl::StatusOr<CheckpointRecord> CheckpointCovering(int64_t min_size) = 0;
 };
 
 }  // namespace fairvault::server::storage

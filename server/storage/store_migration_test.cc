@@ -1,6 +1,9 @@
 // Migrations: SQLite databases of earlier schema versions opened by this build, and a SQLite
 // vault moved to PostgreSQL whole and verified (fixtures in store_test_fixture.h).
+#include "absl/strings/str_cat.h"
 #include "server/storage/store_test_fixture.h"
+#include "core/transparency/merkle.h"
+#include "core/util/status_macros.h"
 
 namespace fairvault::server::storage::store_testing {
 namespace {
@@ -32,7 +35,7 @@ TEST_P(SqliteMigrationTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
   EXPECT_EQ(replay->response_payload, payload);
   ASSERT_OK(Charge(Request(acme_, census_, "k2", 100'000)));
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 7);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 8);
   // Opening again is a no-op.
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
@@ -58,7 +61,7 @@ TEST_P(SqliteMigrationTest, AccessLogFromVersion1IsMigratedOnOpen) {
   EXPECT_EQ((*log)[0].rows, 40);
   EXPECT_EQ((*log)[0].new_decisions, -1);  // not recorded then
   EXPECT_EQ((*log)[1].new_decisions, 1);
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 7);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 8);
 }
 
 TEST_P(SqliteMigrationTest, LedgerFromVersion5KeepsVerifyingAndNewGrantsNameTheirActor) {
@@ -72,7 +75,7 @@ TEST_P(SqliteMigrationTest, LedgerFromVersion5KeepsVerifyingAndNewGrantsNameThei
   ASSERT_EQ(Raw("ALTER TABLE ledger DROP COLUMN actor; PRAGMA user_version=5"), "");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 7);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 8);
   LedgerVerification v = Verify();
   EXPECT_TRUE(v.ok) << v.message;
   EXPECT_EQ(v.head_hash, head);
@@ -88,6 +91,33 @@ TEST_P(SqliteMigrationTest, LedgerFromVersion5KeepsVerifyingAndNewGrantsNameThei
   EXPECT_EQ(v.rows_checked, 4);
 }
 
+TEST_P(SqliteMigrationTest, AVersion7LedgerJoinsTheMerkleTreeInOrder) {
+  ASSERT_OK(store_->SetGrant(GrantRecord{acme_.id, census_.id, 2'000'000, 0}, acme_.name,
+                             census_.name, "regulator", ++now_));
+  for (int i = 0; i < 4; ++i) ASSERT_OK(Charge(Request(acme_, census_, absl::StrCat("k", i), 1000)));
+  core::transparency::Hash root;
+  ASSERT_OK(store_->ReadTree([&](int64_t size, core::transparency::NodeReader read) {
+    EXPECT_EQ(size, 5);
+    ASSIGN_OR_RETURN(root, core::transparency::RootHash(size, read));
+    return absl::OkStatus();
+  }));
+  store_.reset();
+  // As version 7 left it: no tree at all.
+  ASSERT_EQ(Raw("DROP TABLE merkle_nodes; DROP TABLE checkpoints; PRAGMA user_version=7"), "");
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 8);
+  ASSERT_OK(Charge(Request(acme_, census_, "after", 1000)));
+  ASSERT_OK(store_->ReadTree([&](int64_t size, core::transparency::NodeReader read) {
+    EXPECT_EQ(size, 6);
+    ASSIGN_OR_RETURN(core::transparency::Hash old_root, core::transparency::RootHash(5, read));
+    EXPECT_EQ(old_root, root);  // the same tree as if it had been built row by row
+    ASSIGN_OR_RETURN(core::transparency::Hash new_root, core::transparency::RootHash(6, read));
+    ASSIGN_OR_RETURN(auto proof, core::transparency::ConsistencyProof(5, 6, read));
+    EXPECT_TRUE(core::transparency::VerifyConsistency(5, 6, proof, root, new_root).ok());
+    return absl::OkStatus();
+  }));
+}
+
 TEST_P(SqliteMigrationTest, ADatabaseOfANewerSchemaIsRefused) {
   store_.reset();
   ASSERT_EQ(Raw("PRAGMA user_version=99"), "");
@@ -101,7 +131,7 @@ TEST_P(SqliteJobMigrationTest, DatabaseFromVersion2GainsTheJobsTableOnOpen) {
   store_.reset();
   ASSERT_EQ(Raw("DROP TABLE jobs; PRAGMA user_version=2"), "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 7);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 8);
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
   EXPECT_EQ(Job("job_a").state, JobState::kQueued);
 }
@@ -113,7 +143,7 @@ TEST_P(SqliteJobMigrationTest, DatabaseFromVersion3GainsJobLeasesOnOpen) {
                 "ALTER TABLE jobs DROP COLUMN lease_expires_micros; PRAGMA user_version=3"),
             "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 7);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 8);
   auto started = store_->StartJob("job_a", Lease(5'000));
   ASSERT_OK(started);
   EXPECT_EQ(started->lease_owner, kOwner);

@@ -65,24 +65,7 @@ absl::StatusOr<v1::ListLedgerResponse> Vault::ListLedger(const Caller& caller,
   ASSIGN_OR_RETURN(auto rows, store_->ListLedger(filter));
   v1::ListLedgerResponse resp;
   for (const auto& r : rows) {
-    v1::LedgerEntry* e = resp.add_entries();
-    e->set_seq(r.seq);
-    e->set_time_unix_micros(r.time_micros);
-    e->set_kind(r.kind);
-    e->set_account(r.account);
-    e->set_dataset(r.dataset);
-    e->set_request_kind(r.request_kind);
-    e->set_idempotency_key(r.idempotency_key);
-    e->set_epsilon(r.epsilon);
-    e->set_delta(r.delta);
-    e->set_mechanism(r.mechanism);
-    e->set_prev_hash(r.prev_hash);
-    e->set_hash(r.hash);
-    if (r.pure_micro) e->set_pure_epsilon_micro(*r.pure_micro);
-    for (int64_t v : r.rdp_nano) e->add_rdp_nano(v);
-    e->set_actor(r.actor);
-    e->set_artifact_id(r.artifact_id);
-    e->set_job_id(r.job_id);
+    internal::FillLedgerEntry(r, resp.add_entries());
   }
   return resp;
 }

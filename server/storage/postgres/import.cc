@@ -40,6 +40,7 @@ constexpr std::pair<const char*, const char*> kImportedTables[] = {
     {"access_log", "seq"},      {"decisions", "artifact_id"},
     {"artifacts", "id"},        {"jobs", "ledger_seq"},
     {"decision_batches", "artifact_id, batch"},
+    {"merkle_nodes", "level, idx"}, {"checkpoints", "size"},
 };
 
 }  // namespace

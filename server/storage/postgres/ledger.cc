@@ -328,6 +328,65 @@ absl::StatusOr<std::vector<LedgerRow>> PgStore::ListLedger(const LedgerFilter& f
   return out;
 }
 
+absl::StatusOr<LedgerRow> PgStore::GetLedgerRow(int64_t seq) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  ASSIGN_OR_RETURN(Result r, c->Exec(absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols,
+                                                  " FROM ledger WHERE seq = $1")
+                                         .c_str(),
+                                     Params().Int(seq)));
+  if (r.rows() == 0) return absl::NotFoundError(absl::StrCat("the ledger has no row ", seq));
+  LedgerRow row = ReadLedger(r, 0);
+  row.artifact_id = r.Text(0, 17);
+  row.job_id = r.Text(0, 18);
+  return row;
+}
+
+// ---- transparency log ------------------------------------------------------------------------
+
+absl::Status PgStore::ReadTree(const TreeFn& fn) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  return c->InTransaction([&]() -> absl::Status {
+    // One snapshot: a row and its nodes commit together, so every node of the first `size`
+    // leaves is in it.
+    RETURN_IF_ERROR(c->Run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+    ASSIGN_OR_RETURN(Result head, c->Exec("SELECT COALESCE(MAX(seq), 0) FROM ledger"));
+    return fn(head.Int(0, 0),
+              [&](int level, int64_t idx) { return postgres::TreeNode(*c, level, idx); });
+  });
+}
+
+absl::Status PgStore::PutCheckpoint(const CheckpointRecord& checkpoint) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  return c->Run(
+      "INSERT INTO checkpoints(size, root, note, created_micros) VALUES($1,$2,$3,$4)",
+      Params().Int(checkpoint.size).Bytes(checkpoint.root).Text(checkpoint.note).Int(
+          checkpoint.created_micros));
+}
+
+absl::StatusOr<CheckpointRecord> PgStore::GetCheckpoint(int64_t size) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  ASSIGN_OR_RETURN(Result r, c->Exec("SELECT size, root, note, created_micros FROM checkpoints "
+                                     "WHERE $1 = 0 OR size = $1 ORDER BY size DESC LIMIT 1",
+                                     Params().Int(size)));
+  if (r.rows() == 0) {
+    return absl::NotFoundError(size == 0 ? std::string("no checkpoint has been signed yet")
+                                         : absl::StrCat("no checkpoint of ", size,
+                                                        " rows is stored"));
+  }
+  return CheckpointRecord{r.Int(0, 0), r.Text(0, 1), r.Text(0, 2), r.Int(0, 3)};
+}
+
+absl::StatusOr<CheckpointRecord> PgStore::CheckpointCovering(int64_t min_size) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  ASSIGN_OR_RETURN(Result r, c->Exec("SELECT size, root, note, created_micros FROM checkpoints "
+                                     "WHERE size >= $1 ORDER BY size LIMIT 1",
+                                     Params().Int(min_size)));
+  if (r.rows() == 0) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint covers ", min_size, " rows yet"));
+  }
+  return CheckpointRecord{r.Int(0, 0), r.Text(0, 1), r.Text(0, 2), r.Int(0, 3)};
+}
+
 absl::StatusOr<LedgerVerification> PgStore::VerifyLedger() {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   return c->InTransaction([&]() -> absl::StatusOr<LedgerVerification> {

@@ -42,7 +42,7 @@ using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate brings a database to (table schema_version). The PostgreSQL schema
 // started at the SQLite schema's version 4 (job leases), so the numbers mean the same on both.
-constexpr int64_t kSchemaVersion = 7;
+constexpr int64_t kSchemaVersion = 8;
 
 // Applied under an advisory lock; every statement is idempotent.
 constexpr char kSchema[] = R"sql(
@@ -109,6 +109,13 @@ CREATE OR REPLACE TRIGGER decisions_read_only BEFORE INSERT ON decisions
 CREATE TABLE IF NOT EXISTS decision_batches(
   artifact_id TEXT NOT NULL, batch BIGINT NOT NULL, payload BYTEA NOT NULL,
   PRIMARY KEY(artifact_id, batch));
+CREATE TABLE IF NOT EXISTS merkle_nodes(
+  level BIGINT NOT NULL, idx BIGINT NOT NULL, hash BYTEA NOT NULL, PRIMARY KEY(level, idx));
+CREATE OR REPLACE TRIGGER merkle_nodes_no_update BEFORE UPDATE OR DELETE ON merkle_nodes
+  FOR EACH STATEMENT EXECUTE FUNCTION fairvault_append_only('Merkle tree');
+CREATE TABLE IF NOT EXISTS checkpoints(
+  size BIGINT PRIMARY KEY, root BYTEA NOT NULL, note TEXT NOT NULL,
+  created_micros BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS artifacts(
   id TEXT PRIMARY KEY, account_id BIGINT NOT NULL, dataset_id BIGINT NOT NULL,
   ledger_seq BIGINT NOT NULL, created_micros BIGINT NOT NULL, payload BYTEA NOT NULL);
@@ -338,6 +345,8 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& connin
     // issue 23) are kSchema's idempotent ALTER TABLE ... ADD COLUMN IF NOT EXISTS; version 7
     // (decision_batches, issue 24) a new table. Steps that
     // cannot be written so go here, each idempotent.
+    // Version 8: the ledger's Merkle tree (issue 25); the rows written before join it, in order.
+    RETURN_IF_ERROR(postgres::BackfillTree(*c));
     if (v.rows() == 0) {
       return c->Run("INSERT INTO schema_version(version) VALUES($1)", Params().Int(kSchemaVersion));
     }

@@ -123,6 +123,11 @@ class PgStore final : public Store {
 
   absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) override;
   absl::StatusOr<LedgerVerification> VerifyLedger() override;
+  absl::StatusOr<LedgerRow> GetLedgerRow(int64_t seq) override;
+  absl::Status ReadTree(const TreeFn& fn) override;
+  absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) override;
+  absl::StatusOr<CheckpointRecord> GetCheckpoint(int64_t size) override;
+  absl::StatusOr<CheckpointRecord> CheckpointCovering(int64_t min_size) override;
 
   class Conn;  // one libpq connection (pg_store.cc)
 

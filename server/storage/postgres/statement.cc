@@ -60,6 +60,8 @@ LedgerRow ReadLedger(const Result& r, int i) {
   row.prev_hash = r.Text(i, 14);
   row.hash = r.Text(i, 15);
   row.actor = r.Text(i, 16);
+  row.account_id = r.Int(i, 3);
+  row.dataset_id = r.Int(i, 5);
   return row;
 }
 
@@ -153,10 +155,47 @@ absl::Status AppendLedger(Conn& c, LedgerRow& row, int64_t account_id, int64_t d
   p.Int(dataset_id).Text(row.dataset).Text(row.request_kind).Text(row.idempotency_key);
   p.Double(row.epsilon).Double(row.delta).Text(row.mechanism).OptionalInt(row.pure_micro);
   p.Bytes(rdp).Text(row.prev_hash).Text(row.hash).Text(row.actor);
-  return c.Run(absl::StrCat("INSERT INTO ledger(", kLedgerCols,
-                            ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)")
-                   .c_str(),
-               p);
+  RETURN_IF_ERROR(c.Run(absl::StrCat("INSERT INTO ledger(", kLedgerCols,
+                                     ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,"
+                                     "$16,$17)")
+                            .c_str(),
+                        p));
+  return AppendTreeLeaf(c, row.seq, row.hash);
+}
+
+absl::StatusOr<std::string> TreeNode(Conn& c, int level, int64_t idx) {
+  ASSIGN_OR_RETURN(Result r, c.Exec("SELECT hash FROM merkle_nodes WHERE level=$1 AND idx=$2",
+                                    Params().Int(level).Int(idx)));
+  if (r.rows() == 0) {
+    return absl::NotFoundError(absl::StrCat("the Merkle tree has no node ", level, "/", idx));
+  }
+  return r.Text(0, 0);
+}
+
+absl::Status AppendTreeLeaf(Conn& c, int64_t seq, const std::string& hash) {
+  ASSIGN_OR_RETURN(std::vector<core::transparency::StoredNode> nodes,
+                   TreeNodesForRow(seq, hash, [&c](int level, int64_t idx) {
+                     return TreeNode(c, level, idx);
+                   }));
+  // One statement for the leaf and the subtrees it completes.
+  Params p;
+  std::string sql = "INSERT INTO merkle_nodes(level, idx, hash) VALUES";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    p.Int(nodes[i].level).Int(nodes[i].index).Bytes(nodes[i].hash);
+    absl::StrAppend(&sql, i == 0 ? "" : ",", "($", 3 * i + 1, ",$", 3 * i + 2, ",$", 3 * i + 3,
+                    ")");
+  }
+  return c.Run(sql.c_str(), p);
+}
+
+absl::Status BackfillTree(Conn& c) {
+  ASSIGN_OR_RETURN(Result leaves, c.Exec("SELECT COUNT(*) FROM merkle_nodes WHERE level=0"));
+  ASSIGN_OR_RETURN(Result rows, c.Exec("SELECT seq, hash FROM ledger WHERE seq > $1 ORDER BY seq",
+                                       Params().Int(leaves.Int(0, 0))));
+  for (int i = 0; i < rows.rows(); ++i) {
+    RETURN_IF_ERROR(AppendTreeLeaf(c, rows.Int(i, 0), rows.Text(i, 1)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace fairvault::server::storage::postgres

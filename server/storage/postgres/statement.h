@@ -240,6 +240,11 @@ inline constexpr char kJobCols[] =
 AccountRecord ReadAccount(const Result& r, int i);
 DatasetRecord ReadDataset(const Result& r, int i);
 absl::StatusOr<core::accounting::Spend> ReadSpend(const Result& r, int i, int first_col);
+// The ledger's Merkle tree inside the caller's transaction: one stored node; adding the row
+// `seq` (hex hash) as a leaf; adding every row not yet in it (the schema's version 8 step).
+absl::StatusOr<std::string> TreeNode(Conn& c, int level, int64_t idx);
+absl::Status AppendTreeLeaf(Conn& c, int64_t seq, const std::string& hash);
+absl::Status BackfillTree(Conn& c);
 LedgerRow ReadLedger(const Result& r, int i);
 JobRecord ReadJob(const Result& r, int i);
 absl::Status NotFoundIfEmpty(const Result& r, const std::string& what);

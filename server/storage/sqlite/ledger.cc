@@ -59,7 +59,30 @@ absl::Status SqliteStore::AppendLedgerLocked(LedgerRow& row, int64_t account_id,
   }
   std::string rdp = EncodeInt64s(row.rdp_nano);
   s.BindBlob(14, rdp).Bind(15, row.prev_hash).Bind(16, row.hash).Bind(17, row.actor);
-  return s.Run();
+  RETURN_IF_ERROR(s.Run());
+  return AppendTreeLeafLocked(row.seq, row.hash);
+}
+
+absl::StatusOr<std::string> SqliteStore::TreeNodeLocked(int level, int64_t idx) {
+  Stmt s(*cache_, "SELECT hash FROM merkle_nodes WHERE level=? AND idx=?");
+  s.Bind(1, static_cast<int64_t>(level)).Bind(2, idx);
+  RETURN_IF_ERROR(NotFoundIfNoRow(
+      s.Step(), absl::StrCat("the Merkle tree has no node ", level, "/", idx)));
+  return s.Text(0);
+}
+
+absl::Status SqliteStore::AppendTreeLeafLocked(int64_t seq, const std::string& hash) {
+  ASSIGN_OR_RETURN(std::vector<core::transparency::StoredNode> nodes,
+                   TreeNodesForRow(seq, hash,
+                                   [this](int level, int64_t idx) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                     return TreeNodeLocked(level, idx);
+                                   }));
+  for (const core::transparency::StoredNode& n : nodes) {
+    Stmt s(*cache_, "INSERT INTO merkle_nodes(level, idx, hash) VALUES(?,?,?)");
+    s.Bind(1, static_cast<int64_t>(n.level)).Bind(2, n.index).BindBlob(3, n.hash);
+    RETURN_IF_ERROR(s.Run());
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<GrantRecord> SqliteStore::SetGrant(const GrantRecord& grant,
@@ -302,6 +325,65 @@ absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilte
     out.back().job_id = s.Text(18);
   }
   return out;
+}
+
+absl::StatusOr<LedgerRow> SqliteStore::GetLedgerRow(int64_t seq) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(*cache_, absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols,
+                               " FROM ledger WHERE seq = ?").c_str());
+  s.Bind(1, seq);
+  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), absl::StrCat("the ledger has no row ", seq)));
+  LedgerRow row = ReadLedger(s);
+  row.artifact_id = s.Text(17);
+  row.job_id = s.Text(18);
+  return row;
+}
+
+// ---- transparency log ------------------------------------------------------------------------
+
+absl::Status SqliteStore::ReadTree(const TreeFn& fn) {
+  absl::MutexLock lock(&mu_);  // no write between the size and the nodes
+  ASSIGN_OR_RETURN(auto head, LedgerHeadLocked());
+  return fn(head.first, [this](int level, int64_t idx) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return TreeNodeLocked(level, idx);
+  });
+}
+
+absl::Status SqliteStore::PutCheckpoint(const CheckpointRecord& checkpoint) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(*cache_, "INSERT INTO checkpoints(size, root, note, created_micros) VALUES(?,?,?,?)");
+  s.Bind(1, checkpoint.size).BindBlob(2, checkpoint.root).Bind(3, checkpoint.note);
+  s.Bind(4, checkpoint.created_micros);
+  return s.Run();
+}
+
+namespace {
+CheckpointRecord ReadCheckpoint(const Stmt& s) {
+  return CheckpointRecord{s.Int(0), s.Text(1), s.Text(2), s.Int(3)};
+}
+}  // namespace
+
+absl::StatusOr<CheckpointRecord> SqliteStore::GetCheckpoint(int64_t size) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(*cache_,
+         "SELECT size, root, note, created_micros FROM checkpoints WHERE ?1 = 0 OR size = ?1 "
+         "ORDER BY size DESC LIMIT 1");
+  s.Bind(1, size);
+  RETURN_IF_ERROR(NotFoundIfNoRow(
+      s.Step(), size == 0 ? std::string("no checkpoint has been signed yet")
+                          : absl::StrCat("no checkpoint of ", size, " rows is stored")));
+  return ReadCheckpoint(s);
+}
+
+absl::StatusOr<CheckpointRecord> SqliteStore::CheckpointCovering(int64_t min_size) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(*cache_,
+         "SELECT size, root, note, created_micros FROM checkpoints WHERE size >= ? "
+         "ORDER BY size LIMIT 1");
+  s.Bind(1, min_size);
+  RETURN_IF_ERROR(
+      NotFoundIfNoRow(s.Step(), absl::StrCat("no checkpoint covers ", min_size, " rows yet")));
+  return ReadCheckpoint(s);
 }
 
 namespace {

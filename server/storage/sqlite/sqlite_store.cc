@@ -36,7 +36,7 @@ using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate() brings a database to (PRAGMA user_version).
-constexpr int64_t kSchemaVersion = 7;
+constexpr int64_t kSchemaVersion = 8;
 
 // The checkpointer: a round every kCheckpointPeriod (or when a commit finds the log large).
 // A TRUNCATE checkpoint is tried for kTruncateTime (the store's calls wait meanwhile); after a
@@ -128,6 +128,16 @@ CREATE TRIGGER IF NOT EXISTS decisions_read_only BEFORE INSERT ON decisions
 CREATE TABLE IF NOT EXISTS decision_batches(
   artifact_id TEXT NOT NULL, batch INTEGER NOT NULL, payload BLOB NOT NULL,
   PRIMARY KEY(artifact_id, batch));
+CREATE TABLE IF NOT EXISTS merkle_nodes(
+  level INTEGER NOT NULL, idx INTEGER NOT NULL, hash BLOB NOT NULL,
+  PRIMARY KEY(level, idx)) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS merkle_nodes_no_update BEFORE UPDATE ON merkle_nodes
+  BEGIN SELECT RAISE(ABORT, 'the Merkle tree is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS merkle_nodes_no_delete BEFORE DELETE ON merkle_nodes
+  BEGIN SELECT RAISE(ABORT, 'the Merkle tree is append-only'); END;
+CREATE TABLE IF NOT EXISTS checkpoints(
+  size INTEGER PRIMARY KEY, root BLOB NOT NULL, note TEXT NOT NULL,
+  created_micros INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS artifacts(
   id TEXT PRIMARY KEY, account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL,
   ledger_seq INTEGER NOT NULL, created_micros INTEGER NOT NULL, payload BLOB NOT NULL);
@@ -474,6 +484,19 @@ absl::Status SqliteStore::Migrate() {
   }
   // Version 7: decisions are stored as one batch per Decide call (decision_batches, a new
   // table); the rows of `decisions` stay and are still read.
+  // Version 8: the ledger's Merkle tree (merkle_nodes) and signed checkpoints (issue 25): the
+  // rows written before join the tree now, in order.
+  {
+    Stmt count(db_, "SELECT COUNT(*) FROM merkle_nodes WHERE level=0");
+    ASSIGN_OR_RETURN(bool row, count.Step());
+    Stmt rows(db_, "SELECT seq, hash FROM ledger WHERE seq > ? ORDER BY seq");
+    rows.Bind(1, row ? count.Int(0) : 0);
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, rows.Step());
+      if (!more) break;
+      RETURN_IF_ERROR(AppendTreeLeafLocked(rows.Int(0), rows.Text(1)));
+    }
+  }
   return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
 }
 

@@ -128,6 +128,11 @@ class SqliteStore final : public Store {
 
   absl::StatusOr<std::vector<LedgerRow>> ListLedger(const LedgerFilter& filter) override;
   absl::StatusOr<LedgerVerification> VerifyLedger() override;
+  absl::StatusOr<LedgerRow> GetLedgerRow(int64_t seq) override;
+  absl::Status ReadTree(const TreeFn& fn) override;
+  absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) override;
+  absl::StatusOr<CheckpointRecord> GetCheckpoint(int64_t size) override;
+  absl::StatusOr<CheckpointRecord> CheckpointCovering(int64_t min_size) override;
 
  private:
   SqliteStore(sqlite3* db, std::string path, Options options);
@@ -152,6 +157,12 @@ class SqliteStore final : public Store {
   bool CheckpointWanted() const ABSL_SHARED_LOCKS_REQUIRED(ckpt_mu_) { return stop_ || wanted_; }
   absl::StatusOr<TableRecord> ReadTable(const std::string& handle, bool with_payload);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The tree node stored at (level, idx); NotFound if none.
+  absl::StatusOr<std::string> TreeNodeLocked(int level, int64_t idx)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the ledger row `seq` (hex hash) to the Merkle tree, in the caller's transaction.
+  absl::Status AppendTreeLeafLocked(int64_t seq, const std::string& hash)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `write` (its own autocommit statements) without syncing the log at its commit: for
   // writes a crash may lose harmlessly (job progress, lease renewals).
   absl::Status WithoutSyncLocked(const std::function<absl::Status()>& write)

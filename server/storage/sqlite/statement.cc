@@ -96,6 +96,8 @@ LedgerRow ReadLedger(const Stmt& s) {
   r.prev_hash = s.Text(14);
   r.hash = s.Text(15);
   r.actor = s.Text(16);
+  r.account_id = s.Int(3);
+  r.dataset_id = s.Int(5);
   return r;
 }
 

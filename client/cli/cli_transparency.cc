@@ -1,0 +1,262 @@
+// The transparency log from the CLI (issue 25): signed checkpoints, receipts for releases, and
+// consistency between two checkpoints. Verification needs only the vault's verifier key
+// (--log-key or $FAIRVAULT_LOG_KEY, given out of band by the operator): the vault is not
+// trusted to check itself.
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "client/cli/cli_common.h"
+#include "client/lib/csv.h"
+#include "client/lib/receipts.h"
+#include "core/util/status_macros.h"
+
+namespace fairvault::client::cli {
+namespace {
+
+namespace tlog = core::transparency;
+
+FlagSpec LogKeyFlag(bool required) {
+  return {"log-key", "KEY",
+          "the vault's verifier key \"ORIGIN+HASH+BASE64\", or a file holding it (default "
+          "$FAIRVAULT_LOG_KEY)",
+          required};
+}
+
+FlagSpec AuditorFlag() {
+  return {"auditor", "", "through the auditor service (auditors and the regulator)"};
+}
+
+// The verifier key from --log-key (a key, or a file holding one) or $FAIRVAULT_LOG_KEY;
+// nullopt if neither is set.
+absl::StatusOr<std::optional<tlog::NoteVerifier>> LogKey(const ParsedFlags& flags) {
+  std::string value = flags.Get("log-key");
+  if (value.empty()) {
+    const char* env = std::getenv("FAIRVAULT_LOG_KEY");
+    if (env == nullptr || *env == '\0') return std::nullopt;
+    value = env;
+  }
+  absl::StatusOr<std::string> file = ReadFileToString(value);
+  absl::StatusOr<tlog::NoteVerifier> verifier =
+      tlog::NoteVerifier::Parse(file.ok() ? *file : value);
+  if (!verifier.ok()) {
+    return UsageError(absl::StrCat("--log-key: neither a verifier key nor a file holding one (",
+                                   verifier.status().message(), ")"));
+  }
+  return std::optional<tlog::NoteVerifier>(*std::move(verifier));
+}
+
+absl::StatusOr<tlog::NoteVerifier> RequiredLogKey(const ParsedFlags& flags) {
+  ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> key, LogKey(flags));
+  if (!key.has_value()) {
+    return UsageError(
+        "--log-key is required (or $FAIRVAULT_LOG_KEY): the vault's verifier key, from its "
+        "operator (fairvault-server log-key)");
+  }
+  return *std::move(key);
+}
+
+// A failed check, as the CLI reports a ledger that does not verify (exit status 1).
+absl::Status NotVerified(const absl::Status& status, absl::string_view what) {
+  if (status.ok()) return status;
+  return absl::DataLossError(absl::StrCat(what, " NOT verified: ", status.message()));
+}
+
+std::string Hex8(const std::string& bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < bytes.size() && i < 8; ++i) {
+    out += kDigits[(static_cast<unsigned char>(bytes[i]) >> 4) & 15];
+    out += kDigits[static_cast<unsigned char>(bytes[i]) & 15];
+  }
+  return out;
+}
+
+absl::Status LogCheckpoint(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  ASSIGN_OR_RETURN(const int64_t size, flags.GetInt("size", 0));
+  if (size < 0) return UsageError("--size must be >= 1 (or absent: the whole ledger)");
+  ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> key, LogKey(flags));
+  ASSIGN_OR_RETURN(Client * client, ctx.client());
+  v1::GetCheckpointRequest req;
+  req.set_size(size);
+  ASSIGN_OR_RETURN(v1::GetCheckpointResponse resp,
+                   client->GetCheckpoint(req, flags.GetBool("auditor")));
+  if (key.has_value()) {
+    absl::StatusOr<tlog::Checkpoint> opened = OpenCheckpoint(resp.checkpoint().note(), *key);
+    RETURN_IF_ERROR(NotVerified(opened.status(), "checkpoint"));
+    std::cerr << "checkpoint of " << opened->size << " rows, signed by " << key->name
+              << ": signature verified\n";
+  } else {
+    std::cerr << "not verified (no --log-key); the vault says its key is "
+              << resp.verifier_key() << " — take the key from the operator, not from here\n";
+  }
+  if (flags.Has("out")) {
+    RETURN_IF_ERROR(WriteStringToFile(flags.Get("out"), resp.checkpoint().note()));
+    std::cerr << "written to " << flags.Get("out") << "\n";
+  }
+  if (ctx.json()) {
+    PrintJson(resp);
+  } else if (!flags.Has("out")) {
+    std::cout << resp.checkpoint().note();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrintVerified(const v1::Receipt& receipt, const tlog::Checkpoint& checkpoint,
+                           const tlog::NoteVerifier& key) {
+  const v1::LedgerEntry& e = receipt.entry();
+  std::cout << "receipt verified: ledger row " << e.seq() << " (" << e.kind();
+  if (!e.request_kind().empty()) std::cout << " " << e.request_kind();
+  std::cout << ", " << e.account() << ", " << e.dataset() << ", epsilon " << Num(e.epsilon())
+            << ", delta " << Num(e.delta()) << ", key " << e.idempotency_key()
+            << ") is leaf " << receipt.leaf_index() << " of the tree of " << checkpoint.size
+            << " rows with root " << Hex8(checkpoint.root) << "..., signed by " << key.name
+            << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status ReceiptGet(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  ASSIGN_OR_RETURN(const int64_t seq, flags.GetInt("seq", 0));
+  const std::string key = flags.Get("idempotency-key");
+  if ((seq != 0) == !key.empty()) {
+    return UsageError("give one of --seq N and --idempotency-key KEY");
+  }
+  if (seq < 0) return UsageError("--seq must be >= 1");
+  ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> log_key, LogKey(flags));
+  ASSIGN_OR_RETURN(Client * client, ctx.client());
+  v1::GetReceiptRequest req;
+  req.set_seq(seq);
+  req.set_idempotency_key(key);
+  ASSIGN_OR_RETURN(v1::GetReceiptResponse resp, client->GetReceipt(req, flags.GetBool("auditor")));
+  const std::string json = ToJson(resp.receipt());
+  if (flags.Has("out")) {
+    RETURN_IF_ERROR(WriteStringToFile(flags.Get("out"), json));
+    std::cerr << "receipt for ledger row " << resp.receipt().entry().seq() << " written to "
+              << flags.Get("out") << "\n";
+  } else {
+    std::cout << json;
+  }
+  if (log_key.has_value()) {
+    absl::StatusOr<tlog::Checkpoint> checkpoint = VerifyReceipt(resp.receipt(), *log_key);
+    RETURN_IF_ERROR(NotVerified(checkpoint.status(), "receipt"));
+    if (flags.Has("out")) return PrintVerified(resp.receipt(), *checkpoint, *log_key);
+    std::cerr << "receipt verified against " << log_key->name << "\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReceiptVerify(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  ASSIGN_OR_RETURN(tlog::NoteVerifier key, RequiredLogKey(flags));
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(flags.Get("receipt")));
+  v1::Receipt receipt;
+  RETURN_IF_ERROR(FromJson(text, flags.Get("receipt"), receipt));
+  absl::StatusOr<tlog::Checkpoint> checkpoint = VerifyReceipt(receipt, key);
+  RETURN_IF_ERROR(NotVerified(checkpoint.status(), "receipt"));
+  return PrintVerified(receipt, *checkpoint, key);
+}
+
+absl::Status AuditorConsistency(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  ASSIGN_OR_RETURN(tlog::NoteVerifier key, RequiredLogKey(flags));
+  ASSIGN_OR_RETURN(std::string from_note, ReadFileToString(flags.Get("from")));
+  absl::StatusOr<tlog::Checkpoint> from = OpenCheckpoint(from_note, key);
+  RETURN_IF_ERROR(NotVerified(from.status(), "--from checkpoint"));
+  std::string to_note;
+  int64_t to_size = 0;
+  if (flags.Has("to")) {
+    ASSIGN_OR_RETURN(to_note, ReadFileToString(flags.Get("to")));
+    absl::StatusOr<tlog::Checkpoint> to = OpenCheckpoint(to_note, key);
+    RETURN_IF_ERROR(NotVerified(to.status(), "--to checkpoint"));
+    to_size = to->size;
+    if (to->size == from->size) {
+      RETURN_IF_ERROR(NotVerified(VerifyConsistency(from_note, to_note, {}, key), "consistency"));
+      std::cout << "consistent: the same tree of " << from->size << " rows\n";
+      return absl::OkStatus();
+    }
+    if (to->size < from->size) {
+      return UsageError(absl::StrCat("--to (", to->size, " rows) is older than --from (",
+                                     from->size, " rows): swap them"));
+    }
+  }
+  ASSIGN_OR_RETURN(Client * client, ctx.client());
+  v1::GetConsistencyProofRequest req;
+  req.set_from_size(from->size);
+  req.set_to_size(to_size);
+  ASSIGN_OR_RETURN(v1::GetConsistencyProofResponse resp,
+                   client->GetConsistencyProof(req, /*auditor=*/true));
+  // The proof is checked against the notes this auditor holds: the --from file (never the
+  // vault's copy of it), and --to when given.
+  if (to_note.empty()) to_note = resp.to().note();
+  absl::Status consistent = VerifyConsistency(from_note, to_note, resp.proof(), key);
+  if (!consistent.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        "NOT consistent: ", consistent.message(),
+        ". Keep both checkpoints: together they prove the vault rewrote its ledger"));
+  }
+  ASSIGN_OR_RETURN(tlog::Checkpoint to, OpenCheckpoint(to_note, key));
+  std::cout << "consistent: the signed log of " << to.size << " rows extends the one of "
+            << from->size << " rows (" << resp.proof_size() << " proof hashes, RFC 9162)\n";
+  if (flags.Has("save")) {
+    RETURN_IF_ERROR(WriteStringToFile(flags.Get("save"), to_note));
+    std::cout << "the checkpoint of " << to.size << " rows is saved in " << flags.Get("save")
+              << ": pass it as --from next time\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<Command> TransparencyCommands() {
+  return {
+      {"log checkpoint",
+       "a signed checkpoint of the ledger's Merkle tree (any role)",
+       "Without --size: a checkpoint of the whole ledger as it stands (signed now if the ledger "
+       "grew). With --log-key the signature is checked. Keep checkpoints: `auditor consistency` "
+       "proves a later one extends them.",
+       {{"size", "N", "the stored checkpoint of exactly N rows"},
+        {"out", "FILE", "write the signed note to FILE"},
+        LogKeyFlag(false),
+        AuditorFlag()},
+       true,
+       LogCheckpoint},
+      {"receipt get",
+       "a receipt proving a release's ledger row is in a signed checkpoint",
+       "Companies ask for their own rows, by --idempotency-key (a replayed release's receipt is "
+       "its original row's) or --seq; auditors for any row by --seq, with --auditor. The receipt "
+       "(JSON) goes to --out or stdout; with --log-key it is verified as `receipt verify` does.",
+       {{"seq", "N", "the ledger row"},
+        {"idempotency-key", "KEY", "your release's idempotency key"},
+        {"out", "FILE", "write the receipt (JSON) to FILE"},
+        LogKeyFlag(false),
+        AuditorFlag()},
+       true,
+       ReceiptGet},
+      {"receipt verify",
+       "verify a receipt offline with the vault's verifier key",
+       "Checks that the row's canonical encoding hashes to its hash and says what the row says, "
+       "that the inclusion proof leads from the row to the checkpoint's root (RFC 9162), and "
+       "that the checkpoint is signed by the key. Exit status 1 if anything fails.",
+       {{"receipt", "FILE", "the receipt (JSON, from `receipt get`)", true, false, true},
+        LogKeyFlag(true)},
+       false,
+       ReceiptVerify},
+      {"auditor consistency",
+       "prove that the vault's ledger extends a checkpoint you kept (auditor, regulator)",
+       "Fetches a consistency proof from the checkpoint in --from to the one in --to (or to a "
+       "new one of the whole ledger) and checks it with the verifier key. A failure means the "
+       "vault rewrote or forked its ledger: keep both checkpoints as evidence. --save keeps "
+       "the newer checkpoint for the next run.",
+       {{"from", "FILE", "a signed checkpoint you kept", true},
+        {"to", "FILE", "a later signed checkpoint (default: a new one of the whole ledger)"},
+        {"save", "FILE", "write the newer checkpoint to FILE"},
+        LogKeyFlag(true)},
+       true,
+       AuditorConsistency},
+  };
+}
+
+}  // namespace fairvault::client::cli

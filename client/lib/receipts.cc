@@ -1,0 +1,109 @@
+// Receipts, checkpoints and consistency proofs checked offline (see receipts.h).
+#include "client/lib/receipts.h"
+
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/transparency/merkle.h"
+#include "core/util/status_macros.h"
+
+namespace fairvault::client {
+namespace tlog = core::transparency;
+
+namespace {
+
+absl::Status Bad(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("receipt: ", what));
+}
+
+// The canonical encoding's fields (docs/operations.md, "The ledger's hash chain") against the
+// entry's.
+absl::Status CheckCanonical(const v1::LedgerEntry& e, const std::string& canonical) {
+  std::vector<std::string> f = absl::StrSplit(canonical, '\x1f');
+  if (f.size() != 15 && f.size() != 16) {
+    return Bad(absl::StrCat("the canonical encoding has ", f.size(), " fields, not 15 or 16"));
+  }
+  const std::string pure =
+      e.has_pure_epsilon_micro() ? absl::StrCat(e.pure_epsilon_micro()) : std::string("-");
+  const std::pair<const char*, std::pair<std::string, std::string>> checks[] = {
+      {"seq", {f[0], absl::StrCat(e.seq())}},
+      {"time", {f[1], absl::StrCat(e.time_unix_micros())}},
+      {"kind", {f[2], e.kind()}},
+      {"account", {f[4], e.account()}},
+      {"dataset", {f[6], e.dataset()}},
+      {"request kind", {f[7], e.request_kind()}},
+      {"idempotency key", {f[8], e.idempotency_key()}},
+      {"epsilon", {f[9], absl::StrFormat("%.17g", e.epsilon())}},
+      {"delta", {f[10], absl::StrFormat("%.17g", e.delta())}},
+      {"mechanism", {f[11], e.mechanism()}},
+      {"pure epsilon", {f[12], pure}},
+      {"Renyi curve", {f[13], absl::StrJoin(e.rdp_nano(), ",")}},
+      {"previous hash", {f[14], e.prev_hash()}},
+      {"actor", {f.size() == 16 ? f[15] : std::string(),
+                 e.actor().empty() ? std::string() : absl::StrCat("actor=", e.actor())}},
+  };
+  for (const auto& [name, pair] : checks) {
+    if (pair.first != pair.second) {
+      return Bad(absl::StrCat("the row's ", name, " is '", pair.second,
+                              "' but its hashed encoding says '", pair.first, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<tlog::Checkpoint> OpenCheckpoint(const std::string& note,
+                                                const tlog::NoteVerifier& verifier) {
+  ASSIGN_OR_RETURN(std::string text, tlog::OpenNote(note, verifier));
+  ASSIGN_OR_RETURN(tlog::Checkpoint checkpoint, tlog::ParseCheckpointText(text));
+  if (checkpoint.origin != verifier.name) {
+    return absl::InvalidArgumentError(absl::StrCat("the checkpoint is of log '",
+                                                   checkpoint.origin, "', the key of '",
+                                                   verifier.name, "'"));
+  }
+  return checkpoint;
+}
+
+absl::StatusOr<tlog::Checkpoint> VerifyReceipt(const v1::Receipt& receipt,
+                                               const tlog::NoteVerifier& verifier) {
+  const v1::LedgerEntry& e = receipt.entry();
+  if (absl::BytesToHexString(tlog::Sha256(receipt.canonical())) != e.hash()) {
+    return Bad(absl::StrCat("row ", e.seq(), ": its encoding does not hash to its hash"));
+  }
+  RETURN_IF_ERROR(CheckCanonical(e, receipt.canonical()));
+  if (receipt.leaf_index() != e.seq() - 1) {
+    return Bad(absl::StrCat("row ", e.seq(), " must be leaf ", e.seq() - 1, ", not ",
+                            receipt.leaf_index()));
+  }
+  absl::StatusOr<tlog::Checkpoint> checkpoint =
+      OpenCheckpoint(receipt.checkpoint().note(), verifier);
+  if (!checkpoint.ok()) return Bad(checkpoint.status().message());
+  const std::vector<tlog::Hash> proof(receipt.inclusion_proof().begin(),
+                                      receipt.inclusion_proof().end());
+  absl::Status included =
+      tlog::VerifyInclusion(tlog::LeafHash(absl::HexStringToBytes(e.hash())), receipt.leaf_index(),
+                            checkpoint->size, proof, checkpoint->root);
+  if (!included.ok()) {
+    return Bad(absl::StrCat("row ", e.seq(), " in the signed tree of ", checkpoint->size,
+                            " rows: ", included.message()));
+  }
+  return checkpoint;
+}
+
+absl::Status VerifyConsistency(const std::string& from_note, const std::string& to_note,
+                               const google::protobuf::RepeatedPtrField<std::string>& proof,
+                               const tlog::NoteVerifier& verifier) {
+  ASSIGN_OR_RETURN(tlog::Checkpoint from, OpenCheckpoint(from_note, verifier));
+  ASSIGN_OR_RETURN(tlog::Checkpoint to, OpenCheckpoint(to_note, verifier));
+  return tlog::VerifyConsistency(from.size, to.size,
+                                 std::vector<tlog::Hash>(proof.begin(), proof.end()), from.root,
+                                 to.root);
+}
+
+}  // namespace fairvault::client

@@ -1,0 +1,33 @@
+// Offline verification of what the vault's transparency log hands out (issue 25): receipts,
+// signed checkpoints and consistency proofs, with nothing but the vault's verifier key. The
+// vault is not trusted here: every hash is recomputed.
+#ifndef FAIRVAULT_CLIENT_LIB_RECEIPTS_H_
+#define FAIRVAULT_CLIENT_LIB_RECEIPTS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/transparency/note.h"
+#include "fairvault/v1/fairvault.pb.h"
+
+namespace fairvault::client {
+
+// The checkpoint a signed note states, if `verifier` signed it.
+absl::StatusOr<core::transparency::Checkpoint> OpenCheckpoint(
+    const std::string& note, const core::transparency::NoteVerifier& verifier);
+
+// Checks a receipt: the row's canonical encoding hashes to its hash and says what the entry
+// says; the row is leaf seq - 1 of the checkpoint's tree (the inclusion proof); the checkpoint
+// is signed by `verifier` and states the tree's size and root. Returns the checkpoint.
+// InvalidArgument naming the first thing that failed.
+absl::StatusOr<core::transparency::Checkpoint> VerifyReceipt(
+    const v1::Receipt& receipt, const core::transparency::NoteVerifier& verifier);
+
+// Checks that the log of checkpoint `to` extends that of `from` (both signed by `verifier`).
+absl::Status VerifyConsistency(const std::string& from_note, const std::string& to_note,
+                               const google::protobuf::RepeatedPtrField<std::string>& proof,
+                               const core::transparency::NoteVerifier& verifier);
+
+}  // namespace fairvault::client
+
+#endif  // FAIRVAULT_CLIENT_LIB_RECEIPTS_H_

@@ -1,0 +1,93 @@
+// The ledger's Merkle tree and its checkpoints (issue 25), on every backend: each appended row
+// extends the tree in its own transaction, the tree's root is the RFC 9162 root of the rows'
+// hashes, proofs from the stored nodes verify, and checkpoints are stored once per size.
+#include "absl/strings/escaping.h"
+#include "core/transparency/merkle.h"
+#include "server/storage/ledger_chain.h"
+#include "server/storage/store_test_fixture.h"
+
+namespace fairvault::server::storage::store_testing {
+namespace {
+
+namespace tlog = core::transparency;
+
+// The root recomputed from the rows alone, as an auditor holding the whole ledger would.
+tlog::Hash RootOfRows(const std::vector<LedgerRow>& rows, size_t n) {
+  std::vector<tlog::Hash> level;
+  for (size_t i = 0; i < n; ++i) level.push_back(tlog::LeafHash(absl::HexStringToBytes(rows[i].hash)));
+  std::function<tlog::Hash(size_t, size_t)> root = [&](size_t b, size_t e) -> tlog::Hash {
+    if (e - b == 1) return level[b];
+    size_t k = 1;
+    while (k * 2 < e - b) k *= 2;
+    return tlog::NodeHash(root(b, b + k), root(b + k, e));
+  };
+  return n == 0 ? tlog::EmptyRoot() : root(0, n);
+}
+
+TEST_P(StoreTest, EveryLedgerRowIsALeafOfTheTree) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  for (int i = 0; i < 6; ++i) ASSERT_OK(Charge(Request(acme_, census_, absl::StrCat("t", i), 1000)));
+  const std::vector<LedgerRow> rows = Ledger();
+  ASSERT_EQ(rows.size(), 11u);
+  ASSERT_OK(store_->ReadTree([&](int64_t size, tlog::NodeReader read) -> absl::Status {
+    EXPECT_EQ(size, 11);
+    for (int64_t n = 1; n <= size; ++n) {
+      absl::StatusOr<tlog::Hash> root = tlog::RootHash(n, read);
+      EXPECT_TRUE(root.ok()) << root.status();
+      EXPECT_EQ(*root, RootOfRows(rows, n)) << n;
+      for (int64_t m = 0; m < n; ++m) {
+        auto proof = tlog::InclusionProof(m, n, read);
+        EXPECT_TRUE(proof.ok());
+        EXPECT_TRUE(tlog::VerifyInclusion(tlog::LeafHash(absl::HexStringToBytes(rows[m].hash)),
+                                          m, n, *proof, *root)
+                        .ok())
+            << m << " of " << n;
+      }
+    }
+    return absl::OkStatus();
+  }));
+  // A row's encoding is what its hash covers.
+  EXPECT_EQ(absl::BytesToHexString(tlog::Sha256(
+                LedgerRowEncoding(rows[2], rows[2].account_id, rows[2].dataset_id))),
+            rows[2].hash);
+  auto one = store_->GetLedgerRow(3);
+  ASSERT_OK(one);
+  EXPECT_EQ(one->hash, rows[2].hash);
+  EXPECT_EQ(one->account_id, acme_.id);
+  EXPECT_TRUE(absl::IsNotFound(store_->GetLedgerRow(12).status()));
+}
+
+TEST_P(StoreTest, AChargeThatFailsLeavesNoLeafBehind) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  // Over budget: refused inside the charge transaction, nothing appended.
+  EXPECT_FALSE(Charge(Request(acme_, census_, "too-much", 50'000'000)).ok());
+  ASSERT_OK(store_->ReadTree([&](int64_t size, tlog::NodeReader read) -> absl::Status {
+    EXPECT_EQ(size, 5);
+    EXPECT_TRUE(absl::IsNotFound(read(0, 5).status()));
+    return absl::OkStatus();
+  }));
+}
+
+TEST_P(StoreTest, CheckpointsAreStoredOncePerSize) {
+  EXPECT_TRUE(absl::IsNotFound(store_->GetCheckpoint(0).status()));
+  ASSERT_OK(store_->PutCheckpoint(CheckpointRecord{3, tlog::LeafHash("a"), "note 3\n", 1}));
+  ASSERT_OK(store_->PutCheckpoint(CheckpointRecord{7, tlog::LeafHash("b"), "note 7\n", 2}));
+  EXPECT_TRUE(absl::IsAlreadyExists(
+      store_->PutCheckpoint(CheckpointRecord{7, tlog::LeafHash("c"), "another\n", 3})));
+  auto latest = store_->GetCheckpoint(0);
+  ASSERT_OK(latest);
+  EXPECT_EQ(latest->size, 7);
+  EXPECT_EQ(latest->root, tlog::LeafHash("b"));  // the first stays
+  EXPECT_EQ(latest->note, "note 7\n");
+  auto three = store_->GetCheckpoint(3);
+  ASSERT_OK(three);
+  EXPECT_EQ(three->note, "note 3\n");
+  EXPECT_TRUE(absl::IsNotFound(store_->GetCheckpoint(5).status()));
+  auto covering = store_->CheckpointCovering(4);
+  ASSERT_OK(covering);
+  EXPECT_EQ(covering->size, 7);
+  EXPECT_TRUE(absl::IsNotFound(store_->CheckpointCovering(8).status()));
+}
+
+}  // namespace
+}  // namespace fairvault::server::storage::store_testing
