@@ -19,13 +19,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # deploy/make-certs.sh.
 # python3-*: the Python client (client/python) and its pytest suite against the real server;
 # python3-pip and python3-setuptools: client/python/install.sh (tested by the suite);
+# python3-cryptography: the client's check of the transparency log's Ed25519 signatures;
 # python3-sklearn: the suite's scikit-learn checks of the estimators (clone, pickle, Pipeline,
 # check_estimator; not a dependency of the client).
 # valgrind: tests/timing/instruction_count_test.sh counts the learners' instructions on
 # neighbouring datasets with callgrind.
 "$root/deploy/install-deps.sh" chromium postgresql docker.io docker-compose debootstrap openssl valgrind \
   python3-grpcio python3-protobuf python3-pandas python3-numpy python3-tqdm python3-matplotlib \
-  python3-pytest python3-pip python3-setuptools python3-sklearn
+  python3-pytest python3-pip python3-setuptools python3-sklearn python3-cryptography
 "$root/deploy/build.sh"
 cd "$root/build"
 # A missing browser fails the browser test here instead of skipping it.

@@ -100,7 +100,7 @@ constexpr char kServeUsage[] =
     "      file, if it exists; see log-key). With one, a checkpoint of the ledger's Merkle\n"
     "      tree is signed and stored once --checkpoint-rows rows (default 1000) are new, or\n"
     "      --checkpoint-seconds (default 10) after the latest if any row is; without one no\n"
-    "      checkpoint is signed and receipts are refused.\n";
+    "      new checkpoint is signed (receipts for newer rows are refused).\n";
 
 struct Subcommand {
   const char* name;
@@ -435,7 +435,7 @@ int Serve(std::map<std::string, std::string>& flags) {
       options.log_signer = *std::move(signer);
     } else {
       std::cerr << "fairvault-server: no transparency log key (--log-key): checkpoints are not "
-                   "signed and receipts are refused\n";
+                   "signed (receipts for rows newer than every stored checkpoint are refused)\n";
     }
   }
   if (absl::Status valid = options.Validate(); !valid.ok()) {

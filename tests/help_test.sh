@@ -58,7 +58,7 @@ expect_help() {
 
 # ---- fairvault-server and its subcommands ----
 for h in --help -h help; do expect_help "fairvault-server" "$server" "$h"; done
-listed=$("$server" --help | sed -n 's/^usage: fairvault-server \([a-z]\+\).*/\1/p')
+listed=$("$server" --help | sed -n 's/^usage: fairvault-server \([a-z-]\+\).*/\1/p')
 for required in bootstrap serve backup migrate; do
   grep -qx "$required" <<<"$listed" || fail "fairvault-server --help does not list $required"
 done

@@ -86,6 +86,10 @@ absl::Status LogCheckpoint(Context& ctx) {
   if (key.has_value()) {
     absl::StatusOr<tlog::Checkpoint> opened = OpenCheckpoint(resp.checkpoint().note(), *key);
     RETURN_IF_ERROR(NotVerified(opened.status(), "checkpoint"));
+    if (size != 0 && opened->size != size) {
+      return absl::DataLossError(absl::StrCat("checkpoint NOT verified: asked for ", size,
+                                              " rows, the signed note says ", opened->size));
+    }
     std::cerr << "checkpoint of " << opened->size << " rows, signed by " << key->name
               << ": signature verified\n";
   } else {
@@ -131,6 +135,15 @@ absl::Status ReceiptGet(Context& ctx) {
   req.set_seq(seq);
   req.set_idempotency_key(key);
   ASSIGN_OR_RETURN(v1::GetReceiptResponse resp, client->GetReceipt(req, flags.GetBool("auditor")));
+  // The receipt must be for the row asked about: a valid receipt of another row proves nothing
+  // about this release.
+  const v1::LedgerEntry& entry = resp.receipt().entry();
+  if ((seq != 0 && entry.seq() != seq) ||
+      (!key.empty() && (entry.idempotency_key() != key || entry.kind() != "charge"))) {
+    return absl::DataLossError(absl::StrCat(
+        "receipt NOT verified: the vault answered with ledger row ", entry.seq(), " (",
+        entry.kind(), ", key '", entry.idempotency_key(), "'), not the row asked for"));
+  }
   const std::string json = ToJson(resp.receipt());
   if (flags.Has("out")) {
     RETURN_IF_ERROR(WriteStringToFile(flags.Get("out"), json));

@@ -73,6 +73,7 @@ absl::StatusOr<tlog::Checkpoint> OpenCheckpoint(const std::string& note,
 absl::StatusOr<tlog::Checkpoint> VerifyReceipt(const v1::Receipt& receipt,
                                                const tlog::NoteVerifier& verifier) {
   const v1::LedgerEntry& e = receipt.entry();
+  if (e.seq() < 1) return Bad("a ledger row's seq is >= 1");
   if (absl::BytesToHexString(tlog::Sha256(receipt.canonical())) != e.hash()) {
     return Bad(absl::StrCat("row ", e.seq(), ": its encoding does not hash to its hash"));
   }

@@ -212,6 +212,34 @@ class Vault(ReleaseMethods):
             dataset=dataset, company=company, after_seq=after_seq, limit=limit)).entries,
             as_frame)
 
+    # ----- the transparency log (docs/operations.md, "The transparency log") ---------------
+
+    def get_checkpoint(self, size: int = 0, auditor: bool = False) -> Any:
+        """A signed checkpoint (``GetCheckpointResponse``: ``checkpoint`` and the vault's
+        ``verifier_key``): of the whole ledger (signed now if it grew), or the stored one of
+        ``size`` rows. Check it with ``fairvault.transparency.open_checkpoint`` and the key
+        the operator published."""
+        stub = self._conn.auditor if auditor else self._conn.company
+        return self._read(stub, "GetCheckpoint", pb.GetCheckpointRequest(size=size))
+
+    def get_receipt(self, idempotency_key: str = "", seq: int = 0,
+                    auditor: bool = False) -> Any:
+        """A ``Receipt`` for one of your releases (by its idempotency key; a replay's is the
+        original row's) or, as an auditor, any row by ``seq``. Check it offline with
+        ``fairvault.transparency.verify_receipt(receipt, verifier_key)``."""
+        stub = self._conn.auditor if auditor else self._conn.company
+        return self._read(stub, "GetReceipt", pb.GetReceiptRequest(
+            seq=seq, idempotency_key=idempotency_key)).receipt
+
+    def get_consistency_proof(self, from_size: int, to_size: int = 0,
+                              auditor: bool = True) -> Any:
+        """``GetConsistencyProofResponse`` from the checkpoint of ``from_size`` rows to that of
+        ``to_size`` (0: the whole ledger). Check ``proof`` against the checkpoints *you* kept
+        with ``fairvault.transparency.verify_consistency``."""
+        stub = self._conn.auditor if auditor else self._conn.company
+        return self._read(stub, "GetConsistencyProof", pb.GetConsistencyProofRequest(
+            from_size=from_size, to_size=to_size))
+
     # ----- AuditorService -----------------------------------------------------------------
 
     def list_budgets(self, dataset: str = "", company: str = "", as_frame: bool = True) -> Any:

@@ -156,18 +156,24 @@ absl::StatusOr<v1::GetConsistencyProofResponse> Vault::GetConsistencyProof(
     return absl::InvalidArgumentError(
         "from_size must be >= 1 and to_size >= from_size (to_size 0: the latest)");
   }
-  ASSIGN_OR_RETURN(storage::CheckpointRecord from, store_->GetCheckpoint(req.from_size()));
   ASSIGN_OR_RETURN(storage::CheckpointRecord to, req.to_size() == 0
                                                      ? CheckpointNow()
                                                      : store_->GetCheckpoint(req.to_size()));
+  if (req.from_size() > to.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "from_size ", req.from_size(), " is beyond the checkpoint of ", to.size, " rows"));
+  }
+  // The proof comes from the tree, whatever checkpoints are stored: an auditor's checkpoint of
+  // any size is answered (a vault that lost or dropped its own copy cannot decline).
   v1::GetConsistencyProofResponse resp;
   RETURN_IF_ERROR(store_->ReadTree([&](int64_t, tlog::NodeReader read) -> absl::Status {
     ASSIGN_OR_RETURN(std::vector<tlog::Hash> proof,
-                     tlog::ConsistencyProof(from.size, to.size, read));
+                     tlog::ConsistencyProof(req.from_size(), to.size, read));
     for (tlog::Hash& h : proof) resp.add_proof(std::move(h));
     return absl::OkStatus();
   }));
-  *resp.mutable_from() = CheckpointProto(from);
+  absl::StatusOr<storage::CheckpointRecord> from = store_->GetCheckpoint(req.from_size());
+  if (from.ok()) *resp.mutable_from() = CheckpointProto(*from);
   *resp.mutable_to() = CheckpointProto(to);
   return resp;
 }

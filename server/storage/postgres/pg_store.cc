@@ -111,8 +111,24 @@ CREATE TABLE IF NOT EXISTS decision_batches(
   PRIMARY KEY(artifact_id, batch));
 CREATE TABLE IF NOT EXISTS merkle_nodes(
   level BIGINT NOT NULL, idx BIGINT NOT NULL, hash BYTEA NOT NULL, PRIMARY KEY(level, idx));
-CREATE OR REPLACE TRIGGER merkle_nodes_no_update BEFORE UPDATE OR DELETE ON merkle_nodes
-  FOR EACH STATEMENT EXECUTE FUNCTION fairvault_append_only('Merkle tree');
+CREATE OR REPLACE TRIGGER merkle_nodes_no_update BEFORE UPDATE OR DELETE OR TRUNCATE
+  ON merkle_nodes FOR EACH STATEMENT EXECUTE FUNCTION fairvault_append_only('Merkle tree');
+-- A ledger row commits only with its leaf: a replica of an older version (which writes no
+-- leaves) cannot append while a newer one keeps the tree.
+CREATE OR REPLACE FUNCTION fairvault_ledger_has_leaf() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF NOT EXISTS (SELECT 1 FROM merkle_nodes WHERE level = 0 AND idx = NEW.seq - 1) THEN
+      RAISE EXCEPTION 'ledger row % has no Merkle tree leaf: a fairvault-server older than '
+        'schema version 8 wrote it; upgrade every replica', NEW.seq;
+    END IF;
+    RETURN NULL;
+  END $$;
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'ledger_has_leaf') THEN
+    CREATE CONSTRAINT TRIGGER ledger_has_leaf AFTER INSERT ON ledger
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fairvault_ledger_has_leaf();
+  END IF;
+END $$;
 CREATE TABLE IF NOT EXISTS checkpoints(
   size BIGINT PRIMARY KEY, root BYTEA NOT NULL, note TEXT NOT NULL,
   created_micros BIGINT NOT NULL);

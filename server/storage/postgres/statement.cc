@@ -189,9 +189,15 @@ absl::Status AppendTreeLeaf(Conn& c, int64_t seq, const std::string& hash) {
 }
 
 absl::Status BackfillTree(Conn& c) {
-  ASSIGN_OR_RETURN(Result leaves, c.Exec("SELECT COUNT(*) FROM merkle_nodes WHERE level=0"));
-  ASSIGN_OR_RETURN(Result rows, c.Exec("SELECT seq, hash FROM ledger WHERE seq > $1 ORDER BY seq",
-                                       Params().Int(leaves.Int(0, 0))));
+  ASSIGN_OR_RETURN(Result counts,
+                   c.Exec("SELECT (SELECT COUNT(*) FROM merkle_nodes WHERE level=0), "
+                          "(SELECT COALESCE(MAX(seq), 0) FROM ledger)"));
+  if (counts.Int(0, 0) == counts.Int(0, 1)) return absl::OkStatus();  // every row has its leaf
+  // No row is appended meanwhile (appends take the same lock).
+  RETURN_IF_ERROR(c.LockHead("ledger"));
+  ASSIGN_OR_RETURN(Result rows,
+                   c.Exec("SELECT seq, hash FROM ledger l WHERE NOT EXISTS (SELECT 1 FROM "
+                          "merkle_nodes m WHERE m.level = 0 AND m.idx = l.seq - 1) ORDER BY seq"));
   for (int i = 0; i < rows.rows(); ++i) {
     RETURN_IF_ERROR(AppendTreeLeaf(c, rows.Int(i, 0), rows.Text(i, 1)));
   }

@@ -1,0 +1,231 @@
+"""The vault's transparency log checked in Python, independently of the vault's C++ (issue 25).
+
+Every ledger row is a leaf of a Merkle tree hashed as RFC 9162 §2.1 does; the vault signs
+checkpoints of it (C2SP tlog-checkpoint in a C2SP signed note, Ed25519). With only the vault's
+verifier key (``"<origin>+<key hash>+<base64 key>"``, from its operator), these functions check
+a receipt (``Vault.get_receipt``) and a consistency proof between two checkpoints
+(``Vault.get_consistency_proof``); nothing the vault says is trusted. The hashing and proof
+checks are the RFC's algorithms written here again; Ed25519 comes from ``cryptography``
+(Debian's python3-cryptography).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import List, Sequence
+
+import grpc
+
+from fairvault.errors import DataLoss, InvalidInput
+
+__all__ = ["Checkpoint", "VerifierKey", "NotVerified", "open_checkpoint", "verify_receipt",
+           "verify_consistency", "row_encoding_matches"]
+
+_SIG_PREFIX = "\u2014 "
+
+
+class NotVerified(DataLoss):
+    """A receipt, checkpoint or consistency proof that does not verify (the message says what).
+    A ``DataLoss``: what the vault handed out does not match what it signed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(grpc.StatusCode.DATA_LOSS, message)
+
+
+@dataclass(frozen=True)
+class VerifierKey:
+    name: str
+    key_hash: int
+    public_key: bytes
+
+    @classmethod
+    def parse(cls, encoded: str) -> "VerifierKey":
+        parts = encoded.strip().split("+", 2)
+        if len(parts) != 3 or len(parts[1]) != 8:
+            raise InvalidInput("a verifier key is <name>+<8 hex digits>+<base64 key>",
+                               field="verifier_key")
+        raw = base64.b64decode(parts[2])
+        if len(raw) != 33 or raw[0] != 1:
+            raise InvalidInput("the verifier key is not an Ed25519 key (0x01 and 32 bytes)",
+                               field="verifier_key")
+        key = cls(parts[0], int(parts[1], 16), raw[1:])
+        if _key_hash(key.name, key.public_key) != key.key_hash:
+            raise InvalidInput("the verifier key's hash does not match its name and key",
+                               field="verifier_key")
+        return key
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    origin: str
+    size: int
+    root: bytes
+
+
+def _key_hash(name: str, public_key: bytes) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode() + b"\n\x01" + public_key).digest()[:4],
+                          "big")
+
+
+def _leaf(entry: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + entry).digest()
+
+
+def _node(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def _ed25519_ok(public_key: bytes, signature: bytes, text: bytes) -> bool:
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    except ImportError as error:  # pragma: no cover - deploy/test.sh installs it
+        raise InvalidInput("verifying signatures needs the cryptography package "
+                           "(apt install python3-cryptography)") from error
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, text)
+        return True
+    except InvalidSignature:
+        return False
+
+
+def open_checkpoint(note: str, key: "VerifierKey | str") -> Checkpoint:
+    """The checkpoint a signed note states, if ``key`` signed it; NotVerified otherwise."""
+    key = VerifierKey.parse(key) if isinstance(key, str) else key
+    split = note.rfind("\n\n")
+    if split < 0 or not note.endswith("\n"):
+        raise NotVerified("a signed note is text, a blank line, and signature lines")
+    text, signatures = note[:split + 1], note[split + 2:-1].split("\n")
+    for line in signatures:
+        if not line.startswith(_SIG_PREFIX) or " " not in line[len(_SIG_PREFIX):]:
+            raise NotVerified("a signature line is '\u2014 <name> <base64>'")
+        name, blob = line[len(_SIG_PREFIX):].rsplit(" ", 1)
+        raw = base64.b64decode(blob)
+        if name != key.name or int.from_bytes(raw[:4], "big") != key.key_hash:
+            continue
+        if not _ed25519_ok(key.public_key, raw[4:], text.encode()):
+            raise NotVerified(f"the signature of '{key.name}' does not verify: the note was "
+                              f"altered")
+        lines = text[:-1].split("\n")
+        if len(lines) < 3 or not lines[1].isdigit() or (len(lines[1]) > 1 and lines[1][0] == "0"):
+            raise NotVerified("a checkpoint is origin, tree size, base64 root hash")
+        root = base64.b64decode(lines[2])
+        if len(root) != 32 or lines[0] != key.name:
+            raise NotVerified(f"the checkpoint is of log '{lines[0]}' with a {len(root)}-byte "
+                              f"root; the key is of '{key.name}'")
+        return Checkpoint(lines[0], int(lines[1]), root)
+    raise NotVerified(f"the note has no signature by '{key.name}'")
+
+
+def _root_from_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes]) -> bytes:
+    """RFC 9162 §2.1.3.2."""
+    if not 0 <= index < size:
+        raise NotVerified(f"leaf {index} is not in a tree of {size} leaves")
+    fn, sn, r = index, size - 1, leaf
+    for p in proof:
+        if sn == 0:
+            raise NotVerified("the inclusion proof is longer than the tree is deep")
+        if fn & 1 or fn == sn:
+            r = _node(p, r)
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
+        else:
+            r = _node(r, p)
+        fn >>= 1
+        sn >>= 1
+    if sn != 0:
+        raise NotVerified("the inclusion proof is shorter than the tree is deep")
+    return r
+
+
+def _fmt17(x: float) -> str:
+    """C's %.17g."""
+    return "%.17g" % x
+
+
+def row_encoding_matches(entry, canonical: bytes) -> None:
+    """The ledger row's canonical encoding (docs/operations.md) against the entry's fields."""
+    fields = canonical.decode().split("\x1f")
+    if len(fields) not in (15, 16):
+        raise NotVerified(f"the canonical encoding has {len(fields)} fields")
+    pure = str(entry.pure_epsilon_micro) if entry.HasField("pure_epsilon_micro") else "-"
+    expected = {
+        0: str(entry.seq), 1: str(entry.time_unix_micros), 2: entry.kind, 4: entry.account,
+        6: entry.dataset, 7: entry.request_kind, 8: entry.idempotency_key,
+        9: _fmt17(entry.epsilon), 10: _fmt17(entry.delta), 11: entry.mechanism, 12: pure,
+        13: ",".join(str(v) for v in entry.rdp_nano), 14: entry.prev_hash,
+    }
+    for i, value in expected.items():
+        if fields[i] != value:
+            raise NotVerified(f"the row says {value!r} where its hashed encoding says "
+                              f"{fields[i]!r} (field {i})")
+    actor = fields[15] if len(fields) == 16 else ""
+    if actor != (f"actor={entry.actor}" if entry.actor else ""):
+        raise NotVerified("the row's actor is not the one its hash covers")
+
+
+def verify_receipt(receipt, key: "VerifierKey | str", idempotency_key: str = "",
+                   seq: int = 0) -> Checkpoint:
+    """Checks a ``Receipt``: it is for the release ``idempotency_key`` (or the row ``seq``)
+    when given; the row's encoding hashes to its hash and says what the row says; the row is
+    leaf seq - 1 of the signed checkpoint's tree. Returns the checkpoint; NotVerified naming
+    what failed."""
+    entry = receipt.entry
+    if (seq and entry.seq != seq) or (idempotency_key and (
+            entry.idempotency_key != idempotency_key or entry.kind != "charge")):
+        raise NotVerified(f"the receipt is for ledger row {entry.seq} ({entry.kind}, key "
+                          f"{entry.idempotency_key!r}), not the one asked for")
+    if entry.seq < 1:
+        raise NotVerified("a ledger row's seq is >= 1")
+    if hashlib.sha256(receipt.canonical).hexdigest() != entry.hash:
+        raise NotVerified(f"row {entry.seq}: its encoding does not hash to its hash")
+    row_encoding_matches(entry, receipt.canonical)
+    if receipt.leaf_index != entry.seq - 1:
+        raise NotVerified(f"row {entry.seq} must be leaf {entry.seq - 1}")
+    checkpoint = open_checkpoint(receipt.checkpoint.note, key)
+    root = _root_from_inclusion(_leaf(bytes.fromhex(entry.hash)), receipt.leaf_index,
+                                checkpoint.size, list(receipt.inclusion_proof))
+    if root != checkpoint.root:
+        raise NotVerified(f"row {entry.seq} is not in the signed tree of {checkpoint.size} rows")
+    return checkpoint
+
+
+def verify_consistency(old_note: str, new_note: str, proof: Sequence[bytes],
+                       key: "VerifierKey | str") -> Checkpoint:
+    """RFC 9162 §2.1.4.2: the log of ``new_note`` extends that of ``old_note`` (both signed by
+    ``key``). Returns the new checkpoint; NotVerified (a rewritten or forked log) otherwise."""
+    old, new = open_checkpoint(old_note, key), open_checkpoint(new_note, key)
+    proof: List[bytes] = list(proof)
+    if old.size > new.size:
+        raise NotVerified(f"a tree of {old.size} rows cannot be a prefix of one of {new.size}")
+    if old.size == new.size:
+        if proof or old.root != new.root:
+            raise NotVerified(f"two different roots for {old.size} rows: a split view (fork) "
+                              f"of the log")
+        return new
+    if not proof:
+        raise NotVerified("the consistency proof is empty")
+    path = ([old.root] if old.size & (old.size - 1) == 0 else []) + proof
+    fn, sn = old.size - 1, new.size - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            raise NotVerified("the consistency proof is longer than the tree is deep")
+        if fn & 1 or fn == sn:
+            fr, sr = _node(c, fr), _node(c, sr)
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
+        else:
+            sr = _node(sr, c)
+        fn >>= 1
+        sn >>= 1
+    if sn != 0 or fr != old.root or sr != new.root:
+        raise NotVerified(f"the log of {new.size} rows does not extend the one of {old.size} "
+                          f"rows: rewritten or forked")
+    return new

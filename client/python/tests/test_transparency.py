@@ -1,0 +1,80 @@
+"""The transparency log from Python: receipts and consistency proofs made by the C++ vault,
+verified by this package's own RFC 9162 and signed-note code (an independent implementation)
+with only the verifier key; and what an edit, a wrong key or a fork looks like."""
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from fairvault import transparency
+from fairvault.transparency import NotVerified
+
+
+@pytest.fixture(scope="module")
+def verifier_key(vault_server) -> str:
+    key_file = pathlib.Path(str(vault_server.tmp / "vault.db") + ".log-key")
+    out = vault_server_log_key(vault_server.server_binary, key_file)
+    return out
+
+
+def vault_server_log_key(binary: str, key_file: pathlib.Path) -> str:
+    import subprocess
+    return subprocess.run([binary, "log-key", "--key", str(key_file)], check=True,
+                          capture_output=True, text=True, timeout=30).stdout.strip()
+
+
+def test_a_receipt_verifies_and_an_edited_one_does_not(company, table, verifier_key) -> None:
+    first = company.noisy_counts(table, 0.5, columns=["region"], idempotency_key="py-receipt-1")
+    company.noisy_counts(table, 0.5, columns=["region"], idempotency_key="py-receipt-2")
+    receipt = company.get_receipt("py-receipt-1")
+    checkpoint = transparency.verify_receipt(receipt, verifier_key,
+                                             idempotency_key="py-receipt-1")
+    assert receipt.entry.seq == first.charge.ledger_seq
+    # A valid receipt of another row is no receipt for this release.
+    with pytest.raises(NotVerified, match="not the one asked for"):
+        transparency.verify_receipt(receipt, verifier_key, idempotency_key="py-receipt-2")
+    assert checkpoint.size >= receipt.entry.seq
+    assert checkpoint.origin == verifier_key.split("+")[0]
+
+    edited = type(receipt)()
+    edited.CopyFrom(receipt)
+    edited.entry.epsilon = 0.25
+    with pytest.raises(NotVerified, match="hashed encoding"):
+        transparency.verify_receipt(edited, verifier_key)
+    moved = type(receipt)()
+    moved.CopyFrom(receipt)
+    moved.inclusion_proof[0] = bytes(32) if moved.inclusion_proof else moved.inclusion_proof
+    if receipt.inclusion_proof:
+        with pytest.raises(NotVerified):
+            transparency.verify_receipt(moved, verifier_key)
+    other = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k"
+    with pytest.raises(NotVerified, match="no signature by"):
+        transparency.verify_receipt(receipt, other)
+
+
+def test_consistency_between_two_checkpoints(vault_server, company, table, verifier_key) -> None:
+    auditor = vault_server.new_auditor()
+    kept = auditor.get_checkpoint(auditor=True).checkpoint
+    company.noisy_counts(table, 0.5, columns=["region"], idempotency_key="py-after-kept")
+    proof = auditor.get_consistency_proof(kept.size)
+    newer = transparency.verify_consistency(kept.note, proof.to.note, proof.proof, verifier_key)
+    assert newer.size > kept.size
+    # The same proof does not join the kept checkpoint to an altered root.
+    with pytest.raises(NotVerified):
+        transparency.verify_consistency(kept.note, proof.to.note, list(proof.proof)[1:] or
+                                        [bytes(32)], verifier_key)
+
+
+def test_the_go_reference_note_opens() -> None:
+    """The C2SP spec's example note and key (data only), through this package's code."""
+    note = ("This is an example message.\n\n\u2014 example.com/foo "
+            "Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72"
+            "IneyaQM=\n")
+    key = transparency.VerifierKey.parse(
+        "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k")
+    # Not a checkpoint (one line), but its signature verifies: the refusal is about the body.
+    with pytest.raises(NotVerified, match="checkpoint is origin"):
+        transparency.open_checkpoint(note, key)
+    with pytest.raises(NotVerified, match="altered"):
+        transparency.open_checkpoint(note.replace("example message", "exemplary message"), key)
