@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/cli_common.h"
 #include "client/lib/csv.h"
@@ -63,16 +64,6 @@ absl::Status NotVerified(const absl::Status& status, absl::string_view what) {
   return absl::DataLossError(absl::StrCat(what, " NOT verified: ", status.message()));
 }
 
-std::string Hex8(const std::string& bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < bytes.size() && i < 8; ++i) {
-    out += kDigits[(static_cast<unsigned char>(bytes[i]) >> 4) & 15];
-    out += kDigits[static_cast<unsigned char>(bytes[i]) & 15];
-  }
-  return out;
-}
-
 absl::Status LogCheckpoint(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   ASSIGN_OR_RETURN(const int64_t size, flags.GetInt("size", 0));
@@ -116,8 +107,8 @@ absl::Status PrintVerified(const v1::Receipt& receipt, const tlog::Checkpoint& c
   std::cout << ", " << e.account() << ", " << e.dataset() << ", epsilon " << Num(e.epsilon())
             << ", delta " << Num(e.delta()) << ", key " << e.idempotency_key()
             << ") is leaf " << receipt.leaf_index() << " of the tree of " << checkpoint.size
-            << " rows with root " << Hex8(checkpoint.root) << "..., signed by " << key.name
-            << "\n";
+            << " rows with root " << absl::BytesToHexString(checkpoint.root.substr(0, 8))
+            << "..., signed by " << key.name << "\n";
   return absl::OkStatus();
 }
 

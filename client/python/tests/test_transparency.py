@@ -4,6 +4,7 @@ with only the verifier key; and what an edit, a wrong key or a fork looks like."
 from __future__ import annotations
 
 import pathlib
+import subprocess
 
 import pytest
 
@@ -13,15 +14,10 @@ from fairvault.transparency import NotVerified
 
 @pytest.fixture(scope="module")
 def verifier_key(vault_server) -> str:
+    """The test vault's verifier key, as its operator would publish it (`log-key --key`)."""
     key_file = pathlib.Path(str(vault_server.tmp / "vault.db") + ".log-key")
-    out = vault_server_log_key(vault_server.server_binary, key_file)
-    return out
-
-
-def vault_server_log_key(binary: str, key_file: pathlib.Path) -> str:
-    import subprocess
-    return subprocess.run([binary, "log-key", "--key", str(key_file)], check=True,
-                          capture_output=True, text=True, timeout=30).stdout.strip()
+    return subprocess.run([vault_server.server_binary, "log-key", "--key", str(key_file)],
+                          check=True, capture_output=True, text=True, timeout=30).stdout.strip()
 
 
 def test_a_receipt_verifies_and_an_edited_one_does_not(company, table, verifier_key) -> None:

@@ -355,6 +355,13 @@ absl::Status PgStore::ReadTree(const TreeFn& fn) {
   });
 }
 
+namespace {
+// The first row of `SELECT size, root, note, created_micros FROM checkpoints ...`.
+CheckpointRecord ReadCheckpoint(const postgres::Result& r) {
+  return CheckpointRecord{r.Int(0, 0), r.Text(0, 1), r.Text(0, 2), r.Int(0, 3)};
+}
+}  // namespace
+
 absl::Status PgStore::PutCheckpoint(const CheckpointRecord& checkpoint) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   return c->Run(
@@ -373,7 +380,7 @@ absl::StatusOr<CheckpointRecord> PgStore::GetCheckpoint(int64_t size) {
                                          : absl::StrCat("no checkpoint of ", size,
                                                         " rows is stored"));
   }
-  return CheckpointRecord{r.Int(0, 0), r.Text(0, 1), r.Text(0, 2), r.Int(0, 3)};
+  return ReadCheckpoint(r);
 }
 
 absl::StatusOr<CheckpointRecord> PgStore::CheckpointCovering(int64_t min_size) {
@@ -384,7 +391,7 @@ absl::StatusOr<CheckpointRecord> PgStore::CheckpointCovering(int64_t min_size) {
   if (r.rows() == 0) {
     return absl::NotFoundError(absl::StrCat("no checkpoint covers ", min_size, " rows yet"));
   }
-  return CheckpointRecord{r.Int(0, 0), r.Text(0, 1), r.Text(0, 2), r.Int(0, 3)};
+  return ReadCheckpoint(r);
 }
 
 absl::StatusOr<LedgerVerification> PgStore::VerifyLedger() {
