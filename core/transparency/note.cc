@@ -4,6 +4,8 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <cstdint>
+#include <ctime>
 #include <memory>
 
 #include "absl/strings/ascii.h"
@@ -17,9 +19,9 @@
 namespace fairvault::core::transparency {
 namespace {
 
-constexpr char kAlgEd25519 = 0x01;
 constexpr size_t kKeyBytes = 32;
 constexpr size_t kSignatureBytes = 64;
+constexpr size_t kTimestampBytes = 8;
 // "— " (U+2014 EM DASH, then a space) opens every signature line.
 constexpr absl::string_view kSigPrefix = "\xe2\x80\x94 ";
 
@@ -49,9 +51,23 @@ absl::StatusOr<std::string> PublicKeyOf(absl::string_view seed) {
   return pub;
 }
 
-// "<name>+<hex hash>+<base64(0x01 || key)>" -> name, hash, key.
+std::string TypeByte(KeyType type) { return std::string(1, static_cast<char>(type)); }
+
+std::string BigEndian(uint64_t v, int bytes) {
+  std::string out(bytes, '\0');
+  for (int i = bytes - 1; i >= 0; --i, v >>= 8) out[i] = static_cast<char>(v & 0xff);
+  return out;
+}
+
+uint64_t ReadBigEndian(absl::string_view bytes) {
+  uint64_t v = 0;
+  for (unsigned char c : bytes) v = (v << 8) | c;
+  return v;
+}
+
+// "<name>+<hex hash>+<base64(type || key)>" -> name, hash, key, type.
 absl::Status ParseKey(absl::string_view encoded, std::string* name, uint32_t* hash,
-                      std::string* key, absl::string_view what) {
+                      std::string* key, KeyType* type, absl::string_view what) {
   // The base64 may hold '+' too: split at the first two.
   std::vector<absl::string_view> parts = absl::StrSplit(encoded, absl::MaxSplits('+', 2));
   if (parts.size() != 3) {
@@ -65,21 +81,26 @@ absl::Status ParseKey(absl::string_view encoded, std::string* name, uint32_t* ha
   }
   std::string raw;
   if (!absl::Base64Unescape(parts[2], &raw) || raw.size() != 1 + kKeyBytes ||
-      raw[0] != kAlgEd25519) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": the key is not base64 of 0x01 and 32 bytes (an Ed25519 key)"));
+      (raw[0] != static_cast<char>(KeyType::kEd25519) &&
+       raw[0] != static_cast<char>(KeyType::kCosignatureV1))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": the key is not base64 of 0x01 (a note key) or 0x04 (a cosignature/v1 key) and "
+              "32 bytes of Ed25519 key"));
   }
+  *type = static_cast<KeyType>(raw[0]);
   *key = raw.substr(1);
   return absl::OkStatus();
 }
 
 }  // namespace
 
-uint32_t KeyHash(absl::string_view name, absl::string_view public_key) {
-  const Hash h = Sha256(absl::StrCat(name, "\n", std::string(1, kAlgEd25519), public_key));
-  return (uint32_t{static_cast<unsigned char>(h[0])} << 24) |
-         (uint32_t{static_cast<unsigned char>(h[1])} << 16) |
-         (uint32_t{static_cast<unsigned char>(h[2])} << 8) | uint32_t{static_cast<unsigned char>(h[3])};
+uint32_t KeyHash(absl::string_view name, absl::string_view public_key, KeyType type) {
+  const Hash h = Sha256(absl::StrCat(name, "\n", TypeByte(type), public_key));
+  return static_cast<uint32_t>(ReadBigEndian(absl::string_view(h).substr(0, 4)));
+}
+
+std::string CosignedMessage(absl::string_view text, int64_t unix_seconds) {
+  return absl::StrCat("cosignature/v1\ntime ", unix_seconds, "\n", text);
 }
 
 absl::Status ValidKeyName(absl::string_view name) {
@@ -129,20 +150,29 @@ absl::StatusOr<Checkpoint> ParseCheckpointText(absl::string_view text) {
 
 std::string NoteVerifier::Encoded() const {
   return absl::StrCat(name, "+", absl::StrFormat("%08x", key_hash), "+",
-                      absl::Base64Escape(absl::StrCat(std::string(1, kAlgEd25519), public_key)));
+                      absl::Base64Escape(absl::StrCat(TypeByte(type), public_key)));
 }
 
 absl::StatusOr<NoteVerifier> NoteVerifier::Parse(absl::string_view encoded) {
   NoteVerifier v;
   RETURN_IF_ERROR(ParseKey(absl::StripAsciiWhitespace(encoded), &v.name, &v.key_hash,
-                           &v.public_key, "the verifier key"));
-  if (KeyHash(v.name, v.public_key) != v.key_hash) {
+                           &v.public_key, &v.type, "the verifier key"));
+  if (KeyHash(v.name, v.public_key, v.type) != v.key_hash) {
     return absl::InvalidArgumentError("the verifier key's hash does not match its name and key");
   }
   return v;
 }
 
 bool NoteVerifier::Verify(absl::string_view text, absl::string_view signature) const {
+  std::string cosigned;
+  if (type == KeyType::kCosignatureV1) {
+    if (signature.size() != kTimestampBytes + kSignatureBytes) return false;
+    const uint64_t time = ReadBigEndian(signature.substr(0, kTimestampBytes));
+    if (time > uint64_t{INT64_MAX}) return false;
+    cosigned = CosignedMessage(text, static_cast<int64_t>(time));
+    text = cosigned;
+    signature.remove_prefix(kTimestampBytes);
+  }
   if (signature.size() != kSignatureBytes) return false;
   PkeyPtr key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, Bytes(public_key),
                                           public_key.size()));
@@ -153,7 +183,7 @@ bool NoteVerifier::Verify(absl::string_view text, absl::string_view signature) c
                           text.size()) == 1;
 }
 
-absl::StatusOr<NoteSigner> NoteSigner::Generate(absl::string_view name) {
+absl::StatusOr<NoteSigner> NoteSigner::Generate(absl::string_view name, KeyType type) {
   RETURN_IF_ERROR(ValidKeyName(name));
   NoteSigner s;
   s.seed_.assign(kKeyBytes, '\0');
@@ -161,8 +191,9 @@ absl::StatusOr<NoteSigner> NoteSigner::Generate(absl::string_view name) {
     return absl::InternalError("OpenSSL's random generator failed");
   }
   s.verifier_.name = std::string(name);
+  s.verifier_.type = type;
   ASSIGN_OR_RETURN(s.verifier_.public_key, PublicKeyOf(s.seed_));
-  s.verifier_.key_hash = KeyHash(name, s.verifier_.public_key);
+  s.verifier_.key_hash = KeyHash(name, s.verifier_.public_key, type);
   return s;
 }
 
@@ -174,9 +205,10 @@ absl::StatusOr<NoteSigner> NoteSigner::Parse(absl::string_view encoded) {
   }
   NoteSigner s;
   RETURN_IF_ERROR(ParseKey(encoded, &s.verifier_.name, &s.verifier_.key_hash, &s.seed_,
-                           "the signing key"));
+                           &s.verifier_.type, "the signing key"));
   ASSIGN_OR_RETURN(s.verifier_.public_key, PublicKeyOf(s.seed_));
-  if (KeyHash(s.verifier_.name, s.verifier_.public_key) != s.verifier_.key_hash) {
+  if (KeyHash(s.verifier_.name, s.verifier_.public_key, s.verifier_.type) !=
+      s.verifier_.key_hash) {
     return absl::InvalidArgumentError("the signing key's hash does not match its name and key");
   }
   return s;
@@ -185,10 +217,18 @@ absl::StatusOr<NoteSigner> NoteSigner::Parse(absl::string_view encoded) {
 std::string NoteSigner::EncodedSecret() const {
   return absl::StrCat("PRIVATE+KEY+", verifier_.name, "+",
                       absl::StrFormat("%08x", verifier_.key_hash), "+",
-                      absl::Base64Escape(absl::StrCat(std::string(1, kAlgEd25519), seed_)));
+                      absl::Base64Escape(absl::StrCat(TypeByte(verifier_.type), seed_)));
 }
 
-absl::StatusOr<std::string> NoteSigner::Sign(absl::string_view text) const {
+absl::StatusOr<std::string> NoteSigner::Sign(absl::string_view text, int64_t unix_seconds) const {
+  std::string prefix;
+  std::string cosigned;
+  if (verifier_.type == KeyType::kCosignatureV1) {
+    if (unix_seconds < 0) return absl::InvalidArgumentError("a cosignature's time is >= 0");
+    prefix = BigEndian(static_cast<uint64_t>(unix_seconds), kTimestampBytes);
+    cosigned = CosignedMessage(text, unix_seconds);
+    text = cosigned;
+  }
   PkeyPtr key(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, Bytes(seed_), seed_.size()));
   MdCtxPtr ctx(EVP_MD_CTX_new());
   if (key == nullptr || ctx == nullptr ||
@@ -202,7 +242,7 @@ absl::StatusOr<std::string> NoteSigner::Sign(absl::string_view text) const {
       len != kSignatureBytes) {
     return absl::InternalError("OpenSSL could not sign");
   }
-  return sig;
+  return prefix + sig;
 }
 
 absl::StatusOr<SplitNote> ParseNote(absl::string_view note) {
@@ -232,17 +272,15 @@ absl::StatusOr<SplitNote> ParseNote(absl::string_view note) {
       return absl::InvalidArgumentError(
           absl::StrCat("the signature of '", s.name, "' is not base64 of a key hash and bytes"));
     }
-    s.key_hash = (uint32_t{static_cast<unsigned char>(raw[0])} << 24) |
-                 (uint32_t{static_cast<unsigned char>(raw[1])} << 16) |
-                 (uint32_t{static_cast<unsigned char>(raw[2])} << 8) |
-                 uint32_t{static_cast<unsigned char>(raw[3])};
+    s.key_hash = static_cast<uint32_t>(ReadBigEndian(absl::string_view(raw).substr(0, 4)));
     s.signature = raw.substr(4);
     out.signatures.push_back(std::move(s));
   }
   return out;
 }
 
-absl::StatusOr<std::string> SignNote(absl::string_view note_or_text, const NoteSigner& signer) {
+absl::StatusOr<std::string> SignNote(absl::string_view note_or_text, const NoteSigner& signer,
+                                     int64_t unix_seconds) {
   std::string text;
   std::string lines;
   if (note_or_text.find("\n\n") != absl::string_view::npos) {
@@ -255,15 +293,32 @@ absl::StatusOr<std::string> SignNote(absl::string_view note_or_text, const NoteS
   if (text.empty() || text.back() != '\n') {
     return absl::InvalidArgumentError("a note's text ends with a newline");
   }
-  ASSIGN_OR_RETURN(std::string sig, signer.Sign(text));
-  const uint32_t h = signer.verifier().key_hash;
-  const std::string prefix = {static_cast<char>(h >> 24), static_cast<char>(h >> 16),
-                              static_cast<char>(h >> 8), static_cast<char>(h)};
-  absl::StrAppend(&lines, kSigPrefix, signer.name(), " ", absl::Base64Escape(prefix + sig), "\n");
+  if (unix_seconds == 0) unix_seconds = static_cast<int64_t>(std::time(nullptr));
+  SignatureLine line{signer.name(), signer.verifier().key_hash, ""};
+  ASSIGN_OR_RETURN(line.signature, signer.Sign(text, unix_seconds));
+  absl::StrAppend(&lines, SignatureLineText(line));
   return absl::StrCat(text, "\n", lines);
 }
 
+std::string SignatureLineText(const SignatureLine& line) {
+  return absl::StrCat(kSigPrefix, line.name, " ",
+                      absl::Base64Escape(BigEndian(line.key_hash, 4) + line.signature), "\n");
+}
+
+int64_t CosignatureTime(const SignatureLine& line) {
+  if (line.signature.size() != kTimestampBytes + kSignatureBytes) return -1;
+  const uint64_t time = ReadBigEndian(absl::string_view(line.signature).substr(0, kTimestampBytes));
+  return time > uint64_t{INT64_MAX} ? -1 : static_cast<int64_t>(time);
+}
+
 absl::StatusOr<std::string> OpenNote(absl::string_view note, const NoteVerifier& verifier) {
+  ASSIGN_OR_RETURN(SplitNote split, ParseNote(note));
+  RETURN_IF_ERROR(VerifiedSignature(note, verifier).status());
+  return split.text;
+}
+
+absl::StatusOr<SignatureLine> VerifiedSignature(absl::string_view note,
+                                                const NoteVerifier& verifier) {
   ASSIGN_OR_RETURN(SplitNote split, ParseNote(note));
   for (const SignatureLine& s : split.signatures) {
     if (s.name != verifier.name || s.key_hash != verifier.key_hash) continue;
@@ -271,7 +326,7 @@ absl::StatusOr<std::string> OpenNote(absl::string_view note, const NoteVerifier&
       return absl::InvalidArgumentError(absl::StrCat(
           "the signature of '", verifier.name, "' does not verify: the note was altered"));
     }
-    return split.text;
+    return s;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("the note has no signature by '", verifier.name, "' (key hash ",

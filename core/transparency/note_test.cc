@@ -89,6 +89,48 @@ TEST(NoteTest, CosigningKeepsEarlierSignatures) {
   EXPECT_EQ(again->verifier().Encoded(), vault->verifier().Encoded());
 }
 
+TEST(NoteTest, CosignaturesFollowTlogCosignatureV1) {
+  auto vault = NoteSigner::Generate("vault.example/ledger");
+  auto witness = NoteSigner::Generate("witness.example/w1", KeyType::kCosignatureV1);
+  ASSERT_TRUE(vault.ok() && witness.ok());
+  // The key's type byte is 0x04 in its hash and in both encodings.
+  EXPECT_EQ(witness->verifier().key_hash,
+            KeyHash("witness.example/w1", witness->verifier().public_key, KeyType::kCosignatureV1));
+  EXPECT_NE(witness->verifier().key_hash,
+            KeyHash("witness.example/w1", witness->verifier().public_key));
+  auto parsed = NoteVerifier::Parse(witness->verifier().Encoded());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->type, KeyType::kCosignatureV1);
+  auto secret = NoteSigner::Parse(witness->EncodedSecret());
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  EXPECT_EQ(secret->verifier().Encoded(), witness->verifier().Encoded());
+
+  const std::string text = CheckpointText({"vault.example/ledger", 7, LeafHash("x"), {}});
+  auto note = SignNote(text, *vault);
+  ASSERT_TRUE(note.ok());
+  auto cosigned = SignNote(*note, *witness, 1679315147);
+  ASSERT_TRUE(cosigned.ok()) << cosigned.status();
+  auto line = VerifiedSignature(*cosigned, *parsed);
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(CosignatureTime(*line), 1679315147);
+  // The signature is over the cosigned message: the timestamp line, then the checkpoint.
+  EXPECT_TRUE(parsed->Verify(text, line->signature));
+  NoteVerifier plain = *parsed;
+  plain.type = KeyType::kEd25519;
+  EXPECT_TRUE(plain.Verify(CosignedMessage(text, 1679315147), line->signature.substr(8)));
+  EXPECT_FALSE(plain.Verify(text, line->signature.substr(8)));
+  // The vault's own signature is still there and still verifies.
+  EXPECT_TRUE(OpenNote(*cosigned, vault->verifier()).ok());
+  // A changed timestamp breaks the cosignature.
+  SignatureLine moved = *line;
+  moved.signature[7] ^= 1;
+  auto split = ParseNote(*cosigned);
+  ASSERT_TRUE(split.ok());
+  std::string forged = split->text + "\n" + SignatureLineText(moved);
+  EXPECT_THAT(VerifiedSignature(forged, *parsed).status().message(), HasSubstr("altered"));
+  EXPECT_EQ(SignatureLineText(*line), cosigned->substr(cosigned->rfind("\xe2\x80\x94")));
+}
+
 TEST(NoteTest, CheckpointTextRoundTripsAndRefusesMalformedBodies) {
   Checkpoint c{"vault.example/ledger", 1234, LeafHash("x"), {}};
   const std::string text = CheckpointText(c);

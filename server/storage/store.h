@@ -120,6 +120,16 @@ struct CheckpointRecord {
   int64_t created_micros = 0;
 };
 
+// A witness's cosignature of a stored checkpoint (issue 25): the signature line it added to
+// the checkpoint's note (C2SP tlog-cosignature), checked by the vault before it is stored.
+struct CosignatureRecord {
+  int64_t size = 0;       // the checkpoint's tree size
+  std::string witness;    // the witness key's name
+  int64_t key_hash = 0;   // its 32-bit key hash
+  std::string line;       // "— <name> <base64>\n"
+  int64_t created_micros = 0;
+};
+
 // One Decide call, as the auditor sees it.
 struct AccessLogRow {
   int64_t seq = 0;
@@ -387,6 +397,15 @@ class Store {
   virtual absl::StatusOr<CheckpointRecord> GetCheckpoint(int64_t size) = 0;
   // The smallest stored checkpoint of at least `min_size` rows; NotFound if none.
   virtual absl::StatusOr<CheckpointRecord> CheckpointCovering(int64_t min_size) = 0;
+  // Stores a witness's cosignature of the checkpoint of `size` rows, replacing the same
+  // witness key's earlier cosignature of that size (a fresher timestamp).
+  virtual absl::Status PutCosignature(const CosignatureRecord& cosignature) = 0;
+  // The cosignatures of the checkpoint of `size` rows, by witness name.
+  virtual absl::StatusOr<std::vector<CosignatureRecord>> ListCosignatures(int64_t size) = 0;
+  // Sizes >= min_size of checkpoints with at least `min_witnesses` cosignatures, ascending (or
+  // newest first), at most `limit` of them.
+  virtual absl::StatusOr<std::vector<int64_t>> CosignedSizes(int64_t min_size, int min_witnesses,
+                                                             bool newest_first, int limit) = 0;
 };
 
 }  // namespace fairvault::server::storage

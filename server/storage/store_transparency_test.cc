@@ -89,5 +89,37 @@ TEST_P(StoreTest, CheckpointsAreStoredOncePerSize) {
   EXPECT_TRUE(absl::IsNotFound(store_->CheckpointCovering(8).status()));
 }
 
+TEST_P(StoreTest, CosignaturesAreKeptPerWitnessAndCounted) {
+  for (int64_t size : {3, 7, 9}) {
+    ASSERT_OK(store_->PutCheckpoint(CheckpointRecord{size, tlog::LeafHash("a"), "n\n", size}));
+  }
+  // Checkpoint 3 and 9: two witnesses; 7: one (cosigned twice: the later line replaces).
+  ASSERT_OK(store_->PutCosignature({3, "w1", 11, "line w1 3\n", 1}));
+  ASSERT_OK(store_->PutCosignature({3, "w2", 22, "line w2 3\n", 1}));
+  ASSERT_OK(store_->PutCosignature({7, "w1", 11, "old w1 7\n", 1}));
+  ASSERT_OK(store_->PutCosignature({7, "w1", 11, "new w1 7\n", 2}));
+  ASSERT_OK(store_->PutCosignature({9, "w2", 22, "line w2 9\n", 1}));
+  ASSERT_OK(store_->PutCosignature({9, "w1", 11, "line w1 9\n", 1}));
+  auto seven = store_->ListCosignatures(7);
+  ASSERT_OK(seven);
+  ASSERT_EQ(seven->size(), 1u);
+  EXPECT_EQ((*seven)[0].line, "new w1 7\n");
+  auto nine = store_->ListCosignatures(9);
+  ASSERT_OK(nine);
+  ASSERT_EQ(nine->size(), 2u);
+  EXPECT_EQ((*nine)[0].witness, "w1");  // by witness name
+  EXPECT_EQ((*nine)[1].key_hash, 22);
+  EXPECT_TRUE(store_->ListCosignatures(5)->empty());
+  auto two = store_->CosignedSizes(4, 2, /*newest_first=*/false, 10);
+  ASSERT_OK(two);
+  EXPECT_EQ(*two, (std::vector<int64_t>{9}));
+  auto any = store_->CosignedSizes(1, 1, /*newest_first=*/true, 2);
+  ASSERT_OK(any);
+  EXPECT_EQ(*any, (std::vector<int64_t>{9, 7}));
+  auto oldest = store_->CosignedSizes(1, 2, /*newest_first=*/false, 1);
+  ASSERT_OK(oldest);
+  EXPECT_EQ(*oldest, (std::vector<int64_t>{3}));
+}
+
 }  // namespace
 }  // namespace fairvault::server::storage::store_testing

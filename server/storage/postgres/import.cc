@@ -41,6 +41,7 @@ constexpr std::pair<const char*, const char*> kImportedTables[] = {
     {"artifacts", "id"},        {"jobs", "ledger_seq"},
     {"decision_batches", "artifact_id, batch"},
     {"merkle_nodes", "level, idx"}, {"checkpoints", "size"},
+    {"cosignatures", "size, witness, key_hash"},
 };
 
 }  // namespace

@@ -394,6 +394,43 @@ absl::StatusOr<CheckpointRecord> PgStore::CheckpointCovering(int64_t min_size) {
   return ReadCheckpoint(r);
 }
 
+absl::Status PgStore::PutCosignature(const CosignatureRecord& c) {
+  ASSIGN_OR_RETURN(Borrowed conn, Borrow());
+  return conn->Run(
+      "INSERT INTO cosignatures(size, witness, key_hash, line, created_micros) "
+      "VALUES($1,$2,$3,$4,$5) ON CONFLICT (size, witness, key_hash) DO UPDATE SET "
+      "line = EXCLUDED.line, created_micros = EXCLUDED.created_micros",
+      Params().Int(c.size).Text(c.witness).Int(c.key_hash).Text(c.line).Int(c.created_micros));
+}
+
+absl::StatusOr<std::vector<CosignatureRecord>> PgStore::ListCosignatures(int64_t size) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  ASSIGN_OR_RETURN(Result r,
+                   c->Exec("SELECT size, witness, key_hash, line, created_micros FROM "
+                           "cosignatures WHERE size = $1 ORDER BY witness, key_hash",
+                           Params().Int(size)));
+  std::vector<CosignatureRecord> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    out.push_back({r.Int(i, 0), r.Text(i, 1), r.Int(i, 2), r.Text(i, 3), r.Int(i, 4)});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> PgStore::CosignedSizes(int64_t min_size, int min_witnesses,
+                                                            bool newest_first, int limit) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  ASSIGN_OR_RETURN(
+      Result r,
+      c->Exec(newest_first ? "SELECT size FROM cosignatures WHERE size >= $1 GROUP BY size "
+                             "HAVING COUNT(*) >= $2 ORDER BY size DESC LIMIT $3"
+                           : "SELECT size FROM cosignatures WHERE size >= $1 GROUP BY size "
+                             "HAVING COUNT(*) >= $2 ORDER BY size LIMIT $3",
+              Params().Int(min_size).Int(min_witnesses).Int(limit)));
+  std::vector<int64_t> out;
+  for (int i = 0; i < r.rows(); ++i) out.push_back(r.Int(i, 0));
+  return out;
+}
+
 absl::StatusOr<LedgerVerification> PgStore::VerifyLedger() {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   return c->InTransaction([&]() -> absl::StatusOr<LedgerVerification> {

@@ -42,7 +42,7 @@ using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate brings a database to (table schema_version). The PostgreSQL schema
 // started at the SQLite schema's version 4 (job leases), so the numbers mean the same on both.
-constexpr int64_t kSchemaVersion = 8;
+constexpr int64_t kSchemaVersion = 9;
 
 // Applied under an advisory lock; every statement is idempotent.
 constexpr char kSchema[] = R"sql(
@@ -132,6 +132,9 @@ END $$;
 CREATE TABLE IF NOT EXISTS checkpoints(
   size BIGINT PRIMARY KEY, root BYTEA NOT NULL, note TEXT NOT NULL,
   created_micros BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS cosignatures(
+  size BIGINT NOT NULL, witness TEXT NOT NULL, key_hash BIGINT NOT NULL, line TEXT NOT NULL,
+  created_micros BIGINT NOT NULL, PRIMARY KEY(size, witness, key_hash));
 CREATE TABLE IF NOT EXISTS artifacts(
   id TEXT PRIMARY KEY, account_id BIGINT NOT NULL, dataset_id BIGINT NOT NULL,
   ledger_seq BIGINT NOT NULL, created_micros BIGINT NOT NULL, payload BYTEA NOT NULL);

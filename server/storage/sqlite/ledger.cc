@@ -386,6 +386,48 @@ absl::StatusOr<CheckpointRecord> SqliteStore::CheckpointCovering(int64_t min_siz
   return ReadCheckpoint(s);
 }
 
+absl::Status SqliteStore::PutCosignature(const CosignatureRecord& c) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(*cache_,
+         "INSERT OR REPLACE INTO cosignatures(size, witness, key_hash, line, created_micros) "
+         "VALUES(?,?,?,?,?)");
+  s.Bind(1, c.size).Bind(2, c.witness).Bind(3, c.key_hash).Bind(4, c.line);
+  s.Bind(5, c.created_micros);
+  return s.Run();
+}
+
+absl::StatusOr<std::vector<CosignatureRecord>> SqliteStore::ListCosignatures(int64_t size) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(*cache_,
+         "SELECT size, witness, key_hash, line, created_micros FROM cosignatures WHERE size = ? "
+         "ORDER BY witness, key_hash");
+  s.Bind(1, size);
+  std::vector<CosignatureRecord> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    out.push_back({s.Int(0), s.Text(1), s.Int(2), s.Text(3), s.Int(4)});
+  }
+}
+
+absl::StatusOr<std::vector<int64_t>> SqliteStore::CosignedSizes(int64_t min_size,
+                                                                int min_witnesses,
+                                                                bool newest_first, int limit) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(*cache_, newest_first
+                      ? "SELECT size FROM cosignatures WHERE size >= ? GROUP BY size "
+                        "HAVING COUNT(*) >= ? ORDER BY size DESC LIMIT ?"
+                      : "SELECT size FROM cosignatures WHERE size >= ? GROUP BY size "
+                        "HAVING COUNT(*) >= ? ORDER BY size LIMIT ?");
+  s.Bind(1, min_size).Bind(2, int64_t{min_witnesses}).Bind(3, int64_t{limit});
+  std::vector<int64_t> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    out.push_back(s.Int(0));
+  }
+}
+
 namespace {
 
 // Runs `sql` and calls `fn` on each row.

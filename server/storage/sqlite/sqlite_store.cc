@@ -36,7 +36,7 @@ using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate() brings a database to (PRAGMA user_version).
-constexpr int64_t kSchemaVersion = 8;
+constexpr int64_t kSchemaVersion = 9;
 
 // The checkpointer: a round every kCheckpointPeriod (or when a commit finds the log large).
 // A TRUNCATE checkpoint is tried for kTruncateTime (the store's calls wait meanwhile); after a
@@ -138,6 +138,9 @@ CREATE TRIGGER IF NOT EXISTS merkle_nodes_no_delete BEFORE DELETE ON merkle_node
 CREATE TABLE IF NOT EXISTS checkpoints(
   size INTEGER PRIMARY KEY, root BLOB NOT NULL, note TEXT NOT NULL,
   created_micros INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS cosignatures(
+  size INTEGER NOT NULL, witness TEXT NOT NULL, key_hash INTEGER NOT NULL, line TEXT NOT NULL,
+  created_micros INTEGER NOT NULL, PRIMARY KEY(size, witness, key_hash)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS artifacts(
   id TEXT PRIMARY KEY, account_id INTEGER NOT NULL, dataset_id INTEGER NOT NULL,
   ledger_seq INTEGER NOT NULL, created_micros INTEGER NOT NULL, payload BLOB NOT NULL);
@@ -497,6 +500,7 @@ absl::Status SqliteStore::Migrate() {
       RETURN_IF_ERROR(AppendTreeLeafLocked(rows.Int(0), rows.Text(1)));
     }
   }
+  // Version 9: witnesses' cosignatures of checkpoints (cosignatures, a new table).
   return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
 }
 
