@@ -21,7 +21,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "core/random/secure_bitgen.h"
 #include "core/transparency/note.h"
@@ -83,7 +85,8 @@ constexpr char kServeUsage[] =
     "                              [--job-workers N] [--job-lease-seconds S]\n"
     "                              [--metrics-listen IPv4:PORT] [--table-cache-bytes N]\n"
     "                              [--log-key FILE] [--checkpoint-seconds S]\n"
-    "                              [--checkpoint-rows N]\n"
+    "                              [--checkpoint-rows N] [--witnesses FILE]\n"
+    "                              [--witness-quorum N]\n"
     "      Serves the vault (default listen address 127.0.0.1:50051). SIGTERM/SIGINT stop it\n"
     "      gracefully. --job-workers: threads that run training jobs (default 1). A running\n"
     "      job is leased to its process for --job-lease-seconds (default 30), renewed while it\n"
@@ -100,7 +103,11 @@ constexpr char kServeUsage[] =
     "      file, if it exists; see log-key). With one, a checkpoint of the ledger's Merkle\n"
     "      tree is signed and stored once --checkpoint-rows rows (default 1000) are new, or\n"
     "      --checkpoint-seconds (default 10) after the latest if any row is; without one no\n"
-    "      new checkpoint is signed (receipts for newer rows are refused).\n";
+    "      new checkpoint is signed (receipts for newer rows are refused).\n"
+    "      --witnesses: a file of witness verifier keys (cosignature/v1, from `fairvault\n"
+    "      witness key`), one per line ('#' comments). The vault stores their cosignatures\n"
+    "      of checkpoints, and receipts cite only checkpoints that --witness-quorum of them\n"
+    "      (default: all) have cosigned.\n";
 
 struct Subcommand {
   const char* name;
@@ -379,7 +386,7 @@ int Serve(std::map<std::string, std::string>& flags) {
   if (!OnlyKnownFlags(flags,
                       {"db", "listen", "tls-cert", "tls-key", "job-workers", "job-lease-seconds",
                        "metrics-listen", "table-cache-bytes", "log-key", "checkpoint-seconds",
-                       "checkpoint-rows"},
+                       "checkpoint-rows", "witnesses", "witness-quorum"},
                       &error)) {
     return Usage(error, kServeUsage);
   }
@@ -438,11 +445,46 @@ int Serve(std::map<std::string, std::string>& flags) {
                    "signed (receipts for rows newer than every stored checkpoint are refused)\n";
     }
   }
+  if (flags.count("witnesses")) {
+    std::string text;
+    if (!ReadFile(flags["witnesses"], &text)) {
+      return Usage(absl::StrCat("--witnesses: cannot read ", flags["witnesses"]), kServeUsage);
+    }
+    int line_number = 0;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      ++line_number;
+      line = absl::StripAsciiWhitespace(line);
+      if (line.empty() || line[0] == '#') continue;
+      auto witness = core::transparency::NoteVerifier::Parse(line);
+      if (!witness.ok()) {
+        return Usage(absl::StrCat("--witnesses: line ", line_number, ": ",
+                                  witness.status().message()),
+                     kServeUsage);
+      }
+      options.witnesses.push_back(*std::move(witness));
+    }
+    if (options.witnesses.empty()) {
+      return Usage(absl::StrCat("--witnesses: ", flags["witnesses"], " lists no key"),
+                   kServeUsage);
+    }
+    options.witness_quorum = static_cast<int>(options.witnesses.size());
+  }
+  if (flags.count("witness-quorum") &&
+      (!options.witnesses.size() ||
+       !absl::SimpleAtoi(flags["witness-quorum"], &options.witness_quorum) ||
+       options.witness_quorum < 1)) {
+    return Usage(absl::StrCat("--witness-quorum must be an integer >= 1 and goes with "
+                              "--witnesses (got '",
+                              flags["witness-quorum"], "')"),
+                 kServeUsage);
+  }
   if (absl::Status valid = options.Validate(); !valid.ok()) {
     // VaultOptions names its fields (job_workers, job_lease_seconds): name the flag too.
     const absl::string_view message = valid.message();
-    const char* flag =
-        absl::StartsWith(message, "job_lease") ? "--job-lease-seconds" : "--job-workers";
+    const char* flag = absl::StartsWith(message, "job_lease")   ? "--job-lease-seconds"
+                       : absl::StartsWith(message, "witness_") ? "--witness-quorum"
+                       : absl::StartsWith(message, "witness")  ? "--witnesses"
+                                                               : "--job-workers";
     return Usage(absl::StrCat(flag, ": ", message), kServeUsage);
   }
 

@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "client/lib/receipts.h"
@@ -217,6 +219,186 @@ TEST_F(TransparencyTest, AForkedLogUnderOneKeyIsCaught) {
   EXPECT_EQ(forked.exit_code, 1) << forked.out;
   EXPECT_THAT(forked.out, HasSubstr("NOT consistent"));
   EXPECT_OK(fork.Stop());
+}
+
+// A vault with two witnesses and a quorum of two: receipts cite only checkpoints both cosigned.
+class WitnessTest : public TransparencyTest {
+ protected:
+  void SetUp() override {
+    db_ = TempDatabasePath("witness");
+    wdir_ = db_ + "-witnesses";
+    std::filesystem::remove_all(wdir_);
+    std::filesystem::create_directories(wdir_);
+    std::string keys;
+    for (const char* name : {"w1", "w2", "w3"}) {
+      CliResult made = RunCli(absl::StrCat("witness key --name ", name, ".example/witness --out ",
+                                           wdir_, "/", name, ".key"));
+      ASSERT_EQ(made.exit_code, 0) << made.out;
+      // stderr (a note) then stdout (the verifier key) on the last line.
+      const std::string out(absl::StripTrailingAsciiWhitespace(made.out));
+      const std::string key = out.substr(out.rfind('\n') + 1);
+      verifier_keys_[name] = key;
+      if (std::string(name) != "w3") absl::StrAppend(&keys, key, "\n");
+    }
+    witnesses_file_ = wdir_ + "/witnesses";
+    std::ofstream(witnesses_file_) << "# the vault's witnesses\n" << keys;
+    serve_flags_ = {"--witnesses", witnesses_file_, "--witness-quorum", "2"};
+    TransparencyTest::SetUp();
+  }
+
+  CliResult Cosign(const std::string& name) {
+    return RunCli(Auditor(absl::StrCat("witness cosign --witness-key ", wdir_, "/", name, ".key --state ",
+                                       wdir_, "/", name, ".state --log-key ", key_file_)));
+  }
+
+  // A checkpoint of `size` rows with root `root`, signed with the vault's own key: what a
+  // vault showing this witness another history would have served it.
+  std::string ForgedCheckpoint(int64_t size, const std::string& root) {
+    auto signer = tlog::NoteSigner::Parse(ReadAll(server_->db_path() + ".log-key"));
+    EXPECT_OK(signer);
+    auto note = tlog::SignNote(tlog::CheckpointText({signer->name(), size, root, {}}), *signer);
+    EXPECT_OK(note);
+    return note.ok() ? *note : "";
+  }
+
+  std::string wdir_, witnesses_file_;
+  std::map<std::string, std::string> verifier_keys_;
+};
+
+TEST_F(WitnessTest, ReceiptsWaitForTheQuorumAndVerifyWithIt) {
+  Count("r1");
+  v1::GetReceiptRequest req;
+  req.set_idempotency_key("r1");
+  auto refused = company_->GetReceipt(req, false).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("cosigned by 2 of this vault's 2 witnesses"));
+
+  CliResult first = Cosign("w1");
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  EXPECT_THAT(first.out, HasSubstr("1 witness cosignature(s)"));
+  EXPECT_TRUE(absl::IsFailedPrecondition(company_->GetReceipt(req, false).status()));
+  CliResult second = Cosign("w2");
+  ASSERT_EQ(second.exit_code, 0) << second.out;
+  EXPECT_THAT(second.out, HasSubstr("2 witness cosignature(s)"));
+
+  // The receipt now cites the witnessed checkpoint; both cosignatures verify offline.
+  const std::string file = wdir_ + "/receipt.json";
+  CliResult got = RunCli(Company(absl::StrCat("receipt get --idempotency-key r1 --out ", file,
+                                              " --log-key ", key_file_, " --witness ",
+                                              witnesses_file_)));
+  ASSERT_EQ(got.exit_code, 0) << got.out;
+  EXPECT_THAT(got.out, HasSubstr("cosigned by w1.example/witness, w2.example/witness (quorum 2 "
+                                 "of 2): verified"));
+  // A witness that never cosigned does not count; a quorum of one of the two that did holds.
+  CliResult absent = RunCli(absl::StrCat("receipt verify ", file, " --log-key ", key_file_,
+                                         " --witness ", verifier_keys_["w3"]));
+  EXPECT_EQ(absent.exit_code, 1) << absent.out;
+  EXPECT_THAT(absent.out, HasSubstr("fewer than the quorum of 1 (missing: w3.example/witness)"));
+  CliResult one = RunCli(absl::StrCat("receipt verify ", file, " --log-key ", key_file_,
+                                      " --witness ", verifier_keys_["w3"], " --witness ",
+                                      verifier_keys_["w1"], " --quorum 1"));
+  EXPECT_EQ(one.exit_code, 0) << one.out;
+  // A cosignature altered in the receipt is caught, naming the witness.
+  std::string text = ReadAll(file);
+  const size_t at = text.find("w2.example/witness ");
+  ASSERT_NE(at, std::string::npos) << text;
+  char& c = text[at + std::string("w2.example/witness ").size() + 20];
+  c = c == 'A' ? 'B' : 'A';
+  std::ofstream(wdir_ + "/altered.json") << text;
+  CliResult altered = RunCli(absl::StrCat("receipt verify ", wdir_, "/altered.json --log-key ",
+                                          key_file_, " --witness ", witnesses_file_));
+  EXPECT_EQ(altered.exit_code, 1) << altered.out;
+  EXPECT_THAT(altered.out, HasSubstr("the cosignature of witness 'w2.example/witness' does not "
+                                     "verify"));
+  auto ckpt = client::OpenCheckpoint(
+      company_->GetReceipt(req, false)->receipt().checkpoint().note(), verifier_);
+  ASSERT_OK(ckpt);
+  v1::GetCheckpointRequest witnessed;
+  witnessed.set_witnessed(true);
+  auto latest = auditor_->GetCheckpoint(witnessed, true);
+  ASSERT_OK(latest);
+  EXPECT_EQ(latest->checkpoint().cosignatures(), 2);
+  EXPECT_EQ(latest->checkpoint().size(), ckpt->size);
+
+  // More rows: a witness proves the new tree extends the one it cosigned before.
+  Count("r2");
+  CliResult again = Cosign("w1");
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_THAT(again.out, HasSubstr(absl::StrCat("consistent with the ", ckpt->size,
+                                                " rows cosigned before")));
+}
+
+TEST_F(WitnessTest, AWitnessRefusesASplitViewAndKeepsTheEvidence) {
+  Count("r1");
+  auto latest = auditor_->GetCheckpoint(v1::GetCheckpointRequest(), true);
+  ASSERT_OK(latest);
+  const int64_t size = latest->checkpoint().size();
+  const std::string state = wdir_ + "/w1.state";
+  const struct {
+    int64_t size;
+    const char* why;
+  } cases[] = {{size, "two checkpoints of"},
+               {size - 1, "does not extend"},
+               {size + 5, "smaller than the"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.why);
+    std::ofstream(state) << ForgedCheckpoint(c.size, tlog::LeafHash("another history"));
+    std::filesystem::remove(state + ".split-view");
+    CliResult split = Cosign("w1");
+    EXPECT_EQ(split.exit_code, 1) << split.out;
+    EXPECT_THAT(split.out, HasSubstr("SPLIT VIEW"));
+    EXPECT_THAT(split.out, HasSubstr(c.why));
+    const std::string evidence = ReadAll(state + ".split-view");
+    EXPECT_THAT(evidence, HasSubstr(latest->checkpoint().note()));
+    EXPECT_THAT(evidence, HasSubstr(tlog::CheckpointText(
+                              {verifier_.name, c.size, tlog::LeafHash("another history"), {}})));
+  }
+  // Nothing was cosigned.
+  v1::GetCheckpointRequest exact;
+  exact.set_size(size);
+  auto after = auditor_->GetCheckpoint(exact, true);
+  ASSERT_OK(after);
+  EXPECT_EQ(after->checkpoint().cosignatures(), 0);
+}
+
+TEST_F(WitnessTest, TheVaultStoresOnlyListedWitnessesValidCosignatures) {
+  Count("r1");
+  auto latest = auditor_->GetCheckpoint(v1::GetCheckpointRequest(), true);
+  ASSERT_OK(latest);
+  const std::string note = latest->checkpoint().note();
+  auto w3 = tlog::NoteSigner::Parse(ReadAll(wdir_ + "/w3.key"));
+  auto w1 = tlog::NoteSigner::Parse(ReadAll(wdir_ + "/w1.key"));
+  ASSERT_OK(w3);
+  ASSERT_OK(w1);
+  v1::AddCosignatureRequest req;
+  req.set_note(*tlog::SignNote(note, *w3));
+  auto unlisted = auditor_->AddCosignature(req).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(unlisted)) << unlisted;
+  EXPECT_THAT(unlisted.message(), HasSubstr("no cosignature line by a witness this vault lists"));
+  // A listed witness's line over another text: refused, nothing stored.
+  auto split = tlog::ParseNote(*tlog::SignNote(note, *w1));
+  ASSERT_OK(split);
+  auto other = tlog::SignNote("something else\n", *w1);
+  ASSERT_OK(other);
+  auto other_split = tlog::ParseNote(*other);
+  ASSERT_OK(other_split);
+  req.set_note(split->text + "\n" + tlog::SignatureLineText(other_split->signatures[0]));
+  auto forged = auditor_->AddCosignature(req).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(forged)) << forged;
+  EXPECT_THAT(forged.message(), HasSubstr("does not verify"));
+  // Another checkpoint text of a stored size: not this vault's.
+  req.set_note(ForgedCheckpoint(latest->checkpoint().size(), tlog::LeafHash("x")));
+  req.set_note(*tlog::SignNote(req.note(), *w1));
+  auto foreign = auditor_->AddCosignature(req).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(foreign)) << foreign;
+  EXPECT_THAT(foreign.message(), HasSubstr("not this vault's"));
+  // Companies do not cosign.
+  req.set_note(*tlog::SignNote(note, *w1));
+  EXPECT_TRUE(absl::IsPermissionDenied(company_->AddCosignature(req).status()));
+  auto stored = auditor_->AddCosignature(req);
+  ASSERT_OK(stored);
+  EXPECT_EQ(stored->checkpoint().cosignatures(), 1);
+  EXPECT_EQ(stored->witnesses_size(), 1);
 }
 
 TEST_F(TransparencyTest, AVaultWithoutALogKeySaysSo) {

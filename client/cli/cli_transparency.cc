@@ -2,12 +2,14 @@
 // consistency between two checkpoints. Verification needs only the vault's verifier key
 // (--log-key or $FAIRVAULT_LOG_KEY, given out of band by the operator): the vault is not
 // trusted to check itself.
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/cli/cli_common.h"
 #include "client/lib/csv.h"
 #include "client/lib/receipts.h"
@@ -58,6 +60,57 @@ absl::StatusOr<tlog::NoteVerifier> RequiredLogKey(const ParsedFlags& flags) {
   return *std::move(key);
 }
 
+FlagSpec WitnessFlag() {
+  return {"witness", "KEY",
+          "a witness's verifier key (cosignature/v1), or a file of them one per line; repeat "
+          "for several",
+          false, true};
+}
+
+FlagSpec QuorumFlag() {
+  return {"quorum", "N", "how many of the --witness keys must have cosigned (default: all)"};
+}
+
+// The witness keys given with --witness (keys, or files of them); empty if none.
+absl::StatusOr<std::vector<tlog::NoteVerifier>> WitnessKeys(const ParsedFlags& flags) {
+  std::vector<tlog::NoteVerifier> out;
+  for (const std::string& value : flags.GetAll("witness")) {
+    absl::StatusOr<std::string> file = ReadFileToString(value);
+    absl::StatusOr<std::vector<tlog::NoteVerifier>> keys =
+        ParseWitnessKeys(file.ok() ? *file : value);
+    if (!keys.ok()) {
+      return UsageError(absl::StrCat("--witness ", file.ok() ? value + ": " : std::string(),
+                                     keys.status().message()));
+    }
+    out.insert(out.end(), keys->begin(), keys->end());
+  }
+  return out;
+}
+
+// With --witness: checks the note's cosignatures against them and the quorum, and says so.
+absl::Status CheckWitnesses(const ParsedFlags& flags, const std::string& note) {
+  ASSIGN_OR_RETURN(std::vector<tlog::NoteVerifier> witnesses, WitnessKeys(flags));
+  if (witnesses.empty()) {
+    if (flags.Has("quorum")) return UsageError("--quorum goes with --witness");
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const int64_t quorum,
+                   flags.GetInt("quorum", static_cast<int64_t>(witnesses.size())));
+  if (quorum < 1 || quorum > static_cast<int64_t>(witnesses.size())) {
+    return UsageError(absl::StrCat("--quorum must be 1..", witnesses.size(),
+                                   " (the witnesses given)"));
+  }
+  absl::StatusOr<std::vector<std::string>> cosigned =
+      VerifyCosignatures(note, witnesses, static_cast<int>(quorum));
+  if (!cosigned.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("witnesses NOT verified: ", cosigned.status().message()));
+  }
+  std::cerr << "cosigned by " << absl::StrJoin(*cosigned, ", ") << " (quorum " << quorum
+            << " of " << witnesses.size() << "): verified\n";
+  return absl::OkStatus();
+}
+
 // A failed check, as the CLI reports a ledger that does not verify (exit status 1).
 absl::Status NotVerified(const absl::Status& status, absl::string_view what) {
   if (status.ok()) return status;
@@ -72,6 +125,8 @@ absl::Status LogCheckpoint(Context& ctx) {
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   v1::GetCheckpointRequest req;
   req.set_size(size);
+  req.set_witnessed(flags.GetBool("witnessed"));
+  if (req.witnessed() && size != 0) return UsageError("--witnessed goes without --size");
   ASSIGN_OR_RETURN(v1::GetCheckpointResponse resp,
                    client->GetCheckpoint(req, flags.GetBool("auditor")));
   if (key.has_value()) {
@@ -82,7 +137,12 @@ absl::Status LogCheckpoint(Context& ctx) {
                                               " rows, the signed note says ", opened->size));
     }
     std::cerr << "checkpoint of " << opened->size << " rows, signed by " << key->name
-              << ": signature verified\n";
+              << ": signature verified";
+    if (resp.checkpoint().cosignatures() > 0) {
+      std::cerr << " (" << resp.checkpoint().cosignatures() << " witness cosignatures)";
+    }
+    std::cerr << "\n";
+    RETURN_IF_ERROR(CheckWitnesses(flags, resp.checkpoint().note()));
   } else {
     std::cerr << "not verified (no --log-key); the vault says its key is "
               << resp.verifier_key() << " — take the key from the operator, not from here\n";
@@ -146,6 +206,7 @@ absl::Status ReceiptGet(Context& ctx) {
   if (log_key.has_value()) {
     absl::StatusOr<tlog::Checkpoint> checkpoint = VerifyReceipt(resp.receipt(), *log_key);
     RETURN_IF_ERROR(NotVerified(checkpoint.status(), "receipt"));
+    RETURN_IF_ERROR(CheckWitnesses(flags, resp.receipt().checkpoint().note()));
     if (flags.Has("out")) return PrintVerified(resp.receipt(), *checkpoint, *log_key);
     std::cerr << "receipt verified against " << log_key->name << "\n";
   }
@@ -160,7 +221,121 @@ absl::Status ReceiptVerify(Context& ctx) {
   RETURN_IF_ERROR(FromJson(text, flags.Get("receipt"), receipt));
   absl::StatusOr<tlog::Checkpoint> checkpoint = VerifyReceipt(receipt, key);
   RETURN_IF_ERROR(NotVerified(checkpoint.status(), "receipt"));
+  RETURN_IF_ERROR(CheckWitnesses(flags, receipt.checkpoint().note()));
   return PrintVerified(receipt, *checkpoint, key);
+}
+
+absl::Status WitnessKey(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  const std::string name = flags.Get("name");
+  if (absl::Status valid = tlog::ValidKeyName(name); !valid.ok()) {
+    return UsageError(absl::StrCat("--name: ", valid.message()));
+  }
+  ASSIGN_OR_RETURN(tlog::NoteSigner signer,
+                   tlog::NoteSigner::Generate(name, tlog::KeyType::kCosignatureV1));
+  const std::string out = flags.Get("out");
+  if (absl::Status created = CreateNewPrivateFile(out); !created.ok()) {
+    return UsageError(absl::StrCat("--out: ", created.message()));
+  }
+  RETURN_IF_ERROR(WriteStringToFile(out, signer.EncodedSecret() + "\n"));
+  std::cerr << "witness key created in " << out
+            << " (mode 0600); its verifier key, for the vault's operator (serve --witnesses) "
+               "and anyone checking cosignatures:\n";
+  std::cout << signer.verifier().Encoded() << "\n";
+  return absl::OkStatus();
+}
+
+// Keeps what a witness found: both signed checkpoints, which together prove the vault showed
+// two histories.
+absl::Status SplitView(const std::string& state_path, const std::string& kept,
+                       const std::string& served, const std::string& why) {
+  const std::string evidence = state_path + ".split-view";
+  RETURN_IF_ERROR(WriteStringToFile(
+      evidence, absl::StrCat("# ", why, "\n# the checkpoint this witness cosigned before:\n",
+                             kept, "# the checkpoint the vault serves now:\n", served)));
+  return absl::DataLossError(absl::StrCat(
+      "SPLIT VIEW: ", why, ". Not cosigned. Both signed checkpoints are in ", evidence,
+      ": report them to the regulator"));
+}
+
+absl::Status WitnessCosign(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  ASSIGN_OR_RETURN(tlog::NoteVerifier log_key, RequiredLogKey(flags));
+  ASSIGN_OR_RETURN(std::string secret, ReadFileToString(flags.Get("witness-key")));
+  absl::StatusOr<tlog::NoteSigner> signer = tlog::NoteSigner::Parse(secret);
+  if (!signer.ok() || signer->verifier().type != tlog::KeyType::kCosignatureV1) {
+    // The key's text is a secret: only what is wrong with it is said.
+    return UsageError(absl::StrCat(
+        "--witness-key ", flags.Get("witness-key"), ": not a witness key (",
+        signer.ok() ? "a note key, not a cosignature/v1 one" : signer.status().message(),
+        "); make one with `fairvault witness key`"));
+  }
+  const std::string state = flags.Get("state");
+  absl::StatusOr<std::string> kept = ReadFileToString(state);
+  std::optional<tlog::Checkpoint> kept_checkpoint;
+  if (kept.ok()) {
+    absl::StatusOr<tlog::Checkpoint> opened = OpenCheckpoint(*kept, log_key);
+    if (!opened.ok()) {
+      return UsageError(absl::StrCat("--state ", state, ": ", opened.status().message()));
+    }
+    kept_checkpoint = *opened;
+  }
+  ASSIGN_OR_RETURN(Client * client, ctx.client());
+  ASSIGN_OR_RETURN(v1::GetCheckpointResponse latest,
+                   client->GetCheckpoint(v1::GetCheckpointRequest(), /*auditor=*/true));
+  const std::string& served = latest.checkpoint().note();
+  absl::StatusOr<tlog::Checkpoint> now = OpenCheckpoint(served, log_key);
+  RETURN_IF_ERROR(NotVerified(now.status(), "checkpoint"));
+  if (kept_checkpoint.has_value()) {
+    if (now->size < kept_checkpoint->size) {
+      return SplitView(state, *kept, served,
+                       absl::StrCat("the vault serves a tree of ", now->size,
+                                    " rows, smaller than the ", kept_checkpoint->size,
+                                    " rows this witness cosigned"));
+    }
+    if (now->size == kept_checkpoint->size && now->root != kept_checkpoint->root) {
+      return SplitView(state, *kept, served,
+                       absl::StrCat("two checkpoints of ", now->size,
+                                    " rows with different roots"));
+    }
+    if (now->size > kept_checkpoint->size) {
+      v1::GetConsistencyProofRequest req;
+      req.set_from_size(kept_checkpoint->size);
+      req.set_to_size(now->size);
+      ASSIGN_OR_RETURN(v1::GetConsistencyProofResponse proof,
+                       client->GetConsistencyProof(req, /*auditor=*/true));
+      absl::Status consistent = VerifyConsistency(*kept, served, proof.proof(), log_key);
+      if (!consistent.ok()) {
+        return SplitView(state, *kept, served,
+                         absl::StrCat("the tree of ", now->size, " rows does not extend the "
+                                      "one of ", kept_checkpoint->size,
+                                      " rows this witness cosigned (", consistent.message(), ")"));
+      }
+    }
+  }
+  // Only the vault's signature and this witness's go back: other witnesses speak for themselves.
+  ASSIGN_OR_RETURN(tlog::SignatureLine vault_line, tlog::VerifiedSignature(served, log_key));
+  ASSIGN_OR_RETURN(std::string cosigned,
+                   tlog::SignNote(absl::StrCat(tlog::CheckpointText(*now), "\n",
+                                               tlog::SignatureLineText(vault_line)),
+                                  *signer));
+  // The witness is bound by what it signs: the new checkpoint is kept before it is sent.
+  const std::string tmp = state + ".tmp";
+  RETURN_IF_ERROR(WriteStringToFile(tmp, served));
+  if (std::rename(tmp.c_str(), state.c_str()) != 0) {
+    return absl::DataLossError(absl::StrCat("cannot replace --state ", state));
+  }
+  v1::AddCosignatureRequest req;
+  req.set_note(cosigned);
+  ASSIGN_OR_RETURN(v1::AddCosignatureResponse resp, client->AddCosignature(req));
+  std::cout << "cosigned the checkpoint of " << now->size << " rows (root "
+            << absl::BytesToHexString(now->root.substr(0, 8)) << "...)";
+  if (kept_checkpoint.has_value()) {
+    std::cout << ", consistent with the " << kept_checkpoint->size << " rows cosigned before";
+  }
+  std::cout << "; the vault now serves it with " << resp.checkpoint().cosignatures()
+            << " witness cosignature(s)\n";
+  return absl::OkStatus();
 }
 
 absl::Status AuditorConsistency(Context& ctx) {
@@ -223,7 +398,10 @@ std::vector<Command> TransparencyCommands() {
        "proves a later one extends them.",
        {{"size", "N", "the stored checkpoint of exactly N rows"},
         {"out", "FILE", "write the signed note to FILE"},
+        {"witnessed", "", "the latest checkpoint the vault's quorum of witnesses cosigned"},
         LogKeyFlag(false),
+        WitnessFlag(),
+        QuorumFlag(),
         AuditorFlag()},
        true,
        LogCheckpoint},
@@ -236,6 +414,8 @@ std::vector<Command> TransparencyCommands() {
         {"idempotency-key", "KEY", "your release's idempotency key"},
         {"out", "FILE", "write the receipt (JSON) to FILE"},
         LogKeyFlag(false),
+        WitnessFlag(),
+        QuorumFlag(),
         AuditorFlag()},
        true,
        ReceiptGet},
@@ -245,9 +425,32 @@ std::vector<Command> TransparencyCommands() {
        "that the inclusion proof leads from the row to the checkpoint's root (RFC 9162), and "
        "that the checkpoint is signed by the key. Exit status 1 if anything fails.",
        {{"receipt", "FILE", "the receipt (JSON, from `receipt get`)", true, false, true},
-        LogKeyFlag(true)},
+        LogKeyFlag(true),
+        WitnessFlag(),
+        QuorumFlag()},
        false,
        ReceiptVerify},
+      {"witness key",
+       "make a witness's cosigning key (cosignature/v1, Ed25519)",
+       "Writes the secret key to the new file --out (mode 0600) and prints its verifier key: "
+       "give that to the vault's operator (serve --witnesses) and to whoever checks receipts.",
+       {{"name", "NAME", "the witness's name, e.g. auditor.example.org/witness", true},
+        {"out", "FILE", "the new key file", true}},
+       false,
+       WitnessKey},
+      {"witness cosign",
+       "check the vault's latest checkpoint against the last one you cosigned, then cosign it "
+       "(auditor)",
+       "Fetches the latest checkpoint, checks the vault's signature and that it extends the "
+       "checkpoint kept in --state (a consistency proof, RFC 9162), cosigns it (C2SP "
+       "tlog-cosignature v1), keeps it in --state and sends the cosignature to the vault. A "
+       "smaller tree, a different root at the same size or a failed proof is a split view: "
+       "nothing is cosigned, both checkpoints go to STATE.split-view, exit status 1.",
+       {{"witness-key", "FILE", "the witness's secret key (from `witness key`)", true},
+        {"state", "FILE", "the last checkpoint this witness cosigned (created on first run)", true},
+        LogKeyFlag(true)},
+       true,
+       WitnessCosign},
       {"auditor consistency",
        "prove that the vault's ledger extends a checkpoint you kept (auditor, regulator)",
        "Fetches a consistency proof from the checkpoint in --from to the one in --to (or to a "

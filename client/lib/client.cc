@@ -582,6 +582,12 @@ absl::StatusOr<v1::GetConsistencyProofResponse> Client::GetConsistencyProof(
                              NewContext().get(), req);
 }
 
+absl::StatusOr<v1::AddCosignatureResponse> Client::AddCosignature(
+    const v1::AddCosignatureRequest& req) {
+  return CallUnary(auditor_.get(), &v1::AuditorService::Stub::AddCosignature, NewContext().get(),
+                   req);
+}
+
 absl::StatusOr<v1::GetJobResponse> Client::AuditorGetJob(const v1::GetJobRequest& req) {
   return CallUnary(auditor_.get(), &v1::AuditorService::Stub::GetJob, NewContext().get(), req);
 }

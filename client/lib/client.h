@@ -215,6 +215,7 @@ class Client {
                                                     bool auditor);
   absl::StatusOr<v1::GetConsistencyProofResponse> GetConsistencyProof(
       const v1::GetConsistencyProofRequest& req, bool auditor);
+  absl::StatusOr<v1::AddCosignatureResponse> AddCosignature(const v1::AddCosignatureRequest& req);
 
   // The gRPC target this client connects to (as given in the options).
   const std::string& target() const { return options_.target; }

@@ -3,7 +3,9 @@
 
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -105,6 +107,47 @@ absl::Status VerifyConsistency(const std::string& from_note, const std::string& 
   return tlog::VerifyConsistency(from.size, to.size,
                                  std::vector<tlog::Hash>(proof.begin(), proof.end()), from.root,
                                  to.root);
+}
+
+absl::StatusOr<std::vector<std::string>> VerifyCosignatures(
+    const std::string& note, const std::vector<tlog::NoteVerifier>& witnesses, int quorum) {
+  std::vector<std::string> cosigned, missing;
+  for (const tlog::NoteVerifier& w : witnesses) {
+    absl::StatusOr<tlog::SignatureLine> line = tlog::VerifiedSignature(note, w);
+    if (line.ok()) {
+      cosigned.push_back(w.name);
+    } else if (absl::StrContains(line.status().message(), "altered")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the cosignature of witness '", w.name, "' does not verify"));
+    } else {
+      missing.push_back(w.name);
+    }
+  }
+  if (static_cast<int>(cosigned.size()) < quorum) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the checkpoint is cosigned by ", cosigned.size(), " of the ", witnesses.size(),
+        " witnesses given, fewer than the quorum of ", quorum, " (missing: ",
+        absl::StrJoin(missing, ", "), ")"));
+  }
+  return cosigned;
+}
+
+absl::StatusOr<std::vector<tlog::NoteVerifier>> ParseWitnessKeys(absl::string_view text) {
+  std::vector<tlog::NoteVerifier> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    for (absl::string_view key : absl::StrSplit(line, ',', absl::SkipWhitespace())) {
+      ASSIGN_OR_RETURN(tlog::NoteVerifier w, tlog::NoteVerifier::Parse(key));
+      if (w.type != tlog::KeyType::kCosignatureV1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "witness key '", w.name, "' is a note key (type 0x01), not a cosignature/v1 key"));
+      }
+      out.push_back(std::move(w));
+    }
+  }
+  if (out.empty()) return absl::InvalidArgumentError("no witness key given");
+  return out;
 }
 
 }  // namespace fairvault::client

@@ -5,6 +5,7 @@
 #define FAIRVAULT_CLIENT_LIB_RECEIPTS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/transparency/note.h"
@@ -22,6 +23,17 @@ absl::StatusOr<core::transparency::Checkpoint> OpenCheckpoint(
 // InvalidArgument naming the first thing that failed.
 absl::StatusOr<core::transparency::Checkpoint> VerifyReceipt(
     const v1::Receipt& receipt, const core::transparency::NoteVerifier& verifier);
+
+// Checks that at least `quorum` of `witnesses` (cosignature/v1 keys) cosigned the checkpoint
+// note; returns the names of those that did. InvalidArgument naming what is missing or which
+// cosignature does not verify.
+absl::StatusOr<std::vector<std::string>> VerifyCosignatures(
+    const std::string& note, const std::vector<core::transparency::NoteVerifier>& witnesses,
+    int quorum);
+
+// Witness keys from a text: keys separated by newlines or commas ('#' starts a comment line).
+absl::StatusOr<std::vector<core::transparency::NoteVerifier>> ParseWitnessKeys(
+    absl::string_view text);
 
 // Checks that the log of checkpoint `to` extends that of `from` (both signed by `verifier`).
 absl::Status VerifyConsistency(const std::string& from_note, const std::string& to_note,

@@ -68,6 +68,10 @@ struct VaultOptions {
   // The transparency log's signing key (issue 25); none: no checkpoint is signed, and the
   // log's RPCs say so (the tree is kept all the same).
   std::optional<core::transparency::NoteSigner> log_signer;
+  // The witnesses whose cosignatures the vault stores (cosignature/v1 keys), and how many of
+  // them must cosign a checkpoint before receipts cite it (0: receipts cite any checkpoint).
+  std::vector<core::transparency::NoteVerifier> witnesses;
+  int witness_quorum = 0;
   absl::Status Validate() const;
 };
 
@@ -198,9 +202,17 @@ class Vault {
                                                     const v1::GetReceiptRequest& req);
   absl::StatusOr<v1::GetConsistencyProofResponse> GetConsistencyProof(
       const Caller& caller, const v1::GetConsistencyProofRequest& req);
+  // Stores the cosignatures of listed witnesses on a stored checkpoint (auditors).
+  absl::StatusOr<v1::AddCosignatureResponse> AddCosignature(const Caller& caller,
+                                                            const v1::AddCosignatureRequest& req);
   // Signs and stores a checkpoint of the whole ledger unless the latest stored one is of it
   // already; returns that latest checkpoint. FailedPrecondition without a log key.
   absl::StatusOr<storage::CheckpointRecord> CheckpointNow();
+  // The checkpoint as served: its note with the stored cosignatures appended.
+  absl::StatusOr<v1::Checkpoint> ServedCheckpoint(const storage::CheckpointRecord& record);
+  // The smallest (or newest) stored checkpoint of at least `min_size` rows that the quorum of
+  // listed witnesses has cosigned; FailedPrecondition if none.
+  absl::StatusOr<storage::CheckpointRecord> WitnessedCheckpoint(int64_t min_size, bool newest);
   // The server's checkpointer, every second: signs a checkpoint when the ledger grew by
   // `every_rows` rows since the latest, or grew at all and the latest is `every_micros` old.
   // Returns whether it signed one.

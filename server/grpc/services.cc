@@ -451,6 +451,18 @@ grpc::Status AuditorServiceImpl::GetCheckpoint(grpc::ServerContext* ctx,
                   return vault_->GetCheckpoint(c, *req);
                 });
 }
+grpc::Status AuditorServiceImpl::AddCosignature(grpc::ServerContext* ctx,
+                                                const v1::AddCosignatureRequest* req,
+                                                v1::AddCosignatureResponse* resp) {
+  return Handle(*vault_, ctx, resp,
+                [&](const Caller& c) -> absl::StatusOr<v1::AddCosignatureResponse> {
+                  if (c.role == storage::Role::kCompany) {
+                    return absl::PermissionDeniedError(
+                        "witnesses cosign through an auditor's account (AuditorService)");
+                  }
+                  return vault_->AddCosignature(c, *req);
+                });
+}
 grpc::Status AuditorServiceImpl::GetReceipt(grpc::ServerContext* ctx, const v1::GetReceiptRequest* req,
                                     v1::GetReceiptResponse* resp) {
   return Handle(*vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::GetReceiptResponse> {

@@ -115,6 +115,8 @@ class AuditorServiceImpl final : public v1::AuditorService::Service {
   grpc::Status GetConsistencyProof(grpc::ServerContext* ctx,
                                    const v1::GetConsistencyProofRequest* req,
                                    v1::GetConsistencyProofResponse* resp) override;
+  grpc::Status AddCosignature(grpc::ServerContext* ctx, const v1::AddCosignatureRequest* req,
+                              v1::AddCosignatureResponse* resp) override;
   grpc::Status ListBudgets(grpc::ServerContext* ctx, const v1::ListBudgetsRequest* req,
                            v1::ListBudgetsResponse* resp) override;
   grpc::Status VerifyLedger(grpc::ServerContext* ctx, const v1::VerifyLedgerRequest* req,

@@ -44,6 +44,18 @@ absl::Status VaultOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_job_cells must be >= 1 (got ", max_job_cells, ")"));
   }
+  if (witness_quorum < 0 || witness_quorum > static_cast<int>(witnesses.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("witness_quorum must be 0..",
+                                                   witnesses.size(), " (the witnesses listed; got ",
+                                                   witness_quorum, ")"));
+  }
+  for (const core::transparency::NoteVerifier& w : witnesses) {
+    if (w.type != core::transparency::KeyType::kCosignatureV1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "witness '", w.name, "' has a note key (type 0x01), not a cosignature/v1 key "
+          "(type 0x04, made by fairvault witness key)"));
+    }
+  }
   if (max_job_rounds < 1 || max_job_rounds > 100'000) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_job_rounds must be 1..100000 (got ", max_job_rounds, ")"));

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/transparency/merkle.h"
 #include "core/transparency/note.h"
 #include "core/util/status_macros.h"
@@ -34,7 +35,51 @@ v1::Checkpoint CheckpointProto(const storage::CheckpointRecord& record) {
   return out;
 }
 
+bool SameKey(const tlog::NoteVerifier& key, absl::string_view name, int64_t key_hash) {
+  return key.name == name && int64_t{key.key_hash} == key_hash;
+}
+
 }  // namespace
+
+absl::StatusOr<v1::Checkpoint> Vault::ServedCheckpoint(const storage::CheckpointRecord& record) {
+  v1::Checkpoint out = CheckpointProto(record);
+  ASSIGN_OR_RETURN(std::vector<storage::CosignatureRecord> cosignatures,
+                   store_->ListCosignatures(record.size));
+  for (const storage::CosignatureRecord& c : cosignatures) out.mutable_note()->append(c.line);
+  out.set_cosignatures(static_cast<int>(cosignatures.size()));
+  return out;
+}
+
+absl::StatusOr<storage::CheckpointRecord> Vault::WitnessedCheckpoint(int64_t min_size,
+                                                                     bool newest) {
+  const int quorum = options_.witness_quorum;
+  if (quorum == 0) {
+    return absl::FailedPreconditionError(
+        "this vault has no witness quorum (its operator starts it with --witnesses FILE)");
+  }
+  // Stored cosignatures were checked when they came; a witness the operator no longer lists
+  // stops counting.
+  ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                   store_->CosignedSizes(min_size, quorum, newest, /*limit=*/64));
+  for (int64_t size : sizes) {
+    ASSIGN_OR_RETURN(std::vector<storage::CosignatureRecord> cosignatures,
+                     store_->ListCosignatures(size));
+    int listed = 0;
+    for (const tlog::NoteVerifier& w : options_.witnesses) {
+      for (const storage::CosignatureRecord& c : cosignatures) {
+        if (SameKey(w, c.witness, c.key_hash)) {
+          ++listed;
+          break;
+        }
+      }
+    }
+    if (listed >= quorum) return store_->GetCheckpoint(size);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no checkpoint of ", min_size > 1 ? absl::StrCat("at least ", min_size, " rows ") : "",
+      "has been cosigned by ", quorum, " of this vault's ", options_.witnesses.size(),
+      " witnesses yet: retry after their next run (fairvault witness cosign)"));
+}
 
 absl::StatusOr<storage::CheckpointRecord> Vault::CheckpointNow() {
   if (!options_.log_signer.has_value()) {
@@ -88,10 +133,16 @@ absl::StatusOr<v1::GetCheckpointResponse> Vault::GetCheckpoint(
   if (req.size() < 0) {
     return absl::InvalidArgumentError("size must be >= 0 (0: the whole ledger as it stands)");
   }
+  if (req.witnessed() && req.size() != 0) {
+    return absl::InvalidArgumentError(
+        "witnessed asks for the latest witnessed checkpoint: leave size 0");
+  }
   ASSIGN_OR_RETURN(storage::CheckpointRecord record,
-                   req.size() == 0 ? CheckpointNow() : store_->GetCheckpoint(req.size()));
+                   req.witnessed()     ? WitnessedCheckpoint(1, /*newest=*/true)
+                   : req.size() == 0 ? CheckpointNow()
+                                     : store_->GetCheckpoint(req.size()));
   v1::GetCheckpointResponse resp;
-  *resp.mutable_checkpoint() = CheckpointProto(record);
+  ASSIGN_OR_RETURN(*resp.mutable_checkpoint(), ServedCheckpoint(record));
   if (options_.log_signer.has_value()) {
     resp.set_verifier_key(options_.log_signer->verifier().Encoded());
   }
@@ -129,8 +180,13 @@ absl::StatusOr<v1::GetReceiptResponse> Vault::GetReceipt(const Caller& caller,
   }
   RETURN_IF_ERROR(row.status());
   // The smallest checkpoint that holds the row; a row newer than every checkpoint gets one now.
-  absl::StatusOr<storage::CheckpointRecord> checkpoint = store_->CheckpointCovering(seq);
-  if (absl::IsNotFound(checkpoint.status())) checkpoint = CheckpointNow();
+  // With witnesses, the smallest that holds it and that they have cosigned.
+  absl::StatusOr<storage::CheckpointRecord> checkpoint =
+      options_.witness_quorum > 0 ? WitnessedCheckpoint(seq, /*newest=*/false)
+                                  : store_->CheckpointCovering(seq);
+  if (options_.witness_quorum == 0 && absl::IsNotFound(checkpoint.status())) {
+    checkpoint = CheckpointNow();
+  }
   RETURN_IF_ERROR(checkpoint.status());
 
   v1::GetReceiptResponse resp;
@@ -144,7 +200,7 @@ absl::StatusOr<v1::GetReceiptResponse> Vault::GetReceipt(const Caller& caller,
     for (tlog::Hash& h : proof) receipt->add_inclusion_proof(std::move(h));
     return absl::OkStatus();
   }));
-  *receipt->mutable_checkpoint() = CheckpointProto(*checkpoint);
+  ASSIGN_OR_RETURN(*receipt->mutable_checkpoint(), ServedCheckpoint(*checkpoint));
   return resp;
 }
 
@@ -173,8 +229,65 @@ absl::StatusOr<v1::GetConsistencyProofResponse> Vault::GetConsistencyProof(
     return absl::OkStatus();
   }));
   absl::StatusOr<storage::CheckpointRecord> from = store_->GetCheckpoint(req.from_size());
-  if (from.ok()) *resp.mutable_from() = CheckpointProto(*from);
-  *resp.mutable_to() = CheckpointProto(to);
+  if (from.ok()) {
+    ASSIGN_OR_RETURN(*resp.mutable_from(), ServedCheckpoint(*from));
+  }
+  ASSIGN_OR_RETURN(*resp.mutable_to(), ServedCheckpoint(to));
+  return resp;
+}
+
+absl::StatusOr<v1::AddCosignatureResponse> Vault::AddCosignature(
+    const Caller& caller, const v1::AddCosignatureRequest& req) {
+  (void)caller;  // the witness keys are the authority here, not the account
+  if (options_.witnesses.empty()) {
+    return absl::FailedPreconditionError(
+        "this vault accepts no cosignatures: its operator lists the witnesses' keys with "
+        "serve --witnesses FILE");
+  }
+  absl::StatusOr<tlog::SplitNote> note = tlog::ParseNote(req.note());
+  if (!note.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("note: ", note.status().message()));
+  }
+  absl::StatusOr<tlog::Checkpoint> checkpoint = tlog::ParseCheckpointText(note->text);
+  if (!checkpoint.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("note: ", checkpoint.status().message()));
+  }
+  absl::StatusOr<storage::CheckpointRecord> stored = store_->GetCheckpoint(checkpoint->size);
+  if (absl::IsNotFound(stored.status())) {
+    return absl::NotFoundError(absl::StrCat("note: no checkpoint of ", checkpoint->size,
+                                            " rows is stored; cosign one GetCheckpoint served"));
+  }
+  RETURN_IF_ERROR(stored.status());
+  ASSIGN_OR_RETURN(tlog::SplitNote ours, tlog::ParseNote(stored->note));
+  if (ours.text != note->text) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "note: its checkpoint of ", checkpoint->size,
+        " rows is not this vault's (another origin or root): nothing stored"));
+  }
+  v1::AddCosignatureResponse resp;
+  for (const tlog::SignatureLine& line : note->signatures) {
+    const tlog::NoteVerifier* witness = nullptr;
+    for (const tlog::NoteVerifier& w : options_.witnesses) {
+      if (SameKey(w, line.name, line.key_hash)) witness = &w;
+    }
+    if (witness == nullptr) continue;  // the vault's own line, or a witness not listed
+    if (!witness->Verify(note->text, line.signature)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "note: the cosignature of witness '", line.name, "' does not verify: nothing stored"));
+    }
+    RETURN_IF_ERROR(store_->PutCosignature({checkpoint->size, line.name, int64_t{line.key_hash},
+                                            tlog::SignatureLineText(line),
+                                            clock_->NowMicros()}));
+    resp.add_witnesses(line.name);
+  }
+  if (resp.witnesses().empty()) {
+    std::vector<std::string> names;
+    for (const tlog::NoteVerifier& w : options_.witnesses) names.push_back(w.name);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "note: no cosignature line by a witness this vault lists (", absl::StrJoin(names, ", "),
+        "); cosign with one of their keys"));
+  }
+  ASSIGN_OR_RETURN(*resp.mutable_checkpoint(), ServedCheckpoint(*stored));
   return resp;
 }
 
