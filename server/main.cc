@@ -107,7 +107,8 @@ constexpr char kServeUsage[] =
     "      --witnesses: a file of witness verifier keys (cosignature/v1, from `fairvault\n"
     "      witness key`), one per line ('#' comments). The vault stores their cosignatures\n"
     "      of checkpoints, and receipts cite only checkpoints that --witness-quorum of them\n"
-    "      (default: all) have cosigned.\n";
+    "      (default: all; 0: cosignatures are kept and served, receipts do not wait) have\n"
+    "      cosigned.\n";
 
 struct Subcommand {
   const char* name;
@@ -472,8 +473,8 @@ int Serve(std::map<std::string, std::string>& flags) {
   if (flags.count("witness-quorum") &&
       (!options.witnesses.size() ||
        !absl::SimpleAtoi(flags["witness-quorum"], &options.witness_quorum) ||
-       options.witness_quorum < 1)) {
-    return Usage(absl::StrCat("--witness-quorum must be an integer >= 1 and goes with "
+       options.witness_quorum < 0)) {
+    return Usage(absl::StrCat("--witness-quorum must be an integer >= 0 and goes with "
                               "--witnesses (got '",
                               flags["witness-quorum"], "')"),
                  kServeUsage);

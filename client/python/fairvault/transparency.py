@@ -6,7 +6,8 @@ verifier key (``"<origin>+<key hash>+<base64 key>"``, from its operator), these 
 a receipt (``Vault.get_receipt``) and a consistency proof between two checkpoints
 (``Vault.get_consistency_proof``); nothing the vault says is trusted. The hashing and proof
 checks are the RFC's algorithms written here again; Ed25519 comes from ``cryptography``
-(Debian's python3-cryptography).
+(Debian's python3-cryptography). Witnesses' cosignatures (C2SP tlog-cosignature v1) are checked
+by ``verify_cosignatures`` and ``verify_receipt(..., witnesses=, quorum=)``.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import grpc
 from fairvault.errors import DataLoss, InvalidInput
 
 __all__ = ["Checkpoint", "VerifierKey", "NotVerified", "open_checkpoint", "verify_receipt",
-           "verify_consistency", "row_encoding_matches"]
+           "verify_consistency", "verify_cosignatures", "row_encoding_matches"]
 
 _SIG_PREFIX = "\u2014 "
 
@@ -35,9 +36,11 @@ class NotVerified(DataLoss):
 
 @dataclass(frozen=True)
 class VerifierKey:
+    """A note key (type 1: the vault's) or a witness's cosignature/v1 key (type 4)."""
     name: str
     key_hash: int
     public_key: bytes
+    key_type: int = 1
 
     @classmethod
     def parse(cls, encoded: str) -> "VerifierKey":
@@ -46,11 +49,11 @@ class VerifierKey:
             raise InvalidInput("a verifier key is <name>+<8 hex digits>+<base64 key>",
                                field="verifier_key")
         raw = base64.b64decode(parts[2])
-        if len(raw) != 33 or raw[0] != 1:
-            raise InvalidInput("the verifier key is not an Ed25519 key (0x01 and 32 bytes)",
-                               field="verifier_key")
-        key = cls(parts[0], int(parts[1], 16), raw[1:])
-        if _key_hash(key.name, key.public_key) != key.key_hash:
+        if len(raw) != 33 or raw[0] not in (1, 4):
+            raise InvalidInput("the verifier key is not an Ed25519 key (0x01 or 0x04, and 32 "
+                               "bytes)", field="verifier_key")
+        key = cls(parts[0], int(parts[1], 16), raw[1:], raw[0])
+        if _key_hash(key.name, key.public_key, key.key_type) != key.key_hash:
             raise InvalidInput("the verifier key's hash does not match its name and key",
                                field="verifier_key")
         return key
@@ -63,9 +66,9 @@ class Checkpoint:
     root: bytes
 
 
-def _key_hash(name: str, public_key: bytes) -> int:
-    return int.from_bytes(hashlib.sha256(name.encode() + b"\n\x01" + public_key).digest()[:4],
-                          "big")
+def _key_hash(name: str, public_key: bytes, key_type: int = 1) -> int:
+    digest = hashlib.sha256(name.encode() + b"\n" + bytes([key_type]) + public_key).digest()
+    return int.from_bytes(digest[:4], "big")
 
 
 def _leaf(entry: bytes) -> bytes:
@@ -90,32 +93,88 @@ def _ed25519_ok(public_key: bytes, signature: bytes, text: bytes) -> bool:
         return False
 
 
-def open_checkpoint(note: str, key: "VerifierKey | str") -> Checkpoint:
-    """The checkpoint a signed note states, if ``key`` signed it; NotVerified otherwise."""
-    key = VerifierKey.parse(key) if isinstance(key, str) else key
+def _split_note(note: str):
+    """(text, [(name, key hash, signature bytes after the hash)]) of a signed note."""
     split = note.rfind("\n\n")
     if split < 0 or not note.endswith("\n"):
         raise NotVerified("a signed note is text, a blank line, and signature lines")
-    text, signatures = note[:split + 1], note[split + 2:-1].split("\n")
-    for line in signatures:
+    text, lines = note[:split + 1], note[split + 2:-1].split("\n")
+    signatures = []
+    for line in lines:
         if not line.startswith(_SIG_PREFIX) or " " not in line[len(_SIG_PREFIX):]:
             raise NotVerified("a signature line is '\u2014 <name> <base64>'")
         name, blob = line[len(_SIG_PREFIX):].rsplit(" ", 1)
         raw = base64.b64decode(blob)
-        if name != key.name or int.from_bytes(raw[:4], "big") != key.key_hash:
+        signatures.append((name, int.from_bytes(raw[:4], "big"), raw[4:]))
+    return text, signatures
+
+
+def _signature_ok(key: VerifierKey, text: str, signature: bytes) -> bool:
+    """A note signature, or for a witness key a cosignature/v1: 8 bytes of big-endian time,
+    then Ed25519 over "cosignature/v1\\ntime <time>\\n" and the note's text."""
+    if key.key_type == 4:
+        if len(signature) != 72:
+            return False
+        time = int.from_bytes(signature[:8], "big")
+        message = f"cosignature/v1\ntime {time}\n{text}".encode()
+        return _ed25519_ok(key.public_key, signature[8:], message)
+    return _ed25519_ok(key.public_key, signature, text.encode())
+
+
+def _find_signature(note: str, key: VerifierKey):
+    """(text, True) if ``key`` signed the note, (text, False) if it has no line by it."""
+    text, signatures = _split_note(note)
+    for name, key_hash, signature in signatures:
+        if name != key.name or key_hash != key.key_hash:
             continue
-        if not _ed25519_ok(key.public_key, raw[4:], text.encode()):
+        if not _signature_ok(key, text, signature):
             raise NotVerified(f"the signature of '{key.name}' does not verify: the note was "
                               f"altered")
-        lines = text[:-1].split("\n")
-        if len(lines) < 3 or not lines[1].isdigit() or (len(lines[1]) > 1 and lines[1][0] == "0"):
-            raise NotVerified("a checkpoint is origin, tree size, base64 root hash")
-        root = base64.b64decode(lines[2])
-        if len(root) != 32 or lines[0] != key.name:
-            raise NotVerified(f"the checkpoint is of log '{lines[0]}' with a {len(root)}-byte "
-                              f"root; the key is of '{key.name}'")
-        return Checkpoint(lines[0], int(lines[1]), root)
-    raise NotVerified(f"the note has no signature by '{key.name}'")
+        return text, True
+    return text, False
+
+
+def open_checkpoint(note: str, key: "VerifierKey | str") -> Checkpoint:
+    """The checkpoint a signed note states, if ``key`` signed it; NotVerified otherwise."""
+    key = VerifierKey.parse(key) if isinstance(key, str) else key
+    text, signed = _find_signature(note, key)
+    if not signed:
+        raise NotVerified(f"the note has no signature by '{key.name}'")
+    lines = text[:-1].split("\n")
+    if len(lines) < 3 or not lines[1].isdigit() or (len(lines[1]) > 1 and lines[1][0] == "0"):
+        raise NotVerified("a checkpoint is origin, tree size, base64 root hash")
+    root = base64.b64decode(lines[2])
+    if len(root) != 32 or lines[0] != key.name:
+        raise NotVerified(f"the checkpoint is of log '{lines[0]}' with a {len(root)}-byte "
+                          f"root; the key is of '{key.name}'")
+    return Checkpoint(lines[0], int(lines[1]), root)
+
+
+def verify_cosignatures(note: str, witnesses: Sequence["VerifierKey | str"],
+                        quorum: "int | None" = None) -> List[str]:
+    """Checks that at least ``quorum`` (default: all) of the ``witnesses`` (cosignature/v1 keys)
+    cosigned the checkpoint note; returns their names. NotVerified if fewer did or a
+    cosignature line was altered."""
+    keys = [VerifierKey.parse(w) if isinstance(w, str) else w for w in witnesses]
+    for key in keys:
+        if key.key_type != 4:
+            raise InvalidInput(f"'{key.name}' is a note key, not a witness's cosignature/v1 key",
+                               field="witnesses")
+    quorum = len(keys) if quorum is None else quorum
+    if not keys or not 1 <= quorum <= len(keys):
+        raise InvalidInput(f"quorum must be 1..{len(keys)} (the witnesses given)", field="quorum")
+    cosigned, missing = [], []
+    for key in keys:
+        try:
+            signed = _find_signature(note, key)[1]
+        except NotVerified:
+            raise NotVerified(f"the cosignature of witness '{key.name}' does not verify") from None
+        (cosigned if signed else missing).append(key.name)
+    if len(cosigned) < quorum:
+        raise NotVerified(f"the checkpoint is cosigned by {len(cosigned)} of the {len(keys)} "
+                          f"witnesses given, fewer than the quorum of {quorum} (missing: "
+                          f"{', '.join(missing)})")
+    return cosigned
 
 
 def _root_from_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes]) -> bytes:
@@ -167,11 +226,13 @@ def row_encoding_matches(entry, canonical: bytes) -> None:
 
 
 def verify_receipt(receipt, key: "VerifierKey | str", idempotency_key: str = "",
-                   seq: int = 0) -> Checkpoint:
+                   seq: int = 0, witnesses: Sequence["VerifierKey | str"] = (),
+                   quorum: "int | None" = None) -> Checkpoint:
     """Checks a ``Receipt``: it is for the release ``idempotency_key`` (or the row ``seq``)
     when given; the row's encoding hashes to its hash and says what the row says; the row is
-    leaf seq - 1 of the signed checkpoint's tree. Returns the checkpoint; NotVerified naming
-    what failed."""
+    leaf seq - 1 of the signed checkpoint's tree; with ``witnesses``, that ``quorum`` of them
+    (default: all) cosigned that checkpoint. Returns the checkpoint; NotVerified naming what
+    failed."""
     entry = receipt.entry
     if (seq and entry.seq != seq) or (idempotency_key and (
             entry.idempotency_key != idempotency_key or entry.kind != "charge")):
@@ -189,6 +250,8 @@ def verify_receipt(receipt, key: "VerifierKey | str", idempotency_key: str = "",
                                 checkpoint.size, list(receipt.inclusion_proof))
     if root != checkpoint.root:
         raise NotVerified(f"row {entry.seq} is not in the signed tree of {checkpoint.size} rows")
+    if witnesses:
+        verify_cosignatures(receipt.checkpoint.note, witnesses, quorum)
     return checkpoint
 
 

@@ -214,13 +214,16 @@ class Vault(ReleaseMethods):
 
     # ----- the transparency log (docs/operations.md, "The transparency log") ---------------
 
-    def get_checkpoint(self, size: int = 0, auditor: bool = False) -> Any:
+    def get_checkpoint(self, size: int = 0, auditor: bool = False,
+                       witnessed: bool = False) -> Any:
         """A signed checkpoint (``GetCheckpointResponse``: ``checkpoint`` and the vault's
-        ``verifier_key``): of the whole ledger (signed now if it grew), or the stored one of
-        ``size`` rows. Check it with ``fairvault.transparency.open_checkpoint`` and the key
-        the operator published."""
+        ``verifier_key``): of the whole ledger (signed now if it grew), the stored one of
+        ``size`` rows, or with ``witnessed`` the latest one the vault's quorum of witnesses
+        cosigned. Check it with ``fairvault.transparency.open_checkpoint`` and the key the
+        operator published, and its cosignatures with ``verify_cosignatures``."""
         stub = self._conn.auditor if auditor else self._conn.company
-        return self._read(stub, "GetCheckpoint", pb.GetCheckpointRequest(size=size))
+        return self._read(stub, "GetCheckpoint",
+                          pb.GetCheckpointRequest(size=size, witnessed=witnessed))
 
     def get_receipt(self, idempotency_key: str = "", seq: int = 0,
                     auditor: bool = False) -> Any:

@@ -66,6 +66,9 @@ class VaultServer:
     regulator_key: str
     tmp: pathlib.Path
     population: pd.DataFrame
+    # A witness the server lists (quorum 0: its cosignatures are kept, receipts do not wait).
+    witness_key_file: pathlib.Path = pathlib.Path()
+    witness_verifier: str = ""
     dataset: str = "pop"
     _names: Iterator[int] = field(default_factory=lambda: itertools.count())
     keys: Dict[str, str] = field(default_factory=dict)
@@ -165,11 +168,19 @@ def vault_server(request: pytest.FixtureRequest) -> Iterator[VaultServer]:
         tmp = pathlib.Path(tmp_name)
         db = tmp / "vault.db"
         regulator_key = bootstrap(server_binary, db)
-        process = ServerProcess(server_binary, db)
+        witness_key_file = tmp / "witness.key"
+        witness_verifier = subprocess.run(
+            [cli_binary, "witness", "key", "--name", "pytest.example/witness", "--out",
+             str(witness_key_file)], check=True, capture_output=True, text=True,
+            timeout=60).stdout.strip()
+        (tmp / "witnesses").write_text(witness_verifier + "\n")
+        process = ServerProcess(server_binary, db, "--witnesses", str(tmp / "witnesses"),
+                                "--witness-quorum", "0")
         try:
             population = make_population(POPULATION_SIZE, seed=20261123)
             server = VaultServer(server_binary, cli_binary, f"127.0.0.1:{process.port}",
-                                 regulator_key, tmp, population)
+                                 regulator_key, tmp, population, witness_key_file=witness_key_file,
+                                 witness_verifier=witness_verifier)
             regulator = server.regulator
             regulator.create_dataset("pop", {"sex": SEXES, "race": RACES})
             imported = regulator.import_attributes(population, "pop", ["sex", "race"], "key")

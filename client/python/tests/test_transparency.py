@@ -3,12 +3,14 @@ verified by this package's own RFC 9162 and signed-note code (an independent imp
 with only the verifier key; and what an edit, a wrong key or a fork looks like."""
 from __future__ import annotations
 
+import base64
 import pathlib
 import subprocess
 
 import pytest
 
 from fairvault import transparency
+from fairvault.errors import InvalidInput
 from fairvault.transparency import NotVerified
 
 
@@ -74,3 +76,52 @@ def test_the_go_reference_note_opens() -> None:
         transparency.open_checkpoint(note, key)
     with pytest.raises(NotVerified, match="altered"):
         transparency.open_checkpoint(note.replace("example message", "exemplary message"), key)
+
+
+def test_a_witness_cosignature_verifies_here(vault_server, company, table, verifier_key,
+                                             tmp_path) -> None:
+    """The C++ witness (fairvault witness cosign) cosigns; this package's own cosignature/v1
+    code verifies it on the checkpoint and on a receipt, and catches an altered or missing one."""
+    company.noisy_counts(table, 0.5, columns=["region"], idempotency_key="py-witnessed")
+    auditor_key = vault_server.regulator.create_account("py-witness", "auditor").api_key
+    key_file = tmp_path / "vault.pub"
+    key_file.write_text(verifier_key + "\n")
+    cosigned = vault_server.cli("witness", "cosign", "--witness-key",
+                                str(vault_server.witness_key_file), "--state",
+                                str(tmp_path / "witness.state"), "--log-key", str(key_file),
+                                key=auditor_key)
+    assert "witness cosignature(s)" in cosigned.stdout
+    size = transparency.open_checkpoint((tmp_path / "witness.state").read_text(),
+                                        verifier_key).size
+    note = vault_server.new_auditor().get_checkpoint(size, auditor=True).checkpoint.note
+    witness = vault_server.witness_verifier
+    assert transparency.verify_cosignatures(note, [witness]) == ["pytest.example/witness"]
+    # The receipt of a row the cosigned checkpoint holds, checked with the witness. (This vault's
+    # quorum is 0, so the receipt cites the smallest checkpoint holding the row: the cosigned
+    # one, unless the server's checkpointer signed another in between, which has no
+    # cosignature.)
+    receipt = company.get_receipt("py-witnessed")
+    if receipt.checkpoint.size == size:
+        transparency.verify_receipt(receipt, verifier_key, idempotency_key="py-witnessed",
+                                    witnesses=[witness])
+    else:
+        with pytest.raises(NotVerified, match="fewer than the quorum"):
+            transparency.verify_receipt(receipt, verifier_key, witnesses=[witness])
+    # An altered cosignature (its timestamp) is caught; a witness that did not cosign is missing.
+    lines = note.split("\n")
+    at = next(i for i, line in enumerate(lines) if "pytest.example/witness" in line)
+    name, blob = lines[at].rsplit(" ", 1)
+    raw = bytearray(base64.b64decode(blob))
+    raw[11] ^= 1  # inside the 8-byte time after the 4-byte key hash
+    lines[at] = f"{name} {base64.b64encode(bytes(raw)).decode()}"
+    with pytest.raises(NotVerified, match="does not verify"):
+        transparency.verify_cosignatures("\n".join(lines), [witness])
+    other = subprocess.run([vault_server.cli_binary, "witness", "key", "--name", "other.example",
+                            "--out", str(tmp_path / "other.key")], check=True,
+                           capture_output=True, text=True, timeout=60).stdout.strip()
+    with pytest.raises(NotVerified, match="fewer than the quorum of 2"):
+        transparency.verify_cosignatures(note, [witness, other])
+    assert transparency.verify_cosignatures(note, [witness, other], quorum=1) == [
+        "pytest.example/witness"]
+    with pytest.raises(InvalidInput, match="note key"):
+        transparency.verify_cosignatures(note, [verifier_key])
