@@ -401,6 +401,46 @@ TEST_F(WitnessTest, TheVaultStoresOnlyListedWitnessesValidCosignatures) {
   EXPECT_EQ(stored->witnesses_size(), 1);
 }
 
+TEST_F(WitnessTest, ReportBudgetsShowsTheLatestCheckpointAndItsConsistencyWithTheKeptOne) {
+  Count("r1");
+  ASSERT_EQ(Cosign("w1").exit_code, 0);
+  ASSERT_EQ(Cosign("w2").exit_code, 0);
+  const std::string kept = wdir_ + "/auditor.kept", page = wdir_ + "/budgets.html";
+  const std::string report = absl::StrCat("report budgets --out ", page, " --log-key ", key_file_,
+                                          " --kept ", kept, " --witness ", witnesses_file_);
+  CliResult first = RunCli(Auditor(report));
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  EXPECT_THAT(first.out, HasSubstr("no checkpoint was kept"));
+  EXPECT_THAT(ReadAll(page), HasSubstr("<b id=\"checkpoint-status\">verified</b>"));
+  auto kept_first = client::OpenCheckpoint(ReadAll(kept), verifier_);
+  ASSERT_OK(kept_first);
+
+  // A new row and a witness run later: consistent with the kept checkpoint, which moves on.
+  Count("r2");
+  ASSERT_EQ(Cosign("w1").exit_code, 0);
+  ASSERT_EQ(Cosign("w2").exit_code, 0);
+  CliResult second = RunCli(Auditor(report));
+  ASSERT_EQ(second.exit_code, 0) << second.out;
+  EXPECT_THAT(second.out, HasSubstr(absl::StrCat("consistent with the kept checkpoint of ",
+                                                 kept_first->size, " rows")));
+  EXPECT_THAT(second.out, HasSubstr("cosigned by w1.example/witness, w2.example/witness"));
+  const std::string html = ReadAll(page);
+  EXPECT_THAT(html, HasSubstr("<td id=\"checkpoint-consistency\">consistent with the kept"));
+  auto kept_second = client::OpenCheckpoint(ReadAll(kept), verifier_);
+  ASSERT_OK(kept_second);
+  EXPECT_GT(kept_second->size, kept_first->size);
+
+  // The auditor kept a checkpoint of another history: the page says FAILED, exit status 1, and
+  // the kept note stays as evidence.
+  const std::string forged = ForgedCheckpoint(kept_second->size, tlog::LeafHash("rewritten"));
+  std::ofstream(kept) << forged;
+  CliResult third = RunCli(Auditor(report));
+  EXPECT_EQ(third.exit_code, 1) << third.out;
+  EXPECT_THAT(third.out, HasSubstr("NOT consistent with the kept checkpoint"));
+  EXPECT_THAT(ReadAll(page), HasSubstr("<b id=\"checkpoint-status\">FAILED</b>"));
+  EXPECT_EQ(ReadAll(kept), forged);
+}
+
 TEST_F(TransparencyTest, AVaultWithoutALogKeySaysSo) {
   ServerProcess keyless(server_->db_path() + "-keyless.db");
   auto key = keyless.Bootstrap("regulator");

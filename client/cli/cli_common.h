@@ -56,8 +56,19 @@ std::vector<Command> SweepCommands();      // cli_sweep.cc: sweep eo|model
 std::vector<Command> ReportBudgetsCommands();
 // cli_models.cc: predict, best-response, model fit, job status|wait|list|cancel
 std::vector<Command> ModelCommands();
-// cli_transparency.cc: log checkpoint, receipt get|verify, auditor consistency
+// cli_transparency.cc: log checkpoint, receipt get|verify, auditor consistency, witness
 std::vector<Command> TransparencyCommands();
+// cli_transparency.cc, for report budgets: --log-key, --kept, --witness and --quorum, and the
+// vault's latest checkpoint checked as far as they allow (the kept checkpoint is replaced by
+// the latest once it is proved consistent). `present` is false if the vault signs none.
+std::vector<FlagSpec> CheckpointCheckFlags();
+}  // namespace fairvault::client::cli
+namespace fairvault::client::report {
+struct CheckpointCheck;
+}  // namespace fairvault::client::report
+namespace fairvault::client::cli {
+absl::StatusOr<report::CheckpointCheck> CheckLatestCheckpoint(const ParsedFlags& flags,
+                                                              Client* client);
 
 // What a command runs with: its parsed flags and, for remote commands, a client created on
 // first use from the connection flags and the FAIRVAULT_SERVER / FAIRVAULT_API_KEY

@@ -101,6 +101,7 @@ absl::Status ReportBudgets(Context& ctx) {
   ASSIGN_OR_RETURN(const v1::VerifyLedgerResponse verify, client->AuditorVerifyLedger());
   report.verification = {verify.ok(), verify.rows_checked(), verify.first_bad_seq(),
                          verify.message(), verify.head_hash()};
+  ASSIGN_OR_RETURN(report.checkpoint, CheckLatestCheckpoint(flags, client));
   v1::ListAccessLogRequest access_req;
   access_req.set_limit(10000);
   access_req.set_company(company);
@@ -129,10 +130,25 @@ absl::Status ReportBudgets(Context& ctx) {
             << report.access_log.size() << " Decide calls; ledger "
             << (verify.ok() ? "verified" : "FAILED verification") << ", head hash "
             << verify.head_hash() << ")\n";
+  const report::CheckpointCheck& ckpt = report.checkpoint;
+  if (ckpt.present) {
+    std::cout << "checkpoint: " << ckpt.size << " rows, root " << ckpt.root_hex.substr(0, 16)
+              << "..., " << ckpt.cosignatures << " witness cosignature(s)";
+    for (const std::string* part : {&ckpt.signature, &ckpt.witnesses, &ckpt.consistency}) {
+      if (!part->empty()) std::cout << "; " << *part;
+    }
+    std::cout << "\n";
+  } else {
+    std::cout << "checkpoint: none (the vault signs no checkpoints)\n";
+  }
   if (!verify.ok()) {
     return absl::DataLossError(absl::StrCat("ledger verification failed at seq ",
                                             verify.first_bad_seq(), ": ", verify.message(),
                                             " (the page was written and says so)"));
+  }
+  if (!ckpt.ok) {
+    return absl::DataLossError(
+        "the latest checkpoint did NOT verify (the page was written and says what failed)");
   }
   return absl::OkStatus();
 }
@@ -151,15 +167,22 @@ std::vector<Command> ReportBudgetsCommands() {
        "now (SVG), the grants and caps, who set each (the grant and cap history), spend by\n"
        "request kind, every charge (seq, time, kind, epsilon, delta, mechanism, idempotency\n"
        "key, the artifact or job it created), the verification status with the head\n"
-       "hash (compare it with `auditor verify`), and Decide calls and rows per company and\n"
-       "artifact. Exit status 1 when verification fails (the page is still written).",
+       "hash (compare it with `auditor verify`), the transparency log's latest signed\n"
+       "checkpoint (with --log-key its signature checked, with --kept proved consistent with\n"
+       "the checkpoint you kept, with --witness its cosignatures), and Decide calls and rows\n"
+       "per company and artifact. Exit status 1 when a verification fails (the page is still\n"
+       "written).",
        {{"out", "FILE.html", "where to write the page", true},
         {"title", "TEXT", "page title"},
         {"company", "NAME", "only this company's rows"},
         {"dataset", "NAME", "only this dataset's rows"},
         {"since", "TIME", "only charges at or after TIME (2026-11-27 or 2026-11-27T10:00:00Z)"},
         {"until", "TIME", "only charges at or before TIME"},
-        {"csv", "FILE.csv", "also write every charge shown as CSV"}},
+        {"csv", "FILE.csv", "also write every charge shown as CSV"},
+        CheckpointCheckFlags()[0],
+        CheckpointCheckFlags()[1],
+        CheckpointCheckFlags()[2],
+        CheckpointCheckFlags()[3]},
        true,
        ReportBudgets},
   };

@@ -13,6 +13,7 @@
 #include "client/cli/cli_common.h"
 #include "client/lib/csv.h"
 #include "client/lib/receipts.h"
+#include "client/report/report_budgets_html.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {
@@ -388,6 +389,98 @@ absl::Status AuditorConsistency(Context& ctx) {
 }
 
 }  // namespace
+
+std::vector<FlagSpec> CheckpointCheckFlags() {
+  return {LogKeyFlag(false),  // with --witness: the latest checkpoint the vault's quorum cosigned
+          {"kept", "FILE",
+           "a signed checkpoint you kept: the latest is proved to extend it, then replaces it "
+           "(needs --log-key; created if missing)"},
+          WitnessFlag(), QuorumFlag()};
+}
+
+absl::StatusOr<report::CheckpointCheck> CheckLatestCheckpoint(const ParsedFlags& flags,
+                                                              Client* client) {
+  report::CheckpointCheck check;
+  ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> key, LogKey(flags));
+  if (flags.Has("kept") && !key.has_value()) {
+    return UsageError("--kept needs --log-key: a kept checkpoint is checked with the key");
+  }
+  ASSIGN_OR_RETURN(std::vector<tlog::NoteVerifier> witnesses, WitnessKeys(flags));
+  // With witnesses, the report cites the latest checkpoint the vault's quorum cosigned (a vault
+  // with no quorum of its own: the latest), and checks the cosignatures itself.
+  v1::GetCheckpointRequest req;
+  req.set_witnessed(!witnesses.empty());
+  absl::StatusOr<v1::GetCheckpointResponse> latest = client->GetCheckpoint(req, true);
+  if (req.witnessed() && absl::IsFailedPrecondition(latest.status())) {
+    latest = client->GetCheckpoint(v1::GetCheckpointRequest(), /*auditor=*/true);
+  }
+  if (absl::IsFailedPrecondition(latest.status())) return check;  // no log key on the vault
+  RETURN_IF_ERROR(latest.status());
+  const v1::Checkpoint& served = latest->checkpoint();
+  check.present = true;
+  check.size = served.size();
+  check.root_hex = absl::BytesToHexString(served.root_hash());
+  check.origin = served.origin();
+  check.cosignatures = served.cosignatures();
+  check.note = served.note();
+  if (key.has_value()) {
+    absl::StatusOr<tlog::Checkpoint> opened = OpenCheckpoint(served.note(), *key);
+    check.signature = opened.ok() ? absl::StrCat("verified with ", key->name)
+                                  : absl::StrCat("NOT verified: ", opened.status().message());
+    check.ok = opened.ok();
+  }
+  if (!witnesses.empty()) {
+    ASSIGN_OR_RETURN(const int64_t quorum,
+                     flags.GetInt("quorum", static_cast<int64_t>(witnesses.size())));
+    if (quorum < 1 || quorum > static_cast<int64_t>(witnesses.size())) {
+      return UsageError(absl::StrCat("--quorum must be 1..", witnesses.size()));
+    }
+    absl::StatusOr<std::vector<std::string>> cosigned =
+        VerifyCosignatures(served.note(), witnesses, static_cast<int>(quorum));
+    check.witnesses = cosigned.ok()
+                          ? absl::StrCat("cosigned by ", absl::StrJoin(*cosigned, ", "),
+                                         " (quorum ", quorum, " of ", witnesses.size(), ")")
+                          : absl::StrCat("NOT verified: ", cosigned.status().message());
+    check.ok = check.ok && cosigned.ok();
+  } else if (flags.Has("quorum")) {
+    return UsageError("--quorum goes with --witness");
+  }
+  if (!flags.Has("kept") || !check.ok) return check;
+  const std::string kept_path = flags.Get("kept");
+  absl::StatusOr<std::string> kept = ReadFileToString(kept_path);
+  if (!kept.ok()) {
+    check.consistency = absl::StrCat("no checkpoint was kept in ", kept_path,
+                                     " before: this one is kept there now");
+    RETURN_IF_ERROR(WriteStringToFile(kept_path, served.note()));
+    return check;
+  }
+  absl::StatusOr<tlog::Checkpoint> from = OpenCheckpoint(*kept, *key);
+  if (!from.ok()) {
+    return UsageError(absl::StrCat("--kept ", kept_path, ": ", from.status().message()));
+  }
+  google::protobuf::RepeatedPtrField<std::string> proof;
+  if (from->size < served.size()) {
+    v1::GetConsistencyProofRequest req;
+    req.set_from_size(from->size);
+    req.set_to_size(served.size());
+    ASSIGN_OR_RETURN(v1::GetConsistencyProofResponse resp,
+                     client->GetConsistencyProof(req, /*auditor=*/true));
+    proof = resp.proof();
+  }
+  absl::Status consistent = VerifyConsistency(*kept, served.note(), proof, *key);
+  if (!consistent.ok()) {
+    check.ok = false;
+    check.consistency = absl::StrCat("NOT consistent with the kept checkpoint of ", from->size,
+                                     " rows: ", consistent.message(), ". Keep both notes: ",
+                                     kept_path, " is left as it was");
+    return check;
+  }
+  check.consistency = absl::StrCat("consistent with the kept checkpoint of ", from->size,
+                                   " rows (", proof.size(),
+                                   " proof hashes, RFC 9162); kept in ", kept_path, " now");
+  RETURN_IF_ERROR(WriteStringToFile(kept_path, served.note()));
+  return check;
+}
 
 std::vector<Command> TransparencyCommands() {
   return {

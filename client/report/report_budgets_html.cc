@@ -60,6 +60,29 @@ std::string VerificationTable(const LedgerVerification& v) {
   return html;
 }
 
+std::string CheckpointTable(const CheckpointCheck& c) {
+  if (!c.present) return "";
+  std::string html = absl::StrCat(
+      "<table id=\"checkpoint\"><caption>Transparency log: the latest signed checkpoint"
+      "</caption><tr><th>status</th><td><b id=\"checkpoint-status\">",
+      c.ok ? "verified" : "FAILED", "</b></td></tr><tr><th>log</th>", Cell(c.origin),
+      "</tr><tr><th>tree size (rows)</th>", Cell(c.size),
+      "</tr><tr><th>root hash</th><td><code id=\"checkpoint-root\">", HtmlEscape(c.root_hex),
+      "</code></td></tr><tr><th>vault's signature</th>",
+      Cell(c.signature.empty() ? "not checked (no --log-key)" : c.signature),
+      "</tr><tr><th>witness cosignatures</th>", Cell(static_cast<int64_t>(c.cosignatures)),
+      "</tr>");
+  if (!c.witnesses.empty()) absl::StrAppend(&html, "<tr><th>witnesses</th>", Cell(c.witnesses), "</tr>");
+  absl::StrAppend(&html, "<tr><th>consistency</th><td id=\"checkpoint-consistency\">",
+                  HtmlEscape(c.consistency.empty() ? "not checked (no --kept checkpoint)"
+                                                   : c.consistency),
+                  "</td></tr><tr><th>signed note</th><td><pre>", HtmlEscape(c.note),
+                  "</pre></td></tr></table><p class=\"note\">Keep the note: `auditor "
+                  "consistency --from` (or the next `report budgets --kept`) proves later "
+                  "ledgers extend it, and companies' receipts cite checkpoints like it.</p>");
+  return html;
+}
+
 std::string BudgetsTable(const std::vector<BudgetRow>& budgets) {
   std::string html =
       "<table id=\"budgets\"><caption>Grants and caps (ListBudgets)</caption><tr><th>company</th>"
@@ -377,6 +400,7 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
   svg += "</svg>";
 
   std::string body = VerificationTable(report.verification);
+  body += CheckpointTable(report.checkpoint);
   body += BudgetsTable(report.budgets);
   body += GrantHistoryTable(report.ledger);
   body += KindTable(ordered);
@@ -406,6 +430,10 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
   meta.push_back({"grants", absl::StrCat(grants)});
   meta.push_back({"caps", absl::StrCat(caps)});
   meta.push_back({"ledger", report.verification.ok ? "verified" : "FAILED verification"});
+  if (report.checkpoint.present) {
+    meta.push_back({"checkpoint", absl::StrCat(report.checkpoint.size, " rows, ",
+                                               report.checkpoint.ok ? "verified" : "FAILED")});
+  }
   return HtmlPage(report.title, meta, svg,
                   absl::StrCat(
                   "Privacy spend of each company on each dataset over time: ",

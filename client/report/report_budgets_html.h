@@ -55,6 +55,23 @@ struct LedgerVerification {
   std::string head_hash;
 };
 
+// The transparency log's latest checkpoint as `report budgets` checked it (issue 25).
+struct CheckpointCheck {
+  bool present = false;  // false: not asked for, or the vault signs no checkpoints
+  int64_t size = 0;
+  std::string root_hex;
+  std::string origin;
+  // With the verifier key: whether the vault's signature verified ("" when no key was given).
+  std::string signature;
+  int cosignatures = 0;
+  // With witness keys: which cosigned, against the quorum ("" when none were given).
+  std::string witnesses;
+  // With a kept checkpoint: "consistent with the kept checkpoint of N rows" or what failed.
+  std::string consistency;
+  bool ok = true;  // false when any check above failed
+  std::string note;  // the signed note, shown whole
+};
+
 // One access-log row (a Decide call).
 struct AccessRow {
   int64_t time_unix_micros = 0;
@@ -72,6 +89,7 @@ struct BudgetsReport {
   std::vector<LedgerRow> ledger;
   std::vector<BudgetRow> budgets;
   LedgerVerification verification;
+  CheckpointCheck checkpoint;
   std::vector<AccessRow> access_log;
   // What the rows were filtered to (shown in the header; empty: everything).
   std::string filters;
