@@ -1,11 +1,15 @@
 // Kill the server and start it again on the same file: ledger, budgets and chain intact, and
 // a replayed idempotency key returns the same bytes without a new charge.
 #include <atomic>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/lib/receipts.h"
 #include "core/testing/status_matchers.h"
+#include "core/transparency/note.h"
 #include "gtest/gtest.h"
 #include "tests/charge_checks.h"
 #include "tests/vault_fixture.h"
@@ -125,7 +129,22 @@ TEST_F(RestartTest, KilledWhileCommittingBatchesOfChargesKeepsEveryAnsweredRowAn
     }
   }
   EXPECT_GE(answered, 300);
-  CheckLedger(*auditor_, *regulator_, all);
+  CheckLedger(*auditor_, *regulator_, all);  // VerifyLedger: the tree's every node, too
+  // Every answered charge's row is in the signed tree after the restart: its receipt verifies
+  // with nothing but the vault's verifier key.
+  std::ifstream key_file(server_->db_path() + ".log-key");
+  std::stringstream key_text;
+  key_text << key_file.rdbuf();
+  auto signer = core::transparency::NoteSigner::Parse(key_text.str());
+  ASSERT_OK(signer);
+  for (const Outcome& o : all) {
+    if (!o.status.ok()) continue;
+    v1::GetReceiptRequest req;
+    req.set_idempotency_key(o.key);
+    auto receipt = company_->GetReceipt(req, /*auditor=*/false);
+    ASSERT_OK(receipt) << o.key;
+    EXPECT_OK(client::VerifyReceipt(receipt->receipt(), signer->verifier()).status()) << o.key;
+  }
   for (const Outcome& o : all) {
     auto again = company_->NoisyCounts(CountsBySex(table_handle_, o.key, 0.0005));
     ASSERT_OK(again) << o.key;

@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
 #include "core/util/truncate.h"
@@ -170,6 +171,7 @@ absl::StatusOr<LedgerVerification> VerifyLedgerFrom(LedgerReader& reader) {
   };
 
   int64_t expected_seq = 1;
+  std::vector<core::transparency::Hash> level;  // the tree's leaves, from the rows
   absl::Status walked = reader.ForEachLedgerRow(
       [&](const LedgerRow& row, int64_t account_id, int64_t dataset_id) -> absl::Status {
         ++v.rows_checked;
@@ -192,10 +194,46 @@ absl::StatusOr<LedgerVerification> VerifyLedgerFrom(LedgerReader& reader) {
           caps[dataset_id] = {std::llround(row.epsilon * 1e6), row.delta};
         }
         v.head_hash = row.hash;
+        level.push_back(core::transparency::LeafHash(absl::HexStringToBytes(row.hash)));
         ++expected_seq;
         return absl::OkStatus();
       });
   if (!walked.ok()) return finish(walked);
+
+  // The stored tree, level by level: each node is the hash of the rows under it (level 0:
+  // the rows' leaves; above, the hash of the two stored nodes below), none missing, none more.
+  for (int l = 0; !level.empty(); ++l) {
+    int64_t next = 0;
+    absl::Status nodes = reader.ForEachTreeNode(l, [&](int64_t index,
+                                                       const std::string& hash) -> absl::Status {
+      const int64_t first_row = (index << l) + 1;
+      if (index >= static_cast<int64_t>(level.size())) {
+        return fail(first_row, absl::StrCat("the Merkle tree has node ", l, "/", index,
+                                            " beyond the ledger's ", expected_seq - 1, " rows"));
+      }
+      if (index != next) {
+        return fail((next << l) + 1,
+                    absl::StrCat("the Merkle tree lacks node ", l, "/", next));
+      }
+      if (hash != level[index]) {
+        return fail(first_row, absl::StrCat("the Merkle tree's node ", l, "/", index,
+                                            " does not match the ledger rows ", first_row, "..",
+                                            first_row + (int64_t{1} << l) - 1));
+      }
+      ++next;
+      return absl::OkStatus();
+    });
+    if (!nodes.ok()) return finish(nodes);
+    if (next != static_cast<int64_t>(level.size())) {
+      (void)fail((next << l) + 1, absl::StrCat("the Merkle tree lacks node ", l, "/", next));
+      return v;
+    }
+    std::vector<core::transparency::Hash> up(level.size() / 2);
+    for (size_t i = 0; i < up.size(); ++i) {
+      up[i] = core::transparency::NodeHash(level[2 * i], level[2 * i + 1]);
+    }
+    level = std::move(up);
+  }
 
   // The grants and caps the filter reads must be the last ones the ledger recorded.
   absl::Status checked = reader.ForEachGrant(

@@ -86,11 +86,15 @@ class LedgerReader {
   virtual absl::Status ForEachCap(const CapFn& fn) = 0;
   virtual absl::Status ForEachSpend(const SpendFn& fn) = 0;
   virtual absl::StatusOr<bool> DatasetExists(int64_t dataset_id) = 0;
+  // The stored Merkle tree nodes of one level, (index, raw hash) in index order.
+  using NodeFn = std::function<absl::Status(int64_t index, const std::string& hash)>;
+  virtual absl::Status ForEachTreeNode(int level, const NodeFn& fn) = 0;
 };
 
 // Recomputes the hash chain and the spend totals from the ledger rows and checks the grants,
 // caps and totals the filter reads against them (both ways: a missing spend row would reset a
-// budget). Read from one snapshot of the store.
+// budget), and the stored Merkle tree against the rows: every leaf and complete subtree, none
+// missing and none beyond the ledger (issue 25). Read from one snapshot of the store.
 absl::StatusOr<LedgerVerification> VerifyLedgerFrom(LedgerReader& reader);
 
 // Aborted: another vault process stored a decision batch of the artifact first; nothing of

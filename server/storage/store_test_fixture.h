@@ -174,6 +174,14 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
                : "ALTER TABLE ledger DISABLE TRIGGER USER; ";
   }
 
+  // SQL that lifts the Merkle tree's append-only guard, as an attacker could.
+  std::string LiftTreeGuard() {
+    return GetParam() == Backend::kSqlite
+               ? "DROP TRIGGER IF EXISTS merkle_nodes_no_update; "
+                 "DROP TRIGGER IF EXISTS merkle_nodes_no_delete; "
+               : "ALTER TABLE merkle_nodes DISABLE TRIGGER USER; ";
+  }
+
   // SQL that lifts the guard against new rows in `decisions` (schema version 7), to write rows
   // as servers before version 7 did.
   std::string LiftDecisionsGuard() {

@@ -68,6 +68,45 @@ TEST_P(StoreTest, AChargeThatFailsLeavesNoLeafBehind) {
   }));
 }
 
+TEST_P(StoreTest, VerifyChecksTheTreeAgainstTheRows) {
+  ASSERT_NO_FATAL_FAILURE(BuildLedger());
+  for (int i = 0; i < 6; ++i) ASSERT_OK(Charge(Request(acme_, census_, absl::StrCat("t", i), 1000)));
+  ASSERT_TRUE(Verify().ok) << Verify().message;
+  const std::string zero = GetParam() == Backend::kSqlite ? "zeroblob(32)" : "'\\x00'::bytea";
+  struct Case {
+    std::string sql;
+    int64_t first_bad_seq;
+    const char* message;
+  };
+  const Case cases[] = {
+      // A leaf rewritten: the row it stands for is named.
+      {"UPDATE merkle_nodes SET hash = " + zero + " WHERE level = 0 AND idx = 4", 5,
+       "node 0/4 does not match the ledger rows 5..5"},
+      // An inner node rewritten (proofs through it would fail), its leaves intact.
+      {"UPDATE merkle_nodes SET hash = " + zero + " WHERE level = 2 AND idx = 1", 5,
+       "node 2/1 does not match the ledger rows 5..8"},
+      // A node dropped, and one beyond the ledger.
+      {"DELETE FROM merkle_nodes WHERE level = 1 AND idx = 2", 5, "lacks node 1/2"},
+      {"INSERT INTO merkle_nodes(level, idx, hash) VALUES(0, 11, " + zero + ")", 12,
+       "beyond the ledger's 11 rows"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.sql);
+    // Each case on a fresh copy of the tree: drop the tampering after checking it.
+    ASSERT_EQ(Raw(LiftTreeGuard() + "CREATE TABLE saved AS SELECT * FROM merkle_nodes; " + c.sql +
+                  ";"),
+              "");
+    const LedgerVerification v = Verify();
+    EXPECT_FALSE(v.ok);
+    EXPECT_EQ(v.first_bad_seq, c.first_bad_seq);
+    EXPECT_THAT(v.message, HasSubstr(c.message));
+    ASSERT_EQ(Raw("DELETE FROM merkle_nodes; INSERT INTO merkle_nodes SELECT * FROM saved; "
+                  "DROP TABLE saved;"),
+              "");
+    ASSERT_TRUE(Verify().ok) << Verify().message;
+  }
+}
+
 TEST_P(StoreTest, CheckpointsAreStoredOncePerSize) {
   EXPECT_TRUE(absl::IsNotFound(store_->GetCheckpoint(0).status()));
   ASSERT_OK(store_->PutCheckpoint(CheckpointRecord{3, tlog::LeafHash("a"), "note 3\n", 1}));

@@ -297,6 +297,19 @@ class PgLedgerReader final : public LedgerReader {
                      c_.Exec("SELECT 1 FROM datasets WHERE id=$1", Params().Int(dataset_id)));
     return r.rows() > 0;
   }
+  absl::Status ForEachTreeNode(int level, const NodeFn& fn) override {
+    int64_t from = 0;  // in pages, as the rows are read
+    while (true) {
+      ASSIGN_OR_RETURN(Result r, c_.Exec("SELECT idx, hash FROM merkle_nodes WHERE level=$1 AND "
+                                         "idx >= $2 ORDER BY idx LIMIT 10000",
+                                         Params().Int(level).Int(from)));
+      if (r.rows() == 0) return absl::OkStatus();
+      for (int i = 0; i < r.rows(); ++i) {
+        RETURN_IF_ERROR(fn(r.Int(i, 0), r.Text(i, 1)));
+        from = r.Int(i, 0) + 1;
+      }
+    }
+  }
 
  private:
   Conn& c_;

@@ -472,6 +472,15 @@ class SqliteLedgerReader final : public LedgerReader {
     d.Bind(1, dataset_id);
     return d.Step();
   }
+  absl::Status ForEachTreeNode(int level, const NodeFn& fn) override {
+    Stmt s(db_, "SELECT idx, hash FROM merkle_nodes WHERE level=? ORDER BY idx");
+    s.Bind(1, static_cast<int64_t>(level));
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) return absl::OkStatus();
+      RETURN_IF_ERROR(fn(s.Int(0), s.Text(1)));
+    }
+  }
 
  private:
   sqlite3* db_;
