@@ -22,11 +22,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # python3-cryptography: the client's check of the transparency log's Ed25519 signatures;
 # python3-sklearn: the suite's scikit-learn checks of the estimators (clone, pickle, Pipeline,
 # check_estimator; not a dependency of the client).
+# golang-go, golang-golang-x-mod-dev: an independent verifier of the transparency log
+# (tests/interop/tlog_verify.go, on Go's sumdb/note and sumdb/tlog) that transparency_test runs.
 # valgrind: tests/timing/instruction_count_test.sh counts the learners' instructions on
 # neighbouring datasets with callgrind.
 "$root/deploy/install-deps.sh" chromium postgresql docker.io docker-compose debootstrap openssl valgrind \
   python3-grpcio python3-protobuf python3-pandas python3-numpy python3-tqdm python3-matplotlib \
-  python3-pytest python3-pip python3-setuptools python3-sklearn python3-cryptography
+  python3-pytest python3-pip python3-setuptools python3-sklearn python3-cryptography \
+  golang-go golang-golang-x-mod-dev
 "$root/deploy/build.sh"
 cd "$root/build"
 # A missing browser fails the browser test here instead of skipping it.
@@ -35,6 +38,8 @@ export FAIRVAULT_REQUIRE_CHROMIUM=1
 export FAIRVAULT_REQUIRE_DOCKER_COMPOSE=1
 # And a missing scikit-learn fails the Python suite's scikit-learn checks.
 export FAIRVAULT_REQUIRE_SKLEARN=1
+# And a missing Go verifier fails the transparency log's interoperability test.
+export FAIRVAULT_REQUIRE_GO=1
 # And a Docker engine that cannot start fails the container test (it says why) instead of
 # skipping it.
 export FAIRVAULT_REQUIRE_DOCKER=1

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "client/lib/receipts.h"
@@ -37,9 +39,9 @@ struct CliResult {
   std::string out;
 };
 
-CliResult RunCli(const std::string& args) {
+CliResult RunCommand(const std::string& command) {
   CliResult result;
-  FILE* pipe = popen(absl::StrCat(FAIRVAULT_CLI_BINARY, " ", args, " 2>&1").c_str(), "r");
+  FILE* pipe = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
   if (pipe == nullptr) return result;
   char buf[4096];
   size_t n;
@@ -47,6 +49,10 @@ CliResult RunCli(const std::string& args) {
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+CliResult RunCli(const std::string& args) {
+  return RunCommand(absl::StrCat(FAIRVAULT_CLI_BINARY, " ", args));
 }
 
 std::string ReadAll(const std::string& path) {
@@ -439,6 +445,89 @@ TEST_F(WitnessTest, ReportBudgetsShowsTheLatestCheckpointAndItsConsistencyWithTh
   EXPECT_THAT(third.out, HasSubstr("NOT consistent with the kept checkpoint"));
   EXPECT_THAT(ReadAll(page), HasSubstr("<b id=\"checkpoint-status\">FAILED</b>"));
   EXPECT_EQ(ReadAll(kept), forged);
+}
+
+// Go's golang.org/x/mod/sumdb/note and sumdb/tlog (tests/interop/tlog_verify.go), an
+// implementation that shares nothing with the vault's, check its checkpoints and proofs: every
+// row's inclusion in the signed tree its receipt cites (a checkpoint is kept after each new row,
+// so up to 24 rows each is cited in the tree it completed), and consistency between every pair
+// of trees of those sizes; an altered proof or note is refused by it too.
+TEST_F(TransparencyTest, AnIndependentGoVerifierAgrees) {
+#ifndef FAIRVAULT_GO_VERIFIER
+  if (std::getenv("FAIRVAULT_REQUIRE_GO") != nullptr) {
+    FAIL() << "FAIRVAULT_REQUIRE_GO is set but transparency_test was built without the Go "
+              "verifier (apt install golang-go golang-golang-x-mod-dev, then re-run cmake)";
+  }
+  GTEST_SKIP() << "go or golang-golang-x-mod-dev missing (deploy/test.sh installs them)";
+#else
+  auto go = [](const std::string& args) {
+    return RunCommand(absl::StrCat(FAIRVAULT_GO_VERIFIER, " ", args));
+  };
+  // Checkpoints of every size from the seeding's rows up, one new row each.
+  std::map<int64_t, std::string> notes;
+  auto keep = [&]() {
+    auto c = auditor_->GetCheckpoint(v1::GetCheckpointRequest(), true);
+    EXPECT_OK(c);
+    const std::string path = absl::StrCat(dir_, "/go-", c->checkpoint().size(), ".note");
+    std::ofstream(path) << c->checkpoint().note();
+    notes[c->checkpoint().size()] = path;
+  };
+  keep();
+  while (notes.rbegin()->first < 24) {
+    Count(absl::StrCat("go-", notes.size()));
+    keep();
+  }
+  int receipts = 0, consistencies = 0;
+  for (int64_t seq = 1; seq <= notes.rbegin()->first; ++seq) {
+    v1::GetReceiptRequest req;
+    req.set_seq(seq);
+    auto receipt = auditor_->GetReceipt(req, true);
+    ASSERT_OK(receipt);
+    const v1::Receipt& r = receipt->receipt();
+    const std::string path = absl::StrCat(dir_, "/go-receipt-", seq, ".note");
+    std::ofstream(path) << r.checkpoint().note();
+    std::string args = absl::StrCat("receipt ", verifier_.Encoded(), " ", path, " ",
+                                    r.leaf_index(), " ", r.entry().hash());
+    for (const std::string& h : r.inclusion_proof()) {
+      absl::StrAppend(&args, " ", absl::Base64Escape(h));
+    }
+    CliResult ok = go(args);
+    ASSERT_EQ(ok.exit_code, 0) << args << "\n" << ok.out;
+    ++receipts;
+    if (!r.inclusion_proof().empty()) {
+      std::string bad = args;
+      const size_t at = bad.rfind(' ') + 1;
+      bad[at] = bad[at] == 'A' ? 'B' : 'A';
+      EXPECT_EQ(go(bad).exit_code, 1) << "an altered inclusion proof";
+    }
+  }
+  for (const auto& [size, path] : notes) {
+    for (const auto& [later, later_path] : notes) {
+      if (later < size) continue;
+      v1::GetConsistencyProofRequest req;
+      req.set_from_size(size);
+      req.set_to_size(later);
+      auto proof = auditor_->GetConsistencyProof(req, true);
+      ASSERT_OK(proof);
+      std::string args = absl::StrCat("consistency ", verifier_.Encoded(), " ", path, " ",
+                                      later_path);
+      for (const std::string& h : proof->proof()) absl::StrAppend(&args, " ", absl::Base64Escape(h));
+      CliResult ok = go(args);
+      ASSERT_EQ(ok.exit_code, 0) << args << "\n" << ok.out;
+      ++consistencies;
+    }
+  }
+  // A note whose size was edited fails the Go signature check.
+  std::string edited = ReadAll(notes.rbegin()->second);
+  edited.replace(edited.find('\n') + 1, 2, "99");
+  std::ofstream(dir_ + "/go-edited.note") << edited;
+  CliResult refused = go(absl::StrCat("consistency ", verifier_.Encoded(), " ",
+                                      notes.begin()->second, " ", dir_, "/go-edited.note"));
+  EXPECT_EQ(refused.exit_code, 1) << refused.out;
+  EXPECT_THAT(refused.out, HasSubstr("does not verify"));
+  std::printf("Go's sumdb/tlog verified %d inclusion proofs and %d consistency proofs\n",
+              receipts, consistencies);
+#endif
 }
 
 TEST_F(TransparencyTest, AVaultWithoutALogKeySaysSo) {
