@@ -530,6 +530,43 @@ TEST_F(TransparencyTest, AnIndependentGoVerifierAgrees) {
 #endif
 }
 
+TEST_F(TransparencyTest, ABudgetsReportIsCheckedAgainstTheReceiptsOfItsRows) {
+  Count("sum-1");
+  Count("sum-2");
+  std::vector<std::string> files;
+  for (const char* key : {"sum-1", "sum-2"}) {
+    files.push_back(absl::StrCat(dir_, "/", key, ".json"));
+    CliResult got = RunCli(Company(absl::StrCat("receipt get --idempotency-key ", key,
+                                                " --out ", files.back())));
+    ASSERT_EQ(got.exit_code, 0) << got.out;
+  }
+  const std::string csv = dir_ + "/charges.csv";
+  CliResult report = RunCli(Auditor(absl::StrCat("report budgets --out ", dir_,
+                                                 "/budgets.html --csv ", csv)));
+  ASSERT_EQ(report.exit_code, 0) << report.out;
+  const std::string sum = absl::StrCat("receipt sum --log-key ", key_file_, " --receipt ",
+                                       files[0], " --report-csv ", csv);
+  CliResult both = RunCli(absl::StrCat(sum, " --receipt ", files[1]));
+  ASSERT_EQ(both.exit_code, 0) << both.out;
+  EXPECT_THAT(both.out, HasSubstr("acme,pop,2,0.5,0"));
+  EXPECT_THAT(both.out, HasSubstr("exactly the receipted rows"));
+  // A charge of the report without a receipt here cannot be vouched for.
+  CliResult one = RunCli(sum);
+  EXPECT_EQ(one.exit_code, 1) << one.out;
+  EXPECT_THAT(one.out, HasSubstr("1 charge(s) of the report have no receipt"));
+  // A report that understates a charge's epsilon.
+  std::string text = ReadAll(csv);
+  const size_t at = text.find(",0.25,");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 6, ",0.125,");
+  std::ofstream(dir_ + "/understated.csv") << text;
+  CliResult understated = RunCli(absl::StrCat("receipt sum --log-key ", key_file_, " --receipt ",
+                                              files[0], " --receipt ", files[1],
+                                              " --report-csv ", dir_, "/understated.csv"));
+  EXPECT_EQ(understated.exit_code, 1) << understated.out;
+  EXPECT_THAT(understated.out, HasSubstr("the report says acme/pop epsilon 0.125"));
+}
+
 TEST_F(TransparencyTest, AVaultWithoutALogKeySaysSo) {
   ServerProcess keyless(server_->db_path() + "-keyless.db");
   auto key = keyless.Bootstrap("regulator");

@@ -5,9 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/cli/cli_common.h"
@@ -224,6 +228,102 @@ absl::Status ReceiptVerify(Context& ctx) {
   RETURN_IF_ERROR(NotVerified(checkpoint.status(), "receipt"));
   RETURN_IF_ERROR(CheckWitnesses(flags, receipt.checkpoint().note()));
   return PrintVerified(receipt, *checkpoint, key);
+}
+
+// Verifies every receipt given and sums their charge rows per company and dataset; with
+// --report-csv, checks that the report's charges are exactly those rows (same seq, company,
+// dataset, epsilon, delta), so that its per-company sums are the sums of rows with receipts.
+absl::Status ReceiptSum(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  ASSIGN_OR_RETURN(tlog::NoteVerifier key, RequiredLogKey(flags));
+  struct Sum {
+    int64_t charges = 0;
+    double epsilon = 0, delta = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Sum> sums;
+  std::map<int64_t, v1::LedgerEntry> rows;  // by seq
+  for (const std::string& path : flags.GetAll("receipt")) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+    v1::Receipt receipt;
+    RETURN_IF_ERROR(FromJson(text, path, receipt));
+    absl::StatusOr<tlog::Checkpoint> checkpoint = VerifyReceipt(receipt, key);
+    RETURN_IF_ERROR(NotVerified(checkpoint.status(), absl::StrCat("receipt ", path)));
+    RETURN_IF_ERROR(CheckWitnesses(flags, receipt.checkpoint().note()));
+    const v1::LedgerEntry& e = receipt.entry();
+    if (e.kind() != "charge" || rows.count(e.seq())) continue;  // grants, caps, duplicates
+    rows[e.seq()] = e;
+    Sum& s = sums[{e.account(), e.dataset()}];
+    ++s.charges;
+    s.epsilon += e.epsilon();
+    s.delta += e.delta();
+  }
+  std::cout << "company,dataset,charges,epsilon_sum,delta_sum (" << rows.size()
+            << " charge rows with verified receipts)\n";
+  for (const auto& [who, s] : sums) {
+    std::cout << who.first << "," << who.second << "," << s.charges << "," << Num(s.epsilon)
+              << "," << Num(s.delta) << "\n";
+  }
+  if (!flags.Has("report-csv")) return absl::OkStatus();
+  ASSIGN_OR_RETURN(CsvTable csv, ReadCsvFile(flags.Get("report-csv")));
+  ASSIGN_OR_RETURN(size_t seq_col, csv.ColumnIndex("seq"));
+  ASSIGN_OR_RETURN(size_t company_col, csv.ColumnIndex("company"));
+  ASSIGN_OR_RETURN(size_t dataset_col, csv.ColumnIndex("dataset"));
+  ASSIGN_OR_RETURN(size_t epsilon_col, csv.ColumnIndex("epsilon"));
+  ASSIGN_OR_RETURN(size_t delta_col, csv.ColumnIndex("delta"));
+  std::vector<std::string> problems, unreceipted;
+  std::map<std::pair<std::string, std::string>, Sum> reported;
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < csv.rows.size(); ++i) {
+    const std::vector<std::string>& r = csv.rows[i];
+    int64_t seq = 0;
+    double epsilon = 0, delta = 0;
+    if (!absl::SimpleAtoi(r[seq_col], &seq) || !absl::SimpleAtod(r[epsilon_col], &epsilon) ||
+        !absl::SimpleAtod(r[delta_col], &delta)) {
+      return UsageError(absl::StrCat("--report-csv line ", csv.row_lines[i],
+                                     ": seq, epsilon or delta is not a number"));
+    }
+    seen.insert(seq);
+    Sum& s = reported[{r[company_col], r[dataset_col]}];
+    ++s.charges;
+    s.epsilon += epsilon;
+    s.delta += delta;
+    auto it = rows.find(seq);
+    if (it == rows.end()) {
+      unreceipted.push_back(absl::StrCat(seq));
+      continue;
+    }
+    const v1::LedgerEntry& e = it->second;
+    if (e.account() != r[company_col] || e.dataset() != r[dataset_col] ||
+        e.epsilon() != epsilon || e.delta() != delta) {
+      problems.push_back(absl::StrCat("ledger row ", seq, ": the report says ", r[company_col],
+                                      "/", r[dataset_col], " epsilon ", r[epsilon_col],
+                                      " delta ", r[delta_col], ", its receipt ", e.account(),
+                                      "/", e.dataset(), " epsilon ", Num(e.epsilon()),
+                                      " delta ", Num(e.delta())));
+    }
+  }
+  // A receipted charge the report leaves out (within the companies and datasets it shows).
+  for (const auto& [seq, e] : rows) {
+    if (!seen.count(seq) && reported.count({e.account(), e.dataset()})) {
+      problems.push_back(absl::StrCat("ledger row ", seq, " (", e.account(), "/", e.dataset(),
+                                      ") has a receipt but is missing from the report"));
+    }
+  }
+  if (!unreceipted.empty()) {
+    problems.push_back(absl::StrCat(
+        unreceipted.size(), " charge(s) of the report have no receipt here (seq ",
+        absl::StrJoin(unreceipted.begin(),
+                      unreceipted.begin() + std::min<size_t>(unreceipted.size(), 10), ", "),
+        unreceipted.size() > 10 ? ", ..." : "", "): their sums cannot be vouched for"));
+  }
+  if (!problems.empty()) {
+    return absl::DataLossError(absl::StrCat("the report does NOT match the receipts: ",
+                                            absl::StrJoin(problems, "; ")));
+  }
+  std::cout << "the report's " << seen.size()
+            << " charges are exactly the receipted rows: its sums per company and dataset are "
+               "the sums of verified ledger rows\n";
+  return absl::OkStatus();
 }
 
 absl::Status WitnessKey(Context& ctx) {
@@ -523,6 +623,21 @@ std::vector<Command> TransparencyCommands() {
         QuorumFlag()},
        false,
        ReceiptVerify},
+      {"receipt sum",
+       "verify many receipts, sum their charges per company and dataset, and check a budgets "
+       "report against them",
+       "Every --receipt is verified as `receipt verify` does (with --witness, its checkpoint's "
+       "cosignatures too), then its charge rows are summed (count, epsilon, delta) per company "
+       "and dataset. With --report-csv (from `report budgets --csv`), the report's charges must "
+       "be exactly the receipted rows, with the same company, dataset, epsilon and delta: then "
+       "the report's sums are sums of rows the vault signed. Exit status 1 otherwise.",
+       {{"receipt", "FILE", "a receipt (JSON, from `receipt get`); repeat for each", true, true},
+        {"report-csv", "FILE", "the charges CSV of a budgets report to check"},
+        LogKeyFlag(true),
+        WitnessFlag(),
+        QuorumFlag()},
+       false,
+       ReceiptSum},
       {"witness key",
        "make a witness's cosigning key (cosignature/v1, Ed25519)",
        "Writes the secret key to the new file --out (mode 0600) and prints its verifier key: "
