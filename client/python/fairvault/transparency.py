@@ -21,7 +21,7 @@ import grpc
 from fairvault.errors import DataLoss, InvalidInput
 
 __all__ = ["Checkpoint", "VerifierKey", "NotVerified", "open_checkpoint", "verify_receipt",
-           "verify_consistency", "verify_cosignatures", "row_encoding_matches"]
+           "verify_consistency", "verify_cosignatures", "sum_receipts", "row_encoding_matches"]
 
 _SIG_PREFIX = "\u2014 "
 
@@ -292,3 +292,50 @@ def verify_consistency(old_note: str, new_note: str, proof: Sequence[bytes],
         raise NotVerified(f"the log of {new.size} rows does not extend the one of {old.size} "
                           f"rows: rewritten or forked")
     return new
+
+
+def sum_receipts(receipts, key: "VerifierKey | str", witnesses: Sequence["VerifierKey | str"] = (),
+                 quorum: "int | None" = None, report_csv: "str | None" = None):
+    """Verifies every receipt (and, with ``witnesses``, its checkpoint's cosignatures) and sums
+    their charge rows per company and dataset: a DataFrame with ``charges``, ``epsilon`` and
+    ``delta``. With ``report_csv`` (``fairvault report budgets --csv``), also checks that the
+    report's charges are exactly the receipted rows (same company, dataset, epsilon, delta), so
+    that its sums are sums of rows the vault signed; NotVerified naming what differs."""
+    import csv
+
+    import pandas as pd
+
+    rows = {}
+    for receipt in receipts:
+        verify_receipt(receipt, key, witnesses=witnesses, quorum=quorum)
+        if receipt.entry.kind == "charge":
+            rows[receipt.entry.seq] = receipt.entry
+    frame = pd.DataFrame(
+        [(e.account, e.dataset, 1, e.epsilon, e.delta) for e in rows.values()],
+        columns=["company", "dataset", "charges", "epsilon", "delta"])
+    sums = frame.groupby(["company", "dataset"]).sum()
+    if report_csv is None:
+        return sums
+    problems, unreceipted, seen = [], [], set()
+    with open(report_csv, newline="") as f:
+        for line in csv.DictReader(f):
+            seq = int(line["seq"])
+            seen.add(seq)
+            entry = rows.get(seq)
+            if entry is None:
+                unreceipted.append(seq)
+            elif (entry.account, entry.dataset, entry.epsilon, entry.delta) != (
+                    line["company"], line["dataset"], float(line["epsilon"]),
+                    float(line["delta"])):
+                problems.append(f"ledger row {seq}: the report says {line['company']}/"
+                                f"{line['dataset']} epsilon {line['epsilon']} delta "
+                                f"{line['delta']}, its receipt {entry.account}/{entry.dataset} "
+                                f"epsilon {entry.epsilon} delta {entry.delta}")
+    problems += [f"ledger row {seq} has a receipt but is missing from the report"
+                 for seq in rows if seq not in seen]
+    if unreceipted:
+        problems.append(f"{len(unreceipted)} charge(s) of the report have no receipt here "
+                        f"(seq {', '.join(map(str, unreceipted[:10]))})")
+    if problems:
+        raise NotVerified("the report does NOT match the receipts: " + "; ".join(problems))
+    return sums

@@ -125,3 +125,28 @@ def test_a_witness_cosignature_verifies_here(vault_server, company, table, verif
         "pytest.example/witness"]
     with pytest.raises(InvalidInput, match="note key"):
         transparency.verify_cosignatures(note, [verifier_key])
+
+
+def test_sum_receipts_checks_a_budgets_report(vault_server, verifier_key, tmp_path) -> None:
+    """The receipts of a fresh company's charges sum to what `report budgets --csv` says of it;
+    a report that leaves one out, or understates one, is refused."""
+    company = vault_server.new_company()
+    handle = company.upload_table(vault_server.population, "pop", "key",
+                                  categorical=["region"])
+    keys = [f"py-sum-{i}" for i in range(3)]
+    for key in keys:
+        company.noisy_counts(handle, 0.25, columns=["region"], idempotency_key=key)
+    receipts = [company.get_receipt(key) for key in keys]
+    csv_path = tmp_path / "charges.csv"
+    auditor_key = vault_server.regulator.create_account("py-sum-auditor", "auditor").api_key
+    vault_server.cli("report", "budgets", "--out", str(tmp_path / "b.html"), "--csv",
+                     str(csv_path), "--company", company.name, key=auditor_key)
+    sums = transparency.sum_receipts(receipts, verifier_key, report_csv=str(csv_path))
+    assert sums.loc[(company.name, "pop"), "charges"] == 3
+    assert sums.loc[(company.name, "pop"), "epsilon"] == pytest.approx(0.75, abs=1e-12)
+    with pytest.raises(NotVerified, match="have no receipt"):
+        transparency.sum_receipts(receipts[:2], verifier_key, report_csv=str(csv_path))
+    understated = csv_path.read_text().replace(",0.25,", ",0.125,", 1)
+    (tmp_path / "under.csv").write_text(understated)
+    with pytest.raises(NotVerified, match="epsilon 0.125"):
+        transparency.sum_receipts(receipts, verifier_key, report_csv=str(tmp_path / "under.csv"))
