@@ -6,6 +6,9 @@
 #                                  vault's --db postgresql://...?passfile=/run/secrets/pgpass
 #   SECRETS_DIR/tls/               a private CA and the server certificate (deploy/make-certs.sh;
 #                                  names: localhost 127.0.0.1 vault-1 vault-2 vault, plus NAMEs)
+#   SECRETS_DIR/log.key            the transparency log's Ed25519 signing key (0600), in the
+#                                  format of `fairvault-server log-key`; origin fairvault/ledger
+#   SECRETS_DIR/log.pub            its verifier key, to publish to companies and auditors
 #   ENV_FILE                       FAIRVAULT_UID / FAIRVAULT_GID: the user the vault containers
 #                                  run as, the owner of SECRETS_DIR
 # Usage: deploy/compose-secrets.sh [--secrets-dir DIR] [--env-file FILE] [NAME ...]
@@ -43,6 +46,26 @@ if [[ ! -e $secrets/pgpass ]]; then
     > "$secrets/pgpass.new"
   mv -n "$secrets/pgpass.new" "$secrets/pgpass"
   echo "compose-secrets: wrote $secrets/pgpass"
+fi
+if [[ ! -e $secrets/log.key ]]; then
+  # The key `fairvault-server log-key` would make, with OpenSSL (no vault binary on the host):
+  # "PRIVATE+KEY+<origin>+<hex key hash>+<base64(0x01 || seed)>", the key hash being the first
+  # 4 bytes of SHA-256(<origin> "\n" 0x01 <public key>) (Go's sumdb/note format).
+  origin=fairvault/ledger
+  tmp=$(mktemp -d)
+  openssl genpkey -algorithm ed25519 -outform DER -out "$tmp/key.der"
+  tail -c 32 "$tmp/key.der" > "$tmp/seed"  # PKCS#8: the 32-byte seed comes last
+  openssl pkey -inform DER -in "$tmp/key.der" -pubout -outform DER | tail -c 32 > "$tmp/pub"
+  hash=$({ printf '%s\n\001' "$origin"; cat "$tmp/pub"; } | openssl dgst -sha256 -binary |
+    head -c 4 | od -An -tx1 | tr -d ' \n')
+  printf 'PRIVATE+KEY+%s+%s+%s\n' "$origin" "$hash" \
+    "$({ printf '\001'; cat "$tmp/seed"; } | base64 -w0)" > "$secrets/log.key.new"
+  printf '%s+%s+%s\n' "$origin" "$hash" "$({ printf '\001'; cat "$tmp/pub"; } | base64 -w0)" \
+    > "$secrets/log.pub"
+  rm -rf "$tmp"
+  mv -n "$secrets/log.key.new" "$secrets/log.key"
+  chmod 0644 "$secrets/log.pub"
+  echo "compose-secrets: wrote $secrets/log.key; publish its verifier key: $(cat "$secrets/log.pub")"
 fi
 if [[ ! -e $secrets/tls/ca.pem ]]; then
   "$here/make-certs.sh" "$secrets/tls" localhost 127.0.0.1 vault-1 vault-2 vault ${names[@]+"${names[@]}"}

@@ -222,6 +222,16 @@ TEST_F(ContainerTest, TheDemoRunsThroughBothReplicasOverTls) {
                            "ledger verified, head hash", "Done."}) {
     EXPECT_THAT(demo.output, HasSubstr(seen));
   }
+  // Both replicas sign checkpoints with the stack's log key (deploy/secrets/log.key, made by
+  // compose-secrets.sh), verified with its published verifier key.
+  for (int replica : {1, 2}) {
+    const CommandResult checkpoint = stack().Run(absl::StrCat(
+        cli, " --server 127.0.0.1:", stack().port(replica),
+        " --tls-ca deploy/secrets/tls/ca.pem --key-file deploy/secrets/regulator.key "
+        "log checkpoint --auditor --log-key deploy/secrets/log.pub"));
+    EXPECT_TRUE(checkpoint.ok()) << checkpoint.output;
+    EXPECT_THAT(checkpoint.output, HasSubstr("signature verified"));
+  }
   std::printf("container_test demo: %zu lines of output, ledger verified through replica 1\n",
               std::vector<std::string>(absl::StrSplit(demo.output, '\n')).size());
 }

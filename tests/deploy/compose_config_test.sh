@@ -32,7 +32,7 @@ unset FAIRVAULT_UID FAIRVAULT_GID
 for f in postgres_password pgpass tls/ca.pem tls/server.pem tls/server.key; do
   [[ -s $work/secrets/$f ]] || { echo "FAIL: compose-secrets.sh made no $f" >&2; exit 1; }
 done
-for f in postgres_password pgpass tls/server.key tls/ca.key; do
+for f in postgres_password pgpass tls/server.key tls/ca.key log.key; do
   mode=$(stat -c %a "$work/secrets/$f")
   [[ $mode == 600 ]] || { echo "FAIL: $f has mode $mode, want 600" >&2; exit 1; }
 done
@@ -44,6 +44,12 @@ sum_before=$(find "$work/secrets" "$work/env" -type f -exec cat {} + | sha256sum
 [[ $(find "$work/secrets" "$work/env" -type f -exec cat {} + | sha256sum) == "$sum_before" ]] ||
   { echo "FAIL: a second compose-secrets.sh run changed a file" >&2; exit 1; }
 echo "ok: compose-secrets.sh makes the secrets once (0600) and keeps them"
+# The log key made with OpenSSL is one the server reads, and log.pub is its verifier key.
+verifier=$("$server_bin" log-key --key "$work/secrets/log.key") ||
+  { echo "FAIL: fairvault-server refuses the log key compose-secrets.sh made" >&2; exit 1; }
+[[ $verifier == "$(cat "$work/secrets/log.pub")" && $verifier == fairvault/ledger+* ]] ||
+  { echo "FAIL: log.pub ('$(cat "$work/secrets/log.pub")') is not the key's verifier key ('$verifier')" >&2; exit 1; }
+echo "ok: compose-secrets.sh makes a log key the server reads, and its verifier key"
 
 # ---- docker-compose config ----
 : > "$work/empty.env"
@@ -139,8 +145,10 @@ for name in ("vault-1", "vault-2"):
     check("--tls-cert" in cmd and "--tls-key" in cmd
           and cmd[cmd.index("--tls-key") + 1].startswith("/run/secrets/"),
           f"{name} serves TLS with the key from a secret")
-    check({"pgpass", "tls_cert", "tls_key", "tls_ca"} <= {x["source"] for x in s["secrets"]},
-          f"{name} gets pgpass, tls_cert, tls_key, tls_ca")
+    check({"pgpass", "tls_cert", "tls_key", "tls_ca", "log_key"} <= {x["source"] for x in s["secrets"]},
+          f"{name} gets pgpass, tls_cert, tls_key, tls_ca, log_key")
+    check("--log-key" in cmd and cmd[cmd.index("--log-key") + 1] == "/run/secrets/log_key",
+          f"{name} signs checkpoints with the log key from a secret")
     check(s["depends_on"] == {"postgres": {"condition": "service_healthy"},
                               "bootstrap": {"condition": "service_completed_successfully"}},
           f"{name} starts after postgres is healthy and bootstrap succeeded")
