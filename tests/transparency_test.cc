@@ -17,6 +17,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "google/protobuf/util/json_util.h"
 #include "client/lib/receipts.h"
 #include "core/testing/status_matchers.h"
 #include "core/transparency/note.h"
@@ -205,6 +206,21 @@ TEST_F(TransparencyTest, AForkedLogUnderOneKeyIsCaught) {
   std::ofstream(dir_ + "/ours.note") << ours->checkpoint().note();
   std::ofstream(dir_ + "/theirs.note") << theirs->checkpoint().note();
 
+  // Receipts from the two views, given together to `receipt sum`: caught as a split view.
+  for (const bool fork_side : {false, true}) {
+    v1::GetReceiptRequest req;
+    req.set_seq(ours->checkpoint().size());
+    auto receipt = (fork_side ? fork_auditor : auditor_)->GetReceipt(req, true);
+    ASSERT_OK(receipt);
+    std::string json;
+    ASSERT_TRUE(google::protobuf::util::MessageToJsonString(receipt->receipt(), &json).ok());
+    std::ofstream(absl::StrCat(dir_, fork_side ? "/theirs" : "/ours", ".json")) << json;
+  }
+  CliResult summed = RunCli(absl::StrCat("receipt sum --log-key ", key_file_, " --receipt ", dir_,
+                                         "/ours.json --receipt ", dir_, "/theirs.json"));
+  EXPECT_EQ(summed.exit_code, 1) << summed.out;
+  EXPECT_THAT(summed.out, HasSubstr("SPLIT VIEW"));
+
   // Two signed checkpoints of one size with different roots: a split view.
   CliResult split = RunCli(Auditor(absl::StrCat("auditor consistency --from ", dir_,
                                                 "/ours.note --to ", dir_,
@@ -252,9 +268,12 @@ class WitnessTest : public TransparencyTest {
     TransparencyTest::SetUp();
   }
 
+  // A witness run; the first one of a witness starts it (--init).
   CliResult Cosign(const std::string& name) {
-    return RunCli(Auditor(absl::StrCat("witness cosign --witness-key ", wdir_, "/", name, ".key --state ",
-                                       wdir_, "/", name, ".state --log-key ", key_file_)));
+    const std::string state = absl::StrCat(wdir_, "/", name, ".state");
+    return RunCli(Auditor(absl::StrCat("witness cosign --witness-key ", wdir_, "/", name,
+                                       ".key --state ", state, " --log-key ", key_file_,
+                                       std::filesystem::exists(state) ? "" : " --init")));
   }
 
   // A checkpoint of `size` rows with root `root`, signed with the vault's own key: what a
@@ -273,6 +292,12 @@ class WitnessTest : public TransparencyTest {
 
 TEST_F(WitnessTest, ReceiptsWaitForTheQuorumAndVerifyWithIt) {
   Count("r1");
+  // A witness starts only when told to: a missing state file is not a first run by itself.
+  CliResult uninit = RunCli(Auditor(absl::StrCat(
+      "witness cosign --witness-key ", wdir_, "/w1.key --state ", wdir_, "/w1.state --log-key ",
+      key_file_)));
+  EXPECT_EQ(uninit.exit_code, 2) << uninit.out;
+  EXPECT_THAT(uninit.out, HasSubstr("pass --init"));
   v1::GetReceiptRequest req;
   req.set_idempotency_key("r1");
   auto refused = company_->GetReceipt(req, false).status();
@@ -304,6 +329,12 @@ TEST_F(WitnessTest, ReceiptsWaitForTheQuorumAndVerifyWithIt) {
                                       " --witness ", verifier_keys_["w3"], " --witness ",
                                       verifier_keys_["w1"], " --quorum 1"));
   EXPECT_EQ(one.exit_code, 0) << one.out;
+  // One witness given twice does not make a quorum of two.
+  CliResult twice = RunCli(absl::StrCat("receipt verify ", file, " --log-key ", key_file_,
+                                        " --witness ", verifier_keys_["w1"], " --witness ",
+                                        verifier_keys_["w1"], " --quorum 2"));
+  EXPECT_EQ(twice.exit_code, 2) << twice.out;
+  EXPECT_THAT(twice.out, HasSubstr("given twice"));
   // A cosignature altered in the receipt is caught, naming the witness.
   std::string text = ReadAll(file);
   const size_t at = text.find("w2.example/witness ");
@@ -398,6 +429,21 @@ TEST_F(WitnessTest, TheVaultStoresOnlyListedWitnessesValidCosignatures) {
   auto foreign = auditor_->AddCosignature(req).status();
   EXPECT_TRUE(absl::IsInvalidArgument(foreign)) << foreign;
   EXPECT_THAT(foreign.message(), HasSubstr("not this vault's"));
+  // Two lines of one witness, or a note far larger than a cosigned checkpoint: refused whole.
+  auto once = tlog::SignNote(note, *w1);
+  ASSERT_OK(once);
+  auto twice_split = tlog::ParseNote(*once);
+  ASSERT_OK(twice_split);
+  req.set_note(*once + tlog::SignatureLineText(twice_split->signatures.back()));
+  auto doubled = auditor_->AddCosignature(req).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(doubled)) << doubled;
+  EXPECT_THAT(doubled.message(), HasSubstr("more than one line"));
+  std::string huge = *once;
+  for (int i = 0; i < 2000; ++i) huge += tlog::SignatureLineText(twice_split->signatures.back());
+  req.set_note(huge);
+  auto too_big = auditor_->AddCosignature(req).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(too_big)) << too_big;
+  EXPECT_THAT(too_big.message(), HasSubstr("at most"));
   // Companies do not cosign.
   req.set_note(*tlog::SignNote(note, *w1));
   EXPECT_TRUE(absl::IsPermissionDenied(company_->AddCosignature(req).status()));
@@ -565,6 +611,17 @@ TEST_F(TransparencyTest, ABudgetsReportIsCheckedAgainstTheReceiptsOfItsRows) {
                                               " --report-csv ", dir_, "/understated.csv"));
   EXPECT_EQ(understated.exit_code, 1) << understated.out;
   EXPECT_THAT(understated.out, HasSubstr("the report says acme/pop epsilon 0.125"));
+  // A report that lists a receipted charge twice.
+  const std::string original = ReadAll(csv);
+  const size_t second_line = original.find('\n') + 1;
+  const std::string row = original.substr(second_line, original.find('\n', second_line) + 1 -
+                                                           second_line);
+  std::ofstream(dir_ + "/doubled.csv") << original << row;
+  CliResult doubled = RunCli(absl::StrCat("receipt sum --log-key ", key_file_, " --receipt ",
+                                          files[0], " --receipt ", files[1], " --report-csv ",
+                                          dir_, "/doubled.csv"));
+  EXPECT_EQ(doubled.exit_code, 1) << doubled.out;
+  EXPECT_THAT(doubled.out, HasSubstr("is listed twice in the report"));
 }
 
 TEST_F(TransparencyTest, AVaultWithoutALogKeySaysSo) {

@@ -2,18 +2,30 @@
 // consistency between two checkpoints. Verification needs only the vault's verifier key
 // (--log-key or $FAIRVAULT_LOG_KEY, given out of band by the operator): the vault is not
 // trusted to check itself.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
-#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "client/cli/cli_common.h"
 #include "client/lib/csv.h"
 #include "client/lib/receipts.h"
@@ -87,7 +99,16 @@ absl::StatusOr<std::vector<tlog::NoteVerifier>> WitnessKeys(const ParsedFlags& f
       return UsageError(absl::StrCat("--witness ", file.ok() ? value + ": " : std::string(),
                                      keys.status().message()));
     }
-    out.insert(out.end(), keys->begin(), keys->end());
+    for (tlog::NoteVerifier& k : *keys) {
+      for (const tlog::NoteVerifier& earlier : out) {
+        if (earlier.name == k.name || earlier.public_key == k.public_key) {
+          return UsageError(absl::StrCat("--witness: '", k.name,
+                                         "' is given twice (by name or key): each witness counts "
+                                         "once toward --quorum"));
+        }
+      }
+      out.push_back(std::move(k));
+    }
   }
   return out;
 }
@@ -241,7 +262,9 @@ absl::Status ReceiptSum(Context& ctx) {
     double epsilon = 0, delta = 0;
   };
   std::map<std::pair<std::string, std::string>, Sum> sums;
-  std::map<int64_t, v1::LedgerEntry> rows;  // by seq
+  std::map<int64_t, v1::LedgerEntry> rows;  // the charges, by seq
+  std::map<int64_t, std::string> row_hashes;  // every row, by seq
+  std::map<int64_t, std::string> roots;  // every checkpoint cited, by size
   for (const std::string& path : flags.GetAll("receipt")) {
     ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
     v1::Receipt receipt;
@@ -250,8 +273,21 @@ absl::Status ReceiptSum(Context& ctx) {
     RETURN_IF_ERROR(NotVerified(checkpoint.status(), absl::StrCat("receipt ", path)));
     RETURN_IF_ERROR(CheckWitnesses(flags, receipt.checkpoint().note()));
     const v1::LedgerEntry& e = receipt.entry();
-    if (e.kind() != "charge" || rows.count(e.seq())) continue;  // grants, caps, duplicates
+    // Two signed views of one row, or of one tree size: the vault forked its log.
+    auto [hash, new_row] = row_hashes.emplace(e.seq(), e.hash());
+    auto [root, new_size] = roots.emplace(checkpoint->size, checkpoint->root);
+    if (hash->second != e.hash() || root->second != checkpoint->root) {
+      return absl::DataLossError(absl::StrCat(
+          "SPLIT VIEW: ", path, " and an earlier receipt were both signed by ", key.name,
+          " but show ", hash->second != e.hash() ? absl::StrCat("ledger row ", e.seq())
+                                                 : absl::StrCat("the tree of ", checkpoint->size,
+                                                                " rows"),
+          " differently: keep both receipts, they prove the fork"));
+    }
+    if (e.kind() != "charge" || !new_row) continue;  // grants, caps, the same receipt twice
     rows[e.seq()] = e;
+  }
+  for (const auto& [seq, e] : rows) {  // in ledger order, as the report lists them
     Sum& s = sums[{e.account(), e.dataset()}];
     ++s.charges;
     s.epsilon += e.epsilon();
@@ -270,11 +306,20 @@ absl::Status ReceiptSum(Context& ctx) {
   ASSIGN_OR_RETURN(size_t dataset_col, csv.ColumnIndex("dataset"));
   ASSIGN_OR_RETURN(size_t epsilon_col, csv.ColumnIndex("epsilon"));
   ASSIGN_OR_RETURN(size_t delta_col, csv.ColumnIndex("delta"));
+  // `report budgets --csv` writes text a spreadsheet would run as a formula with an apostrophe
+  // in front: the name is what follows it.
+  auto unquoted = [](const std::string& v) {
+    return v.size() > 1 && v[0] == '\'' && std::string("=+-@\t\r").find(v[1]) != std::string::npos
+               ? v.substr(1)
+               : v;
+  };
   std::vector<std::string> problems, unreceipted;
   std::map<std::pair<std::string, std::string>, Sum> reported;
   std::set<int64_t> seen;
   for (size_t i = 0; i < csv.rows.size(); ++i) {
-    const std::vector<std::string>& r = csv.rows[i];
+    std::vector<std::string> r = csv.rows[i];
+    r[company_col] = unquoted(r[company_col]);
+    r[dataset_col] = unquoted(r[dataset_col]);
     int64_t seq = 0;
     double epsilon = 0, delta = 0;
     if (!absl::SimpleAtoi(r[seq_col], &seq) || !absl::SimpleAtod(r[epsilon_col], &epsilon) ||
@@ -282,7 +327,10 @@ absl::Status ReceiptSum(Context& ctx) {
       return UsageError(absl::StrCat("--report-csv line ", csv.row_lines[i],
                                      ": seq, epsilon or delta is not a number"));
     }
-    seen.insert(seq);
+    if (!seen.insert(seq).second) {
+      problems.push_back(absl::StrCat("ledger row ", seq, " is listed twice in the report"));
+      continue;
+    }
     Sum& s = reported[{r[company_col], r[dataset_col]}];
     ++s.charges;
     s.epsilon += epsilon;
@@ -302,11 +350,21 @@ absl::Status ReceiptSum(Context& ctx) {
                                       " delta ", Num(e.delta())));
     }
   }
-  // A receipted charge the report leaves out (within the companies and datasets it shows).
+  // A receipted charge the report leaves out.
   for (const auto& [seq, e] : rows) {
-    if (!seen.count(seq) && reported.count({e.account(), e.dataset()})) {
+    if (!seen.count(seq)) {
       problems.push_back(absl::StrCat("ledger row ", seq, " (", e.account(), "/", e.dataset(),
                                       ") has a receipt but is missing from the report"));
+    }
+  }
+  // And the sums themselves (equal whenever the rows are, up to the order of the additions).
+  auto close = [](double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(1.0, std::abs(a)); };
+  for (const auto& [who, s] : reported) {
+    auto it = sums.find(who);
+    if (it == sums.end() || it->second.charges != s.charges ||
+        !close(it->second.epsilon, s.epsilon) || !close(it->second.delta, s.delta)) {
+      problems.push_back(absl::StrCat("the report's sums for ", who.first, "/", who.second,
+                                      " are not the receipts'"));
     }
   }
   if (!unreceipted.empty()) {
@@ -346,14 +404,38 @@ absl::Status WitnessKey(Context& ctx) {
   return absl::OkStatus();
 }
 
+// Replaces `path` with `content` so that a crash leaves the old or the new file, never a
+// torn one, and the new one survives a power loss once this returns (fsync of the file and of
+// its directory).
+absl::Status ReplaceDurably(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  RETURN_IF_ERROR(WriteStringToFile(tmp, content));
+  const int fd = open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  const bool synced = fd >= 0 && fsync(fd) == 0;
+  if (fd >= 0) close(fd);
+  if (!synced || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::DataLossError(absl::StrCat("cannot replace ", path, " durably"));
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  const int dir_fd = open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    fsync(dir_fd);
+    close(dir_fd);
+  }
+  return absl::OkStatus();
+}
+
 // Keeps what a witness found: both signed checkpoints, which together prove the vault showed
-// two histories.
+// two histories (appended: earlier evidence stays).
 absl::Status SplitView(const std::string& state_path, const std::string& kept,
                        const std::string& served, const std::string& why) {
   const std::string evidence = state_path + ".split-view";
-  RETURN_IF_ERROR(WriteStringToFile(
-      evidence, absl::StrCat("# ", why, "\n# the checkpoint this witness cosigned before:\n",
-                             kept, "# the checkpoint the vault serves now:\n", served)));
+  std::ofstream out(evidence, std::ios::app);
+  out << "# " << FormatUnixMicros(absl::ToUnixMicros(absl::Now())) << ": " << why
+      << "\n# the checkpoint this witness cosigned before:\n" << kept
+      << "# the checkpoint the vault serves now:\n" << served;
+  out.close();
+  if (!out) return absl::DataLossError(absl::StrCat("cannot write the evidence to ", evidence));
   return absl::DataLossError(absl::StrCat(
       "SPLIT VIEW: ", why, ". Not cosigned. Both signed checkpoints are in ", evidence,
       ": report them to the regulator"));
@@ -372,7 +454,35 @@ absl::Status WitnessCosign(Context& ctx) {
         "); make one with `fairvault witness key`"));
   }
   const std::string state = flags.Get("state");
-  absl::StatusOr<std::string> kept = ReadFileToString(state);
+  // One run at a time per state file, for the whole run: two overlapping runs could otherwise
+  // each check a different history against the same kept checkpoint and cosign both.
+  const std::string lock_path = state + ".lock";
+  const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0) return UsageError(absl::StrCat("--state: cannot open ", lock_path));
+  absl::Cleanup close_lock = [lock_fd] { close(lock_fd); };
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "another `witness cosign` holds ", lock_path, ": one run at a time per --state"));
+  }
+  // Only a state file that does not exist starts a witness, and only with --init: an unreadable
+  // one (permissions, an unmounted disk, a typo) must not make the witness trust anything.
+  struct stat st;
+  const bool exists = stat(state.c_str(), &st) == 0;
+  if (!exists && errno != ENOENT) {
+    return UsageError(absl::StrCat("--state ", state, ": cannot be read (", strerror(errno), ")"));
+  }
+  if (!exists && !flags.GetBool("init")) {
+    return UsageError(absl::StrCat(
+        "--state ", state, " does not exist: pass --init to start this witness (it then trusts "
+        "the vault's current checkpoint, so compare it with one obtained another way)"));
+  }
+  if (exists && flags.GetBool("init")) {
+    return UsageError(absl::StrCat("--init, but --state ", state,
+                                   " exists: this witness has cosigned before"));
+  }
+  absl::StatusOr<std::string> kept =
+      exists ? ReadFileToString(state) : absl::StatusOr<std::string>(absl::NotFoundError(""));
+  if (exists && !kept.ok()) return kept.status();
   std::optional<tlog::Checkpoint> kept_checkpoint;
   if (kept.ok()) {
     absl::StatusOr<tlog::Checkpoint> opened = OpenCheckpoint(*kept, log_key);
@@ -387,12 +497,16 @@ absl::Status WitnessCosign(Context& ctx) {
   const std::string& served = latest.checkpoint().note();
   absl::StatusOr<tlog::Checkpoint> now = OpenCheckpoint(served, log_key);
   RETURN_IF_ERROR(NotVerified(now.status(), "checkpoint"));
-  if (kept_checkpoint.has_value()) {
+  if (now->size == 0) {
+    std::cout << "the ledger is empty: nothing to cosign yet\n";
+    return absl::OkStatus();
+  }
+  if (kept_checkpoint.has_value() && kept_checkpoint->size > 0) {
     if (now->size < kept_checkpoint->size) {
       return SplitView(state, *kept, served,
                        absl::StrCat("the vault serves a tree of ", now->size,
                                     " rows, smaller than the ", kept_checkpoint->size,
-                                    " rows this witness cosigned"));
+                                    " rows this witness cosigned (a rollback or a fork)"));
     }
     if (now->size == kept_checkpoint->size && now->root != kept_checkpoint->root) {
       return SplitView(state, *kept, served,
@@ -420,12 +534,9 @@ absl::Status WitnessCosign(Context& ctx) {
                    tlog::SignNote(absl::StrCat(tlog::CheckpointText(*now), "\n",
                                                tlog::SignatureLineText(vault_line)),
                                   *signer));
-  // The witness is bound by what it signs: the new checkpoint is kept before it is sent.
-  const std::string tmp = state + ".tmp";
-  RETURN_IF_ERROR(WriteStringToFile(tmp, served));
-  if (std::rename(tmp.c_str(), state.c_str()) != 0) {
-    return absl::DataLossError(absl::StrCat("cannot replace --state ", state));
-  }
+  // The witness is bound by what it signs: the new checkpoint is kept, durably, before it is
+  // sent.
+  RETURN_IF_ERROR(ReplaceDurably(state, served));
   v1::AddCosignatureRequest req;
   req.set_note(cosigned);
   ASSIGN_OR_RETURN(v1::AddCosignatureResponse resp, client->AddCosignature(req));
@@ -655,7 +766,9 @@ std::vector<Command> TransparencyCommands() {
        "smaller tree, a different root at the same size or a failed proof is a split view: "
        "nothing is cosigned, both checkpoints go to STATE.split-view, exit status 1.",
        {{"witness-key", "FILE", "the witness's secret key (from `witness key`)", true},
-        {"state", "FILE", "the last checkpoint this witness cosigned (created on first run)", true},
+        {"state", "FILE", "the last checkpoint this witness cosigned", true},
+        {"init", "", "the first run: --state does not exist yet, and the vault's current "
+                     "checkpoint is trusted"},
         LogKeyFlag(true)},
        true,
        WitnessCosign},

@@ -111,16 +111,32 @@ absl::Status VerifyConsistency(const std::string& from_note, const std::string& 
 
 absl::StatusOr<std::vector<std::string>> VerifyCosignatures(
     const std::string& note, const std::vector<tlog::NoteVerifier>& witnesses, int quorum) {
+  for (size_t i = 0; i < witnesses.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (witnesses[j].name == witnesses[i].name ||
+          witnesses[j].public_key == witnesses[i].public_key) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "witness '", witnesses[i].name, "' is given twice: each counts once"));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(tlog::SplitNote split, tlog::ParseNote(note));
   std::vector<std::string> cosigned, missing;
   for (const tlog::NoteVerifier& w : witnesses) {
-    absl::StatusOr<tlog::SignatureLine> line = tlog::VerifiedSignature(note, w);
-    if (line.ok()) {
-      cosigned.push_back(w.name);
-    } else if (absl::StrContains(line.status().message(), "altered")) {
+    const tlog::SignatureLine* line = nullptr;
+    for (const tlog::SignatureLine& s : split.signatures) {
+      if (s.name == w.name && s.key_hash == w.key_hash) {
+        line = &s;
+        break;
+      }
+    }
+    if (line == nullptr) {
+      missing.push_back(w.name);
+    } else if (!w.Verify(split.text, line->signature)) {
       return absl::InvalidArgumentError(
           absl::StrCat("the cosignature of witness '", w.name, "' does not verify"));
     } else {
-      missing.push_back(w.name);
+      cosigned.push_back(w.name);
     }
   }
   if (static_cast<int>(cosigned.size()) < quorum) {

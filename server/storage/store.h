@@ -402,10 +402,11 @@ class Store {
   virtual absl::Status PutCosignature(const CosignatureRecord& cosignature) = 0;
   // The cosignatures of the checkpoint of `size` rows, by witness name.
   virtual absl::StatusOr<std::vector<CosignatureRecord>> ListCosignatures(int64_t size) = 0;
-  // Sizes >= min_size of checkpoints with at least `min_witnesses` cosignatures, ascending (or
-  // newest first), at most `limit` of them.
-  virtual absl::StatusOr<std::vector<int64_t>> CosignedSizes(int64_t min_size, int min_witnesses,
-                                                             bool newest_first, int limit) = 0;
+  // Sizes in [min_size, max_size] (max_size 0: no bound) of checkpoints with at least
+  // `min_witnesses` cosignatures, ascending (or newest first), at most `limit` of them.
+  virtual absl::StatusOr<std::vector<int64_t>> CosignedSizes(int64_t min_size, int64_t max_size,
+                                                             int min_witnesses, bool newest_first,
+                                                             int limit) = 0;
 };
 
 }  // namespace fairvault::server::storage

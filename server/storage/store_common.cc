@@ -2,6 +2,7 @@
 #include "server/storage/store_common.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -202,17 +203,22 @@ absl::StatusOr<LedgerVerification> VerifyLedgerFrom(LedgerReader& reader) {
 
   // The stored tree, level by level: each node is the hash of the rows under it (level 0:
   // the rows' leaves; above, the hash of the two stored nodes below), none missing, none more.
-  for (int l = 0; !level.empty(); ++l) {
+  // The first row under node `index` of level `l` (saturated: a forged node may be anywhere).
+  auto first_row_under = [](int l, int64_t index) -> int64_t {
+    return index <= ((INT64_MAX - 1) >> l) ? (index << l) + 1 : INT64_MAX;
+  };
+  int l = 0;
+  for (; !level.empty(); ++l) {
     int64_t next = 0;
     absl::Status nodes = reader.ForEachTreeNode(l, [&](int64_t index,
                                                        const std::string& hash) -> absl::Status {
-      const int64_t first_row = (index << l) + 1;
+      const int64_t first_row = first_row_under(l, index);
       if (index >= static_cast<int64_t>(level.size())) {
         return fail(first_row, absl::StrCat("the Merkle tree has node ", l, "/", index,
                                             " beyond the ledger's ", expected_seq - 1, " rows"));
       }
       if (index != next) {
-        return fail((next << l) + 1,
+        return fail(first_row_under(l, next),
                     absl::StrCat("the Merkle tree lacks node ", l, "/", next));
       }
       if (hash != level[index]) {
@@ -225,7 +231,8 @@ absl::StatusOr<LedgerVerification> VerifyLedgerFrom(LedgerReader& reader) {
     });
     if (!nodes.ok()) return finish(nodes);
     if (next != static_cast<int64_t>(level.size())) {
-      (void)fail((next << l) + 1, absl::StrCat("the Merkle tree lacks node ", l, "/", next));
+      (void)fail(first_row_under(l, next),
+                 absl::StrCat("the Merkle tree lacks node ", l, "/", next));
       return v;
     }
     std::vector<core::transparency::Hash> up(level.size() / 2);
@@ -233,6 +240,16 @@ absl::StatusOr<LedgerVerification> VerifyLedgerFrom(LedgerReader& reader) {
       up[i] = core::transparency::NodeHash(level[2 * i], level[2 * i + 1]);
     }
     level = std::move(up);
+  }
+  // Nothing above: a node no row accounts for (on an empty ledger, or above the highest
+  // complete subtree) would block the append that needs its place.
+  for (; l < 63; ++l) {
+    absl::Status stray = reader.ForEachTreeNode(l, [&](int64_t index, const std::string&) {
+      return fail(first_row_under(l, index), absl::StrCat("the Merkle tree has node ", l, "/", index,
+                                                 " beyond the ledger's ", expected_seq - 1,
+                                                 " rows"));
+    });
+    if (!stray.ok()) return finish(stray);
   }
 
   // The grants and caps the filter reads must be the last ones the ledger recorded.

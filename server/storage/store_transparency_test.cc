@@ -89,6 +89,9 @@ TEST_P(StoreTest, VerifyChecksTheTreeAgainstTheRows) {
       {"DELETE FROM merkle_nodes WHERE level = 1 AND idx = 2", 5, "lacks node 1/2"},
       {"INSERT INTO merkle_nodes(level, idx, hash) VALUES(0, 11, " + zero + ")", 12,
        "beyond the ledger's 11 rows"},
+      // A stray node above the highest complete subtree (11 rows: level 3 has node 0 only).
+      {"INSERT INTO merkle_nodes(level, idx, hash) VALUES(5, 0, " + zero + ")", 1,
+       "node 5/0 beyond the ledger's 11 rows"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.sql);
@@ -149,15 +152,18 @@ TEST_P(StoreTest, CosignaturesAreKeptPerWitnessAndCounted) {
   EXPECT_EQ((*nine)[0].witness, "w1");  // by witness name
   EXPECT_EQ((*nine)[1].key_hash, 22);
   EXPECT_TRUE(store_->ListCosignatures(5)->empty());
-  auto two = store_->CosignedSizes(4, 2, /*newest_first=*/false, 10);
+  auto two = store_->CosignedSizes(4, 0, 2, /*newest_first=*/false, 10);
   ASSERT_OK(two);
   EXPECT_EQ(*two, (std::vector<int64_t>{9}));
-  auto any = store_->CosignedSizes(1, 1, /*newest_first=*/true, 2);
+  auto any = store_->CosignedSizes(1, 0, 1, /*newest_first=*/true, 2);
   ASSERT_OK(any);
   EXPECT_EQ(*any, (std::vector<int64_t>{9, 7}));
-  auto oldest = store_->CosignedSizes(1, 2, /*newest_first=*/false, 1);
+  auto oldest = store_->CosignedSizes(1, 0, 2, /*newest_first=*/false, 1);
   ASSERT_OK(oldest);
   EXPECT_EQ(*oldest, (std::vector<int64_t>{3}));
+  auto bounded = store_->CosignedSizes(1, 8, 1, /*newest_first=*/true, 10);
+  ASSERT_OK(bounded);
+  EXPECT_EQ(*bounded, (std::vector<int64_t>{7, 3}));
 }
 
 }  // namespace

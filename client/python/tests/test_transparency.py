@@ -89,7 +89,7 @@ def test_a_witness_cosignature_verifies_here(vault_server, company, table, verif
     cosigned = vault_server.cli("witness", "cosign", "--witness-key",
                                 str(vault_server.witness_key_file), "--state",
                                 str(tmp_path / "witness.state"), "--log-key", str(key_file),
-                                key=auditor_key)
+                                "--init", key=auditor_key)
     assert "witness cosignature(s)" in cosigned.stdout
     size = transparency.open_checkpoint((tmp_path / "witness.state").read_text(),
                                         verifier_key).size
@@ -125,6 +125,8 @@ def test_a_witness_cosignature_verifies_here(vault_server, company, table, verif
         "pytest.example/witness"]
     with pytest.raises(InvalidInput, match="note key"):
         transparency.verify_cosignatures(note, [verifier_key])
+    with pytest.raises(InvalidInput, match="given twice"):
+        transparency.verify_cosignatures(note, [witness, witness], quorum=2)
 
 
 def test_sum_receipts_checks_a_budgets_report(vault_server, verifier_key, tmp_path) -> None:

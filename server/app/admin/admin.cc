@@ -49,7 +49,15 @@ absl::Status VaultOptions::Validate() const {
                                                    witnesses.size(), " (the witnesses listed; got ",
                                                    witness_quorum, ")"));
   }
-  for (const core::transparency::NoteVerifier& w : witnesses) {
+  for (size_t i = 0; i < witnesses.size(); ++i) {
+    const core::transparency::NoteVerifier& w = witnesses[i];
+    for (size_t j = 0; j < i; ++j) {
+      if (witnesses[j].name == w.name || witnesses[j].public_key == w.public_key) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "witness '", w.name, "' is listed twice (by name or key): a quorum counts each "
+            "witness once"));
+      }
+    }
     if (w.type != core::transparency::KeyType::kCosignatureV1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "witness '", w.name, "' has a note key (type 0x01), not a cosignature/v1 key "

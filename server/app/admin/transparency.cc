@@ -58,22 +58,34 @@ absl::StatusOr<storage::CheckpointRecord> Vault::WitnessedCheckpoint(int64_t min
         "this vault has no witness quorum (its operator starts it with --witnesses FILE)");
   }
   // Stored cosignatures were checked when they came; a witness the operator no longer lists
-  // stops counting.
-  ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
-                   store_->CosignedSizes(min_size, quorum, newest, /*limit=*/64));
-  for (int64_t size : sizes) {
-    ASSIGN_OR_RETURN(std::vector<storage::CosignatureRecord> cosignatures,
-                     store_->ListCosignatures(size));
-    int listed = 0;
-    for (const tlog::NoteVerifier& w : options_.witnesses) {
-      for (const storage::CosignatureRecord& c : cosignatures) {
-        if (SameKey(w, c.witness, c.key_hash)) {
-          ++listed;
-          break;
+  // stops counting. The candidates (enough cosignatures of any witness) come in pages, so
+  // sizes cosigned only by former witnesses never hide a later qualifying one.
+  constexpr int kPage = 64;
+  int64_t low = min_size, high = 0;  // the sizes still to look at: [low, high], 0: no bound
+  while (true) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                     store_->CosignedSizes(low, high, quorum, newest, kPage));
+    for (int64_t size : sizes) {
+      ASSIGN_OR_RETURN(std::vector<storage::CosignatureRecord> cosignatures,
+                       store_->ListCosignatures(size));
+      int listed = 0;
+      for (const tlog::NoteVerifier& w : options_.witnesses) {
+        for (const storage::CosignatureRecord& c : cosignatures) {
+          if (SameKey(w, c.witness, c.key_hash)) {
+            ++listed;
+            break;
+          }
         }
       }
+      if (listed >= quorum) return store_->GetCheckpoint(size);
     }
-    if (listed >= quorum) return store_->GetCheckpoint(size);
+    if (static_cast<int>(sizes.size()) < kPage) break;
+    if (newest) {
+      high = sizes.back() - 1;
+      if (high < low) break;
+    } else {
+      low = sizes.back() + 1;
+    }
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "no checkpoint of ", min_size > 1 ? absl::StrCat("at least ", min_size, " rows ") : "",
@@ -244,6 +256,12 @@ absl::StatusOr<v1::AddCosignatureResponse> Vault::AddCosignature(
         "this vault accepts no cosignatures: its operator lists the witnesses' keys with "
         "serve --witnesses FILE");
   }
+  // A checkpoint, the vault's line and a line per witness: a few hundred bytes per line.
+  constexpr size_t kMaxNoteBytes = 64 * 1024;
+  if (req.note().size() > kMaxNoteBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "note: ", req.note().size(), " bytes; a cosigned checkpoint is at most ", kMaxNoteBytes));
+  }
   absl::StatusOr<tlog::SplitNote> note = tlog::ParseNote(req.note());
   if (!note.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("note: ", note.status().message()));
@@ -251,6 +269,9 @@ absl::StatusOr<v1::AddCosignatureResponse> Vault::AddCosignature(
   absl::StatusOr<tlog::Checkpoint> checkpoint = tlog::ParseCheckpointText(note->text);
   if (!checkpoint.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("note: ", checkpoint.status().message()));
+  }
+  if (checkpoint->size < 1) {
+    return absl::InvalidArgumentError("note: a checkpoint of the empty ledger is not cosigned");
   }
   absl::StatusOr<storage::CheckpointRecord> stored = store_->GetCheckpoint(checkpoint->size);
   if (absl::IsNotFound(stored.status())) {
@@ -264,21 +285,31 @@ absl::StatusOr<v1::AddCosignatureResponse> Vault::AddCosignature(
         "note: its checkpoint of ", checkpoint->size,
         " rows is not this vault's (another origin or root): nothing stored"));
   }
-  v1::AddCosignatureResponse resp;
+  // Every listed witness's line is checked before any is stored; one line per witness.
+  std::vector<storage::CosignatureRecord> verified;
   for (const tlog::SignatureLine& line : note->signatures) {
     const tlog::NoteVerifier* witness = nullptr;
     for (const tlog::NoteVerifier& w : options_.witnesses) {
       if (SameKey(w, line.name, line.key_hash)) witness = &w;
     }
     if (witness == nullptr) continue;  // the vault's own line, or a witness not listed
+    for (const storage::CosignatureRecord& earlier : verified) {
+      if (earlier.witness == line.name) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "note: witness '", line.name, "' has more than one line: nothing stored"));
+      }
+    }
     if (!witness->Verify(note->text, line.signature)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "note: the cosignature of witness '", line.name, "' does not verify: nothing stored"));
     }
-    RETURN_IF_ERROR(store_->PutCosignature({checkpoint->size, line.name, int64_t{line.key_hash},
-                                            tlog::SignatureLineText(line),
-                                            clock_->NowMicros()}));
-    resp.add_witnesses(line.name);
+    verified.push_back({checkpoint->size, line.name, int64_t{line.key_hash},
+                        tlog::SignatureLineText(line), clock_->NowMicros()});
+  }
+  v1::AddCosignatureResponse resp;
+  for (const storage::CosignatureRecord& c : verified) {
+    RETURN_IF_ERROR(store_->PutCosignature(c));
+    resp.add_witnesses(c.witness);
   }
   if (resp.witnesses().empty()) {
     std::vector<std::string> names;

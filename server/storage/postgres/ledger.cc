@@ -429,16 +429,18 @@ absl::StatusOr<std::vector<CosignatureRecord>> PgStore::ListCosignatures(int64_t
   return out;
 }
 
-absl::StatusOr<std::vector<int64_t>> PgStore::CosignedSizes(int64_t min_size, int min_witnesses,
-                                                            bool newest_first, int limit) {
+absl::StatusOr<std::vector<int64_t>> PgStore::CosignedSizes(int64_t min_size, int64_t max_size,
+                                                            int min_witnesses, bool newest_first,
+                                                            int limit) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   ASSIGN_OR_RETURN(
       Result r,
-      c->Exec(newest_first ? "SELECT size FROM cosignatures WHERE size >= $1 GROUP BY size "
-                             "HAVING COUNT(*) >= $2 ORDER BY size DESC LIMIT $3"
-                           : "SELECT size FROM cosignatures WHERE size >= $1 GROUP BY size "
-                             "HAVING COUNT(*) >= $2 ORDER BY size LIMIT $3",
-              Params().Int(min_size).Int(min_witnesses).Int(limit)));
+      c->Exec(newest_first
+                  ? "SELECT size FROM cosignatures WHERE size >= $1 AND ($2 = 0 OR size <= $2) "
+                    "GROUP BY size HAVING COUNT(*) >= $3 ORDER BY size DESC LIMIT $4"
+                  : "SELECT size FROM cosignatures WHERE size >= $1 AND ($2 = 0 OR size <= $2) "
+                    "GROUP BY size HAVING COUNT(*) >= $3 ORDER BY size LIMIT $4",
+              Params().Int(min_size).Int(max_size).Int(min_witnesses).Int(limit)));
   std::vector<int64_t> out;
   for (int i = 0; i < r.rows(); ++i) out.push_back(r.Int(i, 0));
   return out;

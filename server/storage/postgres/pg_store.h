@@ -130,8 +130,9 @@ class PgStore final : public Store {
   absl::StatusOr<CheckpointRecord> CheckpointCovering(int64_t min_size) override;
   absl::Status PutCosignature(const CosignatureRecord& cosignature) override;
   absl::StatusOr<std::vector<CosignatureRecord>> ListCosignatures(int64_t size) override;
-  absl::StatusOr<std::vector<int64_t>> CosignedSizes(int64_t min_size, int min_witnesses,
-                                                     bool newest_first, int limit) override;
+  absl::StatusOr<std::vector<int64_t>> CosignedSizes(int64_t min_size, int64_t max_size,
+                                                     int min_witnesses, bool newest_first,
+                                                     int limit) override;
 
   class Conn;  // one libpq connection (pg_store.cc)
 

@@ -411,15 +411,16 @@ absl::StatusOr<std::vector<CosignatureRecord>> SqliteStore::ListCosignatures(int
 }
 
 absl::StatusOr<std::vector<int64_t>> SqliteStore::CosignedSizes(int64_t min_size,
+                                                                int64_t max_size,
                                                                 int min_witnesses,
                                                                 bool newest_first, int limit) {
   absl::MutexLock lock(&mu_);
   Stmt s(*cache_, newest_first
-                      ? "SELECT size FROM cosignatures WHERE size >= ? GROUP BY size "
-                        "HAVING COUNT(*) >= ? ORDER BY size DESC LIMIT ?"
-                      : "SELECT size FROM cosignatures WHERE size >= ? GROUP BY size "
-                        "HAVING COUNT(*) >= ? ORDER BY size LIMIT ?");
-  s.Bind(1, min_size).Bind(2, int64_t{min_witnesses}).Bind(3, int64_t{limit});
+                      ? "SELECT size FROM cosignatures WHERE size >= ?1 AND (?2 = 0 OR size <= ?2) "
+                        "GROUP BY size HAVING COUNT(*) >= ?3 ORDER BY size DESC LIMIT ?4"
+                      : "SELECT size FROM cosignatures WHERE size >= ?1 AND (?2 = 0 OR size <= ?2) "
+                        "GROUP BY size HAVING COUNT(*) >= ?3 ORDER BY size LIMIT ?4");
+  s.Bind(1, min_size).Bind(2, max_size).Bind(3, int64_t{min_witnesses}).Bind(4, int64_t{limit});
   std::vector<int64_t> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, s.Step());
