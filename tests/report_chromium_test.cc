@@ -405,6 +405,11 @@ TEST_F(ReportChromiumTest, BudgetsPageFromARealVaultShowsTheVerifiedHeadHash) {
       dom_, std::regex("<td>regulator</td><td>acme</td><td>pop</td><td>10</td><td>1e-06</td>")))
       << dom_;
   EXPECT_EQ(dom_.find("<i>not recorded</i>"), std::string::npos);
+  // The transparency log's latest checkpoint: the grant, the company's and auditor's accounts
+  // are not rows; the dataset cap is none: 1 grant + 3 charges.
+  EXPECT_TRUE(std::regex_search(dom_, std::regex("<table id=\"checkpoint\">.*<th>tree size "
+                                                 "\\(rows\\)</th><td>4</td>")))
+      << dom_;
   ExpectScreenshot(html);
 }
 
