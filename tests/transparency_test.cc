@@ -181,6 +181,40 @@ TEST_F(TransparencyTest, AnAuditorProvesTheLedgerExtendsACheckpointItKept) {
   EXPECT_EQ(to->size, from->size + 2);
 }
 
+TEST_F(TransparencyTest, ConsistencyIsProvedAcrossAKeyRotation) {
+  Count("before-rotation");
+  const std::string kept = dir_ + "/kept-old-key.note";
+  ASSERT_EQ(RunCli(Auditor(absl::StrCat("log checkpoint --auditor --out ", kept, " --log-key ",
+                                        key_file_)))
+                .exit_code,
+            0);
+  // The operator rotates the log key (a new origin), as docs/operations.md says.
+  auto rotated = tlog::NoteSigner::Generate("fairvault/ledger-2");
+  ASSERT_OK(rotated);
+  ASSERT_OK(server_->Stop());
+  std::ofstream(server_->db_path() + ".log-key", std::ios::trunc) << rotated->EncodedSecret()
+                                                                  << "\n";
+  ASSERT_OK(server_->Start());
+  company_ = server_->Connect(company_key_);
+  auditor_ = server_->Connect(auditor_key_);
+  Count("after-rotation");
+  const std::string new_key = rotated->verifier().Encoded();
+  // With the new key alone the kept checkpoint cannot be opened; with the old one for it, the
+  // new checkpoint is proved to extend it.
+  CliResult new_only = RunCli(Auditor(absl::StrCat("auditor consistency --from ", kept,
+                                                   " --log-key ", new_key)));
+  EXPECT_EQ(new_only.exit_code, 1) << new_only.out;
+  EXPECT_THAT(new_only.out, HasSubstr("no signature by 'fairvault/ledger-2'"));
+  CliResult across = RunCli(Auditor(absl::StrCat("auditor consistency --from ", kept,
+                                                 " --from-log-key ", key_file_, " --log-key ",
+                                                 new_key, " --save ", dir_, "/kept-new.note")));
+  ASSERT_EQ(across.exit_code, 0) << across.out;
+  EXPECT_THAT(across.out, HasSubstr("across the key rotation from fairvault/ledger to "
+                                    "fairvault/ledger-2"));
+  auto saved = client::OpenCheckpoint(ReadAll(dir_ + "/kept-new.note"), rotated->verifier());
+  ASSERT_OK(saved);
+}
+
 TEST_F(TransparencyTest, AForkedLogUnderOneKeyIsCaught) {
   // A second vault signing with the same key, as an operator who shows two auditors two
   // different ledgers would run.

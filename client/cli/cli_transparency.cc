@@ -67,6 +67,28 @@ absl::StatusOr<std::optional<tlog::NoteVerifier>> LogKey(const ParsedFlags& flag
   return std::optional<tlog::NoteVerifier>(*std::move(verifier));
 }
 
+// The vault's previous verifier key from flag `name` (a key or a file holding one), for a
+// checkpoint kept before the vault rotated its log key; nullopt when the flag is absent.
+absl::StatusOr<std::optional<tlog::NoteVerifier>> PreviousKey(const ParsedFlags& flags,
+                                                              absl::string_view name) {
+  if (!flags.Has(name)) return std::nullopt;
+  const std::string value = flags.Get(name);
+  absl::StatusOr<std::string> file = ReadFileToString(value);
+  absl::StatusOr<tlog::NoteVerifier> key = tlog::NoteVerifier::Parse(file.ok() ? *file : value);
+  if (!key.ok()) {
+    return UsageError(absl::StrCat("--", name, ": neither a verifier key nor a file holding one (",
+                                   key.status().message(), ")"));
+  }
+  return std::optional<tlog::NoteVerifier>(*std::move(key));
+}
+
+FlagSpec PreviousKeyFlag(const std::string& name, const std::string& what) {
+  return {name, "KEY",
+          absl::StrCat("the vault's verifier key that signed ", what,
+                       ", when the vault has rotated its log key since (then --log-key is the "
+                       "new one)")};
+}
+
 absl::StatusOr<tlog::NoteVerifier> RequiredLogKey(const ParsedFlags& flags) {
   ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> key, LogKey(flags));
   if (!key.has_value()) {
@@ -483,9 +505,12 @@ absl::Status WitnessCosign(Context& ctx) {
   absl::StatusOr<std::string> kept =
       exists ? ReadFileToString(state) : absl::StatusOr<std::string>(absl::NotFoundError(""));
   if (exists && !kept.ok()) return kept.status();
+  ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> previous_key,
+                   PreviousKey(flags, "previous-log-key"));
   std::optional<tlog::Checkpoint> kept_checkpoint;
   if (kept.ok()) {
     absl::StatusOr<tlog::Checkpoint> opened = OpenCheckpoint(*kept, log_key);
+    if (!opened.ok() && previous_key.has_value()) opened = OpenCheckpoint(*kept, *previous_key);
     if (!opened.ok()) {
       return UsageError(absl::StrCat("--state ", state, ": ", opened.status().message()));
     }
@@ -519,7 +544,11 @@ absl::Status WitnessCosign(Context& ctx) {
       req.set_to_size(now->size);
       ASSIGN_OR_RETURN(v1::GetConsistencyProofResponse proof,
                        client->GetConsistencyProof(req, /*auditor=*/true));
-      absl::Status consistent = VerifyConsistency(*kept, served, proof.proof(), log_key);
+      absl::Status consistent =
+          VerifyConsistency(*kept, served, proof.proof(), log_key,
+                            previous_key.has_value() && !OpenCheckpoint(*kept, log_key).ok()
+                                ? &*previous_key
+                                : nullptr);
       if (!consistent.ok()) {
         return SplitView(state, *kept, served,
                          absl::StrCat("the tree of ", now->size, " rows does not extend the "
@@ -553,8 +582,11 @@ absl::Status WitnessCosign(Context& ctx) {
 absl::Status AuditorConsistency(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   ASSIGN_OR_RETURN(tlog::NoteVerifier key, RequiredLogKey(flags));
+  ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> from_key,
+                   PreviousKey(flags, "from-log-key"));
+  const tlog::NoteVerifier* from_verifier = from_key.has_value() ? &*from_key : nullptr;
   ASSIGN_OR_RETURN(std::string from_note, ReadFileToString(flags.Get("from")));
-  absl::StatusOr<tlog::Checkpoint> from = OpenCheckpoint(from_note, key);
+  absl::StatusOr<tlog::Checkpoint> from = OpenCheckpoint(from_note, from_key.value_or(key));
   RETURN_IF_ERROR(NotVerified(from.status(), "--from checkpoint"));
   std::string to_note;
   int64_t to_size = 0;
@@ -564,7 +596,8 @@ absl::Status AuditorConsistency(Context& ctx) {
     RETURN_IF_ERROR(NotVerified(to.status(), "--to checkpoint"));
     to_size = to->size;
     if (to->size == from->size) {
-      RETURN_IF_ERROR(NotVerified(VerifyConsistency(from_note, to_note, {}, key), "consistency"));
+      RETURN_IF_ERROR(NotVerified(VerifyConsistency(from_note, to_note, {}, key, from_verifier),
+                                  "consistency"));
       std::cout << "consistent: the same tree of " << from->size << " rows\n";
       return absl::OkStatus();
     }
@@ -582,7 +615,8 @@ absl::Status AuditorConsistency(Context& ctx) {
   // The proof is checked against the notes this auditor holds: the --from file (never the
   // vault's copy of it), and --to when given.
   if (to_note.empty()) to_note = resp.to().note();
-  absl::Status consistent = VerifyConsistency(from_note, to_note, resp.proof(), key);
+  absl::Status consistent =
+      VerifyConsistency(from_note, to_note, resp.proof(), key, from_verifier);
   if (!consistent.ok()) {
     return absl::DataLossError(absl::StrCat(
         "NOT consistent: ", consistent.message(),
@@ -590,7 +624,11 @@ absl::Status AuditorConsistency(Context& ctx) {
   }
   ASSIGN_OR_RETURN(tlog::Checkpoint to, OpenCheckpoint(to_note, key));
   std::cout << "consistent: the signed log of " << to.size << " rows extends the one of "
-            << from->size << " rows (" << resp.proof_size() << " proof hashes, RFC 9162)\n";
+            << from->size << " rows (" << resp.proof_size() << " proof hashes, RFC 9162)";
+  if (from_key.has_value()) {
+    std::cout << ", across the key rotation from " << from_key->name << " to " << key.name;
+  }
+  std::cout << "\n";
   if (flags.Has("save")) {
     RETURN_IF_ERROR(WriteStringToFile(flags.Get("save"), to_note));
     std::cout << "the checkpoint of " << to.size << " rows is saved in " << flags.Get("save")
@@ -769,6 +807,7 @@ std::vector<Command> TransparencyCommands() {
         {"state", "FILE", "the last checkpoint this witness cosigned", true},
         {"init", "", "the first run: --state does not exist yet, and the vault's current "
                      "checkpoint is trusted"},
+        PreviousKeyFlag("previous-log-key", "the checkpoint in --state"),
         LogKeyFlag(true)},
        true,
        WitnessCosign},
@@ -781,6 +820,7 @@ std::vector<Command> TransparencyCommands() {
        {{"from", "FILE", "a signed checkpoint you kept", true},
         {"to", "FILE", "a later signed checkpoint (default: a new one of the whole ledger)"},
         {"save", "FILE", "write the newer checkpoint to FILE"},
+        PreviousKeyFlag("from-log-key", "--from"),
         LogKeyFlag(true)},
        true,
        AuditorConsistency},

@@ -101,8 +101,10 @@ absl::StatusOr<tlog::Checkpoint> VerifyReceipt(const v1::Receipt& receipt,
 
 absl::Status VerifyConsistency(const std::string& from_note, const std::string& to_note,
                                const google::protobuf::RepeatedPtrField<std::string>& proof,
-                               const tlog::NoteVerifier& verifier) {
-  ASSIGN_OR_RETURN(tlog::Checkpoint from, OpenCheckpoint(from_note, verifier));
+                               const tlog::NoteVerifier& verifier,
+                               const tlog::NoteVerifier* from_verifier) {
+  ASSIGN_OR_RETURN(tlog::Checkpoint from,
+                   OpenCheckpoint(from_note, from_verifier ? *from_verifier : verifier));
   ASSIGN_OR_RETURN(tlog::Checkpoint to, OpenCheckpoint(to_note, verifier));
   return tlog::VerifyConsistency(from.size, to.size,
                                  std::vector<tlog::Hash>(proof.begin(), proof.end()), from.root,

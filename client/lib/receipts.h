@@ -35,10 +35,12 @@ absl::StatusOr<std::vector<std::string>> VerifyCosignatures(
 absl::StatusOr<std::vector<core::transparency::NoteVerifier>> ParseWitnessKeys(
     absl::string_view text);
 
-// Checks that the log of checkpoint `to` extends that of `from` (both signed by `verifier`).
+// Checks that the log of checkpoint `to` extends that of `from` (both signed by `verifier`; or
+// `from` by `from_verifier` when given: the vault's key before a rotation).
 absl::Status VerifyConsistency(const std::string& from_note, const std::string& to_note,
                                const google::protobuf::RepeatedPtrField<std::string>& proof,
-                               const core::transparency::NoteVerifier& verifier);
+                               const core::transparency::NoteVerifier& verifier,
+                               const core::transparency::NoteVerifier* from_verifier = nullptr);
 
 }  // namespace fairvault::client
 
