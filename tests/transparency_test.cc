@@ -487,6 +487,46 @@ TEST_F(WitnessTest, TheVaultStoresOnlyListedWitnessesValidCosignatures) {
   EXPECT_EQ(stored->witnesses_size(), 1);
 }
 
+TEST_F(WitnessTest, AWitnessFollowsAKeyRotationOnlyWithThePreviousKey) {
+  Count("r1");
+  ASSERT_EQ(Cosign("w1").exit_code, 0);
+  const std::string old_key = verifier_.Encoded();
+  const std::string state = wdir_ + "/w1.state";
+  auto kept = client::OpenCheckpoint(ReadAll(state), verifier_);
+  ASSERT_OK(kept);
+  // An old-key checkpoint of another history, kept aside: it must not pass across the rotation.
+  const std::string forged = wdir_ + "/forged-old.note";
+  std::ofstream(forged) << ForgedCheckpoint(kept->size, tlog::LeafHash("other history"));
+
+  auto rotated = tlog::NoteSigner::Generate("fairvault/ledger-2");
+  ASSERT_OK(rotated);
+  ASSERT_OK(server_->Stop());
+  std::ofstream(server_->db_path() + ".log-key", std::ios::trunc) << rotated->EncodedSecret()
+                                                                  << "\n";
+  ASSERT_OK(server_->Start());
+  company_ = server_->Connect(company_key_);
+  auditor_ = server_->Connect(auditor_key_);
+  Count("r2");
+  const std::string new_key_file = wdir_ + "/new.pub";
+  std::ofstream(new_key_file) << rotated->verifier().Encoded() << "\n";
+  const std::string run = absl::StrCat("witness cosign --witness-key ", wdir_, "/w1.key --state ",
+                                       state, " --log-key ", new_key_file);
+  // The kept checkpoint is under the old key: without it the witness cannot check, and stops.
+  CliResult without = RunCli(Auditor(run));
+  EXPECT_EQ(without.exit_code, 2) << without.out;
+  EXPECT_THAT(without.out, HasSubstr("no signature by 'fairvault/ledger-2'"));
+  CliResult with = RunCli(Auditor(absl::StrCat(run, " --previous-log-key ", old_key)));
+  ASSERT_EQ(with.exit_code, 0) << with.out;
+  EXPECT_THAT(with.out, HasSubstr(absl::StrCat("consistent with the ", kept->size,
+                                               " rows cosigned before")));
+  // An old-key checkpoint of another tree is not extended by the new one.
+  CliResult other = RunCli(Auditor(absl::StrCat("auditor consistency --from ", forged,
+                                                " --from-log-key ", old_key, " --log-key ",
+                                                new_key_file)));
+  EXPECT_EQ(other.exit_code, 1) << other.out;
+  EXPECT_THAT(other.out, HasSubstr("NOT consistent"));
+}
+
 TEST_F(WitnessTest, ReportBudgetsShowsTheLatestCheckpointAndItsConsistencyWithTheKeptOne) {
   Count("r1");
   ASSERT_EQ(Cosign("w1").exit_code, 0);

@@ -440,9 +440,11 @@ absl::Status ReplaceDurably(const std::string& path, const std::string& content)
   }
   std::string dir = std::filesystem::path(path).parent_path().string();
   const int dir_fd = open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    fsync(dir_fd);
-    close(dir_fd);
+  const bool dir_synced = dir_fd >= 0 && fsync(dir_fd) == 0;
+  if (dir_fd >= 0) close(dir_fd);
+  if (!dir_synced) {
+    return absl::DataLossError(absl::StrCat("cannot make the new ", path, " durable (fsync of "
+                                            "its directory failed): nothing was sent"));
   }
   return absl::OkStatus();
 }
@@ -522,7 +524,7 @@ absl::Status WitnessCosign(Context& ctx) {
   const std::string& served = latest.checkpoint().note();
   absl::StatusOr<tlog::Checkpoint> now = OpenCheckpoint(served, log_key);
   RETURN_IF_ERROR(NotVerified(now.status(), "checkpoint"));
-  if (now->size == 0) {
+  if (now->size == 0 && (!kept_checkpoint.has_value() || kept_checkpoint->size == 0)) {
     std::cout << "the ledger is empty: nothing to cosign yet\n";
     return absl::OkStatus();
   }

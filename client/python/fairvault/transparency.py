@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import List, Sequence
 
@@ -45,10 +46,14 @@ class VerifierKey:
     @classmethod
     def parse(cls, encoded: str) -> "VerifierKey":
         parts = encoded.strip().split("+", 2)
-        if len(parts) != 3 or len(parts[1]) != 8:
+        if len(parts) != 3 or not re.fullmatch(r"[0-9a-f]{8}", parts[1]):
             raise InvalidInput("a verifier key is <name>+<8 hex digits>+<base64 key>",
                                field="verifier_key")
-        raw = base64.b64decode(parts[2])
+        try:
+            raw = base64.b64decode(parts[2], validate=True)
+        except ValueError:
+            raise InvalidInput("the verifier key's key is not base64",
+                               field="verifier_key") from None
         if len(raw) != 33 or raw[0] not in (1, 4):
             raise InvalidInput("the verifier key is not an Ed25519 key (0x01 or 0x04, and 32 "
                                "bytes)", field="verifier_key")
@@ -148,9 +153,12 @@ def open_checkpoint(note: str, key: "VerifierKey | str") -> Checkpoint:
     if not signed:
         raise NotVerified(f"the note has no signature by '{key.name}'")
     lines = text[:-1].split("\n")
-    if len(lines) < 3 or not lines[1].isdigit() or (len(lines[1]) > 1 and lines[1][0] == "0"):
+    if len(lines) < 3 or not re.fullmatch(r"0|[1-9][0-9]*", lines[1]):
         raise NotVerified("a checkpoint is origin, tree size, base64 root hash")
-    root = base64.b64decode(lines[2])
+    try:
+        root = base64.b64decode(lines[2], validate=True)
+    except ValueError:
+        raise NotVerified("the checkpoint's root hash is not base64") from None
     if len(root) != 32 or lines[0] != key.name:
         raise NotVerified(f"the checkpoint is of log '{lines[0]}' with a {len(root)}-byte "
                           f"root; the key is of '{key.name}'")
@@ -272,6 +280,10 @@ def verify_consistency(old_note: str, new_note: str, proof: Sequence[bytes],
     ``key``). Returns the new checkpoint; NotVerified (a rewritten or forked log) otherwise."""
     old, new = open_checkpoint(old_note, key), open_checkpoint(new_note, key)
     proof: List[bytes] = list(proof)
+    if old.size == 0:  # the empty tree is a prefix of every tree
+        if proof or old.root != hashlib.sha256(b"").digest():
+            raise NotVerified("a checkpoint of 0 rows has the empty root and no proof")
+        return new
     if old.size > new.size:
         raise NotVerified(f"a tree of {old.size} rows cannot be a prefix of one of {new.size}")
     if old.size == new.size:
@@ -339,9 +351,15 @@ def sum_receipts(receipts, key: "VerifierKey | str", witnesses: Sequence["Verifi
 
     problems, unreceipted, seen = [], [], set()
     with open(report_csv, newline="") as f:
-        for line in csv.DictReader(f):
-            line["company"], line["dataset"] = unquoted(line["company"]), unquoted(line["dataset"])
-            seq = int(line["seq"])
+        for number, line in enumerate(csv.DictReader(f), start=2):
+            try:
+                line["company"] = unquoted(line["company"])
+                line["dataset"] = unquoted(line["dataset"])
+                seq = int(line["seq"])
+                float(line["epsilon"]), float(line["delta"])
+            except (KeyError, TypeError, ValueError) as error:
+                raise InvalidInput(f"{report_csv} line {number}: not a charges row of `report "
+                                   f"budgets --csv` ({error})", field="report_csv") from None
             if seq in seen:
                 problems.append(f"ledger row {seq} is listed twice in the report")
                 continue

@@ -152,3 +152,39 @@ def test_sum_receipts_checks_a_budgets_report(vault_server, verifier_key, tmp_pa
     (tmp_path / "under.csv").write_text(understated)
     with pytest.raises(NotVerified, match="epsilon 0.125"):
         transparency.sum_receipts(receipts, verifier_key, report_csv=str(tmp_path / "under.csv"))
+
+
+def _signed_checkpoint(private_key, name: str, size: "int | str", root: bytes) -> str:
+    """A checkpoint note signed here (a note key of type 1), for tests without a vault."""
+    from cryptography.hazmat.primitives import serialization
+    public = private_key.public_key().public_bytes(serialization.Encoding.Raw,
+                                                   serialization.PublicFormat.Raw)
+    text = f"{name}\n{size}\n{base64.b64encode(root).decode()}\n"
+    blob = transparency._key_hash(name, public).to_bytes(4, "big") + private_key.sign(
+        text.encode())
+    return f"{text}\n\u2014 {name} {base64.b64encode(blob).decode()}\n"
+
+
+def test_consistency_from_the_empty_tree_and_malformed_input() -> None:
+    """The empty tree is a prefix of every tree (no proof); a proof from it, a size that is not
+    a decimal number, or a key that is not base64 is refused with the package's own errors."""
+    import hashlib
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    private_key = Ed25519PrivateKey.generate()
+    public = private_key.public_key().public_bytes(serialization.Encoding.Raw,
+                                                   serialization.PublicFormat.Raw)
+    name = "test.example/log"
+    encoded = base64.b64encode(b"\x01" + public).decode()
+    key = f"{name}+{transparency._key_hash(name, public):08x}+{encoded}"
+    empty = _signed_checkpoint(private_key, name, 0, hashlib.sha256(b"").digest())
+    later = _signed_checkpoint(private_key, name, 5, bytes(32))
+    assert transparency.verify_consistency(empty, later, [], key).size == 5
+    with pytest.raises(NotVerified, match="no proof"):
+        transparency.verify_consistency(empty, later, [bytes(32)], key)
+    with pytest.raises(NotVerified, match="tree size"):
+        transparency.open_checkpoint(_signed_checkpoint(private_key, name, "\u00b2", bytes(32)),
+                                     key)
+    with pytest.raises(InvalidInput, match="not base64"):
+        transparency.VerifierKey.parse(key[:-4] + "!!!!")

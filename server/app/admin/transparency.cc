@@ -3,6 +3,7 @@
 // between checkpoints. The tree is the store's (extended with every ledger row); here it is
 // only read and signed. Nothing here reads a protected attribute: the rows are charges, grants
 // and caps, and the proofs are hashes of them.
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -61,7 +62,9 @@ absl::StatusOr<storage::CheckpointRecord> Vault::WitnessedCheckpoint(int64_t min
   // stops counting. The candidates (enough cosignatures of any witness) come in pages, so
   // sizes cosigned only by former witnesses never hide a later qualifying one.
   constexpr int kPage = 64;
-  int64_t low = min_size, high = 0;  // the sizes still to look at: [low, high], 0: no bound
+  // The sizes still to look at: [low, high], high 0: no bound (low >= 1, so a page ending at
+  // size 1 ends the walk instead of reading as "no bound").
+  int64_t low = std::max<int64_t>(min_size, 1), high = 0;
   while (true) {
     ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
                      store_->CosignedSizes(low, high, quorum, newest, kPage));
