@@ -94,6 +94,16 @@ class TransparencyTest : public VaultFixture {
     return absl::StrCat("--server ", server_->target(), " --key ", auditor_key_, " ", args);
   }
 
+  // The operator rotates the log key: the server restarts signing with `signer`.
+  void RestartWithLogKey(const tlog::NoteSigner& signer) {
+    ASSERT_OK(server_->Stop());
+    std::ofstream(server_->db_path() + ".log-key", std::ios::trunc) << signer.EncodedSecret()
+                                                                    << "\n";
+    ASSERT_OK(server_->Start());
+    company_ = server_->Connect(company_key_);
+    auditor_ = server_->Connect(auditor_key_);
+  }
+
   tlog::NoteVerifier verifier_;
   std::string dir_, key_file_;
 };
@@ -191,12 +201,7 @@ TEST_F(TransparencyTest, ConsistencyIsProvedAcrossAKeyRotation) {
   // The operator rotates the log key (a new origin), as docs/operations.md says.
   auto rotated = tlog::NoteSigner::Generate("fairvault/ledger-2");
   ASSERT_OK(rotated);
-  ASSERT_OK(server_->Stop());
-  std::ofstream(server_->db_path() + ".log-key", std::ios::trunc) << rotated->EncodedSecret()
-                                                                  << "\n";
-  ASSERT_OK(server_->Start());
-  company_ = server_->Connect(company_key_);
-  auditor_ = server_->Connect(auditor_key_);
+  ASSERT_NO_FATAL_FAILURE(RestartWithLogKey(*rotated));
   Count("after-rotation");
   const std::string new_key = rotated->verifier().Encoded();
   // With the new key alone the kept checkpoint cannot be opened; with the old one for it, the
@@ -500,12 +505,7 @@ TEST_F(WitnessTest, AWitnessFollowsAKeyRotationOnlyWithThePreviousKey) {
 
   auto rotated = tlog::NoteSigner::Generate("fairvault/ledger-2");
   ASSERT_OK(rotated);
-  ASSERT_OK(server_->Stop());
-  std::ofstream(server_->db_path() + ".log-key", std::ios::trunc) << rotated->EncodedSecret()
-                                                                  << "\n";
-  ASSERT_OK(server_->Start());
-  company_ = server_->Connect(company_key_);
-  auditor_ = server_->Connect(auditor_key_);
+  ASSERT_NO_FATAL_FAILURE(RestartWithLogKey(*rotated));
   Count("r2");
   const std::string new_key_file = wdir_ + "/new.pub";
   std::ofstream(new_key_file) << rotated->verifier().Encoded() << "\n";

@@ -50,6 +50,17 @@ FlagSpec AuditorFlag() {
 
 // The verifier key from --log-key (a key, or a file holding one) or $FAIRVAULT_LOG_KEY;
 // nullopt if neither is set.
+// A verifier key given as flag `name`'s `value`: the key itself, or a file holding it.
+absl::StatusOr<tlog::NoteVerifier> KeyOrFile(absl::string_view name, const std::string& value) {
+  absl::StatusOr<std::string> file = ReadFileToString(value);
+  absl::StatusOr<tlog::NoteVerifier> key = tlog::NoteVerifier::Parse(file.ok() ? *file : value);
+  if (!key.ok()) {
+    return UsageError(absl::StrCat("--", name, ": neither a verifier key nor a file holding one (",
+                                   key.status().message(), ")"));
+  }
+  return key;
+}
+
 absl::StatusOr<std::optional<tlog::NoteVerifier>> LogKey(const ParsedFlags& flags) {
   std::string value = flags.Get("log-key");
   if (value.empty()) {
@@ -57,14 +68,8 @@ absl::StatusOr<std::optional<tlog::NoteVerifier>> LogKey(const ParsedFlags& flag
     if (env == nullptr || *env == '\0') return std::nullopt;
     value = env;
   }
-  absl::StatusOr<std::string> file = ReadFileToString(value);
-  absl::StatusOr<tlog::NoteVerifier> verifier =
-      tlog::NoteVerifier::Parse(file.ok() ? *file : value);
-  if (!verifier.ok()) {
-    return UsageError(absl::StrCat("--log-key: neither a verifier key nor a file holding one (",
-                                   verifier.status().message(), ")"));
-  }
-  return std::optional<tlog::NoteVerifier>(*std::move(verifier));
+  ASSIGN_OR_RETURN(tlog::NoteVerifier key, KeyOrFile("log-key", value));
+  return std::optional<tlog::NoteVerifier>(std::move(key));
 }
 
 // The vault's previous verifier key from flag `name` (a key or a file holding one), for a
@@ -72,14 +77,8 @@ absl::StatusOr<std::optional<tlog::NoteVerifier>> LogKey(const ParsedFlags& flag
 absl::StatusOr<std::optional<tlog::NoteVerifier>> PreviousKey(const ParsedFlags& flags,
                                                               absl::string_view name) {
   if (!flags.Has(name)) return std::nullopt;
-  const std::string value = flags.Get(name);
-  absl::StatusOr<std::string> file = ReadFileToString(value);
-  absl::StatusOr<tlog::NoteVerifier> key = tlog::NoteVerifier::Parse(file.ok() ? *file : value);
-  if (!key.ok()) {
-    return UsageError(absl::StrCat("--", name, ": neither a verifier key nor a file holding one (",
-                                   key.status().message(), ")"));
-  }
-  return std::optional<tlog::NoteVerifier>(*std::move(key));
+  ASSIGN_OR_RETURN(tlog::NoteVerifier key, KeyOrFile(name, flags.Get(name)));
+  return std::optional<tlog::NoteVerifier>(std::move(key));
 }
 
 FlagSpec PreviousKeyFlag(const std::string& name, const std::string& what) {
@@ -510,9 +509,13 @@ absl::Status WitnessCosign(Context& ctx) {
   ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> previous_key,
                    PreviousKey(flags, "previous-log-key"));
   std::optional<tlog::Checkpoint> kept_checkpoint;
+  const tlog::NoteVerifier* kept_verifier = nullptr;  // null: the current key signed it
   if (kept.ok()) {
     absl::StatusOr<tlog::Checkpoint> opened = OpenCheckpoint(*kept, log_key);
-    if (!opened.ok() && previous_key.has_value()) opened = OpenCheckpoint(*kept, *previous_key);
+    if (!opened.ok() && previous_key.has_value()) {
+      opened = OpenCheckpoint(*kept, *previous_key);
+      if (opened.ok()) kept_verifier = &*previous_key;
+    }
     if (!opened.ok()) {
       return UsageError(absl::StrCat("--state ", state, ": ", opened.status().message()));
     }
@@ -547,10 +550,7 @@ absl::Status WitnessCosign(Context& ctx) {
       ASSIGN_OR_RETURN(v1::GetConsistencyProofResponse proof,
                        client->GetConsistencyProof(req, /*auditor=*/true));
       absl::Status consistent =
-          VerifyConsistency(*kept, served, proof.proof(), log_key,
-                            previous_key.has_value() && !OpenCheckpoint(*kept, log_key).ok()
-                                ? &*previous_key
-                                : nullptr);
+          VerifyConsistency(*kept, served, proof.proof(), log_key, kept_verifier);
       if (!consistent.ok()) {
         return SplitView(state, *kept, served,
                          absl::StrCat("the tree of ", now->size, " rows does not extend the "
