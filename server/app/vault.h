@@ -27,6 +27,7 @@
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
 #include "server/app/chunk_source.h"
+#include "server/app/company_table.h"
 #include "server/util/clock.h"
 #include "server/jobs/job_runner.h"
 #include "server/app/postprocess/decision_table.h"
@@ -230,46 +231,34 @@ class Vault {
     bool loaded ABSL_GUARDED_BY(mu) = false;
     std::unique_ptr<SubjectIndex> index ABSL_GUARDED_BY(mu);
   };
-  // The distinct values of a table column (numbers in their exact decimal form), sorted as
-  // strings, and each row's index into them.
-  struct ColumnDictionary {
-    std::vector<std::string> domain;
-    std::vector<int32_t> code;  // per table row
-    int64_t Bytes() const {
-      int64_t bytes = static_cast<int64_t>(code.capacity() * sizeof(int32_t));
-      for (const std::string& d : domain) bytes += static_cast<int64_t>(sizeof(d) + d.capacity());
-      return bytes;
-    }
-  };
-  // A parsed company table kept in memory with what releases derive from it and reuse: its
-  // join with the dataset's subject index (the keys are looked up once, not per release) and
-  // the dictionaries of the columns releases cross.
+  // A company table kept in memory in compact form with what releases derive from it and
+  // reuse: its join with the dataset's subject index (the keys are looked up once, not per
+  // release, and not kept) and the dictionaries of the numeric columns releases cross.
   struct CachedTable {
-    explicit CachedTable(std::shared_ptr<const storage::StoredTable> t)
-        : table(std::move(t)), table_bytes(static_cast<int64_t>(table->SpaceUsedLong())) {}
-    const std::shared_ptr<const storage::StoredTable> table;
+    CachedTable(std::string h, std::shared_ptr<const CompanyTable> t)
+        : handle(std::move(h)), table(std::move(t)) {}
+    const std::string handle;
+    const std::shared_ptr<const CompanyTable> table;
     absl::Mutex mu;
     // Subject row of each table row (-1: not a subject), valid while the dataset's index has
     // `joined_subjects` subjects (imports only append, so a changed size means a stale join).
     std::shared_ptr<const std::vector<int32_t>> subject_of_row ABSL_GUARDED_BY(mu);
     int64_t joined_subjects ABSL_GUARDED_BY(mu) = -1;
     std::map<int, std::shared_ptr<const ColumnDictionary>> dictionaries ABSL_GUARDED_BY(mu);
-    // The parsed table's bytes (protobuf's estimate), measured once.
-    const int64_t table_bytes;
-    // The join's and the dictionaries' arrays, kept up to date by whoever sets them (read
-    // without `mu`, which a dictionary's build holds for long).
+    // The join's and the numeric dictionaries' arrays, kept up to date by whoever sets them
+    // (read without `mu`, which a dictionary's build holds for long).
     std::atomic<int64_t> derived_bytes{0};
     // Sets the join (under `mu`), accounting for its bytes.
     void SetJoin(std::shared_ptr<const std::vector<int32_t>> join, int64_t subjects)
         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-    int64_t Bytes() const { return table_bytes + derived_bytes.load(); }
+    int64_t Bytes() const { return table->Bytes() + derived_bytes.load(); }
   };
   // A company table resolved for a request: ownership and expiry checked, parsed.
   struct ResolvedTable {
     storage::TableRecord record;  // payload cleared
     storage::DatasetRecord dataset;
     std::vector<v1::Attribute> dataset_attributes;
-    std::shared_ptr<const storage::StoredTable> table;
+    std::shared_ptr<const CompanyTable> table;
     std::shared_ptr<CachedTable> cached;  // holds `table`
   };
   // What a spending use-case hands to the common charge path.
@@ -345,9 +334,13 @@ class Vault {
   // `allow_expired`: for a training job, whose table is kept until it finishes.
   absl::StatusOr<ResolvedTable> ResolveTable(const Caller& caller, const std::string& handle,
                                              bool allow_expired = false);
-  // Keeps a parsed table in the LRU table cache and returns its entry.
+  // Keeps a table in the LRU table cache with its join and returns its entry.
   std::shared_ptr<CachedTable> CacheTable(const std::string& handle,
-                                          std::shared_ptr<const storage::StoredTable> table);
+                                          std::shared_ptr<const CompanyTable> table,
+                                          std::shared_ptr<const std::vector<int32_t>> join,
+                                          int64_t joined_subjects);
+  // A company table read back from the store and parsed (DataLoss if it does not parse).
+  absl::StatusOr<storage::StoredTable> ReadStoredTable(const std::string& handle);
   // The dictionary of column `column` of a resolved table (built on first use, then cached).
   std::shared_ptr<const ColumnDictionary> Dictionary(const ResolvedTable& table, int column);
   // A company's score column joined with the vault and binned on a public grid (the SP

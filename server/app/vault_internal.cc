@@ -187,15 +187,15 @@ v1::Budget MakeBudget(const std::string& dataset, const std::string& company, in
   return b;
 }
 
-absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::string& name,
+absl::StatusOr<int> ColumnIndex(const CompanyTable& table, const std::string& name,
                                 const char* field) {
   if (name.empty() || name.size() > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": column names are 1-64 bytes (got one of ", name.size(), ": '",
                      core::Truncated(name), "')"));
   }
-  for (int c = 0; c < table.specs_size(); ++c) {
-    if (table.specs(c).name() == name) return c;
+  for (int c = 0; c < table.num_columns(); ++c) {
+    if (table.spec(c).name() == name) return c;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       field, ": unknown column '", core::Truncated(name), "'; the table has: ",
@@ -203,17 +203,16 @@ absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::st
                     [](std::string* o, const v1::ColumnSpec& s) { o->append(s.name()); })));
 }
 
-absl::StatusOr<absl::Span<const double>> NumericValues(const storage::StoredTable& table,
+absl::StatusOr<absl::Span<const double>> NumericValues(const CompanyTable& table,
                                                        int column, const char* field) {
-  if (table.specs(column).type() != v1::COLUMN_TYPE_NUMERIC) {
+  if (!table.numeric(column)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ": column '", table.specs(column).name(), "' must be numeric"));
+        absl::StrCat(field, ": column '", table.spec(column).name(), "' must be numeric"));
   }
-  const auto& values = table.columns(column).numeric();
-  return absl::Span<const double>(values.data(), static_cast<size_t>(values.size()));
+  return table.numbers(column);
 }
 
-absl::StatusOr<std::vector<double>> NumericColumn(const storage::StoredTable& table, int column,
+absl::StatusOr<std::vector<double>> NumericColumn(const CompanyTable& table, int column,
                                                   const std::vector<int64_t>& rows,
                                                   const char* field) {
   ASSIGN_OR_RETURN(const absl::Span<const double> values, NumericValues(table, column, field));
@@ -222,21 +221,21 @@ absl::StatusOr<std::vector<double>> NumericColumn(const storage::StoredTable& ta
   return out;
 }
 
-absl::StatusOr<std::vector<int>> ClassColumn(const storage::StoredTable& table, int column,
+absl::StatusOr<std::vector<int>> ClassColumn(const CompanyTable& table, int column,
                                              const std::vector<int64_t>& rows, const char* field,
                                              int classes) {
   const std::string allowed = classes == 2 ? "0 or 1" : absl::StrCat("integers 0..", classes - 1);
-  if (table.specs(column).type() != v1::COLUMN_TYPE_NUMERIC) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": column '", table.specs(column).name(),
+  if (!table.numeric(column)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": column '", table.spec(column).name(),
                                                    "' must be numeric with values ", allowed));
   }
-  const auto& values = table.columns(column).numeric();
+  const absl::Span<const double> values = table.numbers(column);
   std::vector<int> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const double v = values[rows[i]];
     if (!(v >= 0 && v < classes) || v != std::floor(v)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": column '", table.specs(column).name(), "' row ", rows[i] + 1,
+          absl::StrCat(field, ": column '", table.spec(column).name(), "' row ", rows[i] + 1,
                        " is ", v, "; values must be ", allowed));
     }
     out[i] = static_cast<int>(v);
@@ -244,7 +243,7 @@ absl::StatusOr<std::vector<int>> ClassColumn(const storage::StoredTable& table, 
   return out;
 }
 
-absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table, int column,
+absl::StatusOr<std::vector<int>> BinaryColumn(const CompanyTable& table, int column,
                                               const std::vector<int64_t>& rows, const char* field) {
   return ClassColumn(table, column, rows, field, 2);
 }

@@ -15,6 +15,7 @@
 #include "core/postprocess/statistical_parity.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/app/caller.h"
+#include "server/app/company_table.h"
 #include "server/storage/records.pb.h"
 #include "server/storage/store.h"
 
@@ -77,25 +78,25 @@ absl::StatusOr<storage::LedgerFilter> PageFilter(int64_t after_seq, int32_t limi
 void FillLedgerEntry(const storage::LedgerRow& row, v1::LedgerEntry* entry);
 
 // Index of a named column in a stored table, or InvalidArgument listing the columns.
-absl::StatusOr<int> ColumnIndex(const storage::StoredTable& table, const std::string& name,
+absl::StatusOr<int> ColumnIndex(const CompanyTable& table, const std::string& name,
                                 const char* field);
 
 // The column's values on `rows` as class labels 0..classes-1 (integers); InvalidArgument naming
 // the field, the column and the first bad row otherwise.
-absl::StatusOr<std::vector<int>> ClassColumn(const storage::StoredTable& table, int column,
+absl::StatusOr<std::vector<int>> ClassColumn(const CompanyTable& table, int column,
                                              const std::vector<int64_t>& rows, const char* field,
                                              int classes);
 // A binary (0/1) numeric column over the given table rows, or InvalidArgument naming the row.
-absl::StatusOr<std::vector<int>> BinaryColumn(const storage::StoredTable& table, int column,
+absl::StatusOr<std::vector<int>> BinaryColumn(const CompanyTable& table, int column,
                                               const std::vector<int64_t>& rows, const char* field);
 
 // All the values of a numeric column, read in place (valid while `table` lives), or
 // InvalidArgument if it is not numeric.
-absl::StatusOr<absl::Span<const double>> NumericValues(const storage::StoredTable& table,
+absl::StatusOr<absl::Span<const double>> NumericValues(const CompanyTable& table,
                                                        int column, const char* field);
 
 // A numeric column over the given table rows, or InvalidArgument if it is not numeric.
-absl::StatusOr<std::vector<double>> NumericColumn(const storage::StoredTable& table, int column,
+absl::StatusOr<std::vector<double>> NumericColumn(const CompanyTable& table, int column,
                                                   const std::vector<int64_t>& rows,
                                                   const char* field);
 

@@ -22,15 +22,6 @@ using storage::Role;
 
 namespace {
 constexpr int64_t kDefaultTtlSeconds = 86'400;
-
-// The shortest decimal that reads back as exactly `v`, so distinct numbers never share a cell.
-std::string ExactDecimal(double v) {
-  for (int digits = 6; digits < 17; ++digits) {
-    std::string text = absl::StrFormat("%.*g", digits, v);
-    if (std::strtod(text.c_str(), nullptr) == v) return text;
-  }
-  return absl::StrFormat("%.17g", v);
-}
 constexpr int64_t kMaxTtlSeconds = 7 * 86'400;
 // Enough for an exponential-mechanism learner's 5,000 candidate columns (FitFairModel) plus keys.
 constexpr int kMaxColumns = 8192;
@@ -168,12 +159,8 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
   RETURN_IF_ERROR(store_->PurgeExpiredTables(now).status());
   RETURN_IF_ERROR(stream.live());
   RETURN_IF_ERROR(store_->PutTable(record));
-  std::shared_ptr<CachedTable> cached =
-      CacheTable(record.handle, std::make_shared<const storage::StoredTable>(std::move(table)));
-  {
-    absl::MutexLock lock(&cached->mu);
-    cached->SetJoin(std::move(subject_of_row), joined_subjects);
-  }
+  CacheTable(record.handle, std::make_shared<const CompanyTable>(std::move(table)),
+             std::move(subject_of_row), joined_subjects);
   v1::UploadTableResponse resp;
   resp.set_table_handle(record.handle);
   resp.set_row_count(row);
@@ -211,21 +198,40 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
     }
   }
   if (resolved.cached == nullptr) {
-    ASSIGN_OR_RETURN(storage::TableRecord full, store_->GetTable(handle));
-    auto parsed = std::make_shared<storage::StoredTable>();
-    if (!parsed->ParseFromString(full.payload)) {
-      return absl::DataLossError(absl::StrCat("table '", handle, "' is corrupt"));
+    ASSIGN_OR_RETURN(storage::StoredTable parsed, ReadStoredTable(handle));
+    ASSIGN_OR_RETURN(auto slot, LoadIndex(resolved.dataset));
+    std::shared_ptr<const std::vector<int32_t>> join;
+    int64_t joined_subjects = 0;
+    {
+      absl::ReaderMutexLock lock(&slot->mu);
+      join = std::make_shared<const std::vector<int32_t>>(slot->index->FindAll(parsed.keys()));
+      joined_subjects = slot->index->size();
     }
-    resolved.cached = CacheTable(handle, std::move(parsed));
+    resolved.cached = CacheTable(handle, std::make_shared<const CompanyTable>(std::move(parsed)),
+                                 std::move(join), joined_subjects);
   }
   resolved.table = resolved.cached->table;
   resolved.record = std::move(record);
   return resolved;
 }
 
+absl::StatusOr<storage::StoredTable> Vault::ReadStoredTable(const std::string& handle) {
+  ASSIGN_OR_RETURN(storage::TableRecord full, store_->GetTable(handle));
+  storage::StoredTable parsed;
+  if (!parsed.ParseFromString(full.payload)) {
+    return absl::DataLossError(absl::StrCat("table '", handle, "' is corrupt"));
+  }
+  return parsed;
+}
+
 std::shared_ptr<Vault::CachedTable> Vault::CacheTable(
-    const std::string& handle, std::shared_ptr<const storage::StoredTable> table) {
-  auto cached = std::make_shared<CachedTable>(std::move(table));
+    const std::string& handle, std::shared_ptr<const CompanyTable> table,
+    std::shared_ptr<const std::vector<int32_t>> join, int64_t joined_subjects) {
+  auto cached = std::make_shared<CachedTable>(handle, std::move(table));
+  {
+    absl::MutexLock lock(&cached->mu);
+    cached->SetJoin(std::move(join), joined_subjects);
+  }
   absl::MutexLock lock(&table_cache_mu_);
   table_cache_.emplace_front(handle, cached);
   // Least recently used out first, never the table just cached (its request needs it).
@@ -253,47 +259,15 @@ void Vault::CachedTable::SetJoin(std::shared_ptr<const std::vector<int32_t>> joi
   joined_subjects = subjects;
 }
 
-std::shared_ptr<const Vault::ColumnDictionary> Vault::Dictionary(const ResolvedTable& table,
-                                                                 int column) {
+std::shared_ptr<const ColumnDictionary> Vault::Dictionary(const ResolvedTable& table,
+                                                          int column) {
   CachedTable& cached = *table.cached;
+  if (!cached.table->numeric(column)) return cached.table->categories(column);
   absl::MutexLock lock(&cached.mu);
   auto& slot = cached.dictionaries[column];
   if (slot != nullptr) return slot;
-  const v1::ColumnValues& values = cached.table->columns(column);
-  const bool numeric = cached.table->specs(column).type() == v1::COLUMN_TYPE_NUMERIC;
-  const int64_t rows = cached.table->keys_size();
-  auto dict = std::make_shared<ColumnDictionary>();
-  dict->code.resize(rows);
-  // Distinct values first (a hash map over the column), then sorted as strings.
-  std::vector<int32_t> first_code(rows);
-  std::vector<std::string> distinct;
-  if (numeric) {
-    absl::flat_hash_map<double, int32_t> code_of;
-    for (int64_t r = 0; r < rows; ++r) {
-      auto [it, inserted] =
-          code_of.emplace(values.numeric(r), static_cast<int32_t>(distinct.size()));
-      if (inserted) distinct.push_back(ExactDecimal(values.numeric(r)));
-      first_code[r] = it->second;
-    }
-  } else {
-    absl::flat_hash_map<absl::string_view, int32_t> code_of;
-    for (int64_t r = 0; r < rows; ++r) {
-      auto [it, inserted] =
-          code_of.emplace(values.categorical(r), static_cast<int32_t>(distinct.size()));
-      if (inserted) distinct.push_back(values.categorical(r));
-      first_code[r] = it->second;
-    }
-  }
-  std::vector<int32_t> order(distinct.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-  std::sort(order.begin(), order.end(),
-            [&](int32_t a, int32_t b) { return distinct[a] < distinct[b]; });
-  std::vector<int32_t> rank(distinct.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    rank[order[i]] = static_cast<int32_t>(i);
-    dict->domain.push_back(distinct[order[i]]);
-  }
-  for (int64_t r = 0; r < rows; ++r) dict->code[r] = rank[first_code[r]];
+  auto dict = std::make_shared<const ColumnDictionary>(
+      NumericDictionary(cached.table->numbers(column)));
   cached.derived_bytes += dict->Bytes();
   slot = dict;
   return slot;
@@ -364,21 +338,24 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
   ASSIGN_OR_RETURN(auto slot, LoadIndex(table.dataset));
   absl::ReaderMutexLock lock(&slot->mu);
   const SubjectIndex& index = *slot->index;
-  const auto& keys = table.table->keys();
+  const int64_t rows = table.table->rows();
   std::shared_ptr<const std::vector<int32_t>> subject_of_row;
   {
-    // The keys are looked up once per table (and again only after an import).
+    // The keys are looked up once per table (and again only after an import, read back from
+    // the store: the cache does not keep them).
     absl::MutexLock cache_lock(&table.cached->mu);
     if (table.cached->joined_subjects != index.size()) {
-      table.cached->SetJoin(std::make_shared<const std::vector<int32_t>>(index.FindAll(keys)),
-                            index.size());
+      ASSIGN_OR_RETURN(storage::StoredTable stored, ReadStoredTable(table.cached->handle));
+      table.cached->SetJoin(
+          std::make_shared<const std::vector<int32_t>>(index.FindAll(stored.keys())),
+          index.size());
     }
     subject_of_row = table.cached->subject_of_row;
   }
-  out.table_rows.reserve(keys.size());
-  out.group.reserve(keys.size());
+  out.table_rows.reserve(rows);
+  out.group.reserve(rows);
   out.subjects = subject_limit >= 0 ? std::min<int64_t>(subject_limit, index.size()) : index.size();
-  for (int64_t i = 0; i < keys.size(); ++i) {
+  for (int64_t i = 0; i < rows; ++i) {
     const int32_t subject = (*subject_of_row)[i];
     if (subject < 0 || subject >= out.subjects) {
       ++out.dropped;
@@ -389,7 +366,7 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
   }
   if (out.dropped > 0 && unmatched != v1::UNMATCHED_KEYS_DROP) {
     return absl::InvalidArgumentError(
-        absl::StrCat(out.dropped, " of ", keys.size(),
+        absl::StrCat(out.dropped, " of ", rows,
                      " table rows have subject keys that are not in the vault; remove them or set "
                      "unmatched = UNMATCHED_KEYS_DROP"));
   }

@@ -39,7 +39,7 @@ constexpr int64_t kMaxReleasedValues = 1'000'000;
 constexpr char kInterceptName[] = "(intercept)";
 
 // The label column is 0/1 on the used rows: the label's fault, named before anything else.
-absl::Status CheckLabel(const storage::StoredTable& table, const std::string& label_column,
+absl::Status CheckLabel(const CompanyTable& table, const std::string& label_column,
                         const std::vector<int64_t>& rows) {
   ASSIGN_OR_RETURN(const int label, internal::ColumnIndex(table, label_column, "label_column"));
   return internal::BinaryColumn(table, label, rows, "label_column").status();

@@ -136,7 +136,7 @@ absl::Status CheckGameIsSolvable(const learn::GameData& game) {
 }
 
 absl::StatusOr<GameInputs> LoadGameInputs(
-    const storage::StoredTable& table, const std::vector<int64_t>& rows,
+    const CompanyTable& table, const std::vector<int64_t>& rows,
     const google::protobuf::RepeatedPtrField<std::string>& feature_columns,
     const std::string& label_column) {
   GameInputs in;

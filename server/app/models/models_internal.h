@@ -15,6 +15,7 @@
 #include "core/learn/game_data.h"
 #include "core/random/chacha20_stream.h"
 #include "fairvault/v1/fairvault.pb.h"
+#include "server/app/company_table.h"
 #include "server/storage/records.pb.h"
 
 namespace fairvault::server::models_internal {
@@ -64,7 +65,7 @@ struct GameInputs {
   std::vector<int> labels;
 };
 absl::StatusOr<GameInputs> LoadGameInputs(
-    const storage::StoredTable& table, const std::vector<int64_t>& rows,
+    const CompanyTable& table, const std::vector<int64_t>& rows,
     const google::protobuf::RepeatedPtrField<std::string>& feature_columns,
     const std::string& label_column);
 

@@ -1,0 +1,78 @@
+// Tests of the compact columns a cached company table holds.
+#include "server/app/company_table.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fairvault::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsNull;
+
+storage::StoredTable Table(const std::vector<std::string>& keys, const std::vector<double>& score,
+                           const std::vector<std::string>& region) {
+  storage::StoredTable table;
+  table.set_label("test");
+  v1::ColumnSpec* s = table.add_specs();
+  s->set_name("score");
+  s->set_type(v1::COLUMN_TYPE_NUMERIC);
+  s = table.add_specs();
+  s->set_name("region");
+  s->set_type(v1::COLUMN_TYPE_CATEGORICAL);
+  for (const std::string& k : keys) table.add_keys(k);
+  v1::ColumnValues* numbers = table.add_columns();
+  for (double v : score) numbers->add_numeric(v);
+  v1::ColumnValues* names = table.add_columns();
+  for (const std::string& r : region) names->add_categorical(r);
+  return table;
+}
+
+TEST(CompanyTableTest, NumbersStayByRowAndCategoriesAreCodedInStringOrder) {
+  const CompanyTable table(
+      Table({"k1", "k2", "k3", "k4"}, {0.5, -2, 0.5, 1e300}, {"west", "east", "north", "east"}));
+  EXPECT_EQ(table.rows(), 4);
+  EXPECT_EQ(table.label(), "test");
+  ASSERT_EQ(table.num_columns(), 2);
+  EXPECT_TRUE(table.numeric(0));
+  EXPECT_FALSE(table.numeric(1));
+  EXPECT_THAT(table.numbers(0), ElementsAre(0.5, -2, 0.5, 1e300));
+  EXPECT_THAT(table.categories(0), IsNull());
+  EXPECT_TRUE(table.numbers(1).empty());
+  ASSERT_NE(table.categories(1), nullptr);
+  EXPECT_THAT(table.categories(1)->domain, ElementsAre("east", "north", "west"));
+  EXPECT_THAT(table.categories(1)->code, ElementsAre(2, 0, 1, 0));
+}
+
+// The memory the table holds is its columns': eight bytes a number, four a coded category and
+// the distinct names, nothing for the keys (64 characters each here).
+TEST(CompanyTableTest, HoldsTheColumnsNotTheKeys) {
+  const int rows = 10'000;
+  std::vector<std::string> keys;
+  std::vector<double> score;
+  std::vector<std::string> region;
+  for (int i = 0; i < rows; ++i) {
+    keys.push_back(std::string(60, 'k') + std::to_string(1000 + i));
+    score.push_back(i * 0.25);
+    region.push_back(i % 3 == 0 ? "a" : "b");
+  }
+  storage::StoredTable stored = Table(keys, score, region);
+  const int64_t parsed_bytes = static_cast<int64_t>(stored.SpaceUsedLong());
+  const CompanyTable table(std::move(stored));
+  const int64_t columns = rows * 8 + rows * 4;
+  EXPECT_GE(table.Bytes(), columns);
+  EXPECT_LE(table.Bytes(), columns + 200);
+  EXPECT_GT(parsed_bytes, 8 * table.Bytes());  // what the cache held before (keys included)
+}
+
+TEST(CompanyTableTest, NumericDictionaryNamesEachDistinctNumberExactly) {
+  const ColumnDictionary dict = NumericDictionary(std::vector<double>{0.1, 2, -0.0, 0.1, 0});
+  EXPECT_THAT(dict.domain, ElementsAre("0", "0.1", "2"));
+  EXPECT_THAT(dict.code, ElementsAre(1, 2, 0, 1, 0));
+}
+
+}  // namespace
+}  // namespace fairvault::server
