@@ -3,10 +3,15 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "absl/strings/string_view.h"
 
 namespace fairvault::server {
@@ -23,7 +28,7 @@ std::string ExactDecimal(double v) {
 
 // Rows coded by first appearance (`first_code`, `distinct`) recoded in the string order of
 // their values.
-ColumnDictionary Sorted(std::vector<std::string> distinct, const std::vector<int32_t>& first_code) {
+ColumnDictionary Sorted(std::vector<std::string> distinct, std::vector<int32_t> first_code) {
   ColumnDictionary dict;
   std::vector<int32_t> order(distinct.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
@@ -35,24 +40,30 @@ ColumnDictionary Sorted(std::vector<std::string> distinct, const std::vector<int
     rank[order[i]] = static_cast<int32_t>(i);
     dict.domain.push_back(std::move(distinct[order[i]]));
   }
-  dict.code.resize(first_code.size());
-  for (size_t r = 0; r < first_code.size(); ++r) dict.code[r] = rank[first_code[r]];
+  for (int32_t& code : first_code) code = rank[code];
+  dict.code = std::move(first_code);
   return dict;
 }
 
-// Codes a column by a hash map over its values (each distinct value named once by `name`).
-template <typename Value, typename Name>
-ColumnDictionary Dictionary(int64_t rows, const Value& value_of, const Name& name) {
-  absl::flat_hash_map<decltype(value_of(0)), int32_t> code_of;
-  std::vector<int32_t> first_code(rows);
-  std::vector<std::string> distinct;
-  for (int64_t r = 0; r < rows; ++r) {
-    auto [it, inserted] = code_of.emplace(value_of(r), static_cast<int32_t>(distinct.size()));
-    if (inserted) distinct.push_back(name(value_of(r)));
-    first_code[r] = it->second;
+// Codes a column's values as they come, by first appearance, then in string order.
+template <typename Value>
+class Coder {
+ public:
+  explicit Coder(int64_t rows_hint) { first_code_.reserve(rows_hint); }
+  // `name` gives the distinct value's name, called once per distinct value.
+  template <typename Name>
+  void Add(Value value, const Name& name) {
+    auto [it, inserted] = code_of_.emplace(value, static_cast<int32_t>(distinct_.size()));
+    if (inserted) distinct_.push_back(name(value));
+    first_code_.push_back(it->second);
   }
-  return Sorted(std::move(distinct), first_code);
-}
+  ColumnDictionary Finish() && { return Sorted(std::move(distinct_), std::move(first_code_)); }
+
+ private:
+  absl::flat_hash_map<Value, int32_t> code_of_;
+  std::vector<std::string> distinct_;
+  std::vector<int32_t> first_code_;
+};
 
 }  // namespace
 
@@ -63,31 +74,180 @@ int64_t ColumnDictionary::Bytes() const {
 }
 
 ColumnDictionary NumericDictionary(absl::Span<const double> values) {
-  return Dictionary(
-      static_cast<int64_t>(values.size()), [&](int64_t r) { return values[r] + 0.0; },
-      [](double v) { return ExactDecimal(v); });
+  Coder<double> coder(static_cast<int64_t>(values.size()));
+  // + 0.0: -0 and 0 are one value (named "0").
+  for (double v : values) coder.Add(v + 0.0, [](double d) { return ExactDecimal(d); });
+  return std::move(coder).Finish();
 }
 
-CompanyTable::CompanyTable(storage::StoredTable&& table)
-    : rows_(table.keys_size()), label_(table.label()) {
-  table.clear_keys();
-  specs_.assign(table.specs().begin(), table.specs().end());
-  numbers_.resize(specs_.size());
-  categories_.resize(specs_.size());
-  for (int c = 0; c < num_columns(); ++c) {
-    v1::ColumnValues* values = table.mutable_columns(c);
+// A table's columns gathered value by value, one column at a time, from either source.
+class CompanyTable::Builder {
+ public:
+  Builder(std::vector<v1::ColumnSpec> specs, std::string label) {
+    table_.specs_ = std::move(specs);
+    table_.label_ = std::move(label);
+    table_.numbers_.resize(table_.specs_.size());
+    table_.categories_.resize(table_.specs_.size());
+  }
+  int num_columns() const { return table_.num_columns(); }
+  bool numeric(int c) const { return table_.numeric(c); }
+  // Starts column c (0, 1, ... in order) of `rows` values (an estimate is enough).
+  void Start(int c, int64_t rows) {
+    column_ = c;
     if (numeric(c)) {
-      numbers_[c].assign(values->numeric().begin(), values->numeric().end());
-      bytes_ += static_cast<int64_t>(numbers_[c].capacity() * sizeof(double));
+      table_.numbers_[c].reserve(rows);
     } else {
-      auto dict = std::make_shared<ColumnDictionary>(Dictionary(
-          rows_, [&](int64_t r) -> absl::string_view { return values->categorical(r); },
-          [](absl::string_view v) { return std::string(v); }));
-      bytes_ += dict->Bytes();
-      categories_[c] = std::move(dict);
+      coder_.emplace(rows);
     }
+  }
+  void Number(double v) { table_.numbers_[column_].push_back(v); }
+  // A categorical value, viewed until the column ends.
+  void Category(absl::string_view v) {
+    coder_->Add(v, [](absl::string_view d) { return std::string(d); });
+  }
+  // Ends the current column: it must hold `rows` values.
+  bool End(int64_t rows) {
+    const int c = column_;
+    if (numeric(c)) {
+      std::vector<double>& numbers = table_.numbers_[c];
+      numbers.shrink_to_fit();
+      table_.bytes_ += static_cast<int64_t>(numbers.capacity() * sizeof(double));
+      return static_cast<int64_t>(numbers.size()) == rows;
+    }
+    auto dict = std::make_shared<ColumnDictionary>(std::move(*coder_).Finish());
+    coder_.reset();
+    table_.bytes_ += dict->Bytes();
+    const bool whole = static_cast<int64_t>(dict->code.size()) == rows;
+    table_.categories_[c] = std::move(dict);
+    return whole;
+  }
+  CompanyTable Finish(int64_t rows) && {
+    table_.rows_ = rows;
+    return std::move(table_);
+  }
+
+ private:
+  CompanyTable table_;
+  int column_ = -1;
+  std::optional<Coder<absl::string_view>> coder_;
+};
+
+CompanyTable::CompanyTable(storage::StoredTable&& table) {
+  const int64_t rows = table.keys_size();
+  table.clear_keys();
+  Builder builder({table.specs().begin(), table.specs().end()}, table.label());
+  for (int c = 0; c < builder.num_columns(); ++c) {
+    v1::ColumnValues* values = table.mutable_columns(c);
+    builder.Start(c, rows);
+    if (builder.numeric(c)) {
+      for (double v : values->numeric()) builder.Number(v);
+    } else {
+      for (const std::string& v : values->categorical()) builder.Category(v);
+    }
+    builder.End(rows);
     values->Clear();  // this column's memory back before the next is built
   }
+  *this = std::move(builder).Finish(rows);
+}
+
+absl::StatusOr<CompanyTable> CompanyTable::Parse(
+    absl::string_view payload, absl::FunctionRef<void(absl::Span<const absl::string_view>)> keys) {
+  using google::protobuf::internal::WireFormatLite;
+  const auto corrupt = [](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("the stored table is corrupt: ", what));
+  };
+  if (payload.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return corrupt("over 2 GiB");
+  }
+  const auto* data = reinterpret_cast<const uint8_t*>(payload.data());
+  google::protobuf::io::CodedInputStream in(data, static_cast<int>(payload.size()));
+  // A view of the next `len` bytes, skipped.
+  const auto view = [&](absl::string_view* out) {
+    uint32_t len = 0;
+    if (!in.ReadVarint32(&len)) return false;
+    const int at = in.CurrentPosition();
+    if (!in.Skip(static_cast<int>(len))) return false;
+    *out = payload.substr(at, len);
+    return true;
+  };
+  std::vector<v1::ColumnSpec> specs;
+  std::string label;
+  std::optional<Builder> builder;
+  std::vector<absl::string_view> block;
+  constexpr size_t kBlock = 4096;
+  int64_t rows = 0;
+  int columns = 0;
+  absl::string_view bytes;
+  while (const uint32_t tag = in.ReadTag()) {
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const bool delimited =
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    if (field == 1 && delimited) {  // specs, before any column
+      if (builder.has_value() || !view(&bytes) || !specs.emplace_back().ParseFromArray(
+                                                       bytes.data(), static_cast<int>(bytes.size()))) {
+        return corrupt("a column spec");
+      }
+    } else if (field == 2 && delimited) {  // keys, before any column
+      if (builder.has_value() || !view(&bytes)) return corrupt("a key");
+      block.push_back(bytes);
+      ++rows;
+      if (block.size() == kBlock) {
+        keys(block);
+        block.clear();
+      }
+    } else if (field == 3 && delimited) {  // columns, in the specs' order
+      if (!builder.has_value()) {
+        keys(block);
+        block.clear();
+        builder.emplace(std::move(specs), "");
+      }
+      const int c = columns++;
+      if (c >= builder->num_columns() || !view(&bytes)) return corrupt("a column");
+      builder->Start(c, rows);
+      google::protobuf::io::CodedInputStream col(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                 static_cast<int>(bytes.size()));
+      while (const uint32_t t = col.ReadTag()) {
+        const int f = WireFormatLite::GetTagFieldNumber(t);
+        const auto type = WireFormatLite::GetTagWireType(t);
+        uint64_t word = 0;
+        uint32_t len = 0;
+        if (f == 1 && builder->numeric(c) && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+          if (!col.ReadVarint32(&len) || len % 8 != 0) return corrupt("numbers");
+          for (uint32_t i = 0; i < len / 8; ++i) {
+            if (!col.ReadLittleEndian64(&word)) return corrupt("numbers");
+            builder->Number(WireFormatLite::DecodeDouble(word));
+          }
+        } else if (f == 1 && builder->numeric(c) && type == WireFormatLite::WIRETYPE_FIXED64) {
+          if (!col.ReadLittleEndian64(&word)) return corrupt("numbers");
+          builder->Number(WireFormatLite::DecodeDouble(word));
+        } else if (f == 2 && !builder->numeric(c) && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+          if (!col.ReadVarint32(&len)) return corrupt("a category");
+          const int at = col.CurrentPosition();
+          if (!col.Skip(static_cast<int>(len))) return corrupt("a category");
+          builder->Category(bytes.substr(at, len));
+        } else {
+          return corrupt("a value of another type than its column's");
+        }
+      }
+      if (!col.ConsumedEntireMessage() || !builder->End(rows)) {
+        return corrupt("a column without one value per key");
+      }
+    } else if (field == 4 && delimited) {
+      if (!view(&bytes)) return corrupt("the label");
+      label = std::string(bytes);
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return corrupt("an unreadable field");
+    }
+  }
+  if (!in.ConsumedEntireMessage()) return corrupt("its end");
+  if (!builder.has_value()) {
+    keys(block);
+    builder.emplace(std::move(specs), "");
+  }
+  if (columns != builder->num_columns()) return corrupt("a missing column");
+  CompanyTable table = std::move(*builder).Finish(rows);
+  table.label_ = std::move(label);
+  return table;
 }
 
 }  // namespace fairvault::server

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/storage/records.pb.h"
@@ -32,6 +35,12 @@ class CompanyTable {
   // categorical column is coded). The table must be valid as UploadTable stores it: every
   // column has one value per key, of its spec's type.
   explicit CompanyTable(storage::StoredTable&& table);
+  // Reads a stored table (storage::StoredTable's wire format) without a string object per row:
+  // the columns straight into compact form, the keys handed to `keys` in order, a block at a
+  // time, as views into `payload` (valid during the call only). DataLoss if the payload is not
+  // a table as UploadTable stores it.
+  static absl::StatusOr<CompanyTable> Parse(
+      absl::string_view payload, absl::FunctionRef<void(absl::Span<const absl::string_view>)> keys);
 
   int64_t rows() const { return rows_; }
   const std::string& label() const { return label_; }
@@ -49,6 +58,9 @@ class CompanyTable {
   int64_t Bytes() const { return bytes_; }
 
  private:
+  class Builder;
+  CompanyTable() = default;
+
   int64_t rows_ = 0;
   std::string label_;
   std::vector<v1::ColumnSpec> specs_;

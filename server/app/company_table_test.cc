@@ -11,6 +11,7 @@ namespace fairvault::server {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::IsNull;
 
 storage::StoredTable Table(const std::vector<std::string>& keys, const std::vector<double>& score,
@@ -72,6 +73,60 @@ TEST(CompanyTableTest, NumericDictionaryNamesEachDistinctNumberExactly) {
   const ColumnDictionary dict = NumericDictionary(std::vector<double>{0.1, 2, -0.0, 0.1, 0});
   EXPECT_THAT(dict.domain, ElementsAre("0", "0.1", "2"));
   EXPECT_THAT(dict.code, ElementsAre(1, 2, 0, 1, 0));
+}
+
+// Reading the stored bytes gives the table the parsed message gives, and the keys in order (in
+// blocks: 10,000 rows cross the block size).
+TEST(CompanyTableTest, ParsingTheStoredBytesGivesTheSameTableAndTheKeysInOrder) {
+  std::vector<std::string> keys;
+  std::vector<double> score;
+  std::vector<std::string> region;
+  for (int i = 0; i < 10'000; ++i) {
+    keys.push_back("key" + std::to_string(i));
+    score.push_back(i % 7 == 0 ? -0.5 : i * 1e-3);
+    region.push_back(i % 5 == 0 ? "a fairly long region name, not inline" : "b");
+  }
+  const std::string payload = Table(keys, score, region).SerializeAsString();
+  std::vector<std::string> seen;
+  auto parsed = CompanyTable::Parse(payload, [&](absl::Span<const absl::string_view> block) {
+    EXPECT_LE(block.size(), 4096u);
+    for (absl::string_view k : block) seen.emplace_back(k);
+  });
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const CompanyTable direct(Table(keys, score, region));
+  EXPECT_EQ(seen, keys);
+  EXPECT_EQ(parsed->rows(), 10'000);
+  EXPECT_EQ(parsed->label(), "test");
+  EXPECT_EQ(parsed->num_columns(), 2);
+  EXPECT_EQ(parsed->spec(1).name(), "region");
+  EXPECT_THAT(parsed->numbers(0), ElementsAreArray(direct.numbers(0)));
+  EXPECT_EQ(parsed->categories(1)->domain, direct.categories(1)->domain);
+  EXPECT_EQ(parsed->categories(1)->code, direct.categories(1)->code);
+  EXPECT_EQ(parsed->Bytes(), direct.Bytes());
+}
+
+TEST(CompanyTableTest, AStoredTableThatIsNotWholeIsDataLoss) {
+  const std::vector<std::string> keys = {"k1", "k2", "k3"};
+  storage::StoredTable table = Table(keys, {1, 2, 3}, {"x", "y", "x"});
+  const auto none = [](absl::Span<const absl::string_view>) {};
+  const std::string whole = table.SerializeAsString();
+  EXPECT_TRUE(CompanyTable::Parse(whole, none).ok());
+  EXPECT_EQ(CompanyTable::Parse(whole.substr(0, whole.size() - 1), none).status().code(),
+            absl::StatusCode::kDataLoss);
+  storage::StoredTable short_column = table;
+  short_column.mutable_columns(0)->mutable_numeric()->RemoveLast();
+  EXPECT_EQ(CompanyTable::Parse(short_column.SerializeAsString(), none).status().code(),
+            absl::StatusCode::kDataLoss);
+  storage::StoredTable wrong_type = table;
+  wrong_type.mutable_columns(1)->add_numeric(1);
+  EXPECT_EQ(CompanyTable::Parse(wrong_type.SerializeAsString(), none).status().code(),
+            absl::StatusCode::kDataLoss);
+  storage::StoredTable missing = table;
+  missing.mutable_columns()->RemoveLast();
+  EXPECT_EQ(CompanyTable::Parse(missing.SerializeAsString(), none).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(CompanyTable::Parse("\xff\xff\xff", none).status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 }  // namespace

@@ -339,8 +339,10 @@ class Vault {
                                           std::shared_ptr<const CompanyTable> table,
                                           std::shared_ptr<const std::vector<int32_t>> join,
                                           int64_t joined_subjects);
-  // A company table read back from the store and parsed (DataLoss if it does not parse).
-  absl::StatusOr<storage::StoredTable> ReadStoredTable(const std::string& handle);
+  // A company table read back from the store in compact form, with the subject row of each of
+  // its rows in `index` (DataLoss if it does not parse).
+  absl::StatusOr<CompanyTable> ReadTable(const std::string& handle, const SubjectIndex& index,
+                                         std::vector<int32_t>* subject_of_row);
   // The dictionary of column `column` of a resolved table (built on first use, then cached).
   std::shared_ptr<const ColumnDictionary> Dictionary(const ResolvedTable& table, int column);
   // A company's score column joined with the vault and binned on a public grid (the SP

@@ -198,30 +198,32 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
     }
   }
   if (resolved.cached == nullptr) {
-    ASSIGN_OR_RETURN(storage::StoredTable parsed, ReadStoredTable(handle));
     ASSIGN_OR_RETURN(auto slot, LoadIndex(resolved.dataset));
-    std::shared_ptr<const std::vector<int32_t>> join;
-    int64_t joined_subjects = 0;
-    {
-      absl::ReaderMutexLock lock(&slot->mu);
-      join = std::make_shared<const std::vector<int32_t>>(slot->index->FindAll(parsed.keys()));
-      joined_subjects = slot->index->size();
-    }
-    resolved.cached = CacheTable(handle, std::make_shared<const CompanyTable>(std::move(parsed)),
-                                 std::move(join), joined_subjects);
+    absl::ReaderMutexLock lock(&slot->mu);
+    auto join = std::make_shared<std::vector<int32_t>>();
+    ASSIGN_OR_RETURN(CompanyTable table, ReadTable(handle, *slot->index, join.get()));
+    resolved.cached = CacheTable(handle, std::make_shared<const CompanyTable>(std::move(table)),
+                                 std::move(join), slot->index->size());
   }
   resolved.table = resolved.cached->table;
   resolved.record = std::move(record);
   return resolved;
 }
 
-absl::StatusOr<storage::StoredTable> Vault::ReadStoredTable(const std::string& handle) {
+absl::StatusOr<CompanyTable> Vault::ReadTable(const std::string& handle,
+                                              const SubjectIndex& index,
+                                              std::vector<int32_t>* subject_of_row) {
   ASSIGN_OR_RETURN(storage::TableRecord full, store_->GetTable(handle));
-  storage::StoredTable parsed;
-  if (!parsed.ParseFromString(full.payload)) {
-    return absl::DataLossError(absl::StrCat("table '", handle, "' is corrupt"));
+  subject_of_row->clear();
+  auto table = CompanyTable::Parse(full.payload, [&](absl::Span<const absl::string_view> keys) {
+    const std::vector<int32_t> found = index.FindAll(keys);
+    subject_of_row->insert(subject_of_row->end(), found.begin(), found.end());
+  });
+  if (!table.ok()) {
+    return absl::DataLossError(absl::StrCat("table '", handle, "': ", table.status().message()));
   }
-  return parsed;
+  subject_of_row->shrink_to_fit();
+  return table;
 }
 
 std::shared_ptr<Vault::CachedTable> Vault::CacheTable(
@@ -345,10 +347,9 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
     // the store: the cache does not keep them).
     absl::MutexLock cache_lock(&table.cached->mu);
     if (table.cached->joined_subjects != index.size()) {
-      ASSIGN_OR_RETURN(storage::StoredTable stored, ReadStoredTable(table.cached->handle));
-      table.cached->SetJoin(
-          std::make_shared<const std::vector<int32_t>>(index.FindAll(stored.keys())),
-          index.size());
+      auto join = std::make_shared<std::vector<int32_t>>();
+      RETURN_IF_ERROR(ReadTable(table.cached->handle, index, join.get()).status());
+      table.cached->SetJoin(std::move(join), index.size());
     }
     subject_of_row = table.cached->subject_of_row;
   }
