@@ -6,6 +6,7 @@
 // fixtures in store_test_fixture.h. All of them are one binary, instantiated here.
 #include <mutex>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "server/storage/store_test_fixture.h"
 
@@ -367,6 +368,54 @@ TEST_P(StoreTest, ChargesQueuedTogetherCommitTogetherAndAFailingOneIsRolledBackA
   for (int64_t n : commits) total += n;
   EXPECT_EQ(total, kThreads);
   EXPECT_LT(commits.size(), static_cast<size_t>(kThreads)) << "no two charges shared a commit";
+}
+
+// The reads a request makes before it charges (its account, a stored response, a budget, a
+// table's record) run beside a batch of charges instead of waiting for its commit, and see only
+// what is committed: while a charge's body runs inside its transaction, its response is not
+// there to replay and its spend is not counted; after the commit, both are.
+TEST_P(StoreTest, ReadsDoNotWaitForABatchAndSeeOnlyWhatIsCommitted) {
+  Grant(acme_, census_, 10'000'000);
+  absl::Notification inside, finish;
+  std::thread charging([&] {
+    auto outcome = store_->Charge(
+        Request(acme_, census_, "held", 250'000), now_ + 1,
+        [&](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+          inside.Notify();
+          finish.WaitForNotification();
+          return ChargeResult{absl::StrCat("payload-", seq), std::nullopt, std::nullopt};
+        });
+    EXPECT_OK(outcome);
+  });
+  inside.WaitForNotification();
+  // On another thread, with a deadline: a read that waited for the batch would never return.
+  absl::Notification read_done;
+  absl::Status read_result = absl::InternalError("not run");
+  std::thread reading([&] {
+    read_result = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(AccountRecord account, store_->GetAccountById(acme_.id));
+      if (account.name != acme_.name) return absl::InternalError("another account");
+      auto stored = store_->GetStoredResponse(acme_.id, "held");
+      if (!absl::IsNotFound(stored.status())) {
+        return absl::InternalError("the uncommitted response was visible");
+      }
+      ASSIGN_OR_RETURN(BudgetState budget, store_->GetBudget(acme_.id, census_.id));
+      if (budget.spent_micro != 0) return absl::InternalError("the uncommitted spend was counted");
+      ASSIGN_OR_RETURN(DatasetRecord dataset, store_->GetDatasetById(census_.id));
+      if (dataset.name != census_.name) return absl::InternalError("another dataset");
+      return absl::OkStatus();
+    }();
+    read_done.Notify();
+  });
+  const bool returned = read_done.WaitForNotificationWithTimeout(absl::Seconds(20));
+  finish.Notify();
+  reading.join();
+  charging.join();
+  EXPECT_TRUE(returned) << "the reads waited for the batch's commit";
+  EXPECT_OK(read_result);
+  auto stored = store_->GetStoredResponse(acme_.id, "held");
+  ASSERT_OK(stored);
+  EXPECT_EQ(SpentMicro(acme_, census_), 250'000);
 }
 
 // The upgrade path from one machine to replicas: a SQLite vault copied into PostgreSQL.

@@ -42,11 +42,12 @@ absl::StatusOr<AccountRecord> SqliteStore::CreateAccount(AccountRecord account) 
 }
 
 absl::StatusOr<AccountRecord> SqliteStore::GetAccountById(int64_t id) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(*cache_, absl::StrCat("SELECT ", kAccountCols, " FROM accounts WHERE id=?").c_str());
-  s.Bind(1, id);
-  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), absl::StrCat("no account with id ", id)));
-  return ReadAccount(s);
+  return Reading([&](sqlite::StmtCache& cache) -> absl::StatusOr<AccountRecord> {
+    Stmt s(cache, absl::StrCat("SELECT ", kAccountCols, " FROM accounts WHERE id=?").c_str());
+    s.Bind(1, id);
+    RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), absl::StrCat("no account with id ", id)));
+    return ReadAccount(s);
+  });
 }
 
 absl::StatusOr<AccountRecord> SqliteStore::GetAccountByName(const std::string& name) {
@@ -82,9 +83,10 @@ absl::StatusOr<DatasetRecord> SqliteStore::CreateDataset(DatasetRecord dataset) 
   return dataset;
 }
 
-absl::StatusOr<DatasetRecord> SqliteStore::DatasetLocked(const char* where, int64_t id,
+absl::StatusOr<DatasetRecord> SqliteStore::DatasetLocked(sqlite::StmtCache& cache,
+                                                         const char* where, int64_t id,
                                                          const std::string& name) {
-  Stmt s(*cache_, absl::StrCat("SELECT ", kDatasetCols, " FROM datasets WHERE ", where).c_str());
+  Stmt s(cache, absl::StrCat("SELECT ", kDatasetCols, " FROM datasets WHERE ", where).c_str());
   if (name.empty()) {
     s.Bind(1, id);
   } else {
@@ -96,14 +98,13 @@ absl::StatusOr<DatasetRecord> SqliteStore::DatasetLocked(const char* where, int6
 }
 
 absl::StatusOr<DatasetRecord> SqliteStore::GetDataset(const std::string& name) {
-  absl::MutexLock lock(&mu_);
   if (name.empty()) return absl::InvalidArgumentError("dataset must be set");
-  return DatasetLocked("name=?", 0, name);
+  return Reading(
+      [&](sqlite::StmtCache& cache) { return DatasetLocked(cache, "name=?", 0, name); });
 }
 
 absl::StatusOr<DatasetRecord> SqliteStore::GetDatasetById(int64_t id) {
-  absl::MutexLock lock(&mu_);
-  return DatasetLocked("id=?", id, "");
+  return Reading([&](sqlite::StmtCache& cache) { return DatasetLocked(cache, "id=?", id, ""); });
 }
 
 absl::StatusOr<std::vector<DatasetRecord>> SqliteStore::ListDatasets() {

@@ -133,15 +133,17 @@ absl::Status SqliteStore::SetCap(int64_t dataset_id, const std::string& dataset_
   return txn.Commit();
 }
 
-absl::StatusOr<GrantRecord> SqliteStore::GrantLocked(int64_t account_id, int64_t dataset_id) {
-  Stmt s(*cache_, "SELECT epsilon_micro, delta FROM grants WHERE account_id=? AND dataset_id=?");
+absl::StatusOr<GrantRecord> SqliteStore::GrantLocked(sqlite::StmtCache& cache,
+                                                     int64_t account_id, int64_t dataset_id) {
+  Stmt s(cache, "SELECT epsilon_micro, delta FROM grants WHERE account_id=? AND dataset_id=?");
   s.Bind(1, account_id).Bind(2, dataset_id);
   RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no grant"));
   return GrantRecord{account_id, dataset_id, s.Int(0), s.Double(1)};
 }
 
-absl::StatusOr<Spend> SqliteStore::SpendLocked(int64_t account_id, int64_t dataset_id) {
-  Stmt s(*cache_,
+absl::StatusOr<Spend> SqliteStore::SpendLocked(sqlite::StmtCache& cache, int64_t account_id,
+                                               int64_t dataset_id) {
+  Stmt s(cache,
          "SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend "
          "WHERE account_id=? AND dataset_id=?");
   s.Bind(1, account_id).Bind(2, dataset_id);
@@ -164,12 +166,22 @@ absl::StatusOr<Spend> SqliteStore::DatasetSpendLocked(int64_t dataset_id) {
 }
 
 absl::StatusOr<BudgetState> SqliteStore::GetBudget(int64_t account_id, int64_t dataset_id) {
-  absl::MutexLock lock(&mu_);
-  BudgetState state;
-  ASSIGN_OR_RETURN(state.grant, GrantLocked(account_id, dataset_id));
-  ASSIGN_OR_RETURN(state.spend, SpendLocked(account_id, dataset_id));
-  state.spent_micro = SpentEpsilonMicro(state.spend, state.grant.delta);
-  return state;
+  return Reading([&](sqlite::StmtCache& cache) -> absl::StatusOr<BudgetState> {
+    // One read transaction for both, so that the spend belongs to the grant read.
+    Stmt begin(cache.db(), "BEGIN");
+    RETURN_IF_ERROR(begin.Run());
+    BudgetState state;
+    absl::Status read = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(state.grant, GrantLocked(cache, account_id, dataset_id));
+      ASSIGN_OR_RETURN(state.spend, SpendLocked(cache, account_id, dataset_id));
+      return absl::OkStatus();
+    }();
+    Stmt end(cache.db(), "COMMIT");
+    RETURN_IF_ERROR(end.Run());
+    RETURN_IF_ERROR(read);
+    state.spent_micro = SpentEpsilonMicro(state.spend, state.grant.delta);
+    return state;
+  });
 }
 
 absl::StatusOr<Spend> SqliteStore::GetDatasetSpend(int64_t dataset_id) {
@@ -182,13 +194,14 @@ absl::StatusOr<Spend> SqliteStore::GetDatasetSpend(int64_t dataset_id) {
 
 absl::StatusOr<StoredResponse> SqliteStore::GetStoredResponse(int64_t account_id,
                                                               const std::string& key) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(*cache_,
-         "SELECT request_kind, params_digest, ledger_seq, payload, error_code, error_message "
-         "FROM responses WHERE account_id=? AND idempotency_key=?");
-  s.Bind(1, account_id).Bind(2, key);
-  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no stored response"));
-  return StoredResponse{s.Text(0), s.Text(1), s.Int(2), s.Text(3), StoredFailure(s, 4)};
+  return Reading([&](sqlite::StmtCache& cache) -> absl::StatusOr<StoredResponse> {
+    Stmt s(cache,
+           "SELECT request_kind, params_digest, ledger_seq, payload, error_code, error_message "
+           "FROM responses WHERE account_id=? AND idempotency_key=?");
+    s.Bind(1, account_id).Bind(2, key);
+    RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no stored response"));
+    return StoredResponse{s.Text(0), s.Text(1), s.Int(2), s.Text(3), StoredFailure(s, 4)};
+  });
 }
 
 absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, int64_t now_micros,
@@ -232,12 +245,12 @@ absl::StatusOr<ChargeOutcome> SqliteStore::ChargeOneLocked(const ChargeRequest& 
   }
 
   // 2. The privacy filter, on the declared cost only, and the job limit.
-  ASSIGN_OR_RETURN(Spend spend, SpendLocked(request.account_id, request.dataset_id));
-  absl::StatusOr<DatasetRecord> dataset = DatasetLocked("id=?", request.dataset_id, "");
+  ASSIGN_OR_RETURN(Spend spend, SpendLocked(*cache_, request.account_id, request.dataset_id));
+  absl::StatusOr<DatasetRecord> dataset = DatasetLocked(*cache_, "id=?", request.dataset_id, "");
   ASSIGN_OR_RETURN(
       Admission admitted,
       AdmitCharge(
-          request, GrantLocked(request.account_id, request.dataset_id), spend, dataset,
+          request, GrantLocked(*cache_, request.account_id, request.dataset_id), spend, dataset,
           [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return DatasetSpendLocked(request.dataset_id); },
           [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<int64_t> {
             Stmt s(*cache_, "SELECT COUNT(*) FROM jobs WHERE state IN (1, 2)");

@@ -210,6 +210,18 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   } else {
     sqlite3_close(checkpoint_db);  // automatic checkpoints stay on
   }
+  // The reader, where the log lets it read beside the writer (a file database in WAL mode).
+  if (log >= 0) {
+    sqlite3* reader = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &reader, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+                        nullptr) == SQLITE_OK) {
+      sqlite3_busy_handler(reader, &PollBriefly, nullptr);
+      store->reader_db_ = reader;
+      store->reader_cache_ = std::make_unique<sqlite::StmtCache>(reader);
+    } else {
+      sqlite3_close(reader);
+    }
+  }
   return store;
 }
 
@@ -387,6 +399,11 @@ SqliteStore::~SqliteStore() {
     checkpointer_.join();
   }
   sqlite3_close(checkpoint_db_);
+  {
+    absl::MutexLock lock(&reader_mu_);
+    reader_cache_.reset();
+    sqlite3_close(reader_db_);
+  }
   absl::MutexLock lock(&mu_);
   cache_.reset();  // finalizes its statements
   sqlite3_close(db_);  // the last connection: checkpoints and removes the WAL

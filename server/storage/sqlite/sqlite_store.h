@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/storage/charge_batcher.h"
+#include "server/storage/sqlite/statement.h"
 #include "server/storage/store.h"
 
 struct sqlite3;
@@ -174,15 +175,28 @@ class SqliteStore final : public Store {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ApplySchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<GrantRecord> GrantLocked(int64_t account_id, int64_t dataset_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<core::accounting::Spend> SpendLocked(int64_t account_id, int64_t dataset_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // These three read through `cache`: the serving connection's (under mu_) or the reader's
+  // (under reader_mu_).
+  static absl::StatusOr<GrantRecord> GrantLocked(sqlite::StmtCache& cache, int64_t account_id,
+                                                 int64_t dataset_id);
+  static absl::StatusOr<core::accounting::Spend> SpendLocked(sqlite::StmtCache& cache,
+                                                             int64_t account_id,
+                                                             int64_t dataset_id);
   absl::StatusOr<core::accounting::Spend> DatasetSpendLocked(int64_t dataset_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<DatasetRecord> DatasetLocked(const char* where, int64_t id,
-                                              const std::string& name)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static absl::StatusOr<DatasetRecord> DatasetLocked(sqlite::StmtCache& cache, const char* where,
+                                                     int64_t id, const std::string& name);
+  // Runs `read` (statements made from the cache it is given) on the reader connection, or on
+  // the serving connection under mu_ when there is none (an in-memory database).
+  template <typename Read>
+  auto Reading(const Read& read) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (reader_cache_ != nullptr) {
+      absl::MutexLock lock(&reader_mu_);
+      return read(*reader_cache_);
+    }
+    absl::MutexLock lock(&mu_);
+    return read(*cache_);
+  }
   // Appends one row to the chain inside the caller's transaction; fills seq and hashes.
   absl::Status AppendLedgerLocked(LedgerRow& row, int64_t account_id, int64_t dataset_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -205,6 +219,14 @@ class SqliteStore final : public Store {
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
   // db_'s prepared statements, reused across calls.
   std::unique_ptr<sqlite::StmtCache> cache_ ABSL_GUARDED_BY(mu_);
+  // A read-only connection for the reads a request makes before it charges (its account, a
+  // stored response, a table, a dataset, a budget): in WAL mode it reads the last commit while
+  // a batch of charges holds mu_ through its sync, instead of waiting for it. Each statement is
+  // its own read transaction (reset after use), so it never holds the log back from a
+  // checkpoint. Null, and reads go through db_, for an in-memory database.
+  absl::Mutex reader_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  sqlite3* reader_db_ = nullptr;
+  std::unique_ptr<sqlite::StmtCache> reader_cache_;  // set once at Open, used under reader_mu_
   const std::string path_;
   const Options options_;
   // Bytes of one log frame: the page size plus the frame header.

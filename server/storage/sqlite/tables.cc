@@ -41,14 +41,16 @@ absl::StatusOr<TableRecord> SqliteStore::GetTableInfo(const std::string& handle)
 }
 
 absl::StatusOr<TableRecord> SqliteStore::ReadTable(const std::string& handle, bool with_payload) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(*cache_, with_payload ? "SELECT handle, account_id, dataset_id, rows, expires_micros, payload "
-                             "FROM company_tables WHERE handle=?"
-                           : "SELECT handle, account_id, dataset_id, rows, expires_micros, '' "
-                             "FROM company_tables WHERE handle=?");
-  s.Bind(1, handle);
-  RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), UnknownTable(handle)));
-  return TableRecord{s.Text(0), s.Int(1), s.Int(2), s.Int(3), s.Int(4), s.Text(5)};
+  return Reading([&](sqlite::StmtCache& cache) -> absl::StatusOr<TableRecord> {
+    Stmt s(cache, with_payload
+                      ? "SELECT handle, account_id, dataset_id, rows, expires_micros, payload "
+                        "FROM company_tables WHERE handle=?"
+                      : "SELECT handle, account_id, dataset_id, rows, expires_micros, '' "
+                        "FROM company_tables WHERE handle=?");
+    s.Bind(1, handle);
+    RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), UnknownTable(handle)));
+    return TableRecord{s.Text(0), s.Int(1), s.Int(2), s.Int(3), s.Int(4), s.Text(5)};
+  });
 }
 
 absl::StatusOr<int64_t> SqliteStore::PurgeExpiredTables(int64_t now_micros) {
