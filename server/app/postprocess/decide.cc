@@ -135,8 +135,12 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     std::vector<int64_t> subject(rows);
     std::vector<int> group(rows);
     std::vector<double> input(rows);  // the prediction, or the score's bin
-    // A subject not decided before -> its first row in this call (later rows repeat its output).
-    absl::flat_hash_map<int64_t, int64_t> first_row;
+    // Of each row whose subject was not decided before: the first row of its subject in this
+    // call (later rows repeat its output).
+    std::vector<int64_t> first_row(rows, -1);
+    absl::flat_hash_map<int64_t, int64_t> first_row_of_subject;
+    first_row_of_subject.reserve(rows);
+    int64_t fresh_subjects = 0;
     {
       absl::ReaderMutexLock lock(&slot->mu);
       const std::vector<int32_t> found = slot->index->FindAll(req.subject_keys());
@@ -158,8 +162,14 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
         double earlier = input[i];
         if (decided->Decided(subject[i])) {
           earlier = decided->Input(subject[i]);
-        } else if (auto [seen, fresh] = first_row.try_emplace(subject[i], i); !fresh) {
-          earlier = input[seen->second];
+        } else {
+          auto [seen, fresh] = first_row_of_subject.try_emplace(subject[i], i);
+          first_row[i] = seen->second;
+          if (fresh) {
+            ++fresh_subjects;
+          } else {
+            earlier = input[seen->second];
+          }
         }
         if (earlier != input[i]) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -197,7 +207,7 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     resp.set_licence_charged(licence_charged);
     resp.mutable_outputs()->Reserve(static_cast<int>(rows));
     std::vector<DecisionTable::Decision> fresh;
-    fresh.reserve(first_row.size());
+    fresh.reserve(fresh_subjects);
     int64_t already = 0;
     for (int64_t i = 0; i < rows; ++i) {
       if (decided->Decided(subject[i])) {
@@ -205,7 +215,7 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
         ++already;
         continue;
       }
-      if (const int64_t first = first_row.at(subject[i]); first != i) {
+      if (const int64_t first = first_row[i]; first != i) {
         resp.add_outputs(resp.outputs(first));  // a key repeated within the call
         continue;
       }
