@@ -13,6 +13,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "absl/strings/string_view.h"
+#include "core/util/status_macros.h"
 
 namespace fairvault::server {
 namespace {
@@ -83,9 +84,8 @@ ColumnDictionary NumericDictionary(absl::Span<const double> values) {
 // A table's columns gathered value by value, one column at a time, from either source.
 class CompanyTable::Builder {
  public:
-  Builder(std::vector<v1::ColumnSpec> specs, std::string label) {
+  explicit Builder(std::vector<v1::ColumnSpec> specs) {
     table_.specs_ = std::move(specs);
-    table_.label_ = std::move(label);
     table_.numbers_.resize(table_.specs_.size());
     table_.categories_.resize(table_.specs_.size());
   }
@@ -121,8 +121,16 @@ class CompanyTable::Builder {
     table_.categories_[c] = std::move(dict);
     return whole;
   }
-  CompanyTable Finish(int64_t rows) && {
+  CompanyTable Finish(int64_t rows, std::string label) && {
     table_.rows_ = rows;
+    table_.label_ = std::move(label);
+    table_.bytes_ += static_cast<int64_t>(table_.label_.capacity());
+    // What every column costs whatever its rows: its spec and the arrays' headers.
+    for (const v1::ColumnSpec& spec : table_.specs_) {
+      table_.bytes_ += static_cast<int64_t>(sizeof(spec) + spec.name().capacity() +
+                                            sizeof(std::vector<double>) +
+                                            sizeof(std::shared_ptr<const ColumnDictionary>));
+    }
     return std::move(table_);
   }
 
@@ -135,7 +143,7 @@ class CompanyTable::Builder {
 CompanyTable::CompanyTable(storage::StoredTable&& table) {
   const int64_t rows = table.keys_size();
   table.clear_keys();
-  Builder builder({table.specs().begin(), table.specs().end()}, table.label());
+  Builder builder({table.specs().begin(), table.specs().end()});
   for (int c = 0; c < builder.num_columns(); ++c) {
     v1::ColumnValues* values = table.mutable_columns(c);
     builder.Start(c, rows);
@@ -147,11 +155,22 @@ CompanyTable::CompanyTable(storage::StoredTable&& table) {
     builder.End(rows);
     values->Clear();  // this column's memory back before the next is built
   }
-  *this = std::move(builder).Finish(rows);
+  *this = std::move(builder).Finish(rows, table.label());
 }
 
-absl::StatusOr<CompanyTable> CompanyTable::Parse(
-    absl::string_view payload, absl::FunctionRef<void(absl::Span<const absl::string_view>)> keys) {
+absl::StatusOr<CompanyTable> CompanyTable::Parse(absl::string_view payload, int64_t rows,
+                                                 KeysFn keys) {
+  std::optional<CompanyTable> table;
+  RETURN_IF_ERROR(Read(payload, rows, keys, &table));
+  return *std::move(table);
+}
+
+absl::Status CompanyTable::ReadKeys(absl::string_view payload, int64_t rows, KeysFn keys) {
+  return Read(payload, rows, keys, nullptr);
+}
+
+absl::Status CompanyTable::Read(absl::string_view payload, int64_t expected_rows, KeysFn keys,
+                                std::optional<CompanyTable>* table) {
   using google::protobuf::internal::WireFormatLite;
   const auto corrupt = [](absl::string_view what) {
     return absl::DataLossError(absl::StrCat("the stored table is corrupt: ", what));
@@ -159,95 +178,106 @@ absl::StatusOr<CompanyTable> CompanyTable::Parse(
   if (payload.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return corrupt("over 2 GiB");
   }
-  const auto* data = reinterpret_cast<const uint8_t*>(payload.data());
-  google::protobuf::io::CodedInputStream in(data, static_cast<int>(payload.size()));
-  // A view of the next `len` bytes, skipped.
-  const auto view = [&](absl::string_view* out) {
-    uint32_t len = 0;
-    if (!in.ReadVarint32(&len)) return false;
-    const int at = in.CurrentPosition();
-    if (!in.Skip(static_cast<int>(len))) return false;
-    *out = payload.substr(at, len);
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(payload.data()),
+                                            static_cast<int>(payload.size()));
+  // A view of the next length-delimited value of `from` (which reads `within`), skipped.
+  const auto view = [](google::protobuf::io::CodedInputStream& from, absl::string_view within,
+                       absl::string_view* out) {
+    int len = 0;
+    if (!from.ReadVarintSizeAsInt(&len)) return false;
+    const int at = from.CurrentPosition();
+    if (!from.Skip(len)) return false;
+    *out = within.substr(at, len);
     return true;
   };
   std::vector<v1::ColumnSpec> specs;
   std::string label;
   std::optional<Builder> builder;
+  bool keys_done = false;  // a column was reached: the keys are all read and handed out
   std::vector<absl::string_view> block;
   constexpr size_t kBlock = 4096;
   int64_t rows = 0;
   int columns = 0;
+  // Hands out the last keys; the record's row count must match.
+  const auto end_keys = [&]() -> absl::Status {
+    if (keys_done) return absl::OkStatus();
+    keys_done = true;
+    if (rows != expected_rows) {
+      return corrupt(absl::StrCat(rows, " keys where its record says ", expected_rows, " rows"));
+    }
+    keys(block);
+    block.clear();
+    if (table != nullptr) builder.emplace(std::move(specs));
+    return absl::OkStatus();
+  };
   absl::string_view bytes;
   while (const uint32_t tag = in.ReadTag()) {
     const int field = WireFormatLite::GetTagFieldNumber(tag);
     const bool delimited =
         WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
     if (field == 1 && delimited) {  // specs, before any column
-      if (builder.has_value() || !view(&bytes) || !specs.emplace_back().ParseFromArray(
-                                                       bytes.data(), static_cast<int>(bytes.size()))) {
+      if (keys_done || !view(in, payload, &bytes) ||
+          !specs.emplace_back().ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
         return corrupt("a column spec");
       }
     } else if (field == 2 && delimited) {  // keys, before any column
-      if (builder.has_value() || !view(&bytes)) return corrupt("a key");
+      if (keys_done || !view(in, payload, &bytes)) return corrupt("a key");
+      if (++rows > expected_rows) return corrupt("more keys than its record's rows");
       block.push_back(bytes);
-      ++rows;
       if (block.size() == kBlock) {
         keys(block);
         block.clear();
       }
     } else if (field == 3 && delimited) {  // columns, in the specs' order
-      if (!builder.has_value()) {
-        keys(block);
-        block.clear();
-        builder.emplace(std::move(specs), "");
-      }
+      RETURN_IF_ERROR(end_keys());
       const int c = columns++;
-      if (c >= builder->num_columns() || !view(&bytes)) return corrupt("a column");
+      if (!view(in, payload, &bytes)) return corrupt("a column");
+      if (table == nullptr) continue;  // keys only
+      if (c >= builder->num_columns()) return corrupt("more columns than specs");
       builder->Start(c, rows);
       google::protobuf::io::CodedInputStream col(reinterpret_cast<const uint8_t*>(bytes.data()),
                                                  static_cast<int>(bytes.size()));
+      const bool numeric = builder->numeric(c);
       while (const uint32_t t = col.ReadTag()) {
         const int f = WireFormatLite::GetTagFieldNumber(t);
         const auto type = WireFormatLite::GetTagWireType(t);
         uint64_t word = 0;
-        uint32_t len = 0;
-        if (f == 1 && builder->numeric(c) && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
-          if (!col.ReadVarint32(&len) || len % 8 != 0) return corrupt("numbers");
-          for (uint32_t i = 0; i < len / 8; ++i) {
+        int len = 0;
+        absl::string_view value;
+        if (f == 1 && numeric && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+          if (!col.ReadVarintSizeAsInt(&len) || len % 8 != 0) return corrupt("numbers");
+          for (int i = 0; i < len / 8; ++i) {
             if (!col.ReadLittleEndian64(&word)) return corrupt("numbers");
             builder->Number(WireFormatLite::DecodeDouble(word));
           }
-        } else if (f == 1 && builder->numeric(c) && type == WireFormatLite::WIRETYPE_FIXED64) {
+        } else if (f == 1 && numeric && type == WireFormatLite::WIRETYPE_FIXED64) {
           if (!col.ReadLittleEndian64(&word)) return corrupt("numbers");
           builder->Number(WireFormatLite::DecodeDouble(word));
-        } else if (f == 2 && !builder->numeric(c) && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
-          if (!col.ReadVarint32(&len)) return corrupt("a category");
-          const int at = col.CurrentPosition();
-          if (!col.Skip(static_cast<int>(len))) return corrupt("a category");
-          builder->Category(bytes.substr(at, len));
-        } else {
+        } else if (f == 2 && !numeric && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+          if (!view(col, bytes, &value)) return corrupt("a category");
+          builder->Category(value);
+        } else if (f == 1 || f == 2) {
           return corrupt("a value of another type than its column's");
+        } else if (!WireFormatLite::SkipField(&col, t)) {  // a later version's field
+          return corrupt("an unreadable field in a column");
         }
       }
       if (!col.ConsumedEntireMessage() || !builder->End(rows)) {
         return corrupt("a column without one value per key");
       }
     } else if (field == 4 && delimited) {
-      if (!view(&bytes)) return corrupt("the label");
+      if (!view(in, payload, &bytes)) return corrupt("the label");
       label = std::string(bytes);
     } else if (!WireFormatLite::SkipField(&in, tag)) {
       return corrupt("an unreadable field");
     }
   }
   if (!in.ConsumedEntireMessage()) return corrupt("its end");
-  if (!builder.has_value()) {
-    keys(block);
-    builder.emplace(std::move(specs), "");
-  }
+  RETURN_IF_ERROR(end_keys());
+  if (table == nullptr) return absl::OkStatus();
   if (columns != builder->num_columns()) return corrupt("a missing column");
-  CompanyTable table = std::move(*builder).Finish(rows);
-  table.label_ = std::move(label);
-  return table;
+  table->emplace(std::move(*builder).Finish(rows, std::move(label)));
+  return absl::OkStatus();
 }
 
 }  // namespace fairvault::server

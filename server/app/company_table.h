@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,12 +36,17 @@ class CompanyTable {
   // categorical column is coded). The table must be valid as UploadTable stores it: every
   // column has one value per key, of its spec's type.
   explicit CompanyTable(storage::StoredTable&& table);
-  // Reads a stored table (storage::StoredTable's wire format) without a string object per row:
-  // the columns straight into compact form, the keys handed to `keys` in order, a block at a
-  // time, as views into `payload` (valid during the call only). DataLoss if the payload is not
-  // a table as UploadTable stores it.
-  static absl::StatusOr<CompanyTable> Parse(
-      absl::string_view payload, absl::FunctionRef<void(absl::Span<const absl::string_view>)> keys);
+  // Receives a stored table's keys in order, a block at a time, as views into its payload
+  // (valid during the call only).
+  using KeysFn = absl::FunctionRef<void(absl::Span<const absl::string_view>)>;
+  // Reads a stored table (storage::StoredTable's wire format, as protobuf writes it: fields in
+  // number order) of `rows` rows, as its record says, without a string object per row: the
+  // columns straight into compact form, the keys handed to `keys`. DataLoss if the payload is
+  // not such a table (another number of keys included). Fields a later version adds are
+  // skipped.
+  static absl::StatusOr<CompanyTable> Parse(absl::string_view payload, int64_t rows, KeysFn keys);
+  // The same for the keys alone (the columns are skipped, not checked).
+  static absl::Status ReadKeys(absl::string_view payload, int64_t rows, KeysFn keys);
 
   int64_t rows() const { return rows_; }
   const std::string& label() const { return label_; }
@@ -60,6 +66,9 @@ class CompanyTable {
  private:
   class Builder;
   CompanyTable() = default;
+  // Parse (into *table) or ReadKeys (table null).
+  static absl::Status Read(absl::string_view payload, int64_t rows, KeysFn keys,
+                           std::optional<CompanyTable>* table);
 
   int64_t rows_ = 0;
   std::string label_;

@@ -339,10 +339,15 @@ class Vault {
                                           std::shared_ptr<const CompanyTable> table,
                                           std::shared_ptr<const std::vector<int32_t>> join,
                                           int64_t joined_subjects);
-  // A company table read back from the store in compact form, with the subject row of each of
-  // its rows in `index` (DataLoss if it does not parse).
-  absl::StatusOr<CompanyTable> ReadTable(const std::string& handle, const SubjectIndex& index,
-                                         std::vector<int32_t>* subject_of_row);
+  // The dataset's subject count now.
+  static int64_t IndexSize(IndexSlot& slot);
+  // Appends the subject row of each key it is given (-1: not a subject) to *subject_of_row,
+  // taking the index's read lock for each block of keys.
+  static std::function<void(absl::Span<const absl::string_view>)> JoinInto(
+      IndexSlot& slot, std::vector<int32_t>* subject_of_row);
+  // Redoes a cached table's join, its keys read back from the store, if the dataset's index has
+  // grown since it was made. Takes no lock across the read.
+  absl::Status RefreshJoin(const ResolvedTable& table, IndexSlot& slot);
   // The dictionary of column `column` of a resolved table (built on first use, then cached).
   std::shared_ptr<const ColumnDictionary> Dictionary(const ResolvedTable& table, int column);
   // A company's score column joined with the vault and binned on a public grid (the SP

@@ -198,32 +198,56 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
     }
   }
   if (resolved.cached == nullptr) {
+    // Read and parsed without the index's lock (an import may run meanwhile: the join then
+    // counts as stale and Join redoes it).
+    ASSIGN_OR_RETURN(storage::TableRecord full, store_->GetTable(handle));
     ASSIGN_OR_RETURN(auto slot, LoadIndex(resolved.dataset));
-    absl::ReaderMutexLock lock(&slot->mu);
     auto join = std::make_shared<std::vector<int32_t>>();
-    ASSIGN_OR_RETURN(CompanyTable table, ReadTable(handle, *slot->index, join.get()));
+    const int64_t subjects = IndexSize(*slot);
+    ASSIGN_OR_RETURN(CompanyTable table,
+                     CompanyTable::Parse(full.payload, full.rows, JoinInto(*slot, join.get())));
     resolved.cached = CacheTable(handle, std::make_shared<const CompanyTable>(std::move(table)),
-                                 std::move(join), slot->index->size());
+                                 std::move(join), subjects);
   }
   resolved.table = resolved.cached->table;
   resolved.record = std::move(record);
   return resolved;
 }
 
-absl::StatusOr<CompanyTable> Vault::ReadTable(const std::string& handle,
-                                              const SubjectIndex& index,
-                                              std::vector<int32_t>* subject_of_row) {
-  ASSIGN_OR_RETURN(storage::TableRecord full, store_->GetTable(handle));
-  subject_of_row->clear();
-  auto table = CompanyTable::Parse(full.payload, [&](absl::Span<const absl::string_view> keys) {
-    const std::vector<int32_t> found = index.FindAll(keys);
+int64_t Vault::IndexSize(IndexSlot& slot) {
+  absl::ReaderMutexLock lock(&slot.mu);
+  return slot.index->size();
+}
+
+std::function<void(absl::Span<const absl::string_view>)> Vault::JoinInto(
+    IndexSlot& slot, std::vector<int32_t>* subject_of_row) {
+  return [&slot, subject_of_row](absl::Span<const absl::string_view> keys) {
+    absl::ReaderMutexLock lock(&slot.mu);  // a block at a time: imports may run in between
+    const std::vector<int32_t> found = slot.index->FindAll(keys);
     subject_of_row->insert(subject_of_row->end(), found.begin(), found.end());
-  });
-  if (!table.ok()) {
-    return absl::DataLossError(absl::StrCat("table '", handle, "': ", table.status().message()));
+  };
+}
+
+absl::Status Vault::RefreshJoin(const ResolvedTable& table, IndexSlot& slot) {
+  int64_t subjects = 0;
+  {
+    absl::ReaderMutexLock lock(&slot.mu);
+    absl::MutexLock cache_lock(&table.cached->mu);
+    subjects = slot.index->size();
+    if (table.cached->joined_subjects == subjects) return absl::OkStatus();
   }
-  subject_of_row->shrink_to_fit();
-  return table;
+  // The keys are not kept in memory: read back from the store, without the locks.
+  ASSIGN_OR_RETURN(storage::TableRecord full, store_->GetTable(table.cached->handle));
+  if (full.rows != table.table->rows()) {
+    return absl::DataLossError(
+        absl::StrCat("table '", table.cached->handle, "' changed in the database"));
+  }
+  auto join = std::make_shared<std::vector<int32_t>>();
+  join->reserve(full.rows);
+  RETURN_IF_ERROR(CompanyTable::ReadKeys(full.payload, full.rows, JoinInto(slot, join.get())));
+  absl::MutexLock cache_lock(&table.cached->mu);
+  table.cached->SetJoin(std::move(join), subjects);
+  return absl::OkStatus();
 }
 
 std::shared_ptr<Vault::CachedTable> Vault::CacheTable(
@@ -338,33 +362,45 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
   ASSIGN_OR_RETURN(static_cast<GroupSpec&>(out),
                    ResolveGroups(table.dataset_attributes, table.dataset.name, attrs));
   ASSIGN_OR_RETURN(auto slot, LoadIndex(table.dataset));
-  absl::ReaderMutexLock lock(&slot->mu);
-  const SubjectIndex& index = *slot->index;
+  // The keys are looked up once per table, and again only after an import into the dataset
+  // (read back from the store: the cache does not keep them). An import that lands between the
+  // refresh and the lock below makes the join stale again: then once more.
+  constexpr int kAttempts = 8;
+  for (int attempt = 1;; ++attempt) {
+    RETURN_IF_ERROR(RefreshJoin(table, *slot));
+    absl::ReaderMutexLock lock(&slot->mu);
+    const SubjectIndex& index = *slot->index;
+    std::shared_ptr<const std::vector<int32_t>> subject_of_row;
+    {
+      absl::MutexLock cache_lock(&table.cached->mu);
+      if (table.cached->joined_subjects != index.size()) {
+        if (attempt < kAttempts) continue;
+        return absl::UnavailableError(absl::StrCat("dataset '", table.dataset.name,
+                                                   "' is being imported into; try again"));
+      }
+      subject_of_row = table.cached->subject_of_row;
+    }
+    const int64_t rows = table.table->rows();
+    if (static_cast<int64_t>(subject_of_row->size()) != rows) {
+      return absl::DataLossError(
+          absl::StrCat("table '", table.cached->handle, "' changed in the database"));
+    }
+    out.table_rows.reserve(rows);
+    out.group.reserve(rows);
+    out.subjects =
+        subject_limit >= 0 ? std::min<int64_t>(subject_limit, index.size()) : index.size();
+    for (int64_t i = 0; i < rows; ++i) {
+      const int32_t subject = (*subject_of_row)[i];
+      if (subject < 0 || subject >= out.subjects) {
+        ++out.dropped;
+        continue;
+      }
+      out.table_rows.push_back(i);
+      out.group.push_back(out.GroupOf(index, subject));
+    }
+    break;
+  }
   const int64_t rows = table.table->rows();
-  std::shared_ptr<const std::vector<int32_t>> subject_of_row;
-  {
-    // The keys are looked up once per table (and again only after an import, read back from
-    // the store: the cache does not keep them).
-    absl::MutexLock cache_lock(&table.cached->mu);
-    if (table.cached->joined_subjects != index.size()) {
-      auto join = std::make_shared<std::vector<int32_t>>();
-      RETURN_IF_ERROR(ReadTable(table.cached->handle, index, join.get()).status());
-      table.cached->SetJoin(std::move(join), index.size());
-    }
-    subject_of_row = table.cached->subject_of_row;
-  }
-  out.table_rows.reserve(rows);
-  out.group.reserve(rows);
-  out.subjects = subject_limit >= 0 ? std::min<int64_t>(subject_limit, index.size()) : index.size();
-  for (int64_t i = 0; i < rows; ++i) {
-    const int32_t subject = (*subject_of_row)[i];
-    if (subject < 0 || subject >= out.subjects) {
-      ++out.dropped;
-      continue;
-    }
-    out.table_rows.push_back(i);
-    out.group.push_back(out.GroupOf(index, subject));
-  }
   if (out.dropped > 0 && unmatched != v1::UNMATCHED_KEYS_DROP) {
     return absl::InvalidArgumentError(
         absl::StrCat(out.dropped, " of ", rows,

@@ -215,7 +215,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
     sqlite3* reader = nullptr;
     if (sqlite3_open_v2(path.c_str(), &reader, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
                         nullptr) == SQLITE_OK) {
-      sqlite3_busy_handler(reader, &PollBriefly, nullptr);
+      sqlite3_busy_timeout(reader, kBusyMillis);  // as long as the writer waits
       store->reader_db_ = reader;
       store->reader_cache_ = std::make_unique<sqlite::StmtCache>(reader);
     } else {

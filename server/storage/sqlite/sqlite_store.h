@@ -1,8 +1,11 @@
-// SQLite implementation of Store: one file, WAL journal, synchronous=FULL, one connection
-// behind a mutex (SQLite has one writer anyway; the charge path must be serial), and a
-// background checkpointer that keeps the write-ahead log (`<file>-wal`) bounded.
+// SQLite implementation of Store: one file, WAL journal, synchronous=FULL, one writing
+// connection behind a mutex (SQLite has one writer anyway; the charge path must be serial), a
+// read-only one for the reads a request makes before it charges, and a background
+// checkpointer that keeps the write-ahead log (`<file>-wal`) bounded.
 #ifndef FAIRVAULT_SERVER_STORAGE_SQLITE_SQLITE_STORE_H_
 #define FAIRVAULT_SERVER_STORAGE_SQLITE_SQLITE_STORE_H_
+
+#include <sqlite3.h>
 
 #include <cstdint>
 #include <atomic>
@@ -188,14 +191,22 @@ class SqliteStore final : public Store {
                                                      int64_t id, const std::string& name);
   // Runs `read` (statements made from the cache it is given) on the reader connection, or on
   // the serving connection under mu_ when there is none (an in-memory database).
+  // A read that opens a transaction (BEGIN ... COMMIT) has it rolled back here if it did not
+  // end it, so that no snapshot outlives the read.
   template <typename Read>
   auto Reading(const Read& read) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (reader_cache_ != nullptr) {
-      absl::MutexLock lock(&reader_mu_);
-      return read(*reader_cache_);
+    sqlite::StmtCache* cache = reader_cache_.get();
+    absl::Mutex* mu = &reader_mu_;
+    if (cache == nullptr) {
+      cache = cache_.get();
+      mu = &mu_;
     }
-    absl::MutexLock lock(&mu_);
-    return read(*cache_);
+    absl::MutexLock lock(mu);
+    auto result = read(*cache);
+    if (!sqlite3_get_autocommit(cache->db())) {
+      sqlite3_exec(cache->db(), "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+    return result;
   }
   // Appends one row to the chain inside the caller's transaction; fills seq and hashes.
   absl::Status AppendLedgerLocked(LedgerRow& row, int64_t account_id, int64_t dataset_id)
@@ -225,8 +236,9 @@ class SqliteStore final : public Store {
   // its own read transaction (reset after use), so it never holds the log back from a
   // checkpoint. Null, and reads go through db_, for an in-memory database.
   absl::Mutex reader_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  sqlite3* reader_db_ = nullptr;
-  std::unique_ptr<sqlite::StmtCache> reader_cache_;  // set once at Open, used under reader_mu_
+  // Set once at Open; used under reader_mu_.
+  sqlite3* reader_db_ ABSL_PT_GUARDED_BY(reader_mu_) = nullptr;
+  std::unique_ptr<sqlite::StmtCache> reader_cache_ ABSL_PT_GUARDED_BY(reader_mu_);
   const std::string path_;
   const Options options_;
   // Bytes of one log frame: the page size plus the frame header.
