@@ -143,7 +143,7 @@ absl::StatusOr<ParsedFlags> ParseFlags(absl::Span<const FlagSpec> specs,
       value = args[++i];
     }
     std::vector<std::string>& slot = parsed.values_[spec->name];
-    if (!slot.empty() && !spec->repeated && !spec->value_name.empty()) {
+    if (!slot.empty() && !spec->repeated) {
       return UsageError(absl::StrCat("--", name, " given more than once"));
     }
     slot.push_back(*std::move(value));

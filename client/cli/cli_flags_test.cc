@@ -51,6 +51,8 @@ TEST(ParseFlagsTest, UsageErrors) {
   EXPECT_TRUE(usage(Parse({"--name", "x", "stray"})));         // positional
   EXPECT_TRUE(usage(Parse({"--name", "x", "--name", "y"})));   // not repeatable
   EXPECT_TRUE(usage(Parse({"--name", "x", "--yes=maybe"})));   // bad switch
+  // A switch is a flag like the others: twice is a mistake (found by tests/fuzz/fuzz_flags).
+  EXPECT_TRUE(usage(Parse({"--name", "x", "--yes", "--yes=false"})));
   EXPECT_THAT(Parse({"--name", "x", "--bogus"}),
               StatusIs(absl::StatusCode::kInvalidArgument, "unknown flag --bogus"));
 }

@@ -192,6 +192,8 @@ size_t InvalidUtf8At(absl::string_view text) {
 bool NeedsQuotes(absl::string_view field) {
   if (field.empty()) return false;
   if (IsBlank(field.front()) || IsBlank(field.back())) return true;
+  // A leading byte-order mark would be taken for the file's own at the start of a file.
+  if (absl::StartsWith(field, "\xef\xbb\xbf")) return true;
   return field.find_first_of(",\"\r\n") != absl::string_view::npos;
 }
 

@@ -161,6 +161,9 @@ LinearScale LinearScale::Nice(double min, double max, double pixel_from, double 
                               int target_ticks) {
   if (!std::isfinite(min) || !std::isfinite(max)) min = 0, max = 1;
   if (min > max) std::swap(min, max);
+  // Beyond ±1e300 the span and the step overflow; such values are drawn at the edge.
+  min = std::clamp(min, -1e300, 1e300);
+  max = std::clamp(max, -1e300, 1e300);
   if (max - min <= 1e-12 * std::max(1.0, std::abs(max))) {
     const double pad = min == 0 ? 0.5 : std::abs(min) * 0.1;
     min -= pad;
@@ -239,6 +242,9 @@ LogScale LogScale::Nice(double min, double max, double pixel_from, double pixel_
                         int target_ticks) {
   if (!std::isfinite(min) || !std::isfinite(max) || !(min > 0) || !(max > 0)) min = 0.1, max = 1;
   if (min > max) std::swap(min, max);
+  // Beyond 10^±250 the padded bounds and their decades overflow; drawn at the edge.
+  min = std::clamp(min, 1e-250, 1e250);
+  max = std::clamp(max, 1e-250, 1e250);
   if (max / min < 1 + 1e-9) {
     min /= 1.1;
     max *= 1.1;

@@ -244,21 +244,26 @@ absl::Status CompanyTable::Read(absl::string_view payload, int64_t expected_rows
         uint64_t word = 0;
         int len = 0;
         absl::string_view value;
-        if (f == 1 && numeric && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+        const bool number = f == 1 && (type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED ||
+                                       type == WireFormatLite::WIRETYPE_FIXED64);
+        const bool category = f == 2 && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+        if ((number && !numeric) || (category && numeric)) {
+          return corrupt("a value of another type than its column's");
+        }
+        if (number && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
           if (!col.ReadVarintSizeAsInt(&len) || len % 8 != 0) return corrupt("numbers");
           for (int i = 0; i < len / 8; ++i) {
             if (!col.ReadLittleEndian64(&word)) return corrupt("numbers");
             builder->Number(WireFormatLite::DecodeDouble(word));
           }
-        } else if (f == 1 && numeric && type == WireFormatLite::WIRETYPE_FIXED64) {
+        } else if (number) {
           if (!col.ReadLittleEndian64(&word)) return corrupt("numbers");
           builder->Number(WireFormatLite::DecodeDouble(word));
-        } else if (f == 2 && !numeric && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+        } else if (category) {
           if (!view(col, bytes, &value)) return corrupt("a category");
           builder->Category(value);
-        } else if (f == 1 || f == 2) {
-          return corrupt("a value of another type than its column's");
-        } else if (!WireFormatLite::SkipField(&col, t)) {  // a later version's field
+        } else if (!WireFormatLite::SkipField(&col, t)) {
+          // A later version's field, or a wire type protobuf too keeps as an unknown field.
           return corrupt("an unreadable field in a column");
         }
       }

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz with clang (AddressSanitizer and
+# UndefinedBehaviorSanitizer, no recovery) in build-fuzz/ and runs each one, starting from its
+# committed corpus and dictionary. Prints executions per second and coverage (edges) per target;
+# exits 1 if any input breaks a target's contract or a sanitizer's, keeping it in
+# build-fuzz/crashes/TARGET/. Usage:
+#   deploy/fuzz.sh [--seconds N | --runs N] [--merge] [TARGET ...]
+#   --seconds N  run each target for N seconds (default 60)
+#   --runs N     run each target for N inputs instead (the same inputs on every machine)
+#   --merge      add the inputs that reached new coverage to tests/fuzz/corpus/TARGET
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+all=(fuzz_csv fuzz_flags fuzz_report_html fuzz_company_table)
+limit=(-max_total_time=60)
+merge=0
+targets=()
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+while (($#)); do
+  case "$1" in
+    -h | --help) usage; exit 0 ;;
+    --seconds | --runs)
+      if [[ ! ${2:-} =~ ^[1-9][0-9]*$ ]]; then
+        echo "fuzz.sh: $1 needs a positive whole number (got '${2:-}')" >&2
+        exit 2
+      fi
+      if [[ $1 == --seconds ]]; then limit=(-max_total_time="$2"); else limit=(-runs="$2"); fi
+      shift 2 ;;
+    --merge) merge=1; shift ;;
+    fuzz_*)
+      if [[ " ${all[*]} " != *" $1 "* ]]; then
+        echo "fuzz.sh: unknown target '$1' (known: ${all[*]})" >&2
+        exit 2
+      fi
+      targets+=("$1"); shift ;;
+    *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+((${#targets[@]})) || targets=("${all[@]}")
+
+"$root/deploy/install-deps.sh" clang libclang-rt-14-dev
+build="$root/build-fuzz"
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  CXX=clang++ cmake -S "$root" -B "$build" -DFAIRVAULT_FUZZ=ON -DFAIRVAULT_WHOLE_TREE=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+start=$(date +%s)
+cmake --build "$build" -j2 --target "${targets[@]}" >"$build/fuzz-build.log" 2>&1 || {
+  tail -40 "$build/fuzz-build.log" >&2
+  exit 1
+}
+echo "fuzz.sh: built ${targets[*]} in $(($(date +%s) - start)) s (ASan, UBSan, libFuzzer)"
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+failed=0
+printf '%-20s %8s %10s %9s %7s %7s  %s\n' target seconds runs exec/s edges corpus result
+for t in "${targets[@]}"; do
+  corpus="$root/tests/fuzz/corpus/$t"
+  work="$(mktemp -d)"
+  crashes="$build/crashes/$t"
+  mkdir -p "$crashes"
+  begin=$(date +%s)
+  set +e
+  "$build/tests/fuzz/$t" "${limit[@]}" -seed=1 -timeout=20 -rss_limit_mb=2048 \
+    -dict="$root/tests/fuzz/$t.dict" -artifact_prefix="$crashes/" -print_final_stats=1 \
+    "$work" "$corpus" >"$build/$t.log" 2>&1
+  status=$?
+  set -e
+  seconds=$(($(date +%s) - begin))
+  runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$build/$t.log" | tail -1)"
+  rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$build/$t.log" | tail -1)"
+  edges="$(grep -o 'cov: [0-9]*' "$build/$t.log" | tail -1 | cut -d' ' -f2 || true)"
+  size="$(grep -o 'corp: [0-9]*' "$build/$t.log" | tail -1 | cut -d' ' -f2 || true)"
+  result=ok
+  if ((status != 0)); then
+    result="FAILED (see $build/$t.log; input in $crashes/)"
+    failed=1
+  fi
+  printf '%-20s %8s %10s %9s %7s %7s  %s\n' "$t" "$seconds" "${runs:-?}" "${rate:-?}" \
+    "${edges:-?}" "${size:-?}" "$result"
+  if ((status != 0)); then
+    grep -m 5 -E 'contract broken|ERROR: (Address|Undefined|libFuzzer)|runtime error' \
+      "$build/$t.log" >&2 || true
+  fi
+  if ((merge && status == 0)); then
+    "$build/tests/fuzz/$t" -merge=1 "$corpus" "$work" >/dev/null 2>&1
+  fi
+  rm -rf "$work"
+done
+exit "$failed"
