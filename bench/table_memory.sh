@@ -5,9 +5,10 @@
 # server's resident memory before and after that release, the table cache's own measure, and
 # the size of the columns themselves. Run from a built tree (./deploy/build.sh fairvault
 # fairvault-server); the server and its database live in a temporary directory.
+# Usage: bench/table_memory.sh [rows]
 set -euo pipefail
 for arg in "$@"; do
-  if [[ $arg == -h || $arg == --help ]]; then sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+  if [[ $arg == -h || $arg == --help ]]; then sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 done
 if [[ -n ${1:-} && ! $1 =~ ^[1-9][0-9]*$ ]]; then
   echo "table_memory.sh: rows must be a positive integer (got '$1'; see --help)" >&2

@@ -3,8 +3,8 @@
 # UndefinedBehaviorSanitizer, no recovery) in build-fuzz/ and runs each one, starting from its
 # committed corpus and dictionary. Prints executions per second and coverage (edges) per target;
 # exits 1 if any input breaks a target's contract or a sanitizer's, keeping it in
-# build-fuzz/crashes/TARGET/. Usage:
-#   deploy/fuzz.sh [--seconds N | --runs N] [--merge] [TARGET ...]
+# build-fuzz/crashes/TARGET/.
+# Usage: deploy/fuzz.sh [--seconds N | --runs N] [--merge] [TARGET ...]
 #   --seconds N  run each target for N seconds (default 60)
 #   --runs N     run each target for N inputs instead (the same inputs on every machine)
 #   --merge      add the inputs that reached new coverage to tests/fuzz/corpus/TARGET

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds the code we own (core, server, client and their unit and service tests, the server
+# and the CLI) with clang, AddressSanitizer and UndefinedBehaviorSanitizer (no recovery: the
+# first finding fails its test) in build-fuzz/, the fuzz targets' build, and runs its ctest
+# suite there.
+# Usage: deploy/sanitize.sh [ctest arguments, e.g. -R store_test]
+set -euo pipefail
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+done
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$root/deploy/install-deps.sh" clang libclang-rt-14-dev
+build="$root/build-fuzz"
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  CXX=clang++ cmake -S "$root" -B "$build" -DFAIRVAULT_FUZZ=ON -DFAIRVAULT_WHOLE_TREE=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+start=$(date +%s)
+cmake --build "$build" -j2 >"$build/sanitize-build.log" 2>&1 || {
+  tail -40 "$build/sanitize-build.log" >&2
+  exit 1
+}
+echo "sanitize.sh: built in $(($(date +%s) - start)) s (clang, ASan, UBSan)"
+cd "$build"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --output-on-failure -j2 --timeout 900 "$@"
