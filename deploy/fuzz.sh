@@ -8,11 +8,13 @@
 #   --seconds N  run each target for N seconds (default 60)
 #   --runs N     run each target for N inputs instead (the same inputs on every machine)
 #   --merge      add the inputs that reached new coverage to tests/fuzz/corpus/TARGET
+#   --configure-only  install clang and configure build-fuzz/, nothing else (deploy/sanitize.sh)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 all=(fuzz_csv fuzz_flags fuzz_report_html fuzz_company_table)
 limit=(-max_total_time=60)
 merge=0
+configure_only=0
 targets=()
 usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
@@ -26,6 +28,7 @@ while (($#)); do
       if [[ $1 == --seconds ]]; then limit=(-max_total_time="$2"); else limit=(-runs="$2"); fi
       shift 2 ;;
     --merge) merge=1; shift ;;
+    --configure-only) configure_only=1; shift ;;
     fuzz_*)
       if [[ " ${all[*]} " != *" $1 "* ]]; then
         echo "fuzz.sh: unknown target '$1' (known: ${all[*]})" >&2
@@ -43,6 +46,7 @@ if [[ ! -f $build/CMakeCache.txt ]]; then
   CXX=clang++ cmake -S "$root" -B "$build" -DFAIRVAULT_FUZZ=ON -DFAIRVAULT_WHOLE_TREE=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
+((configure_only)) && exit 0
 start=$(date +%s)
 cmake --build "$build" -j2 --target "${targets[@]}" >"$build/fuzz-build.log" 2>&1 || {
   tail -40 "$build/fuzz-build.log" >&2

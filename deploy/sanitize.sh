@@ -9,12 +9,8 @@ for arg in "$@"; do
   if [[ $arg == -h || $arg == --help ]]; then sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 done
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/deploy/install-deps.sh" clang libclang-rt-14-dev
+"$root/deploy/fuzz.sh" --configure-only  # clang, and build-fuzz/ configured as the fuzzers' build
 build="$root/build-fuzz"
-if [[ ! -f $build/CMakeCache.txt ]]; then
-  CXX=clang++ cmake -S "$root" -B "$build" -DFAIRVAULT_FUZZ=ON -DFAIRVAULT_WHOLE_TREE=OFF \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-fi
 start=$(date +%s)
 cmake --build "$build" -j2 >"$build/sanitize-build.log" 2>&1 || {
   tail -40 "$build/sanitize-build.log" >&2

@@ -16,13 +16,11 @@
 
 #include "absl/strings/string_view.h"
 #include "server/app/company_table.h"
+#include "tests/fuzz/fuzz_contract.h"
 
 namespace {
 
-void Fail(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "contract broken: %s: %s\n", what, detail.c_str());
-  std::abort();
-}
+using fairvault::fuzz::Fail;
 
 // Whether a parsed message is a table as UploadTable stores it.
 bool Whole(const fairvault::server::storage::StoredTable& t) {

@@ -10,15 +10,9 @@
 
 #include "absl/strings/str_split.h"
 #include "client/cli/cli_flags.h"
+#include "tests/fuzz/fuzz_contract.h"
 
-namespace {
-
-void Fail(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "contract broken: %s: %s\n", what, detail.c_str());
-  std::abort();
-}
-
-}  // namespace
+using fairvault::fuzz::Fail;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fairvault::client::cli;

@@ -19,16 +19,14 @@
 #include "client/lib/csv.h"
 #include "client/report/report_budgets_html.h"
 #include "client/report/report_html.h"
+#include "tests/fuzz/fuzz_contract.h"
 
 namespace {
 
+using fairvault::fuzz::Fail;
+
 using namespace fairvault::client;
 using namespace fairvault::client::report;
-
-void Fail(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "contract broken: %s: %s\n", what, detail.substr(0, 2000).c_str());
-  std::abort();
-}
 
 std::string Hostile(FuzzedDataProvider& in) {
   return absl::StrCat(in.ConsumeRandomLengthString(24), "<x-fuzz", in.ConsumeRandomLengthString(24),
