@@ -21,6 +21,9 @@ namespace glpk = postprocess::glpk;
 // The candidates' multiples of the average λ̄ (FinalMixture::kCandidates).
 constexpr std::array<double, 8> kCandidateScales = {0, 0.25, 0.5, 0.75, 1, 1.5, 2, 3};
 
+// Below this a mixture LP coefficient is floating-point residue of an exact 0.
+constexpr double kRoundingResidue = 1e-12;
+
 double Clamp01(double v) { return std::min(1.0, std::max(0.0, v)); }
 
 // A deterministic 64-bit digest of packed decisions (splitmix64 finalizer over the words).
@@ -101,8 +104,12 @@ absl::StatusOr<std::vector<double>> SolveMixture(const std::vector<Response>& re
   for (int j = 0; j < constraints; ++j) {
     for (int c = 0; c < g; ++c) {
       index[c + 1] = c + 1;
-      value[c + 1] = responses[c].moment_sum[j] / static_cast<double>(responses[c].rounds.size()) -
-                     bound;
+      const double slack =
+          responses[c].moment_sum[j] / static_cast<double>(responses[c].rounds.size()) - bound;
+      // A moment equal to the bound comes out as a rounding residue (8.7e-18 for 0.01 - 0.01);
+      // left in, such entries made GLPK's simplex cycle (glpk_util_test). Moments are counts'
+      // ratios, so nothing below 1e-12 is a real difference.
+      value[c + 1] = std::abs(slack) < kRoundingResidue ? 0.0 : slack;
     }
     index[g + 1] = g + 1;
     value[g + 1] = -1;

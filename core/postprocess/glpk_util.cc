@@ -3,6 +3,7 @@
 
 #include <glpk.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "absl/status/status.h"
@@ -62,7 +63,9 @@ glp_smcp QuietSimplexParams() {
   return parm;
 }
 
-absl::Status RunSimplex(glp_prob* lp, const glp_smcp& parm, absl::string_view what) {
+namespace {
+
+absl::Status SimplexOnce(glp_prob* lp, const glp_smcp& parm, absl::string_view what) {
   const int ret = glp_simplex(lp, &parm);
   if (ret != 0) {
     return absl::InternalError(
@@ -74,6 +77,27 @@ absl::Status RunSimplex(glp_prob* lp, const glp_smcp& parm, absl::string_view wh
         absl::StrCat("GLPK found no optimal solution to ", what, " (status ", status, ")"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+int SimplexIterationLimit(const glp_prob* lp) {
+  // glp_get_num_* take a non-const problem but do not change it.
+  glp_prob* p = const_cast<glp_prob*>(lp);
+  return 10'000 + 50 * (glp_get_num_rows(p) + glp_get_num_cols(p));
+}
+
+absl::Status RunSimplex(glp_prob* lp, const glp_smcp& parm, absl::string_view what) {
+  glp_smcp capped = parm;
+  capped.it_lim = std::min(parm.it_lim, SimplexIterationLimit(lp));
+  absl::Status solved = SimplexOnce(lp, capped, what);
+  if (solved.ok()) return solved;
+  // GLPK's presolved primal simplex can cycle on a degenerate LP (tests: the mixture LP of
+  // glpk_util_test), and its presolver judges feasibility with its own tolerances: once more,
+  // from the standard basis without the presolver.
+  glp_std_basis(lp);
+  capped.presolve = GLP_OFF;
+  return SimplexOnce(lp, capped, what);
 }
 
 }  // namespace fairvault::core::postprocess::glpk

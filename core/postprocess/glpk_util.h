@@ -44,9 +44,16 @@ using ProbPtr = std::unique_ptr<glp_prob, ProbDeleter>;
 // Simplex parameters with all messages off; callers adjust method, presolve and tolerances.
 glp_smcp QuietSimplexParams();
 
-// Runs glp_simplex(lp, &parm). OK only if it returned 0 and the status is GLP_OPT; otherwise
-// Internal naming `what` ("the equalized-odds LP"), since callers only pass LPs that are
-// feasible and bounded by construction.
+// The iterations RunSimplex allows one solve of `lp`: far above what the simplex needs on our
+// LPs (a few times their rows), a bound on a cycling one (GLPK has no other guard; milliseconds
+// on a small LP). A count, not a time, so that the outcome never depends on the machine's load.
+int SimplexIterationLimit(const glp_prob* lp);
+
+// Runs glp_simplex(lp, &parm) with at most SimplexIterationLimit(lp) iterations; if that does
+// not end optimal (cycling, or the presolver misjudging feasibility on rounding-level
+// mismatches), once more from the standard basis without the presolver. OK only if a run
+// returned 0 with the status GLP_OPT; otherwise Internal naming `what` ("the equalized-odds
+// LP"), since callers only pass LPs that are feasible and bounded by construction.
 absl::Status RunSimplex(glp_prob* lp, const glp_smcp& parm, absl::string_view what);
 
 }  // namespace fairvault::core::postprocess::glpk

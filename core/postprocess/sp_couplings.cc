@@ -118,16 +118,11 @@ absl::StatusOr<Couplings> SolveCouplingsLp(const CouplingProblem& problem, doubl
   // The LP is feasible (the product couplings onto b = p_0 with D = 0) and bounded (costs >= 0),
   // so a failure is the solver's. The presolver decides feasibility with its own tolerances on
   // the equality rows; should it ever misjudge the rounding-level mismatch between Σ_j p_a[j]
-  // and 1, the plain simplex from the standard basis gets a second try.
+  // and 1, RunSimplex tries again from the standard basis without it.
   glp_smcp parm = glpk::QuietSimplexParams();
   parm.meth = GLP_PRIMAL;
   parm.presolve = GLP_ON;
-  absl::Status solved = glpk::RunSimplex(p, parm, kLpName);
-  if (!solved.ok()) {
-    parm.presolve = GLP_OFF;
-    solved = glpk::RunSimplex(p, parm, kLpName);
-  }
-  RETURN_IF_ERROR(solved);
+  RETURN_IF_ERROR(glpk::RunSimplex(p, parm, kLpName));
 
   // Clamping at 0 only removes rounding-level excursions of the basic solution.
   Couplings out;
