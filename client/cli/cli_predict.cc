@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/cli_models.h"
+#include "client/apply/artifact_files.h"
 #include "client/apply/model_apply.h"
 #include "client/apply/model_quality.h"
 #include "core/random/secure_bitgen.h"
@@ -29,44 +30,10 @@ std::string PredictHint(const std::string& artifact_id) {
 
 namespace {
 
-absl::StatusOr<v1::FairModel> FairModelOf(const v1::Artifact& artifact, absl::string_view source) {
-  if (artifact.has_fair_model()) return artifact.fair_model();
-  return absl::InvalidArgumentError(absl::StrCat(
-      source, ": artifact '", artifact.id(),
-      "' is not a fair model (an attribute-aware post-processor: use `fairvault decide`, or "
-      "`fairvault apply-eo` where the groups are known)"));
-}
-
-// Reads what `artifact get --out`, `best-response --out` or `--json` wrote (an Artifact, a
-// GetArtifact or BestResponse response, or a bare FairModel, as JSON), or an Artifact as
-// binary protobuf.
+// Reads what `artifact get --out`, `best-response --out` or `--json` wrote.
 absl::StatusOr<v1::FairModel> LoadFairModelFile(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string content, ReadFileToString(path));
-  const absl::string_view text = absl::StripLeadingAsciiWhitespace(content);
-  if (absl::StartsWith(text, "{")) {
-    v1::Artifact artifact;
-    if (FromJson(content, path, artifact).ok()) return FairModelOf(artifact, path);
-    v1::BestResponseResponse response;  // a superset of GetArtifactResponse
-    if (FromJson(content, path, response).ok()) return FairModelOf(response.artifact(), path);
-    v1::FairModel model;
-    absl::Status status = FromJson(content, path, model);
-    if (!status.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path,
-          ": not a fair-model artifact in JSON (expected what `fairvault artifact get --out` "
-          "writes): ",
-          status.message()));
-    }
-    return model;
-  }
-  v1::Artifact artifact;
-  if (!artifact.ParseFromString(content)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path,
-                     ": neither JSON nor a binary fairvault.v1.Artifact (expected what `fairvault "
-                     "artifact get --out` writes)"));
-  }
-  return FairModelOf(artifact, path);
+  return ParseFairModelArtifact(content, path);
 }
 
 absl::StatusOr<v1::FairModel> LoadFairModel(Context& ctx) {

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
+#include "server/grpc/message_stream.h"
 #include "server/grpc/status.h"
 
 namespace fairvault::server {
@@ -65,92 +66,15 @@ absl::Status StoppedEarly(const grpc::ServerContext& ctx, absl::string_view what
   return absl::OkStatus();
 }
 
-// A client stream of `Request`s (header, data chunks, StreamEnd) as a ChunkSource. The sync
-// API's Read() returns false both at the end of the stream and for a message it cannot parse,
-// so the explicit StreamEnd is what tells a finished stream from a broken one.
+// The handler's side of a MessageStream: its reader, and its context's early stop.
 template <typename Request, typename Chunk>
-class GrpcChunkStream {
- public:
-  using HasChunk = bool (Request::*)() const;
-  using MutableChunk = Chunk* (Request::*)();
-  GrpcChunkStream(grpc::ServerContext* ctx, grpc::ServerReader<Request>* reader, HasChunk has,
-                  MutableChunk mutable_chunk)
-      : ctx_(ctx), reader_(reader), has_(has), mutable_chunk_(mutable_chunk) {}
-
-  // Reads the first message, which must be the header.
-  template <typename Header>
-  absl::Status ReadHeader(Header* header, bool (Request::*has)() const,
-                          Header* (Request::*mutable_header)()) {
-    Request first;
-    if (!reader_->Read(&first)) {
-      RETURN_IF_ERROR(StoppedEarly(*ctx_, "reading the stream's header"));
-      return absl::InvalidArgumentError(
-          "the stream must start with a header message (none arrived, or it could not be "
-          "parsed: every string must be valid UTF-8)");
-    }
-    if (!(first.*has)()) {
-      return absl::InvalidArgumentError("the stream must start with a header message");
-    }
-    header->Swap((first.*mutable_header)());
-    return absl::OkStatus();
-  }
-
-  ChunkSource<Chunk> Source() {
-    ChunkSource<Chunk> source;
-    source.next = [this](Chunk* chunk) { return Next(chunk); };
-    source.live = [this] { return StoppedEarly(*ctx_, "the server was storing the stream"); };
-    return source;
-  }
-
- private:
-  absl::StatusOr<bool> Next(Chunk* chunk) {
-    if (ended_) return false;
-    Request message;
-    if (!reader_->Read(&message)) {
-      const std::string where = absl::StrCat("after chunk ", chunks_, " (", rows_, " rows)");
-      RETURN_IF_ERROR(StoppedEarly(*ctx_, absl::StrCat("reading the stream ", where)));
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the stream stopped ", where, " without its end message: chunk ", chunks_ + 1,
-          " (rows from ", rows_ + 1,
-          ") could not be parsed (every string must be valid UTF-8) or the client stopped "
-          "sending; nothing was stored, send the whole stream again"));
-    }
-    if (message.has_end()) {
-      const v1::StreamEnd& end = message.end();
-      if (end.chunks() != chunks_ || end.rows() != rows_) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("end: the client sent ", end.chunks(), " chunks with ", end.rows(),
-                         " rows but the server received ", chunks_, " chunks with ", rows_,
-                         " rows; nothing was stored, send the whole stream again"));
-      }
-      Request extra;
-      if (reader_->Read(&extra)) {
-        return absl::InvalidArgumentError(
-            "a message followed the stream's end message; nothing was stored");
-      }
-      ended_ = true;
-      return false;
-    }
-    if (!(message.*has_)()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("message ", chunks_ + 2,
-                       " of the stream is not a data chunk or the end message (a second header, "
-                       "or nothing set); send one header, the chunks, then the end message"));
-    }
-    chunk->Swap((message.*mutable_chunk_)());
-    ++chunks_;
-    rows_ += chunk->subject_keys_size();
-    return true;
-  }
-
-  grpc::ServerContext* ctx_;
-  grpc::ServerReader<Request>* reader_;
-  HasChunk has_;
-  MutableChunk mutable_chunk_;
-  int64_t chunks_ = 0;
-  int64_t rows_ = 0;
-  bool ended_ = false;
-};
+MessageStream<Request, Chunk> StreamOf(grpc::ServerContext* ctx,
+                                       grpc::ServerReader<Request>* reader,
+                                       bool (Request::*has)() const, Chunk* (Request::*mutable_chunk)()) {
+  return MessageStream<Request, Chunk>(
+      [reader](Request* message) { return reader->Read(message); },
+      [ctx](absl::string_view what) { return StoppedEarly(*ctx, what); }, has, mutable_chunk);
+}
 
 }  // namespace
 
@@ -194,8 +118,7 @@ grpc::Status RegulatorServiceImpl::ImportAttributes(
   return Handle(
       *vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::ImportAttributesResponse> {
         using Request = v1::ImportAttributesRequest;
-        GrpcChunkStream<Request, v1::SubjectRows> stream(ctx, reader, &Request::has_rows,
-                                                         &Request::mutable_rows);
+        auto stream = StreamOf(ctx, reader, &Request::has_rows, &Request::mutable_rows);
         v1::ImportHeader header;
         RETURN_IF_ERROR(stream.ReadHeader(&header, &Request::has_header, &Request::mutable_header));
         return vault_->ImportAttributes(c, header, stream.Source());
@@ -237,8 +160,7 @@ grpc::Status CompanyServiceImpl::UploadTable(grpc::ServerContext* ctx,
   return Handle(
       *vault_, ctx, resp, [&](const Caller& c) -> absl::StatusOr<v1::UploadTableResponse> {
         using Request = v1::UploadTableRequest;
-        GrpcChunkStream<Request, v1::TableChunk> stream(ctx, reader, &Request::has_chunk,
-                                                        &Request::mutable_chunk);
+        auto stream = StreamOf(ctx, reader, &Request::has_chunk, &Request::mutable_chunk);
         v1::TableHeader header;
         RETURN_IF_ERROR(stream.ReadHeader(&header, &Request::has_header, &Request::mutable_header));
         return vault_->UploadTable(c, header, stream.Source());
