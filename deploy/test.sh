@@ -26,8 +26,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # (tests/interop/tlog_verify.go, on Go's sumdb/note and sumdb/tlog) that transparency_test runs.
 # valgrind: tests/timing/instruction_count_test.sh counts the learners' instructions on
 # neighbouring datasets with callgrind.
-# clang, libclang-rt-14-dev: the libFuzzer targets of tests/fuzz, with ASan and UBSan
-# (deploy/fuzz.sh, run after ctest).
+# clang, libclang-rt-14-dev: the sanitizer builds (label `sanitize`: deploy/sanitize.sh, ASan and
+# UBSan; deploy/tsan.sh, TSan) and the libFuzzer targets of tests/fuzz (deploy/fuzz.sh, run after
+# ctest in the ASan/UBSan build).
 "$root/deploy/install-deps.sh" chromium postgresql docker.io docker-compose debootstrap openssl valgrind \
   clang libclang-rt-14-dev \
   python3-grpcio python3-protobuf python3-pandas python3-numpy python3-tqdm python3-matplotlib \
@@ -47,6 +48,6 @@ export FAIRVAULT_REQUIRE_GO=1
 # skipping it.
 export FAIRVAULT_REQUIRE_DOCKER=1
 ctest --output-on-failure -j2 --timeout 900
-# Then every fuzz target for 30 s from its committed corpus (its regression inputs first), in a
-# build of its own with clang, ASan and UBSan (build-fuzz/): about 4 minutes with the build.
+# Then every fuzz target for 30 s from its committed corpus (its regression inputs first), in the
+# ASan/UBSan build the `sanitize` label made (build-fuzz/): about 4 minutes.
 "$root/deploy/fuzz.sh" --seconds 30

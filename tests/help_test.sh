@@ -103,7 +103,7 @@ done
 # ---- scripts ----
 scripts=(deploy/make-certs.sh deploy/compose-secrets.sh deploy/build.sh deploy/install-deps.sh
   deploy/demo.sh deploy/demo-steps.sh deploy/make-base-image.sh deploy/test.sh bench/cli_upload.sh
-  bench/table_memory.sh deploy/fuzz.sh deploy/sanitize.sh
+  bench/table_memory.sh deploy/fuzz.sh deploy/sanitize.sh deploy/tsan.sh
   client/python/install.sh tests/container/make_upgrade_fixture.sh)
 for script in "${scripts[@]}"; do
   for h in --help -h; do expect_help "$script" bash "$root/$script" "$h"; done

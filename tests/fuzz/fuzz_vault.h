@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -99,7 +100,9 @@ class FuzzVault {
  private:
   FuzzVault() : clock_(1'800'000'000'000'000), gen_(1) {
     path_ = absl::StrCat("/tmp/fairvault_fuzz_vault_", getpid(), ".db");
-    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path_ + suffix).c_str());
+    RemoveFiles(path_);
+    static const std::string* const at_exit = &path_;  // the one vault of the process
+    std::atexit([] { RemoveFiles(*at_exit); });  // libFuzzer ends a timed run with exit()
     store_ = Must(server::storage::SqliteStore::Open(path_), "open the store");
     vault_ = std::make_unique<server::Vault>(store_.get(), &clock_, absl::BitGenRef(gen_));
     auto reg = Must(vault_->CreateAccountUnchecked("regulator", server::storage::Role::kRegulator),
@@ -172,6 +175,10 @@ class FuzzVault {
       Fail("setup", "open a second connection");
     }
     sqlite3_busy_timeout(db_, 10'000);
+  }
+
+  static void RemoveFiles(const std::string& path) {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
   }
 
   std::string path_;
