@@ -94,9 +94,12 @@ absl::Status RunSimplex(glp_prob* lp, const glp_smcp& parm, absl::string_view wh
   if (solved.ok()) return solved;
   // GLPK's presolved primal simplex can cycle on a degenerate LP (tests: the mixture LP of
   // glpk_util_test), and its presolver judges feasibility with its own tolerances: once more,
-  // from the standard basis without the presolver.
+  // from the standard basis, without the presolver and by the other method (the dual simplex,
+  // which falls back to the primal where the basis is not dual feasible), so that a caller
+  // that already solved without the presolver does not repeat the same run.
   glp_std_basis(lp);
   capped.presolve = GLP_OFF;
+  capped.meth = GLP_DUALP;
   return SimplexOnce(lp, capped, what);
 }
 

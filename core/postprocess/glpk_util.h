@@ -51,7 +51,8 @@ int SimplexIterationLimit(const glp_prob* lp);
 
 // Runs glp_simplex(lp, &parm) with at most SimplexIterationLimit(lp) iterations; if that does
 // not end optimal (cycling, or the presolver misjudging feasibility on rounding-level
-// mismatches), once more from the standard basis without the presolver. OK only if a run
+// mismatches), once more from the standard basis without the presolver by the dual simplex
+// (primal where the basis is not dual feasible). OK only if a run
 // returned 0 with the status GLP_OPT; otherwise Internal naming `what` ("the equalized-odds
 // LP"), since callers only pass LPs that are feasible and bounded by construction.
 absl::Status RunSimplex(glp_prob* lp, const glp_smcp& parm, absl::string_view what);

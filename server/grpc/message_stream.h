@@ -36,6 +36,9 @@ class MessageStream {
         stopped_(std::move(stopped)),
         has_(has),
         mutable_chunk_(mutable_chunk) {}
+  // Source()'s callbacks point at this object: it stays where it was made.
+  MessageStream(const MessageStream&) = delete;
+  MessageStream& operator=(const MessageStream&) = delete;
 
   // Reads the first message, which must be the header.
   template <typename Header>

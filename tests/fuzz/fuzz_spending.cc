@@ -4,14 +4,15 @@
 // artifact). Whatever the request:
 //   * a refusal has a status a caller can act on (never Internal, DataLoss or Unknown) and
 //     charges nothing: no ledger row, no stored response, the spend unchanged;
-//   * an accepted request charges at most once (one ledger row; none for a replay, a repeated
-//     decision or a preview);
+//   * an accepted request charges at most once (one ledger row and one release in the spend;
+//     none for a replay or a repeated decision);
 //   * PreviewRelease never charges, accepted or not.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -63,10 +64,28 @@ const std::vector<Target>& Targets() {
   return *targets;
 }
 
-// What a charge changes.
+// What a charge changes: ledger rows, stored responses, releases counted in the spend, the
+// pure epsilon spent (micro).
 std::vector<int64_t> Ledger(FuzzVault& world) {
   return {world.Count("SELECT count(*) FROM ledger"), world.Count("SELECT count(*) FROM responses"),
-          world.Count("SELECT coalesce(sum(releases) * 1000003 + sum(pure_micro), 0) FROM spend")};
+          world.Count("SELECT coalesce(sum(releases), 0) FROM spend"),
+          world.Count("SELECT coalesce(sum(pure_micro), 0) FROM spend")};
+}
+
+// Requests parsed and accepted per RPC, printed when the run ends (a run whose every request is
+// refused tests only refusals: the summary shows it).
+std::vector<std::pair<int64_t, int64_t>>& Tally() {
+  static auto* tally = new std::vector<std::pair<int64_t, int64_t>>(Targets().size());
+  return *tally;
+}
+
+void PrintTally() {
+  std::fprintf(stderr, "fuzz_spending: requests accepted / parsed:");
+  for (size_t i = 0; i < Targets().size(); ++i) {
+    std::fprintf(stderr, " %s %lld/%lld", Targets()[i].name,
+                 static_cast<long long>(Tally()[i].second), static_cast<long long>(Tally()[i].first));
+  }
+  std::fprintf(stderr, "\n");
 }
 
 }  // namespace
@@ -74,11 +93,16 @@ std::vector<int64_t> Ledger(FuzzVault& world) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0 || size > 8 * 1024) return 0;
   FuzzVault& world = FuzzVault::Get();
-  const Target& target = Targets()[data[0] % Targets().size()];
+  static const bool summary_registered = std::atexit(PrintTally) == 0;
+  (void)summary_registered;
+  const size_t index = data[0] % Targets().size();
+  const Target& target = Targets()[index];
   const std::vector<int64_t> before = Ledger(world);
   bool parsed = false;
   const absl::Status status = target.call(data + 1, size - 1, &parsed);
   if (!parsed) return 0;
+  ++Tally()[index].first;
+  if (status.ok()) ++Tally()[index].second;
   const std::vector<int64_t> after = Ledger(world);
   const std::string what = absl::StrCat(target.name, ": ", status.ToString());
   if (std::getenv("FAIRVAULT_FUZZ_VERBOSE") != nullptr) {  // what each input did, and its cost
@@ -90,8 +114,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (after != before) Fail("a refusal charged", what);
   } else if (target.free ? after != before : after[0] - before[0] > 1) {
     Fail(target.free ? "a preview charged" : "one request charged twice", what);
+  } else if (after[2] - before[2] != after[0] - before[0]) {
+    // Each ledger row is one release in the spend: none without a row, one per row.
+    Fail("the spend's releases", absl::StrCat(what, ": ", after[2] - before[2],
+                                              " releases for ", after[0] - before[0], " rows"));
   }
-  // Queued jobs count against the company's job limit: a long run would refuse every fit.
-  world.Exec("DELETE FROM jobs");
+  // The grant stays whole from input to input (a run that spent it would only test refusals),
+  // and queued jobs, which count against the company's job limit, go.
+  if (after[2] != before[2]) world.Exec("DELETE FROM spend; DELETE FROM jobs");
   return 0;
 }

@@ -1,15 +1,17 @@
 // Fuzzes the assembly of the two client streams, ImportAttributes (the regulator's subjects)
 // and UploadTable (a company's table): the handlers' MessageStream (header, chunks, StreamEnd
-// with its counts) feeding the use-cases, on the real SQLite store of fuzz_vault.h. The input's first byte picks
-// the stream (bit 0: import, else upload) and whether the caller is gone by the time the
-// use-case would store (bit 1); the rest is the stream, messages of two length bytes (little
-// endian) then the message's protobuf bytes, one that does not parse ending the stream as gRPC's
-// Read() does. Whatever the messages, the stream is all or nothing:
+// with its counts) feeding the use-cases, on the real SQLite store of fuzz_vault.h. The input's
+// first byte picks the stream (bit 0: import, else upload) and whether the caller is gone by the
+// time the use-case would store (bit 1); the rest is the stream, messages of two length bytes
+// (little endian) then the message's protobuf bytes, one that does not parse ending the stream
+// as gRPC's Read() does. What the messages alone say decides the outcome, not what the server
+// read: only a whole stream (one header, chunks, an end message counting them, nothing after,
+// nothing unparsable) may be accepted. So:
 //   * refused: with a status a caller can act on (never Internal, DataLoss or Unknown), and the
-//     database exactly as before (no table, no batch, no subject, no ledger row);
-//   * accepted: exactly what the stream carried is stored (an upload: one table of every row
-//     sent, read back whole; an import: one batch of every row sent, or a replay of a stored
-//     one that changes nothing), still nothing on the ledger: streams are free.
+//     database exactly as before (tables, rows, batches, subjects, ledger, stored responses);
+//   * accepted: a whole stream, read to its end, whose caller still waits (or an import that
+//     replays a stored batch), storing exactly its rows (an upload: one table of every row,
+//     read back whole; an import: one batch of every row); nothing on the ledger.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,16 +31,27 @@ using fairvault::fuzz::FuzzVault;
 namespace server = fairvault::server;
 namespace v1 = fairvault::v1;
 
+// The subjects the vault holds, as the regulator lists them.
+int64_t SubjectCount(fairvault::fuzz::FuzzVault& world) {
+  auto listed = world.vault().ListDatasets(world.regulator());
+  if (!listed.ok()) Fail("ListDatasets", listed.status().ToString());
+  int64_t subjects = 0;
+  for (const auto& d : listed->datasets()) subjects += d.subject_count();
+  return subjects;
+}
+
 // Everything a stream may add (tables, rows, batches), and what it must never touch (ledger
 // and stored responses).
 std::vector<int64_t> State(fairvault::fuzz::FuzzVault& world) {
   return {world.Count("SELECT count(*) FROM company_tables"),
           world.Count("SELECT coalesce(sum(rows), 0) FROM company_tables"),
           world.Count("SELECT count(*) FROM subject_batches"),
-          world.Count("SELECT count(*) FROM ledger"), world.Count("SELECT count(*) FROM responses")};
+          world.Count("SELECT count(*) FROM ledger"), world.Count("SELECT count(*) FROM responses"),
+          SubjectCount(world)};
 }
 
-// The stream's messages; nullopt for bytes that do not parse (the stream ends there).
+// The stream's messages, up to bytes that do not parse (`truncated`: gRPC's Read() returns false
+// there, as at the end).
 template <typename Request>
 std::vector<Request> Messages(const uint8_t* data, size_t size, bool* truncated) {
   std::vector<Request> out;
@@ -50,7 +63,7 @@ std::vector<Request> Messages(const uint8_t* data, size_t size, bool* truncated)
     if (n > size) break;
     Request message;
     if (!message.ParseFromArray(data, static_cast<int>(n))) {
-      *truncated = true;  // Read() returns false from here on
+      *truncated = true;
       break;
     }
     out.push_back(std::move(message));
@@ -60,20 +73,42 @@ std::vector<Request> Messages(const uint8_t* data, size_t size, bool* truncated)
   return out;
 }
 
+// What the messages alone say, whatever the server does: a whole stream is one header, data
+// chunks, then an end message counting them, nothing after it. `rows`: the rows its chunks carry.
+template <typename Request, typename Chunk>
+bool Whole(const std::vector<Request>& messages, bool truncated,
+           bool (Request::*has_chunk)() const, const Chunk& (Request::*chunk)() const,
+           bool (Request::*has_header)() const, int64_t* rows) {
+  *rows = 0;
+  if (truncated || messages.empty() || !(messages[0].*has_header)()) return false;
+  int64_t chunks = 0;
+  for (size_t i = 1; i < messages.size(); ++i) {
+    const Request& m = messages[i];
+    if (m.has_end()) {
+      return i + 1 == messages.size() && m.end().chunks() == chunks && m.end().rows() == *rows;
+    }
+    if (!(m.*has_chunk)()) return false;
+    ++chunks;
+    *rows += (m.*chunk)().subject_keys_size();
+  }
+  return false;  // no end message
+}
+
 template <typename Request, typename Chunk, typename Header, typename UseCase>
 void Drive(const uint8_t* data, size_t size, bool gone, bool (Request::*has_chunk)() const,
-           Chunk* (Request::*mutable_chunk)(), bool (Request::*has_header)() const,
-           Header* (Request::*mutable_header)(), UseCase use_case) {
+           Chunk* (Request::*mutable_chunk)(), const Chunk& (Request::*chunk)() const,
+           bool (Request::*has_header)() const, Header* (Request::*mutable_header)(),
+           UseCase use_case) {
   FuzzVault& world = FuzzVault::Get();
   bool truncated = false;
   const std::vector<Request> messages = Messages<Request>(data, size, &truncated);
+  int64_t rows = 0;
+  const bool whole = Whole(messages, truncated, has_chunk, chunk, has_header, &rows);
   size_t next = 0;
-  int64_t rows_sent = 0;
   server::MessageStream<Request, Chunk> stream(
       [&](Request* out) {
         if (next >= messages.size()) return false;
         *out = messages[next++];
-        if ((out->*has_chunk)()) rows_sent += (out->*mutable_chunk)()->subject_keys_size();
         return true;
       },
       [&](absl::string_view what) {
@@ -86,14 +121,24 @@ void Drive(const uint8_t* data, size_t size, bool gone, bool (Request::*has_chun
   const std::vector<int64_t> before = State(world);
   Header header;
   absl::Status status = stream.ReadHeader(&header, has_header, mutable_header);
-  if (status.ok()) status = use_case(header, stream.Source(), rows_sent);
+  bool replayed = false;
+  if (status.ok()) {
+    absl::StatusOr<bool> r = use_case(header, stream.Source(), rows);
+    status = r.status();
+    replayed = r.ok() && *r;
+  }
   const std::vector<int64_t> after = State(world);
   if (std::getenv("FAIRVAULT_FUZZ_VERBOSE") != nullptr) {  // what each input did
-    std::fprintf(stderr, "%s: %s\n", Header::descriptor()->name().c_str(),
-                 status.ToString().substr(0, 300).c_str());
+    std::fprintf(stderr, "%s (%s, %lld rows%s): %s\n", Header::descriptor()->name().c_str(),
+                 whole ? "whole" : "not whole", static_cast<long long>(rows),
+                 gone ? ", caller gone" : "", status.ToString().substr(0, 300).c_str());
   }
   if (after[3] != before[3] || after[4] != before[4]) Fail("a stream", "wrote to the ledger");
-  if (!status.ok()) {
+  if (status.ok()) {
+    if (!whole) Fail("a stream that is not whole", "was accepted");
+    if (next != messages.size()) Fail("an accepted stream", "was not read to its end");
+    if (gone && !replayed) Fail("a stream whose caller was gone", "was stored");
+  } else {
     ExpectActionable(status, "a refused stream's status");
     if (after != before) Fail("a refused stream", "changed the database");
   }
@@ -109,10 +154,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (import) {
     using Request = v1::ImportAttributesRequest;
     Drive<Request, v1::SubjectRows, v1::ImportHeader>(
-        data + 1, size - 1, gone, &Request::has_rows, &Request::mutable_rows,
+        data + 1, size - 1, gone, &Request::has_rows, &Request::mutable_rows, &Request::rows,
         &Request::has_header, &Request::mutable_header,
         [&](const v1::ImportHeader& header, const server::ChunkSource<v1::SubjectRows>& source,
-            const int64_t& rows_sent) -> absl::Status {
+            int64_t rows_sent) -> absl::StatusOr<bool> {
           const int64_t batches = world.Count("SELECT count(*) FROM subject_batches");
           absl::StatusOr<v1::ImportAttributesResponse> r =
               world.vault().ImportAttributes(world.regulator(), header, source);
@@ -124,15 +169,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           if (!r->replayed() && r->rows_imported() != rows_sent) {
             Fail("an accepted import", absl::StrCat(r->rows_imported(), " rows of ", rows_sent));
           }
-          return absl::OkStatus();
+          return r->replayed();
         });
   } else {
     using Request = v1::UploadTableRequest;
     Drive<Request, v1::TableChunk, v1::TableHeader>(
-        data + 1, size - 1, gone, &Request::has_chunk, &Request::mutable_chunk,
+        data + 1, size - 1, gone, &Request::has_chunk, &Request::mutable_chunk, &Request::chunk,
         &Request::has_header, &Request::mutable_header,
         [&](const v1::TableHeader& header, const server::ChunkSource<v1::TableChunk>& source,
-            const int64_t& rows_sent) -> absl::Status {
+            int64_t rows_sent) -> absl::StatusOr<bool> {
           absl::StatusOr<v1::UploadTableResponse> r =
               world.vault().UploadTable(world.company(), header, source);
           if (!r.ok()) return r.status();
@@ -151,7 +196,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           world.Exec(absl::StrCat("DELETE FROM company_tables WHERE handle = '",
                                   r->table_handle(), "'")
                          .c_str());
-          return absl::OkStatus();
+          return false;
         });
   }
   return 0;
