@@ -4,7 +4,11 @@
 #ifndef FAIRVAULT_SERVER_APP_CHUNK_SOURCE_H_
 #define FAIRVAULT_SERVER_APP_CHUNK_SOURCE_H_
 
+#include <cstddef>
 #include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -20,6 +24,20 @@ struct ChunkSource {
   // OK while the caller still waits for the answer; called right before anything is stored.
   std::function<absl::Status()> live = [] { return absl::OkStatus(); };
 };
+
+// A source handing out `chunks` one by one, then the clean end: a stream already in memory (the
+// use-cases' tests and the fuzz targets).
+template <typename Chunk>
+ChunkSource<Chunk> Feed(std::vector<Chunk> chunks) {
+  auto next = std::make_shared<size_t>(0);
+  ChunkSource<Chunk> source;
+  source.next = [chunks = std::move(chunks), next](Chunk* out) -> absl::StatusOr<bool> {
+    if (*next >= chunks.size()) return false;
+    *out = chunks[(*next)++];
+    return true;
+  };
+  return source;
+}
 
 }  // namespace fairvault::server
 

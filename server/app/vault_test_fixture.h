@@ -36,19 +36,6 @@ constexpr int64_t kStartMicros = 1'700'000'000'000'000;
 // Discrete Laplace scale 2/1e5 = 2e-5: a non-zero draw has probability about 2e^{-50000}.
 constexpr double kHugeEpsilon = 1e5;
 
-// A stream callback that hands out `chunks` one by one.
-template <typename Chunk>
-ChunkSource<Chunk> Feed(std::vector<Chunk> chunks) {
-  auto next = std::make_shared<size_t>(0);
-  ChunkSource<Chunk> source;
-  source.next = [chunks = std::move(chunks), next](Chunk* out) -> absl::StatusOr<bool> {
-    if (*next >= chunks.size()) return false;
-    *out = chunks[(*next)++];
-    return true;
-  };
-  return source;
-}
-
 // A stream that hands out `chunks`, then fails with `error` instead of ending.
 template <typename Chunk>
 ChunkSource<Chunk> BreakAfter(std::vector<Chunk> chunks, absl::Status error) {

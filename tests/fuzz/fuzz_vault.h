@@ -1,7 +1,7 @@
 // The vault the stream and spending fuzzers run against, made once per process: a real SQLite
-// store in /tmp, a fake clock, a regulator, company "acme" with the largest grant (epsilon 1e6) on dataset "d"
-// (attribute sex F/M) holding subjects s0..s15, acme's table of those 16 rows (pred, label,
-// score numeric; tier categorical) and an equalized-odds artifact fitted on it. Inputs name the
+// store in /tmp, a fake clock, a regulator, company "acme" with the largest grant (epsilon 1e6)
+// on dataset "d" (attribute sex F/M) holding subjects s0..s15, acme's table of those 16 rows
+// (pred, label, score numeric; tier categorical) and an equalized-odds artifact fitted on it. Inputs name the
 // table as "T" and the artifact as "A" (Substitute puts the real ones in).
 #ifndef FAIRVAULT_TESTS_FUZZ_FUZZ_VAULT_H_
 #define FAIRVAULT_TESTS_FUZZ_FUZZ_VAULT_H_
@@ -34,19 +34,6 @@ template <typename T>
 T Must(absl::StatusOr<T> v, const char* what) {
   if (!v.ok()) Fail(what, v.status().ToString());
   return *std::move(v);
-}
-
-// A ChunkSource handing out `chunks`, then the clean end.
-template <typename Chunk>
-server::ChunkSource<Chunk> FeedAll(std::vector<Chunk> chunks) {
-  auto next = std::make_shared<size_t>(0);
-  server::ChunkSource<Chunk> source;
-  source.next = [chunks = std::move(chunks), next](Chunk* out) -> absl::StatusOr<bool> {
-    if (*next >= chunks.size()) return false;
-    *out = chunks[(*next)++];
-    return true;
-  };
-  return source;
 }
 
 class FuzzVault {
@@ -129,7 +116,7 @@ class FuzzVault {
       rows.add_subject_keys(absl::StrCat("s", i));
       rows.add_categories(i % 3 == 0 ? "M" : "F");
     }
-    Must(vault_->ImportAttributes(regulator_, header, FeedAll<v1::SubjectRows>({rows})),
+    Must(vault_->ImportAttributes(regulator_, header, server::Feed<v1::SubjectRows>({rows})),
          "import the subjects");
     v1::GrantBudgetRequest grant;
     grant.set_company("acme");
@@ -157,9 +144,10 @@ class FuzzVault {
       chunk.mutable_columns(2)->add_numeric(i / 16.0);
       chunk.mutable_columns(3)->add_categorical(i % 5 == 0 ? "gold" : "basic");
     }
-    table_handle_ = Must(vault_->UploadTable(company_, table, FeedAll<v1::TableChunk>({chunk})),
-                         "upload the table")
-                        .table_handle();
+    table_handle_ =
+        Must(vault_->UploadTable(company_, table, server::Feed<v1::TableChunk>({chunk})),
+             "upload the table")
+            .table_handle();
     v1::FitEqualizedOddsRequest eo;
     eo.set_idempotency_key("setup-eo");
     eo.set_table_handle(table_handle_);
