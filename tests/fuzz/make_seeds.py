@@ -96,6 +96,16 @@ artifact("network", '{"fair_model": {' + FEATURES + ', "network": {"layers": ['
 artifact("network_classes", '{"fair_model": {' + FEATURES + ', "network": {"layers": ['
          '{"inputs": 3, "outputs": 3, "weights": [1, 0, 0, 0, 1, 0, 0, 0, 1]}],'
          '"classes": [0, 2, 7]}}}')
+# Networks of the shapes the stochastic learners train (no bias on the first layer, at most two
+# hidden layers), which the fuzzer also evaluates with the server's own Network.
+artifact("server_mlp", '{"fair_model": {' + FEATURES + ', "network": {"layers": ['
+         '{"inputs": 3, "outputs": 2, "weights": [1, -1, 0.5, 2, 0, -0.5]},'
+         '{"inputs": 2, "outputs": 2, "weights": [1, 0.5, -1, 2], "bias": [0.1, -0.2]},'
+         '{"inputs": 2, "outputs": 1, "weights": [1, -1], "bias": [0.25]}]}}}')
+artifact("server_softmax", '{"fair_model": {' + FEATURES + ', "network": {"layers": ['
+         '{"inputs": 3, "outputs": 2, "weights": [1, -1, 0.5, 2, 0, -0.5]},'
+         '{"inputs": 2, "outputs": 3, "weights": [1, 0, 0, 1, -1, 1], "bias": [0, 0.5, -0.5]}],'
+         '"classes": [0, 1, 2]}}}')
 artifact("not_a_model", '{"equalized_odds": {"groups": [{"group": "F"}]}}')
 put("fuzz_artifact", "binary_mixture", b"\0" + field(13, field(2, field(1, b"x") + b"\x18\x01")
                                                      + field(3, field(1, struct.pack("<2d", 1, -1)))))
