@@ -2,11 +2,12 @@
 # Builds the code we own (core, server, client and their unit and service tests, the server
 # and the CLI) with clang, AddressSanitizer and UndefinedBehaviorSanitizer (no recovery: the
 # first finding fails its test) in build-fuzz/, the fuzz targets' build, and runs its ctest
-# suite there.
-# Usage: deploy/sanitize.sh [ctest arguments, e.g. -R store_test]
+# suite there, without the `statistical` label (fixed-seed distribution tests that repeat code
+# the unit tests cover, thousands of draws each: five minutes of the test command under ASan).
+# Usage: deploy/sanitize.sh [ctest arguments, e.g. -R store_test or -L statistical]
 set -euo pipefail
 for arg in "$@"; do
-  if [[ $arg == -h || $arg == --help ]]; then sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+  if [[ $arg == -h || $arg == --help ]]; then sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 done
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/deploy/fuzz.sh" --configure-only  # clang, and build-fuzz/ configured as the fuzzers' build
@@ -20,4 +21,5 @@ echo "sanitize.sh: built in $(($(date +%s) - start)) s (clang, ASan, UBSan)"
 cd "$build"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if (($# == 0)); then set -- -LE statistical; fi
 ctest --output-on-failure -j2 --timeout 900 "$@"
