@@ -60,6 +60,12 @@ std::vector<std::vector<double>> RowsFor(const client::FairModelApplier& applier
     for (size_t j = 0; j < width; ++j) row[j] = j % 2 == 0 ? v : -v / 2;
     rows.push_back(std::move(row));
   }
+  // Values that differ from column to column, so that a permutation or a dropped feature shows.
+  for (double v : {0.75, 1e300}) {
+    std::vector<double> row(width);
+    for (size_t j = 0; j < width; ++j) row[j] = v * static_cast<double>(1 + j % 7) * (j % 3 ? 1 : -1);
+    rows.push_back(std::move(row));
+  }
   return rows;
 }
 
@@ -173,7 +179,7 @@ std::optional<Eigen::VectorXd> CheckPreprocessing(const client::FairModelApplier
                                                   const learn::RowMatrix& server, int64_t i) {
   double l1 = 0;
   for (double v : row) l1 += std::abs(v);
-  if (!(l1 < 1e300)) return std::nullopt;
+  if (!(l1 <= 0x1p1000)) return std::nullopt;
   absl::StatusOr<std::vector<double>> x = applier.Preprocess(row);
   if (!x.ok()) Fail("Preprocess refused a finite row", x.status().ToString());
   if (static_cast<Eigen::Index>(x->size()) != server.cols()) {
@@ -182,7 +188,9 @@ std::optional<Eigen::VectorXd> CheckPreprocessing(const client::FairModelApplier
   Eigen::VectorXd bound(x->size());
   const double relative = 2 * Gamma(static_cast<int64_t>(row.size()) + 2);
   for (size_t j = 0; j < x->size(); ++j) {
-    bound(j) = relative * std::abs((*x)[j]) + kSubnormal;
+    // A clipping scale clip_l1/‖x‖₁ below DBL_MIN is subnormal: off by up to one denorm_min.
+    const double raw = j < row.size() ? std::abs(row[j]) : 0.0;
+    bound(j) = relative * std::abs((*x)[j]) + kSubnormal + 2 * raw * kSubnormal;
     if (std::abs((*x)[j] - server(i, j)) > bound(j)) {
       Fail("the server preprocesses a row differently",
            absl::StrFormat("value %d: applier %.17g, server %.17g", j, (*x)[j], server(i, j)));
@@ -198,20 +206,23 @@ void CheckMixtureAgainstServer(const v1::FairModel& model, const client::FairMod
   data.n = static_cast<int64_t>(rows.size());
   data.d = static_cast<int>(server.x.cols());
   data.x = std::make_shared<const Eigen::MatrixXd>(server.x);
+  std::vector<std::optional<Eigen::VectorXd>> errors;  // each row's preprocessing bound
+  for (size_t i = 0; i < rows.size(); ++i) {
+    errors.push_back(CheckPreprocessing(applier, rows[i], server.x, static_cast<int64_t>(i)));
+  }
   for (int c = 0; c < model.components_size(); ++c) {
     const auto& weights = model.components(c).weights();
     const Eigen::VectorXd w = Eigen::Map<const Eigen::VectorXd>(weights.data(), weights.size());
     const std::vector<uint8_t> decided = learn::Decide(data, w);
     if (decided.size() != rows.size()) Fail("the server's Decide", "gave no decision per row");
     // The component alone, as the applier decides it (one component: no draw).
-    v1::FairModel alone = model;
-    alone.clear_components();
-    alone.clear_component_weights();
+    v1::FairModel alone;
+    *alone.mutable_features() = model.features();
     *alone.add_components() = model.components(c);
     absl::StatusOr<client::FairModelApplier> one = client::FairModelApplier::Create(alone);
     if (!one.ok()) Fail("one component of an accepted mixture", one.status().ToString());
     for (size_t i = 0; i < rows.size(); ++i) {
-      std::optional<Eigen::VectorXd> e0 = CheckPreprocessing(applier, rows[i], server.x, i);
+      const std::optional<Eigen::VectorXd>& e0 = errors[i];
       if (!e0.has_value()) continue;
       // The margin's size and its rounding bound (from the server's values: within e0 of ours).
       const Eigen::VectorXd x = server.x.row(static_cast<Eigen::Index>(i)).transpose();
@@ -256,7 +267,9 @@ std::optional<learn::Network> ServerNetwork(const v1::NeuralModel& network) {
       }
     }
   }
-  // As the artifact writer reads it back (server/app/models/stochastic_job.cc).
+  // The layout filled above is the one Weights() reads (and the artifact writer,
+  // server/app/models/stochastic_job.cc, reads through it): a check of this fuzzer's own
+  // assumption, not of the writer.
   for (int l = 0; l < network.layers_size(); ++l) {
     const v1::DenseLayer& layer = network.layers(l);
     const auto w = net.Weights(l);
@@ -280,10 +293,10 @@ void CheckNetworkAgainstServer(const v1::FairModel& model, const client::FairMod
   const learn::RowMatrix& probabilities = net->probabilities();
   const int classes = net->shape().classes();
   for (size_t i = 0; i < rows.size(); ++i) {
-    absl::StatusOr<client::ModelPrediction> p = applier.Predict(rows[i], nullptr);
-    if (!p.ok()) continue;  // a row whose activations overflow: the applier refuses it
     std::optional<Eigen::VectorXd> e = CheckPreprocessing(applier, rows[i], server.x, i);
     if (!e.has_value()) continue;
+    absl::StatusOr<client::ModelPrediction> p = applier.Predict(rows[i], nullptr);
+    if (!p.ok()) continue;  // a row whose activations overflow: the applier refuses it
     // Magnitudes of the absolute-value network bound |activations|; errors propagate through
     // |W| (ReLU is 1-Lipschitz) plus each layer's own rounding.
     Eigen::VectorXd magnitude = server.x.row(static_cast<Eigen::Index>(i)).transpose().cwiseAbs();
