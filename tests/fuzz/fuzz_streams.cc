@@ -5,8 +5,10 @@
 // time the use-case would store (bit 1); the rest is the stream, messages of two length bytes
 // (little endian) then the message's protobuf bytes, one that does not parse ending the stream
 // as gRPC's Read() does. What the messages alone say decides the outcome, not what the server
-// read: only a whole stream (one header, chunks, an end message counting them, nothing after,
-// nothing unparsable) may be accepted. So:
+// read: only a whole stream (one header, chunks, an end message counting them, nothing after)
+// may be accepted. Bytes that do not parse end the stream where they stand, as gRPC's Read()
+// does: before the end message the stream is not whole; after it the server cannot tell them
+// from the caller's half-close (Read() returns false either way), so the stream is whole. So:
 //   * refused: with a status a caller can act on (never Internal, DataLoss or Unknown), and the
 //     database exactly as before (tables, rows, batches, subjects, ledger, stored responses);
 //   * accepted: a whole stream, read to its end, whose caller still waits (or an import that
@@ -50,22 +52,18 @@ std::vector<int64_t> State(fairvault::fuzz::FuzzVault& world) {
           SubjectCount(world)};
 }
 
-// The stream's messages, up to bytes that do not parse (`truncated`: gRPC's Read() returns false
-// there, as at the end).
+// The stream's messages, up to bytes that do not parse (gRPC's Read() returns false there, as at
+// the end).
 template <typename Request>
-std::vector<Request> Messages(const uint8_t* data, size_t size, bool* truncated) {
+std::vector<Request> Messages(const uint8_t* data, size_t size) {
   std::vector<Request> out;
-  *truncated = false;
   while (size >= 2) {
     const size_t n = data[0] | size_t{data[1]} << 8;
     data += 2;
     size -= 2;
     if (n > size) break;
     Request message;
-    if (!message.ParseFromArray(data, static_cast<int>(n))) {
-      *truncated = true;
-      break;
-    }
+    if (!message.ParseFromArray(data, static_cast<int>(n))) break;
     out.push_back(std::move(message));
     data += n;
     size -= n;
@@ -76,11 +74,11 @@ std::vector<Request> Messages(const uint8_t* data, size_t size, bool* truncated)
 // What the messages alone say, whatever the server does: a whole stream is one header, data
 // chunks, then an end message counting them, nothing after it. `rows`: the rows its chunks carry.
 template <typename Request, typename Chunk>
-bool Whole(const std::vector<Request>& messages, bool truncated,
-           bool (Request::*has_chunk)() const, const Chunk& (Request::*chunk)() const,
-           bool (Request::*has_header)() const, int64_t* rows) {
+bool Whole(const std::vector<Request>& messages, bool (Request::*has_chunk)() const,
+           const Chunk& (Request::*chunk)() const, bool (Request::*has_header)() const,
+           int64_t* rows) {
   *rows = 0;
-  if (truncated || messages.empty() || !(messages[0].*has_header)()) return false;
+  if (messages.empty() || !(messages[0].*has_header)()) return false;
   int64_t chunks = 0;
   for (size_t i = 1; i < messages.size(); ++i) {
     const Request& m = messages[i];
@@ -100,10 +98,9 @@ void Drive(const uint8_t* data, size_t size, bool gone, bool (Request::*has_chun
            bool (Request::*has_header)() const, Header* (Request::*mutable_header)(),
            UseCase use_case) {
   FuzzVault& world = FuzzVault::Get();
-  bool truncated = false;
-  const std::vector<Request> messages = Messages<Request>(data, size, &truncated);
+  const std::vector<Request> messages = Messages<Request>(data, size);
   int64_t rows = 0;
-  const bool whole = Whole(messages, truncated, has_chunk, chunk, has_header, &rows);
+  const bool whole = Whole(messages, has_chunk, chunk, has_header, &rows);
   size_t next = 0;
   server::MessageStream<Request, Chunk> stream(
       [&](Request* out) {
