@@ -336,5 +336,63 @@ TEST_F(CliEndToEndTest, DecideStreamsChunksAndChecksEveryRowFirst) {
   EXPECT_FALSE(std::filesystem::exists(out + ".partial"));
 }
 
+// `decide --table`: every row of an uploaded table, no key sent again, written as
+// row,decision in table order; the same decisions as `decide --csv` gives for those subjects,
+// and the stored ones on a second run.
+TEST_F(CliEndToEndTest, DecideByTableWritesEveryTableRowsDecisionInOrder) {
+  const Population pop = MakePopulation(400, 12);
+  CliRun fit = Cli(Company() + "postprocess eo --table " + table_handle_ +
+                   " --prediction-column prediction --label-column label --attributes sex "
+                   "--epsilon 1 --gamma 0.05 --decision-floor 0.1 --json");
+  ASSERT_EQ(fit.exit_code, 0) << fit.err;
+  const std::string artifact_id =
+      Field(Field(Json(fit.out), "artifact").struct_value(), "id").string_value();
+  const std::string dir = ::testing::TempDir();
+  const std::string out = dir + "/fv-decided-table.csv";
+  std::filesystem::remove(out);
+  const std::string decide = Company() + "decide --artifact-id " + artifact_id + " --table " +
+                             table_handle_ + " --value-column prediction";
+
+  CliRun mixed = Cli(decide + " --key-column id");
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_THAT(mixed.err, HasSubstr("go with --csv"));
+  CliRun too_big = Cli(decide + " --chunk-rows 4000001");
+  EXPECT_EQ(too_big.exit_code, 2) << too_big.err;
+
+  CliRun first = Cli(decide + " --chunk-rows 150 --out " + out);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_THAT(first.out, HasSubstr("decided 400 rows of table " + table_handle_ +
+                                   " with artifact " + artifact_id + " in 3 call(s)"));
+  const std::string written = ReadFile(out);
+  std::vector<std::string> lines = absl::StrSplit(written, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 401u) << written;
+  EXPECT_EQ(lines[0], "row,decision");
+  for (int i = 1; i <= 400; ++i) {
+    EXPECT_TRUE(lines[i] == absl::StrCat(i - 1, ",0") || lines[i] == absl::StrCat(i - 1, ",1"))
+        << lines[i];
+  }
+
+  // The first 30 subjects by key: their stored decisions, as the table call made them.
+  const std::string csv = dir + "/fv-decide-table-keys.csv", keyed = dir + "/fv-decided-keys.csv";
+  std::string rows = "id,prediction\n";
+  for (int i = 0; i < 30; ++i) absl::StrAppend(&rows, pop.keys[i], ",", pop.prediction[i], "\n");
+  std::ofstream(csv) << rows;
+  CliRun by_keys = Cli(Company() + "decide --artifact-id " + artifact_id + " --csv " + csv +
+                       " --key-column id --value-column prediction --out " + keyed);
+  ASSERT_EQ(by_keys.exit_code, 0) << by_keys.err;
+  EXPECT_THAT(by_keys.out, HasSubstr("(stored decision returned): 30"));
+  std::vector<std::string> keyed_lines = absl::StrSplit(ReadFile(keyed), '\n', absl::SkipEmpty());
+  ASSERT_EQ(keyed_lines.size(), 31u);
+  for (int i = 1; i <= 30; ++i) {
+    EXPECT_EQ(keyed_lines[i].back(), lines[i].back()) << i;
+  }
+
+  CliRun second = Cli(decide + " --out " + out);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_THAT(second.out, HasSubstr("in 1 call(s)"));
+  EXPECT_THAT(second.out, HasSubstr("(stored decision returned): 400"));
+  EXPECT_EQ(ReadFile(out), written);
+}
+
 }  // namespace
 }  // namespace fairvault::testing

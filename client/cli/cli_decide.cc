@@ -8,6 +8,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -136,37 +137,70 @@ class DecideRows {
 
 absl::Status Decide(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
+  // Rows from a CSV (their keys sent) or the rows of an uploaded table (no key sent).
+  const bool by_table = flags.Has("table");
+  if (by_table == flags.Has("csv")) {
+    return UsageError("give --csv FILE (with --key-column) or --table HANDLE, one of them");
+  }
+  if (by_table && (flags.Has("key-column") || flags.Has("hmac-secret-file"))) {
+    return UsageError(
+        "--key-column and --hmac-secret-file go with --csv; a table's keys were sent at upload");
+  }
+  if (!by_table && !flags.Has("key-column")) return UsageError("--csv needs --key-column");
   const std::string path = flags.Get("csv");
-  ASSIGN_OR_RETURN(const int64_t chunk_rows,
-                   flags.GetInt("chunk-rows", static_cast<int64_t>(kDecideChunkRows)));
-  if (chunk_rows <= 0) return UsageError("--chunk-rows must be > 0");
+  const std::string handle = flags.Get("table");
+  const int64_t default_chunk =
+      static_cast<int64_t>(by_table ? kDecideTableChunkRows : kDecideChunkRows);
+  ASSIGN_OR_RETURN(const int64_t chunk_rows, flags.GetInt("chunk-rows", default_chunk));
+  if (chunk_rows <= 0 || (by_table && chunk_rows > default_chunk)) {
+    return UsageError(absl::StrCat("--chunk-rows must be in 1..",
+                                   by_table ? default_chunk : std::numeric_limits<int64_t>::max(),
+                                   " (got ", chunk_rows, ")"));
+  }
   const std::string output_column = flags.Get("output-column", "decision");
   ASSIGN_OR_RETURN(const std::string secret, OptionalSecret(flags));
-  // Every row is checked before anything is sent: a bad key or value is reported, naming its
-  // line, with nothing decided.
+  // Every row of a CSV is checked before anything is sent: a bad key or value is reported,
+  // naming its line, with nothing decided. (A table's rows were checked at upload.)
   int64_t total = 0;
-  {
+  if (!by_table) {
     ASSIGN_OR_RETURN(DecideRows rows, DecideRows::Open(path, flags, secret));
     while (true) {
       ASSIGN_OR_RETURN(const bool more, rows.Next(/*pseudonymise=*/false));
       if (!more) break;
       ++total;
     }
+    if (total == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows to decide"));
+    }
+  } else if (output_column == "row") {
+    return UsageError("--output-column cannot be 'row' (the table row index's column)");
   }
-  if (total == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows to decide"));
 
   const std::string artifact_id = flags.Get("artifact-id");
-  ASSIGN_OR_RETURN(DecideRows rows, DecideRows::Open(path, flags, secret));
-  // Fills `req` with the next call's rows, keeping their fields for the output.
+  std::optional<DecideRows> rows;
+  if (!by_table) {
+    ASSIGN_OR_RETURN(rows, DecideRows::Open(path, flags, secret));
+  }
+  // Fills `req` with the next call's rows, keeping a CSV's fields for the output.
   std::vector<std::vector<std::string>> chunk_fields;
+  int64_t next_row = 0;     // a table's first row of the next call
+  int64_t table_rows = -1;  // a table's rows, known after the first call
   auto next = [&](v1::DecideRequest* req) -> absl::StatusOr<bool> {
+    if (by_table) {
+      if (table_rows >= 0 && next_row >= table_rows) return false;
+      req->set_table_handle(handle);
+      req->set_value_column(flags.Get("value-column"));
+      req->set_first_row(next_row);
+      req->set_row_count(chunk_rows);
+      return true;
+    }
     chunk_fields.clear();
     while (req->subject_keys_size() < chunk_rows) {
-      ASSIGN_OR_RETURN(const bool more, rows.Next(/*pseudonymise=*/true));
+      ASSIGN_OR_RETURN(const bool more, rows->Next(/*pseudonymise=*/true));
       if (!more) break;
-      req->add_subject_keys(rows.key());
-      req->add_values(rows.value());
-      chunk_fields.push_back(rows.fields());
+      req->add_subject_keys(rows->key());
+      req->add_values(rows->value());
+      chunk_fields.push_back(rows->fields());
     }
     return req->subject_keys_size() > 0;
   };
@@ -178,7 +212,7 @@ absl::Status Decide(Context& ctx) {
     RETURN_IF_ERROR(next(req).status());
     const int64_t first = req->subject_keys_size();
     return RunPreview(ctx, preview,
-                      first < total
+                      !by_table && first < total
                           ? absl::StrCat("(priced on the first call's ", first, " of ", total,
                                          " rows: later calls never charge the licence)\n")
                           : "");
@@ -195,15 +229,27 @@ absl::Status Decide(Context& ctx) {
     if (!file) return absl::FailedPreconditionError(absl::StrCat("cannot write ", partial_path));
   }
   std::ostream& out = out_path.empty() ? std::cout : file;
-  std::vector<std::string> header = rows.reader().header();
+  // A CSV's rows with the output added; a table's as (0-based table row, output).
+  std::vector<std::string> header =
+      by_table ? std::vector<std::string>{"row"} : rows->reader().header();
   header.push_back(output_column);
   out << FormatCsvRecord(header);
   int64_t sent = 0;  // rows answered and written
   auto take = [&](const v1::DecideResponse& resp) -> absl::Status {
-    sent += static_cast<int64_t>(chunk_fields.size());
-    for (size_t r = 0; r < chunk_fields.size(); ++r) {
-      chunk_fields[r].push_back(ExactNumber(resp.outputs(static_cast<int>(r))));
-      out << FormatCsvRecord(chunk_fields[r]);
+    if (by_table) {
+      for (int r = 0; r < resp.outputs_size(); ++r) {
+        out << (next_row + r) << ',' << ExactNumber(resp.outputs(r)) << '\n';
+      }
+      sent += resp.outputs_size();
+      next_row += resp.outputs_size();
+      table_rows = resp.table_rows();
+      total = table_rows;
+    } else {
+      sent += static_cast<int64_t>(chunk_fields.size());
+      for (size_t r = 0; r < chunk_fields.size(); ++r) {
+        chunk_fields[r].push_back(ExactNumber(resp.outputs(static_cast<int>(r))));
+        out << FormatCsvRecord(chunk_fields[r]);
+      }
     }
     if (!out) return absl::DataLossError("writing the decided rows failed");
     return absl::OkStatus();
@@ -224,7 +270,7 @@ absl::Status Decide(Context& ctx) {
     }
     if (!decided.ok()) std::remove(partial_path.c_str());
   }
-  if (!decided.ok() && secret.empty() &&
+  if (!decided.ok() && secret.empty() && !by_table &&
       absl::StrContains(decided.status().message(), "is not in dataset")) {
     return WithMessage(decided.status(),
                        absl::StrCat(decided.status().message(),
@@ -235,7 +281,8 @@ absl::Status Decide(Context& ctx) {
 
   const double bound = result.decision_log_ratio_bound;
   const std::string summary = absl::StrCat(
-      "decided ", total, " rows with artifact ", artifact_id, " in ",
+      "decided ", total, by_table ? absl::StrCat(" rows of table ", handle) : " rows",
+      " with artifact ", artifact_id, " in ",
       result.access_log_seqs.size(), " call(s)\ndecision log-ratio bound: ",
       std::isinf(bound) ? "inf (some output is possible for one group and not for another: "
                           "such an output reveals the group)"
@@ -298,17 +345,27 @@ std::vector<Command> DecideCommands() {
        "--hmac-secret-file). The artifact's first decide charges its decision licence (epsilon\n"
        "= its decision log-ratio bound) once; later calls cost nothing. Every call is written\n"
        "to the vault's access log. Artifacts fitted with --decision-floor 0 are usually refused.\n"
-       "Writes the input CSV plus the output column; prints the decision log-ratio bound.",
+       "Writes the input CSV plus the output column; prints the decision log-ratio bound.\n"
+       "With --table instead of --csv, decides every row of a table you uploaded (`table\n"
+       "upload`) against the artifact's dataset: no key is sent again (the vault joined them\n"
+       "at upload), so deciding the same rows again is fast; writes row,OUTPUT lines in the\n"
+       "table's row order.",
        {{"artifact-id", "ARTIFACT_ID", "an attribute-aware artifact of yours", true},
-        {"csv", "FILE", "CSV with a header row", true},
+        {"csv", "FILE", "CSV with a header row (or --table)"},
+        {"table", "HANDLE", "an uploaded table's handle (instead of --csv and --key-column)"},
         {"key-column", "COLUMN|@row",
-         "column holding subject keys; @row uses row-<0-based data row index>", true},
-        {"value-column", "COL", "0/1 predictions (EO artifact) or scores (SP artifact)", true},
+         "with --csv: column holding subject keys; @row uses row-<0-based data row index>"},
+        {"value-column", "COL",
+         "0/1 predictions (EO artifact) or scores (SP artifact); with --table a numeric column "
+         "of the table",
+         true},
         {"hmac-secret-file", "FILE",
          "pseudonymise keys as hex HMAC-SHA256 with the secret in FILE (>= 16 bytes)"},
         {"output-column", "NAME", "name of the added column (default decision)"},
         {"out", "FILE", "output CSV (default: stdout, summary on stderr)"},
-        {"chunk-rows", "N", absl::StrCat("rows per Decide call (default ", kDecideChunkRows, ")")},
+        {"chunk-rows", "N",
+         absl::StrCat("rows per Decide call (default ", kDecideChunkRows, "; with --table ",
+                      kDecideTableChunkRows, ", the most)")},
         DryRunFlag()},
        true,
        Decide},

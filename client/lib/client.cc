@@ -446,6 +446,41 @@ absl::StatusOr<DecideResult> Client::DecideInChunks(const std::string& artifact_
   return result;
 }
 
+absl::StatusOr<DecideResult> Client::DecideTable(const std::string& artifact_id,
+                                                 const std::string& table_handle,
+                                                 const std::string& value_column,
+                                                 size_t chunk_rows) {
+  if (chunk_rows == 0 || chunk_rows > kDecideTableChunkRows) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk_rows must be in 1..",
+                                                   kDecideTableChunkRows, " (got ", chunk_rows, ")"));
+  }
+  if (table_handle.empty()) return absl::InvalidArgumentError("table_handle must be set");
+  std::vector<double> outputs;
+  int64_t next_row = 0;
+  int64_t table_rows = -1;  // known after the first call
+  ASSIGN_OR_RETURN(
+      DecideResult result,
+      DecideStream(
+          artifact_id,
+          [&](v1::DecideRequest* req) -> absl::StatusOr<bool> {
+            if (table_rows >= 0 && next_row >= table_rows) return false;
+            req->set_table_handle(table_handle);
+            req->set_value_column(value_column);
+            req->set_first_row(next_row);
+            req->set_row_count(static_cast<int64_t>(chunk_rows));
+            return true;
+          },
+          [&](const v1::DecideResponse& resp) {
+            if (outputs.empty()) outputs.reserve(resp.table_rows());
+            outputs.insert(outputs.end(), resp.outputs().begin(), resp.outputs().end());
+            table_rows = resp.table_rows();
+            next_row += resp.outputs_size();
+            return absl::OkStatus();
+          }));
+  result.outputs = std::move(outputs);
+  return result;
+}
+
 absl::StatusOr<DecideResult> Client::DecideStream(
     const std::string& artifact_id,
     const std::function<absl::StatusOr<bool>(v1::DecideRequest*)>& next,
@@ -459,7 +494,9 @@ absl::StatusOr<DecideResult> Client::DecideStream(
     req.clear_values();
     ASSIGN_OR_RETURN(const bool more, next(&req));
     if (!more) break;
-    const int64_t rows = req.subject_keys_size();
+    // A call by table answers up to row_count rows (fewer at the table's end).
+    const bool by_table = !req.table_handle().empty();
+    const int64_t rows = by_table ? req.row_count() : req.subject_keys_size();
     absl::StatusOr<v1::DecideResponse> resp = Decide(req);
     if (!resp.ok()) {
       if (done == 0) return resp.status();
@@ -471,12 +508,13 @@ absl::StatusOr<DecideResult> Client::DecideStream(
                        result.access_log_seqs.size(), " call(s), access-log seqs ",
                        result.access_log_seqs.front(), "..", result.access_log_seqs.back(), ")"));
     }
-    if (resp->outputs_size() != rows) {
+    if (by_table ? resp->outputs_size() < 1 || (rows > 0 && resp->outputs_size() > rows)
+                 : resp->outputs_size() != rows) {
       return absl::InternalError(absl::StrCat("the vault answered ", resp->outputs_size(),
                                               " outputs for ", rows, " rows"));
     }
     RETURN_IF_ERROR(take(*resp));
-    done += rows;
+    done += resp->outputs_size();
     result.decision_log_ratio_bound =
         std::max(result.decision_log_ratio_bound, resp->decision_log_ratio_bound());
     result.access_log_seqs.push_back(resp->access_log_seq());

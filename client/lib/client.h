@@ -70,6 +70,9 @@ int64_t ReplayedLedgerSeq(const absl::Status& status);
 // Rows per Decide call used by Client::DecideInChunks unless told otherwise: about 15 MB of
 // request with 64-character pseudonyms, well under the default message limit.
 inline constexpr size_t kDecideChunkRows = 200000;
+// Table rows per Decide call by table_handle (Client::DecideTable): the server's limit, 32 MB
+// of outputs and no keys.
+inline constexpr size_t kDecideTableChunkRows = 4000000;
 
 // The outcome of Client::DecideInChunks: the calls' outputs concatenated.
 struct DecideResult {
@@ -165,8 +168,17 @@ class Client {
                                               const std::vector<std::string>& keys,
                                               const std::vector<double>& values,
                                               size_t chunk_rows = kDecideChunkRows);
-  // The same in bounded memory: `next` fills each call's subject_keys and values (it returns
-  // false when there are no more rows), `take` receives each call's response in order. The
+  // Decisions for every row of a table the caller uploaded against the artifact's dataset, the
+  // inputs read from its numeric column `value_column`: consecutive calls by table_handle of at
+  // most `chunk_rows` rows (at most kDecideTableChunkRows), outputs in table row order. No key
+  // is sent: the vault joined them at upload. Errors as DecideInChunks's.
+  absl::StatusOr<DecideResult> DecideTable(const std::string& artifact_id,
+                                           const std::string& table_handle,
+                                           const std::string& value_column,
+                                           size_t chunk_rows = kDecideTableChunkRows);
+  // The same in bounded memory: `next` fills each call's subject_keys and values, or its
+  // table_handle, value_column, first_row and row_count (it returns false when there are no
+  // more rows), `take` receives each call's response in order. The
   // result's `outputs` stay empty. If a later call fails, the error says as DecideInChunks's.
   absl::StatusOr<DecideResult> DecideStream(
       const std::string& artifact_id,

@@ -76,6 +76,10 @@ struct VaultOptions {
   absl::Status Validate() const;
 };
 
+// The most table rows one Decide by table_handle decides: 32 MB of outputs, within the server's
+// 64 MiB message limit whatever the table's size (checked before anything is charged).
+inline constexpr int64_t kMaxDecideTableRows = 4'000'000;
+
 // Joint groups over some of a dataset's attributes: code = mixed radix over the chosen
 // attributes, first attribute most significant.
 struct GroupSpec {
@@ -348,6 +352,11 @@ class Vault {
   // Redoes a cached table's join, its keys read back from the store, if the dataset's index has
   // grown since it was made. Takes no lock across the read.
   absl::Status RefreshJoin(const ResolvedTable& table, IndexSlot& slot);
+  // A cached table's join (the subject row of each table row, -1: not a subject) if it is
+  // current for `index`, the dataset's index whose lock the caller holds; null if the index grew
+  // since (then RefreshJoin again). DataLoss if the join does not cover the table.
+  static absl::StatusOr<std::shared_ptr<const std::vector<int32_t>>> CurrentJoin(
+      const ResolvedTable& table, const SubjectIndex& index);
   // The dictionary of column `column` of a resolved table (built on first use, then cached).
   std::shared_ptr<const ColumnDictionary> Dictionary(const ResolvedTable& table, int column);
   // A company's score column joined with the vault and binned on a public grid (the SP

@@ -250,6 +250,21 @@ absl::Status Vault::RefreshJoin(const ResolvedTable& table, IndexSlot& slot) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<const std::vector<int32_t>>> Vault::CurrentJoin(
+    const ResolvedTable& table, const SubjectIndex& index) {
+  std::shared_ptr<const std::vector<int32_t>> join;
+  {
+    absl::MutexLock cache_lock(&table.cached->mu);
+    if (table.cached->joined_subjects != index.size()) return join;
+    join = table.cached->subject_of_row;
+  }
+  if (static_cast<int64_t>(join->size()) != table.table->rows()) {
+    return absl::DataLossError(
+        absl::StrCat("table '", table.cached->handle, "' changed in the database"));
+  }
+  return join;
+}
+
 std::shared_ptr<Vault::CachedTable> Vault::CacheTable(
     const std::string& handle, std::shared_ptr<const CompanyTable> table,
     std::shared_ptr<const std::vector<int32_t>> join, int64_t joined_subjects) {
@@ -370,21 +385,14 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
     RETURN_IF_ERROR(RefreshJoin(table, *slot));
     absl::ReaderMutexLock lock(&slot->mu);
     const SubjectIndex& index = *slot->index;
-    std::shared_ptr<const std::vector<int32_t>> subject_of_row;
-    {
-      absl::MutexLock cache_lock(&table.cached->mu);
-      if (table.cached->joined_subjects != index.size()) {
-        if (attempt < kAttempts) continue;
-        return absl::UnavailableError(absl::StrCat("dataset '", table.dataset.name,
-                                                   "' is being imported into; try again"));
-      }
-      subject_of_row = table.cached->subject_of_row;
+    ASSIGN_OR_RETURN(const std::shared_ptr<const std::vector<int32_t>> subject_of_row,
+                     CurrentJoin(table, index));
+    if (subject_of_row == nullptr) {
+      if (attempt < kAttempts) continue;
+      return absl::UnavailableError(
+          absl::StrCat("dataset '", table.dataset.name, "' is being imported into; try again"));
     }
     const int64_t rows = table.table->rows();
-    if (static_cast<int64_t>(subject_of_row->size()) != rows) {
-      return absl::DataLossError(
-          absl::StrCat("table '", table.cached->handle, "' changed in the database"));
-    }
     out.table_rows.reserve(rows);
     out.group.reserve(rows);
     out.subjects =

@@ -214,5 +214,10 @@ SPENDING = [
 ]
 for i, (name, request) in enumerate(SPENDING):
     put("fuzz_spending", name, bytes([i]) + request.SerializeToString())
+# Decide by the table's handle (the same RPC as "decide": its index).
+DECIDE = [name for name, _ in SPENDING].index("decide")
+put("fuzz_spending", "decide_table", bytes([DECIDE]) + postprocessors_pb2.DecideRequest(
+    artifact_id="A", table_handle="T", value_column="pred", first_row=1,
+    row_count=2).SerializeToString())
 preview = preview_pb2.PreviewReleaseRequest(noisy_counts=SPENDING[0][1])
 put("fuzz_spending", "preview", bytes([len(SPENDING)]) + preview.SerializeToString())

@@ -20,10 +20,12 @@ from fairvault.results import (ClassifierAudit, CountsRelease, Decisions, Previe
                                RegressorAudit, Release)
 from fairvault.secret import SecretLike
 
-__all__ = ["ReleaseMethods", "DECIDE_CHUNK_ROWS"]
+__all__ = ["ReleaseMethods", "DECIDE_CHUNK_ROWS", "DECIDE_TABLE_CHUNK_ROWS"]
 
 #: Rows per Decide call (the CLI's kDecideChunkRows).
 DECIDE_CHUNK_ROWS = 200_000
+#: Table rows per Decide call by table handle: the server's limit (kDecideTableChunkRows).
+DECIDE_TABLE_CHUNK_ROWS = 4_000_000
 
 
 class ReleaseMethods(VaultBase):
@@ -292,6 +294,34 @@ class ReleaseMethods(VaultBase):
         outputs = np.concatenate([np.asarray(r.outputs, dtype=np.float64) for r in responses])
         if isinstance(keys, pd.Series):
             outputs = pd.Series(outputs, index=keys.index, name="decision")
+        return Decisions(responses, outputs, trailers)
+
+    def decide_table(self, artifact_id: str, table: str, value_column: str, *,
+                     chunk_rows: int = DECIDE_TABLE_CHUNK_ROWS,
+                     preview: bool = False) -> Union[Decisions, Preview]:
+        """The vault's decisions for every row of a table uploaded against the artifact's
+        dataset (``table``: its handle), the inputs read from its numeric ``value_column``: no
+        key is sent again (the vault joined them at upload), so asking again is fast.
+        ``outputs`` is a numpy array in the table's row order; otherwise as :meth:`decide`."""
+        if not 0 < chunk_rows <= DECIDE_TABLE_CHUNK_ROWS:
+            raise errors.InvalidInput(f"chunk_rows must be in 1..{DECIDE_TABLE_CHUNK_ROWS} "
+                                      f"(got {chunk_rows})")
+
+        def request(first: int) -> Any:
+            return pb.DecideRequest(artifact_id=artifact_id, table_handle=table,
+                                    value_column=value_column, first_row=first,
+                                    row_count=chunk_rows)
+        if preview:
+            return self.preview_release(request(0))
+        responses, trailers, first, rows = [], None, 0, None
+        while rows is None or first < rows:
+            response, call = self._conn.call(self._conn.company.Decide, request(first),
+                                             retry=True)
+            responses.append(response)
+            trailers = trailers or call.trailing_metadata()
+            rows = response.table_rows
+            first += len(response.outputs)
+        outputs = np.concatenate([np.asarray(r.outputs, dtype=np.float64) for r in responses])
         return Decisions(responses, outputs, trailers)
 
     def preview_release(self, request: Any) -> Preview:

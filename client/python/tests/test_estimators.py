@@ -74,6 +74,19 @@ def test_decide_path_returns_decisions_and_charges_the_licence_once(population,
     assert (ledger.request_kind == "DecisionLicence").sum() == 1
     # The vault's decisions reduce the gap too (floored, so less than the local apply).
     assert eo_gap(df, first) < 0.08 < 0.2 < eo_gap(df, df.prediction)
+    # By the table the fit uploaded (the same keys, in the same order): the stored decisions,
+    # no key sent; two calls of chunk_rows rows and the rest.
+    rows = len(df)
+    by_table = fair_company.decide_table(eo.artifact_id_, eo.table_, "prediction",
+                                         chunk_rows=rows // 2 - 1)
+    assert len(by_table.responses) == 3
+    assert np.array_equal(by_table.outputs.astype(np.int64), first)
+    assert by_table.rows_already_decided == rows and not by_table.licence_charged
+    with pytest.raises(errors.InvalidInput, match="chunk_rows"):
+        fair_company.decide_table(eo.artifact_id_, eo.table_, "prediction", chunk_rows=0)
+    with pytest.raises(errors.InvalidArgument, match="value_column: unknown column 'nope'"):
+        fair_company.decide_table(eo.artifact_id_, eo.table_, "nope")
+    assert remaining(fair_company) == pytest.approx(budget - charged, abs=1e-9)
 
 
 def test_decide_without_a_floor_is_refused_before_any_call(population, fair_company) -> None:

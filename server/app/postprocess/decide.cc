@@ -42,15 +42,28 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
                                                  const v1::DecideRequest& req) {
   RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
   ASSIGN_OR_RETURN(v1::Artifact artifact, LoadArtifact(caller, req.artifact_id()));
-  const int64_t rows = req.subject_keys_size();
-  if (rows == 0 || rows != req.values_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("send one value per subject key (got ", rows,
-                                                   " subject_keys and ", req.values_size(),
-                                                   " values)"));
-  }
-  if (rows > options_.max_rows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("at most ", options_.max_rows, " rows per call; split the request"));
+  const bool by_table = !req.table_handle().empty();
+  int64_t rows = req.subject_keys_size();
+  if (by_table) {
+    if (rows > 0 || req.values_size() > 0) {
+      return absl::InvalidArgumentError(
+          "send either subject_keys and values, or table_handle and value_column: not both");
+    }
+  } else {
+    if (!req.value_column().empty() || req.first_row() != 0 || req.row_count() != 0) {
+      return absl::InvalidArgumentError(
+          "value_column, first_row and row_count go with table_handle; set it, or send "
+          "subject_keys and values alone");
+    }
+    if (rows == 0 || rows != req.values_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("send one value per subject key (got ", rows,
+                                                     " subject_keys and ", req.values_size(),
+                                                     " values)"));
+    }
+    if (rows > options_.max_rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("at most ", options_.max_rows, " rows per call; split the request"));
+    }
   }
   ASSIGN_OR_RETURN(const double bound, internal::DecisionLogRatioBound(artifact));
   if (!std::isfinite(bound)) {
@@ -86,6 +99,52 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
                                                    : artifact.statistical_parity().attributes();
   ASSIGN_OR_RETURN(GroupSpec spec,
                    ResolveGroups(all_attributes, dataset->name, artifact_attributes));
+  // A call by table: its rows, its input column and its join with the dataset.
+  ResolvedTable table;
+  int64_t table_first = 0;  // the first table row decided
+  absl::Span<const double> table_values;
+  if (by_table) {
+    ASSIGN_OR_RETURN(table, ResolveTable(caller, req.table_handle()));
+    if (table.dataset.id != dataset->id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "table_handle '", req.table_handle(), "' was uploaded against dataset '",
+          table.dataset.name, "'; artifact '", artifact.id(), "' decides subjects of dataset '",
+          dataset->name, "': upload the table against that dataset"));
+    }
+    ASSIGN_OR_RETURN(const int column,
+                     internal::ColumnIndex(*table.table, req.value_column(), "value_column"));
+    ASSIGN_OR_RETURN(const absl::Span<const double> values,
+                     internal::NumericValues(*table.table, column, "value_column"));
+    const int64_t table_rows = table.table->rows();
+    table_first = req.first_row();
+    if (table_first < 0 || table_first >= table_rows || req.row_count() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "first_row must be in [0, ", table_rows, ") (the table's rows) and row_count >= 0 (got ",
+          table_first, " and ", req.row_count(), ")"));
+    }
+    rows = req.row_count() == 0 ? table_rows - table_first
+                                : std::min(req.row_count(), table_rows - table_first);
+    const int64_t limit = std::min<int64_t>(kMaxDecideTableRows, options_.max_rows);
+    if (rows > limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "at most ", limit, " table rows per call (", rows,
+          " asked): set row_count, then continue from first_row + row_count"));
+    }
+    table_values = values.subspan(table_first, rows);
+  }
+  // How a refusal names a row (counting from 1): its place in the call, or in the table.
+  const auto row_name = [&](int64_t i) {
+    return by_table ? absl::StrCat("table row ", table_first + i + 1)
+                    : absl::StrCat("row ", i + 1);
+  };
+  const auto subject_at = [&](int64_t i) {
+    return by_table ? absl::StrCat("the subject key of ", row_name(i))
+                    : absl::StrCat("subject key at ", row_name(i));
+  };
+  const auto value_field = [&] {
+    return by_table ? absl::StrCat("value_column '", req.value_column(), "'")
+                    : std::string("values");
+  };
 
   // The artifact's per-group rule, in the dataset's group order.
   std::vector<std::string> labels;
@@ -125,8 +184,10 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
   // One decision per (artifact, subject), even under concurrent calls: serialised here, and
   // across processes by the store, which refuses a decision batch another process stored
   // first (then the call starts over from the stored decisions; nothing of it left).
-  absl::MutexLock decide_lock(&decide_mu_);
   ASSIGN_OR_RETURN(auto slot, LoadIndex(*dataset));
+  // The table's keys are looked up again only if the dataset grew since its join.
+  if (by_table) RETURN_IF_ERROR(RefreshJoin(table, *slot));
+  absl::MutexLock decide_lock(&decide_mu_);
   for (int attempt = 1;; ++attempt) {
     ASSIGN_OR_RETURN(const std::shared_ptr<DecisionTable> decided, Decisions(artifact.id(), *slot));
 
@@ -143,18 +204,31 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     int64_t fresh_subjects = 0;
     {
       absl::ReaderMutexLock lock(&slot->mu);
-      const std::vector<int32_t> found = slot->index->FindAll(req.subject_keys());
+      std::vector<int32_t> found;
+      absl::Span<const double> values = table_values;
+      if (by_table) {
+        ASSIGN_OR_RETURN(const std::shared_ptr<const std::vector<int32_t>> join,
+                         CurrentJoin(table, *slot->index));
+        if (join == nullptr) {
+          return absl::UnavailableError(absl::StrCat(
+              "dataset '", dataset->name, "' is being imported into; try again"));
+        }
+        found.assign(join->begin() + table_first, join->begin() + table_first + rows);
+      } else {
+        found = slot->index->FindAll(req.subject_keys());
+        values = absl::MakeConstSpan(req.values().data(), req.values_size());
+      }
       for (int64_t i = 0; i < rows; ++i) {
-        const double value = req.values(i);
+        const double value = values[i];
         subject[i] = found[i];
         if (subject[i] < 0) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "subject key at row ", i + 1, " is not in dataset '", dataset->name,
+              subject_at(i), " is not in dataset '", dataset->name,
               "'; decisions need subjects in the vault"));
         }
         if (!std::isfinite(value) || (is_eo && value != 0 && value != 1)) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "values: row ", i + 1, " is ", value,
+              value_field(), ": ", row_name(i), " is ", value,
               is_eo ? "; predictions must be 0 or 1" : "; scores must be finite numbers"));
         }
         group[i] = spec.GroupOf(*slot->index, subject[i]);
@@ -173,7 +247,7 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
         }
         if (earlier != input[i]) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "subject key at row ", i + 1, " was already decided by artifact '", artifact.id(),
+              subject_at(i), " was already decided by artifact '", artifact.id(),
               "' with another input (", is_eo ? "prediction " : "score bin ", earlier,
               "); a subject gets one decision per artifact"));
         }
@@ -235,6 +309,7 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     }
     resp.set_decision_log_ratio_bound(bound);
     resp.set_rows_already_decided(already);
+    if (by_table) resp.set_table_rows(table.table->rows());
     storage::AccessLogRow log;
     log.time_micros = clock_->NowMicros();
     log.account = caller.name;

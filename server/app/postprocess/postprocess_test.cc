@@ -564,6 +564,141 @@ TEST_F(VaultPostprocessTest, DecideRefusesBadRowsNamingThemWithoutCharging) {
   EXPECT_EQ(log->entries_size(), 0);
 }
 
+// ---- Decide by table_handle ------------------------------------------------------------------
+
+v1::DecideRequest DecideTable(const std::string& artifact_id, const std::string& handle,
+                              const std::string& column, int64_t first_row = 0,
+                              int64_t row_count = 0) {
+  v1::DecideRequest req;
+  req.set_artifact_id(artifact_id);
+  req.set_table_handle(handle);
+  req.set_value_column(column);
+  req.set_first_row(first_row);
+  req.set_row_count(row_count);
+  return req;
+}
+
+// A call by table gives exactly the decisions of a call sending the table's keys and values:
+// the same stored decision per subject, whichever way it was asked first.
+TEST_F(VaultPostprocessTest, DecideByTableIsDecideWithTheTablesKeysAndValues) {
+  const v1::Artifact artifact = FitEo(/*floor=*/0.1);
+  // The first half by keys, then the whole table by handle.
+  v1::DecideRequest half = DecideAll(artifact.id(), /*eo=*/true);
+  half.mutable_subject_keys()->DeleteSubrange(15, 15);
+  half.mutable_values()->Truncate(15);
+  auto by_keys = vault_->Decide(acme_, half);
+  ASSERT_OK(by_keys);
+  EXPECT_TRUE(by_keys->licence_charged());
+  EXPECT_EQ(by_keys->table_rows(), 0);
+  const v1::Budget after_licence = BudgetOf(acme_);
+
+  auto by_table = vault_->Decide(acme_, DecideTable(artifact.id(), handle_, "pred"));
+  ASSERT_OK(by_table);
+  ASSERT_EQ(by_table->outputs_size(), 30);
+  EXPECT_EQ(by_table->table_rows(), 30);
+  EXPECT_EQ(by_table->rows_already_decided(), 15);
+  EXPECT_FALSE(by_table->licence_charged());
+  EXPECT_EQ(by_table->charge().ledger_seq(), by_keys->charge().ledger_seq());
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(by_table->outputs(i), by_keys->outputs(i)) << i;
+  for (double o : by_table->outputs()) EXPECT_TRUE(o == 0 || o == 1);
+
+  // All of it by keys now: every subject was decided, by one path or the other.
+  auto all_by_keys = vault_->Decide(acme_, DecideAll(artifact.id(), true));
+  ASSERT_OK(all_by_keys);
+  EXPECT_EQ(all_by_keys->rows_already_decided(), 30);
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(all_by_keys->outputs(i), by_table->outputs(i)) << i;
+
+  // A range, and a row_count past the table's end (stops there).
+  auto middle = vault_->Decide(acme_, DecideTable(artifact.id(), handle_, "pred", 10, 5));
+  ASSERT_OK(middle);
+  ASSERT_EQ(middle->outputs_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(middle->outputs(i), by_table->outputs(10 + i));
+  auto tail = vault_->Decide(acme_, DecideTable(artifact.id(), handle_, "pred", 25, 100));
+  ASSERT_OK(tail);
+  ASSERT_EQ(tail->outputs_size(), 5);
+  EXPECT_EQ(tail->outputs(4), by_table->outputs(29));
+  EXPECT_EQ(BudgetOf(acme_).releases(), after_licence.releases());
+
+  // Each call is one access-log row, the table's rows counted as rows.
+  auto log = vault_->ListAccessLog(regulator_, v1::ListAccessLogRequest());
+  ASSERT_OK(log);
+  ASSERT_EQ(log->entries_size(), 5);
+  EXPECT_EQ(log->entries(1).rows(), 30);
+  EXPECT_EQ(log->entries(1).new_decisions(), 15);
+  EXPECT_EQ(log->entries(3).rows(), 5);
+  EXPECT_EQ(log->entries(3).new_decisions(), 0);
+}
+
+TEST_F(VaultPostprocessTest, DecideByTableRefusesBadRequestsBeforeChargingNamingTheField) {
+  const v1::Artifact artifact = FitEo(/*floor=*/0.1);
+  auto refused = [&](v1::DecideRequest req, absl::StatusCode code, const std::string& text) {
+    ExpectRefusedWithoutCharge(
+        acme_, [&] { return vault_->Decide(acme_, req); }, code, text);
+  };
+  v1::DecideRequest both = DecideTable(artifact.id(), handle_, "pred");
+  both.add_subject_keys("s0");
+  both.add_values(1);
+  refused(both, absl::StatusCode::kInvalidArgument, "not both");
+  v1::DecideRequest stray = DecideAll(artifact.id(), true);
+  stray.set_value_column("pred");
+  refused(stray, absl::StatusCode::kInvalidArgument, "go with table_handle");
+  refused(DecideTable(artifact.id(), handle_, "nope"), absl::StatusCode::kInvalidArgument,
+          "value_column: unknown column 'nope'");
+  refused(DecideTable(artifact.id(), handle_, "tier"), absl::StatusCode::kInvalidArgument,
+          "value_column: column 'tier' must be numeric");
+  refused(DecideTable(artifact.id(), handle_, "pred", 30), absl::StatusCode::kInvalidArgument,
+          "first_row must be in [0, 30)");
+  refused(DecideTable(artifact.id(), handle_, "pred", 0, -1), absl::StatusCode::kInvalidArgument,
+          "row_count >= 0");
+  // Scores where an equalized-odds artifact takes 0/1 predictions: named by table row.
+  refused(DecideTable(artifact.id(), score_handle_, "score"), absl::StatusCode::kInvalidArgument,
+          "value_column 'score': table row 1 is 0.1; predictions must be 0 or 1");
+  refused(DecideTable(artifact.id(), "tbl_none", "pred"), absl::StatusCode::kNotFound, "");
+  // A row whose key is not a subject.
+  v1::TableChunk chunk = Chunk({rows_[0], Row{"nobody", 1, 1, "x"}, rows_[2]});
+  auto stranger = Upload(acme_, TableHeaderFor("census"), {chunk});
+  ASSERT_OK(stranger);
+  refused(DecideTable(artifact.id(), stranger->table_handle(), "pred"),
+          absl::StatusCode::kInvalidArgument,
+          "the subject key of table row 2 is not in dataset 'census'");
+  // Rows before it are decided when asked for alone.
+  EXPECT_OK(vault_->Decide(acme_, DecideTable(artifact.id(), stranger->table_handle(), "pred", 0, 1)));
+  // A subject decided with the other input before.
+  v1::DecideRequest flipped = DecideAll(artifact.id(), true);
+  flipped.mutable_subject_keys()->DeleteSubrange(7, 23);
+  flipped.mutable_values()->Truncate(7);
+  flipped.set_values(6, 1 - flipped.values(6));
+  ASSERT_OK(vault_->Decide(acme_, flipped));
+  refused(DecideTable(artifact.id(), handle_, "pred"), absl::StatusCode::kInvalidArgument,
+          "the subject key of table row 7 was already decided");
+  // Another company's table.
+  auto other = Upload(globex_, TableHeaderFor("census"), {Chunk({rows_[0]})});
+  ASSERT_OK(other);
+  refused(DecideTable(artifact.id(), other->table_handle(), "pred"),
+          absl::StatusCode::kPermissionDenied, "belongs to another company");
+  // Only the two accepted calls left access-log rows.
+  auto log = vault_->ListAccessLog(regulator_, v1::ListAccessLogRequest());
+  ASSERT_OK(log);
+  EXPECT_EQ(log->entries_size(), 2);
+}
+
+// The table's join is redone when the dataset grows: a row refused for want of a subject is
+// decided once the regulator imports that subject.
+TEST_F(VaultPostprocessTest, DecideByTableSeesSubjectsImportedAfterTheUpload) {
+  const v1::Artifact artifact = FitEo(/*floor=*/0.1);
+  auto table = Upload(acme_, TableHeaderFor("census"),
+                      {Chunk({rows_[0], Row{"newcomer", 1, 1, "x"}})});
+  ASSERT_OK(table);
+  const auto req = DecideTable(artifact.id(), table->table_handle(), "pred");
+  EXPECT_THAT(vault_->Decide(acme_, req),
+              StatusIs(absl::StatusCode::kInvalidArgument, "table row 2 is not in dataset"));
+  ASSERT_OK(Import("b3", {"sex", "race"}, {Rows({{"newcomer", "F", "A"}})}));
+  auto decided = vault_->Decide(acme_, req);
+  ASSERT_OK(decided);
+  EXPECT_EQ(decided->outputs_size(), 2);
+  EXPECT_EQ(decided->rows_already_decided(), 0);
+}
+
 TEST_F(VaultPostprocessTest, ReservedIdempotencyKeysAreRefused) {
   auto req = CountsRequest("vault:decide:art_x");
   EXPECT_THAT(vault_->NoisyCounts(acme_, req),
