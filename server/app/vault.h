@@ -79,6 +79,9 @@ struct VaultOptions {
 // The most table rows one Decide by table_handle decides: 32 MB of outputs, within the server's
 // 64 MiB message limit whatever the table's size (checked before anything is charged).
 inline constexpr int64_t kMaxDecideTableRows = 4'000'000;
+// How often a release redoes a table's join that imports keep making stale before it answers
+// UNAVAILABLE.
+inline constexpr int kJoinAttempts = 8;
 
 // Joint groups over some of a dataset's attributes: code = mixed radix over the chosen
 // attributes, first attribute most significant.

@@ -246,7 +246,8 @@ absl::Status Vault::RefreshJoin(const ResolvedTable& table, IndexSlot& slot) {
   join->reserve(full.rows);
   RETURN_IF_ERROR(CompanyTable::ReadKeys(full.payload, full.rows, JoinInto(slot, join.get())));
   absl::MutexLock cache_lock(&table.cached->mu);
-  table.cached->SetJoin(std::move(join), subjects);
+  // Two refreshes overlapping an import may finish out of order: keep the newer join.
+  if (subjects > table.cached->joined_subjects) table.cached->SetJoin(std::move(join), subjects);
   return absl::OkStatus();
 }
 
@@ -380,7 +381,6 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
   // The keys are looked up once per table, and again only after an import into the dataset
   // (read back from the store: the cache does not keep them). An import that lands between the
   // refresh and the lock below makes the join stale again: then once more.
-  constexpr int kAttempts = 8;
   for (int attempt = 1;; ++attempt) {
     RETURN_IF_ERROR(RefreshJoin(table, *slot));
     absl::ReaderMutexLock lock(&slot->mu);
@@ -388,7 +388,7 @@ absl::StatusOr<JoinedRows> Vault::Join(const ResolvedTable& table,
     ASSIGN_OR_RETURN(const std::shared_ptr<const std::vector<int32_t>> subject_of_row,
                      CurrentJoin(table, index));
     if (subject_of_row == nullptr) {
-      if (attempt < kAttempts) continue;
+      if (attempt < kJoinAttempts) continue;
       return absl::UnavailableError(
           absl::StrCat("dataset '", table.dataset.name, "' is being imported into; try again"));
     }

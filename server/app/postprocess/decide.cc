@@ -132,9 +132,10 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     }
     table_values = values.subspan(table_first, rows);
   }
-  // How a refusal names a row (counting from 1): its place in the call, or in the table.
+  // How a refusal names a row: its place in the call (counting from 1), or in the table
+  // (counting from 0, as first_row and the CLI's row column do).
   const auto row_name = [&](int64_t i) {
-    return by_table ? absl::StrCat("table row ", table_first + i + 1)
+    return by_table ? absl::StrCat("table row ", table_first + i, " (from 0)")
                     : absl::StrCat("row ", i + 1);
   };
   const auto subject_at = [&](int64_t i) {
@@ -185,9 +186,24 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
   // across processes by the store, which refuses a decision batch another process stored
   // first (then the call starts over from the stored decisions; nothing of it left).
   ASSIGN_OR_RETURN(auto slot, LoadIndex(*dataset));
-  // The table's keys are looked up again only if the dataset grew since its join.
-  if (by_table) RETURN_IF_ERROR(RefreshJoin(table, *slot));
   absl::MutexLock decide_lock(&decide_mu_);
+  // By table: the join current for the index (redone if the dataset grew since it was made, as
+  // often as imports land in between, up to a bound), taken once: subject rows never move
+  // (imports only append), so it stays valid for every attempt below, and nothing after the
+  // licence's charge waits on an import.
+  std::shared_ptr<const std::vector<int32_t>> join;
+  for (int refresh = 1; by_table; ++refresh) {
+    {
+      absl::ReaderMutexLock lock(&slot->mu);
+      ASSIGN_OR_RETURN(join, CurrentJoin(table, *slot->index));
+    }
+    if (join != nullptr) break;
+    if (refresh == kJoinAttempts) {
+      return absl::UnavailableError(
+          absl::StrCat("dataset '", dataset->name, "' is being imported into; try again"));
+    }
+    RETURN_IF_ERROR(RefreshJoin(table, *slot));
+  }
   for (int attempt = 1;; ++attempt) {
     ASSIGN_OR_RETURN(const std::shared_ptr<DecisionTable> decided, Decisions(artifact.id(), *slot));
 
@@ -207,12 +223,6 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
       std::vector<int32_t> found;
       absl::Span<const double> values = table_values;
       if (by_table) {
-        ASSIGN_OR_RETURN(const std::shared_ptr<const std::vector<int32_t>> join,
-                         CurrentJoin(table, *slot->index));
-        if (join == nullptr) {
-          return absl::UnavailableError(absl::StrCat(
-              "dataset '", dataset->name, "' is being imported into; try again"));
-        }
         found.assign(join->begin() + table_first, join->begin() + table_first + rows);
       } else {
         found = slot->index->FindAll(req.subject_keys());

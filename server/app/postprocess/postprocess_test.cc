@@ -592,6 +592,14 @@ TEST_F(VaultPostprocessTest, DecideByTableIsDecideWithTheTablesKeysAndValues) {
   EXPECT_EQ(by_keys->table_rows(), 0);
   const v1::Budget after_licence = BudgetOf(acme_);
 
+  // Priced by table as by keys: the licence is paid, nothing more.
+  v1::PreviewReleaseRequest preview;
+  *preview.mutable_decide() = DecideTable(artifact.id(), handle_, "pred");
+  auto priced = vault_->PreviewRelease(acme_, preview);
+  ASSERT_OK(priced);
+  EXPECT_TRUE(priced->admitted());
+  EXPECT_EQ(priced->replay_of_ledger_seq(), by_keys->charge().ledger_seq());
+
   auto by_table = vault_->Decide(acme_, DecideTable(artifact.id(), handle_, "pred"));
   ASSERT_OK(by_table);
   ASSERT_EQ(by_table->outputs_size(), 30);
@@ -652,7 +660,7 @@ TEST_F(VaultPostprocessTest, DecideByTableRefusesBadRequestsBeforeChargingNaming
           "row_count >= 0");
   // Scores where an equalized-odds artifact takes 0/1 predictions: named by table row.
   refused(DecideTable(artifact.id(), score_handle_, "score"), absl::StatusCode::kInvalidArgument,
-          "value_column 'score': table row 1 is 0.1; predictions must be 0 or 1");
+          "value_column 'score': table row 0 (from 0) is 0.1; predictions must be 0 or 1");
   refused(DecideTable(artifact.id(), "tbl_none", "pred"), absl::StatusCode::kNotFound, "");
   // A row whose key is not a subject.
   v1::TableChunk chunk = Chunk({rows_[0], Row{"nobody", 1, 1, "x"}, rows_[2]});
@@ -660,7 +668,7 @@ TEST_F(VaultPostprocessTest, DecideByTableRefusesBadRequestsBeforeChargingNaming
   ASSERT_OK(stranger);
   refused(DecideTable(artifact.id(), stranger->table_handle(), "pred"),
           absl::StatusCode::kInvalidArgument,
-          "the subject key of table row 2 is not in dataset 'census'");
+          "the subject key of table row 1 (from 0) is not in dataset 'census'");
   // Rows before it are decided when asked for alone.
   EXPECT_OK(vault_->Decide(acme_, DecideTable(artifact.id(), stranger->table_handle(), "pred", 0, 1)));
   // A subject decided with the other input before.
@@ -670,7 +678,30 @@ TEST_F(VaultPostprocessTest, DecideByTableRefusesBadRequestsBeforeChargingNaming
   flipped.set_values(6, 1 - flipped.values(6));
   ASSERT_OK(vault_->Decide(acme_, flipped));
   refused(DecideTable(artifact.id(), handle_, "pred"), absl::StatusCode::kInvalidArgument,
-          "the subject key of table row 7 was already decided");
+          "the subject key of table row 6 (from 0) was already decided");
+  // A table uploaded against another dataset.
+  v1::CreateDatasetRequest ds;
+  ds.set_name("elsewhere");
+  v1::Attribute* sex = ds.add_attributes();
+  sex->set_name("sex");
+  sex->add_categories("F");
+  sex->add_categories("M");
+  ASSERT_OK(vault_->CreateDataset(regulator_, ds));
+  v1::GrantBudgetRequest grant;
+  grant.set_company("acme");
+  grant.set_dataset("elsewhere");
+  grant.set_epsilon(1);
+  ASSERT_OK(vault_->GrantBudget(regulator_, grant));
+  auto foreign = Upload(acme_, TableHeaderFor("elsewhere"), {Chunk({rows_[0]})});
+  ASSERT_OK(foreign);
+  refused(DecideTable(artifact.id(), foreign->table_handle(), "pred"),
+          absl::StatusCode::kFailedPrecondition, "upload the table against that dataset");
+  // An expired table.
+  auto brief = Upload(acme_, TableHeaderFor("census", /*ttl_seconds=*/60), {Chunk({rows_[0]})});
+  ASSERT_OK(brief);
+  clock_.Advance(61'000'000);
+  refused(DecideTable(artifact.id(), brief->table_handle(), "pred"),
+          absl::StatusCode::kFailedPrecondition, "expired");
   // Another company's table.
   auto other = Upload(globex_, TableHeaderFor("census"), {Chunk({rows_[0]})});
   ASSERT_OK(other);
@@ -691,7 +722,7 @@ TEST_F(VaultPostprocessTest, DecideByTableSeesSubjectsImportedAfterTheUpload) {
   ASSERT_OK(table);
   const auto req = DecideTable(artifact.id(), table->table_handle(), "pred");
   EXPECT_THAT(vault_->Decide(acme_, req),
-              StatusIs(absl::StatusCode::kInvalidArgument, "table row 2 is not in dataset"));
+              StatusIs(absl::StatusCode::kInvalidArgument, "table row 1 (from 0) is not in dataset"));
   ASSERT_OK(Import("b3", {"sex", "race"}, {Rows({{"newcomer", "F", "A"}})}));
   auto decided = vault_->Decide(acme_, req);
   ASSERT_OK(decided);
