@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -224,14 +225,14 @@ BENCHMARK(BM_FitStatisticalParity1MRows)
     ->Iterations(3)
     ->UseRealTime();
 
-// Decide on 1M rows (5 calls of 200,000) with a fresh equalized-odds artifact per iteration:
-// the licence charge, 1M draws from the secure generator and 1M stored decisions. Then the
-// same rows again: the stored decisions are returned.
-void BM_Decide1MRows(benchmark::State& state) {
+// Decide on 1M rows, for the key and table paths: `decide` decides them with an artifact. Arg
+// 0: first decisions, with a fresh equalized-odds artifact per iteration (fitted outside the
+// timed part): the licence charge, 1M draws from the secure generator and 1M stored decisions.
+// Arg 1: the same rows asked again: the stored decisions are returned.
+void DecideBenchmark(benchmark::State& state,
+                     const std::function<absl::StatusOr<client::DecideResult>(
+                         const std::string& artifact_id)>& decide) {
   World& w = GetWorld();
-  std::vector<std::string> keys(w.keys.begin(), w.keys.begin() + kRows);
-  std::vector<double> values(kRows);
-  for (int r = 0; r < kRows; ++r) values[r] = r % 2;
   static int fits = 0;
   const bool again = state.range(0) == 1;
   std::string artifact_id;
@@ -252,20 +253,30 @@ void BM_Decide1MRows(benchmark::State& state) {
         return;
       }
       artifact_id = artifact->artifact().id();
-      if (again && !w.company->DecideInChunks(artifact_id, keys, values).ok()) {
+      if (again && !decide(artifact_id).ok()) {
         state.SkipWithError("first decide failed");
         return;
       }
       state.ResumeTiming();
     }
-    auto result = w.company->DecideInChunks(artifact_id, keys, values);
+    auto result = decide(artifact_id);
     if (!result.ok() || result->outputs.size() != static_cast<size_t>(kRows)) {
       state.SkipWithError("decide failed");
     }
   }
   state.SetItemsProcessed(state.iterations() * kRows);
 }
-// Arg 0: first decisions; arg 1: the same rows asked again.
+
+// By keys: 5 calls of 200,000.
+void BM_Decide1MRows(benchmark::State& state) {
+  World& w = GetWorld();
+  std::vector<std::string> keys(w.keys.begin(), w.keys.begin() + kRows);
+  std::vector<double> values(kRows);
+  for (int r = 0; r < kRows; ++r) values[r] = r % 2;
+  DecideBenchmark(state, [&](const std::string& artifact_id) {
+    return w.company->DecideInChunks(artifact_id, keys, values);
+  });
+}
 BENCHMARK(BM_Decide1MRows)
     ->Arg(0)
     ->Arg(1)
@@ -274,42 +285,12 @@ BENCHMARK(BM_Decide1MRows)
     ->UseRealTime();
 
 // Decide by table handle on the same 1M-row table: the keys crossed the wire at upload, so a
-// call sends none (one call of 1M rows, 8 MB of outputs back). Arg 0: first decisions; arg 1:
-// the same rows asked again.
+// call sends none (one call of 1M rows, 8 MB of outputs back).
 void BM_DecideTable1MRows(benchmark::State& state) {
   World& w = GetWorld();
-  static int fits = 0;
-  const bool again = state.range(0) == 1;
-  std::string artifact_id;
-  for (auto _ : state) {
-    if (!again || artifact_id.empty()) {
-      state.PauseTiming();
-      v1::FitEqualizedOddsRequest fit;
-      fit.set_idempotency_key(absl::StrCat("eo-for-decide-table-", fits++));
-      fit.set_table_handle(BigTable(w));
-      fit.set_prediction_column("prediction");
-      fit.set_label_column("label");
-      fit.set_epsilon(1);
-      fit.set_gamma(0.01);
-      fit.set_decision_floor(0.1);
-      auto artifact = w.company->FitEqualizedOddsPostProcessor(fit);
-      if (!artifact.ok()) {
-        state.SkipWithError("fit failed");
-        return;
-      }
-      artifact_id = artifact->artifact().id();
-      if (again && !w.company->DecideTable(artifact_id, BigTable(w), "prediction").ok()) {
-        state.SkipWithError("first decide failed");
-        return;
-      }
-      state.ResumeTiming();
-    }
-    auto result = w.company->DecideTable(artifact_id, BigTable(w), "prediction");
-    if (!result.ok() || result->outputs.size() != static_cast<size_t>(kRows)) {
-      state.SkipWithError("decide failed");
-    }
-  }
-  state.SetItemsProcessed(state.iterations() * kRows);
+  DecideBenchmark(state, [&](const std::string& artifact_id) {
+    return w.company->DecideTable(artifact_id, BigTable(w), "prediction");
+  });
 }
 BENCHMARK(BM_DecideTable1MRows)
     ->Arg(0)

@@ -121,6 +121,15 @@ class CliEndToEndTest : public VaultFixture {
     EXPECT_OK(resp);
     return resp.ok() && resp->budgets_size() == 1 ? resp->budgets(0) : v1::Budget();
   }
+  // An equalized-odds post-processor `decide` can use (decision floor 0.1), fitted through the
+  // CLI on the population's table; its artifact id.
+  std::string FitDecidableEo() {
+    CliRun fit = Cli(Company() + "postprocess eo --table " + table_handle_ +
+                     " --prediction-column prediction --label-column label --attributes sex "
+                     "--epsilon 1 --gamma 0.05 --decision-floor 0.1 --json");
+    EXPECT_EQ(fit.exit_code, 0) << fit.err;
+    return Field(Field(Json(fit.out), "artifact").struct_value(), "id").string_value();
+  }
   int LedgerRows() {
     auto resp = auditor_->AuditorListLedger();
     EXPECT_OK(resp);
@@ -287,13 +296,8 @@ TEST_F(CliEndToEndTest, DryRunChargesNothingAndPricesWhatTheCallCharges) {
 // succeeded, and a second run returns the stored decisions.
 TEST_F(CliEndToEndTest, DecideStreamsChunksAndChecksEveryRowFirst) {
   const Population pop = MakePopulation(400, 12);
-  CliRun fit = Cli(Company() + "postprocess eo --table " + table_handle_ +
-                   " --prediction-column prediction --label-column label --attributes sex "
-                   "--epsilon 1 --gamma 0.05 --decision-floor 0.1 --json");
-  ASSERT_EQ(fit.exit_code, 0) << fit.err;
-  const std::string artifact_id =
-      Field(Field(Json(fit.out), "artifact").struct_value(), "id").string_value();
-  ASSERT_FALSE(artifact_id.empty()) << fit.out;
+  const std::string artifact_id = FitDecidableEo();
+  ASSERT_FALSE(artifact_id.empty());
 
   const std::string dir = ::testing::TempDir();
   const std::string csv = dir + "/fv-decide-rows.csv", out = dir + "/fv-decided.csv";
@@ -341,12 +345,8 @@ TEST_F(CliEndToEndTest, DecideStreamsChunksAndChecksEveryRowFirst) {
 // and the stored ones on a second run.
 TEST_F(CliEndToEndTest, DecideByTableWritesEveryTableRowsDecisionInOrder) {
   const Population pop = MakePopulation(400, 12);
-  CliRun fit = Cli(Company() + "postprocess eo --table " + table_handle_ +
-                   " --prediction-column prediction --label-column label --attributes sex "
-                   "--epsilon 1 --gamma 0.05 --decision-floor 0.1 --json");
-  ASSERT_EQ(fit.exit_code, 0) << fit.err;
-  const std::string artifact_id =
-      Field(Field(Json(fit.out), "artifact").struct_value(), "id").string_value();
+  const std::string artifact_id = FitDecidableEo();
+  ASSERT_FALSE(artifact_id.empty());
   const std::string dir = ::testing::TempDir();
   const std::string out = dir + "/fv-decided-table.csv";
   std::filesystem::remove(out);

@@ -181,19 +181,9 @@ absl::Status Decide(Context& ctx) {
   if (!by_table) {
     ASSIGN_OR_RETURN(rows, DecideRows::Open(path, flags, secret));
   }
-  // Fills `req` with the next call's rows, keeping a CSV's fields for the output.
+  // Fills `req` with a CSV's next call's rows, keeping their fields for the output.
   std::vector<std::vector<std::string>> chunk_fields;
-  int64_t next_row = 0;     // a table's first row of the next call
-  int64_t table_rows = -1;  // a table's rows, known after the first call
   auto next = [&](v1::DecideRequest* req) -> absl::StatusOr<bool> {
-    if (by_table) {
-      if (table_rows >= 0 && next_row >= table_rows) return false;
-      req->set_table_handle(handle);
-      req->set_value_column(flags.Get("value-column"));
-      req->set_first_row(next_row);
-      req->set_row_count(chunk_rows);
-      return true;
-    }
     chunk_fields.clear();
     while (req->subject_keys_size() < chunk_rows) {
       ASSIGN_OR_RETURN(const bool more, rows->Next(/*pseudonymise=*/true));
@@ -209,7 +199,13 @@ absl::Status Decide(Context& ctx) {
     v1::PreviewReleaseRequest preview;
     v1::DecideRequest* req = preview.mutable_decide();
     req->set_artifact_id(artifact_id);
-    RETURN_IF_ERROR(next(req).status());
+    if (by_table) {
+      req->set_table_handle(handle);
+      req->set_value_column(flags.Get("value-column"));
+      req->set_row_count(chunk_rows);
+    } else {
+      RETURN_IF_ERROR(next(req).status());
+    }
     const int64_t first = req->subject_keys_size();
     return RunPreview(ctx, preview,
                       !by_table && first < total
@@ -236,27 +232,29 @@ absl::Status Decide(Context& ctx) {
   out << FormatCsvRecord(header);
   int64_t sent = 0;  // rows answered and written
   auto take = [&](const v1::DecideResponse& resp) -> absl::Status {
-    if (by_table) {
-      for (int r = 0; r < resp.outputs_size(); ++r) {
-        out << (next_row + r) << ',' << ExactNumber(resp.outputs(r)) << '\n';
-      }
-      sent += resp.outputs_size();
-      next_row += resp.outputs_size();
-      table_rows = resp.table_rows();
-      total = table_rows;
-    } else {
-      sent += static_cast<int64_t>(chunk_fields.size());
-      for (size_t r = 0; r < chunk_fields.size(); ++r) {
-        chunk_fields[r].push_back(ExactNumber(resp.outputs(static_cast<int>(r))));
-        out << FormatCsvRecord(chunk_fields[r]);
-      }
+    sent += static_cast<int64_t>(chunk_fields.size());
+    for (size_t r = 0; r < chunk_fields.size(); ++r) {
+      chunk_fields[r].push_back(ExactNumber(resp.outputs(static_cast<int>(r))));
+      out << FormatCsvRecord(chunk_fields[r]);
     }
+    if (!out) return absl::DataLossError("writing the decided rows failed");
+    return absl::OkStatus();
+  };
+  auto take_table = [&](const v1::DecideResponse& resp, int64_t first_row) -> absl::Status {
+    for (int r = 0; r < resp.outputs_size(); ++r) {
+      out << (first_row + r) << ',' << ExactNumber(resp.outputs(r)) << '\n';
+    }
+    sent += resp.outputs_size();
+    total = resp.table_rows();
     if (!out) return absl::DataLossError("writing the decided rows failed");
     return absl::OkStatus();
   };
 
   ASSIGN_OR_RETURN(Client * client, ctx.client());
-  absl::StatusOr<DecideResult> decided = client->DecideStream(artifact_id, next, take);
+  absl::StatusOr<DecideResult> decided =
+      by_table ? client->DecideTableStream(artifact_id, handle, flags.Get("value-column"),
+                                           static_cast<size_t>(chunk_rows), take_table)
+               : client->DecideStream(artifact_id, next, take);
   if (decided.ok() && sent != total) {
     decided = absl::FailedPreconditionError(absl::StrCat(
         path, " changed while it was read: ", total, " rows when checked, ", sent,

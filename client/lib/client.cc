@@ -450,35 +450,46 @@ absl::StatusOr<DecideResult> Client::DecideTable(const std::string& artifact_id,
                                                  const std::string& table_handle,
                                                  const std::string& value_column,
                                                  size_t chunk_rows) {
+  std::vector<double> outputs;
+  ASSIGN_OR_RETURN(DecideResult result,
+                   DecideTableStream(artifact_id, table_handle, value_column, chunk_rows,
+                                     [&](const v1::DecideResponse& resp, int64_t) {
+                                       if (outputs.empty()) outputs.reserve(resp.table_rows());
+                                       outputs.insert(outputs.end(), resp.outputs().begin(),
+                                                      resp.outputs().end());
+                                       return absl::OkStatus();
+                                     }));
+  result.outputs = std::move(outputs);
+  return result;
+}
+
+absl::StatusOr<DecideResult> Client::DecideTableStream(
+    const std::string& artifact_id, const std::string& table_handle,
+    const std::string& value_column, size_t chunk_rows,
+    const std::function<absl::Status(const v1::DecideResponse&, int64_t first_row)>& take) {
   if (chunk_rows == 0 || chunk_rows > kDecideTableChunkRows) {
     return absl::InvalidArgumentError(absl::StrCat("chunk_rows must be in 1..",
                                                    kDecideTableChunkRows, " (got ", chunk_rows, ")"));
   }
   if (table_handle.empty()) return absl::InvalidArgumentError("table_handle must be set");
-  std::vector<double> outputs;
   int64_t next_row = 0;
   int64_t table_rows = -1;  // known after the first call
-  ASSIGN_OR_RETURN(
-      DecideResult result,
-      DecideStream(
-          artifact_id,
-          [&](v1::DecideRequest* req) -> absl::StatusOr<bool> {
-            if (table_rows >= 0 && next_row >= table_rows) return false;
-            req->set_table_handle(table_handle);
-            req->set_value_column(value_column);
-            req->set_first_row(next_row);
-            req->set_row_count(static_cast<int64_t>(chunk_rows));
-            return true;
-          },
-          [&](const v1::DecideResponse& resp) {
-            if (outputs.empty()) outputs.reserve(resp.table_rows());
-            outputs.insert(outputs.end(), resp.outputs().begin(), resp.outputs().end());
-            table_rows = resp.table_rows();
-            next_row += resp.outputs_size();
-            return absl::OkStatus();
-          }));
-  result.outputs = std::move(outputs);
-  return result;
+  return DecideStream(
+      artifact_id,
+      [&](v1::DecideRequest* req) -> absl::StatusOr<bool> {
+        if (table_rows >= 0 && next_row >= table_rows) return false;
+        req->set_table_handle(table_handle);
+        req->set_value_column(value_column);
+        req->set_first_row(next_row);
+        req->set_row_count(static_cast<int64_t>(chunk_rows));
+        return true;
+      },
+      [&](const v1::DecideResponse& resp) -> absl::Status {
+        RETURN_IF_ERROR(take(resp, next_row));
+        table_rows = resp.table_rows();
+        next_row += resp.outputs_size();
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<DecideResult> Client::DecideStream(

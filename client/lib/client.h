@@ -176,6 +176,12 @@ class Client {
                                            const std::string& table_handle,
                                            const std::string& value_column,
                                            size_t chunk_rows = kDecideTableChunkRows);
+  // The same in bounded memory: `take` receives each call's response with the table row its
+  // first output belongs to; the result's `outputs` stay empty.
+  absl::StatusOr<DecideResult> DecideTableStream(
+      const std::string& artifact_id, const std::string& table_handle,
+      const std::string& value_column, size_t chunk_rows,
+      const std::function<absl::Status(const v1::DecideResponse&, int64_t first_row)>& take);
   // The same in bounded memory: `next` fills each call's subject_keys and values, or its
   // table_handle, value_column, first_row and row_count (it returns false when there are no
   // more rows), `take` receives each call's response in order. The

@@ -679,19 +679,8 @@ TEST_F(VaultPostprocessTest, DecideByTableRefusesBadRequestsBeforeChargingNaming
   ASSERT_OK(vault_->Decide(acme_, flipped));
   refused(DecideTable(artifact.id(), handle_, "pred"), absl::StatusCode::kInvalidArgument,
           "the subject key of table row 6 (from 0) was already decided");
-  // A table uploaded against another dataset.
-  v1::CreateDatasetRequest ds;
-  ds.set_name("elsewhere");
-  v1::Attribute* sex = ds.add_attributes();
-  sex->set_name("sex");
-  sex->add_categories("F");
-  sex->add_categories("M");
-  ASSERT_OK(vault_->CreateDataset(regulator_, ds));
-  v1::GrantBudgetRequest grant;
-  grant.set_company("acme");
-  grant.set_dataset("elsewhere");
-  grant.set_epsilon(1);
-  ASSERT_OK(vault_->GrantBudget(regulator_, grant));
+  // A table uploaded against another dataset (acme has a grant on it).
+  MakeNeighbourDataset("elsewhere", "F", /*subjects=*/2);
   auto foreign = Upload(acme_, TableHeaderFor("elsewhere"), {Chunk({rows_[0]})});
   ASSERT_OK(foreign);
   refused(DecideTable(artifact.id(), foreign->table_handle(), "pred"),
