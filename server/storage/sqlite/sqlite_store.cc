@@ -39,23 +39,23 @@ using core::accounting::SpentEpsilonMicro;
 constexpr int64_t kSchemaVersion = 9;
 
 // The checkpointer: a round every kCheckpointPeriod (or when a commit finds the log large).
-// A TRUNCATE checkpoint is tried for kTruncateTime (the store's calls wait meanwhile); after a
-// refusal it is retried after a doubling pause, at most kMaxTruncateBackoff, so that a reader
+// A RESTART checkpoint is tried for kRestartTime (the store's calls wait meanwhile); after a
+// refusal it is retried after a doubling pause, at most kMaxRestartBackoff, so that a reader
 // that keeps one snapshot open (a backup under way) does not stall the writes every round.
 constexpr absl::Duration kCheckpointPeriod = absl::Milliseconds(200);
-constexpr absl::Duration kTruncateTime = absl::Milliseconds(250);
+constexpr absl::Duration kRestartTime = absl::Milliseconds(250);
 // The checkpointer copies the log when this much is new since its last round, or sooner
 // when the log has been still for kQuietRoundPeriod.
 constexpr int64_t kRoundBytes = int64_t{1} << 20;
 constexpr absl::Duration kQuietRoundPeriod = absl::Seconds(1);
-constexpr absl::Duration kMaxTruncateBackoff = absl::Seconds(5);
+constexpr absl::Duration kMaxRestartBackoff = absl::Seconds(5);
 // The serving connection's busy timeout (waiting for another process's writes).
 constexpr int kBusyMillis = 10'000;
 // SQLite's frame header: each frame of the log is one page plus these bytes.
 constexpr int64_t kWalFrameHeaderBytes = 24;
 
-// The busy handler of a TRUNCATE checkpoint: about 2 ms of polling every 100 us, then the
-// call fails and Truncate() calls again. A reader that runs one short transaction after
+// The busy handler of a RESTART checkpoint: about 2 ms of polling every 100 us, then the
+// call fails and Restart() calls again. A reader that runs one short transaction after
 // another holds a read lock almost all the time; SQLite's default handler (sleeps of 1, 2, 5
 // ... 100 ms) rarely finds it between two, and within one call the checkpointer keeps waiting
 // for the lock of the snapshot the reader had when the call began, even after the reader has
@@ -286,7 +286,7 @@ absl::StatusOr<LedgerVerification> SqliteStore::Backup(const std::string& path,
 
 void SqliteStore::CheckpointLoop() {
   absl::Duration backoff = kCheckpointPeriod;
-  absl::Time truncate_after = absl::InfinitePast();
+  absl::Time restart_after = absl::InfinitePast();
   // The log's length (in frames) at the last round, and when that round ran.
   int64_t frames_then = 0;
   absl::Time last_round = absl::InfinitePast();
@@ -312,18 +312,18 @@ void SqliteStore::CheckpointLoop() {
     }
     frames_then = frames;
     last_round = now;
-    const std::optional<bool> truncated = CheckpointRound(/*may_truncate=*/now >= truncate_after);
-    if (truncated.has_value() && *truncated) {
+    const std::optional<bool> restarted = CheckpointRound(/*may_restart=*/now >= restart_after);
+    if (restarted.has_value() && *restarted) {
       backoff = kCheckpointPeriod;
-      truncate_after = absl::InfinitePast();
-    } else if (truncated.has_value() && now >= truncate_after) {
-      truncate_after = now + backoff;
-      backoff = std::min(2 * backoff, kMaxTruncateBackoff);
+      restart_after = absl::InfinitePast();
+    } else if (restarted.has_value() && now >= restart_after) {
+      restart_after = now + backoff;
+      backoff = std::min(2 * backoff, kMaxRestartBackoff);
     }
   }
 }
 
-std::optional<bool> SqliteStore::CheckpointRound(bool may_truncate) {
+std::optional<bool> SqliteStore::CheckpointRound(bool may_restart) {
   // SQLite's own errors (an I/O error, a full disk) reach the server's log once per streak; a
   // busy log is normal and retried.
   const auto report = [this](int rc) {
@@ -343,19 +343,19 @@ std::optional<bool> SqliteStore::CheckpointRound(bool may_truncate) {
       FileBytes(path_ + "-wal") <= kWalLimitBytes) {
     return std::nullopt;
   }
-  if (!may_truncate) return false;
+  if (!may_restart) return false;
   // SQLite's writer lock is not fair: a checkpointer that waits for it rarely gets it between
   // one charge and the next. Holding the store's mutex keeps this process's writes (the only
   // writer) out for the short time it takes to copy what the passive round left.
   absl::MutexLock lock(&mu_);
-  return report(Truncate(checkpoint_db_)) == SQLITE_OK;
+  return report(Restart(checkpoint_db_)) == SQLITE_OK;
 }
 
-int SqliteStore::Truncate(sqlite3* db) {
-  const absl::Time deadline = absl::Now() + kTruncateTime;
+int SqliteStore::Restart(sqlite3* db) {
+  const absl::Time deadline = absl::Now() + kRestartTime;
   while (true) {
     const int rc =
-        sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+        sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_RESTART, nullptr, nullptr);
     if (rc != SQLITE_BUSY || absl::Now() >= deadline) return rc;
     absl::SleepFor(absl::Microseconds(100));
   }
@@ -370,18 +370,18 @@ int SqliteStore::OnCommit(void* store, sqlite3*, const char*, int frames)
     absl::MutexLock lock(&self->ckpt_mu_);
     self->wanted_ = true;
   }
-  if (log_bytes >= kWalLimitBytes) self->TruncateAfterCommit();
+  if (log_bytes >= kWalLimitBytes) self->RestartAfterCommit();
   return SQLITE_OK;  // the commit has happened whatever this returns
 }
 
-void SqliteStore::TruncateAfterCommit() {
-  if (absl::Now() < commit_truncate_after_) return;
+void SqliteStore::RestartAfterCommit() {
+  if (absl::Now() < commit_restart_after_) return;
   // The checkpointer has fallen behind (or could not take mu_ between two commits). If its
-  // passive round holds SQLite's checkpoint lock, Truncate() tries again until it is done.
+  // passive round holds SQLite's checkpoint lock, Restart() tries again until it is done.
   sqlite3_busy_handler(db_, &PollBriefly, nullptr);
-  const int rc = Truncate(db_);
+  const int rc = Restart(db_);
   sqlite3_busy_timeout(db_, kBusyMillis);
-  if (rc != SQLITE_OK) commit_truncate_after_ = absl::Now() + kMaxTruncateBackoff;
+  if (rc != SQLITE_OK) commit_restart_after_ = absl::Now() + kMaxRestartBackoff;
 }
 
 SqliteStore::SqliteStore(sqlite3* db, std::string path, Options options)
@@ -430,8 +430,9 @@ absl::Status SqliteStore::ApplySchema() {
   // 64 MiB of page cache instead of SQLite's 2 MiB default: Decide's stored decisions are
   // looked up by the hundred thousand per call.
   RETURN_IF_ERROR(Exec("PRAGMA cache_size=-65536"));
-  // After a checkpoint, the WAL file is cut back to 64 MiB rather than keeping its largest size.
-  RETURN_IF_ERROR(Exec("PRAGMA journal_size_limit=67108864"));
+  // After a restart of the log, the WAL file is cut back to kWalKeptBytes rather than keeping its
+  // largest size (sqlite_store.h: the file is rewritten in place, not emptied).
+  RETURN_IF_ERROR(Exec(absl::StrCat("PRAGMA journal_size_limit=", kWalKeptBytes).c_str()));
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
   RETURN_IF_ERROR(Exec(kSchema));

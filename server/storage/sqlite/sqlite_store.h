@@ -36,15 +36,21 @@ class SqliteStore final : public Store {
  public:
   // The write-ahead log's bound (docs/operations.md, "The database file"). Commits append to
   // the log; a background connection copies it into the database file without blocking anyone
-  // (a PASSIVE checkpoint) once a megabyte is new, or within a second of the last commit. Under continuous commits the log is never fully
-  // copied while no commit is under way, so it never restarts by itself: once it holds
-  // kWalCheckpointBytes, the checkpointer holds this store's writes back, copies the rest and
-  // empties the file (a TRUNCATE checkpoint, which also waits for readers to leave the log).
-  // Should it fall behind, the commit that brings the log to kWalLimitBytes does the same
-  // before it returns. So, unless a reader keeps one snapshot open for longer than the
-  // checkpointer's busy timeout (250 ms), `<file>-wal` stays under kWalLimitBytes plus the
-  // last transaction.
+  // (a PASSIVE checkpoint) once a megabyte is new, or within a second of the last commit. Under
+  // continuous commits the log is never fully copied while no commit is under way, so it never
+  // restarts by itself: once it holds kWalCheckpointBytes, the checkpointer holds this store's
+  // writes back, copies the rest and waits for readers to leave the log (a RESTART
+  // checkpoint), so that the next commit writes the log again from its start. Should it fall
+  // behind, the commit that brings the log to kWalLimitBytes does the same before it returns.
+  // So, unless a reader keeps one snapshot open for longer than the checkpointer's busy timeout
+  // (250 ms), `<file>-wal` stays under kWalLimitBytes plus the last transaction.
+  //
+  // The file is not emptied but rewritten in place: a commit that overwrites blocks the file
+  // already has is synced with one write to the disk, while one that makes the file longer
+  // must also write its inode (on ext4, about twice the time: bench/README.md). The commit
+  // after a restart cuts a longer file back to kWalKeptBytes (`journal_size_limit`).
   static constexpr int64_t kWalCheckpointBytes = int64_t{16} << 20;
+  static constexpr int64_t kWalKeptBytes = int64_t{32} << 20;
   static constexpr int64_t kWalLimitBytes = int64_t{64} << 20;
 
   struct Options {
@@ -147,22 +153,22 @@ class SqliteStore final : public Store {
   SqliteStore(sqlite3* db, std::string path, Options options);
   // Copies committed WAL frames into the database file from a second connection, so that no
   // request pays for a checkpoint (SQLite's automatic one runs inside the commit that crosses
-  // its threshold: 0.2-0.4 s after a 1M-row upload), and empties the log when it grows past
+  // its threshold: 0.2-0.4 s after a 1M-row upload), and restarts the log when it grows past
   // kWalCheckpointBytes. Runs until the store is destroyed.
   void CheckpointLoop();
-  // One round: a PASSIVE checkpoint, then a TRUNCATE one (holding mu_) if the log is large
-  // and `may_truncate`. Nothing if no TRUNCATE was needed; else whether it emptied the log
+  // One round: a PASSIVE checkpoint, then a RESTART one (holding mu_) if the log is large
+  // and `may_restart`. Nothing if no RESTART was needed; else whether it restarted the log
   // (false: not tried, or refused because a reader held the log for longer than the busy
   // timeout).
-  std::optional<bool> CheckpointRound(bool may_truncate) ABSL_LOCKS_EXCLUDED(mu_);
-  // A TRUNCATE checkpoint through `db`, tried for 250 ms; SQLITE_BUSY if a reader (or another
+  std::optional<bool> CheckpointRound(bool may_restart) ABSL_LOCKS_EXCLUDED(mu_);
+  // A RESTART checkpoint through `db`, tried for 250 ms; SQLITE_BUSY if a reader (or another
   // checkpoint) kept the log that long.
-  int Truncate(sqlite3* db);
+  int Restart(sqlite3* db);
   // SQLite's WAL hook on the serving connection (replaces its automatic checkpoint), called
   // after each commit, under mu_, with the log's length in frames: wakes the checkpointer once
-  // the log reaches kWalCheckpointBytes, and at kWalLimitBytes empties it itself.
+  // the log reaches kWalCheckpointBytes, and at kWalLimitBytes restarts it itself.
   static int OnCommit(void* store, sqlite3* db, const char* name, int frames);
-  void TruncateAfterCommit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RestartAfterCommit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CheckpointWanted() const ABSL_SHARED_LOCKS_REQUIRED(ckpt_mu_) { return stop_ || wanted_; }
   absl::StatusOr<TableRecord> ReadTable(const std::string& handle, bool with_payload);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -250,7 +256,7 @@ class SqliteStore final : public Store {
   std::thread checkpointer_;
   // After a refused TRUNCATE, commits at kWalLimitBytes do not try again before this time (a
   // long reader must not stall every commit).
-  absl::Time commit_truncate_after_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time commit_restart_after_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Mutex ckpt_mu_;
   bool stop_ ABSL_GUARDED_BY(ckpt_mu_) = false;
   bool wanted_ ABSL_GUARDED_BY(ckpt_mu_) = false;  // a commit found the log large: a round now

@@ -173,7 +173,7 @@ TEST_F(SqliteWalTest, ChargesKeepTheLogUnderItsBoundWhileAReaderReads) {
 
   Reader reader(path_);
   // Each charge adds about 0.33 MB of pages to the log (five 64 KiB pages): 1,000 charges
-  // write about 330 MB, five times the bound, so the log must have been emptied at least four
+  // write about 330 MB, five times the bound, so the log must have been restarted at least four
   // times. Without checkpoints that restart it the log passes 4x the bound after about 800
   // charges: stop there rather than fill the disk.
   constexpr int kCharges = 1'000;
@@ -196,10 +196,38 @@ TEST_F(SqliteWalTest, ChargesKeepTheLogUnderItsBoundWhileAReaderReads) {
   ExpectLedgerOf(*store, kCharges);
 }
 
+// Once the log has grown to the size at which it is restarted, it is written again from its
+// start rather than emptied: commits overwrite blocks the file already has (one write to the
+// disk at each sync) instead of making the file longer (which also writes its inode).
+TEST_F(SqliteWalTest, TheLogIsRewrittenInPlaceOnceItHasGrown) {
+  auto opened = SqliteStore::Open(path_);
+  ASSERT_OK(opened);
+  std::unique_ptr<SqliteStore> store = *std::move(opened);
+  ASSERT_NO_FATAL_FAILURE(Prepare(*store));
+  int i = 0;
+  while (FileBytes(path_ + "-wal") < SqliteStore::kWalCheckpointBytes) {
+    ASSERT_OK(store->Charge(Request(i), 1'000 + i, TrivialBody()));
+    ASSERT_LT(++i, 2'000) << "the log never grew";
+  }
+  // 300 more charges log about 100 MB (0.33 MB each), three times kWalKeptBytes: the log must
+  // restart several times within a file that never shrinks below where it restarts.
+  int64_t min_wal = FileBytes(path_ + "-wal"), max_wal = min_wal;
+  for (const int end = i + 300; i < end; ++i) {
+    ASSERT_OK(store->Charge(Request(i), 1'000 + i, TrivialBody()));
+    const int64_t wal = FileBytes(path_ + "-wal");
+    min_wal = std::min(min_wal, wal);
+    max_wal = std::max(max_wal, wal);
+  }
+  EXPECT_GE(min_wal, SqliteStore::kWalCheckpointBytes) << "the log was emptied";
+  EXPECT_LE(max_wal, kStatedBound);
+  ExpectLedgerOf(*store, i);
+}
+
 // A reader that keeps one snapshot open (a backup under way) holds the log back: it grows
-// past the point where it would be emptied and past the limit at which a commit empties it
+// past the point where it would be restarted and past the limit at which a commit restarts it
 // itself, commits go on (neither the checkpointer nor a commit waits for the reader's whole
-// transaction), and once the reader is done the log is emptied again.
+// transaction), and once the reader is done the log restarts and the file is cut back to
+// kWalKeptBytes.
 TEST_F(SqliteWalTest, ALongReaderHoldsTheLogBackOnlyWhileItReads) {
   auto opened = SqliteStore::Open(path_);
   ASSERT_OK(opened);
@@ -223,13 +251,13 @@ TEST_F(SqliteWalTest, ALongReaderHoldsTheLogBackOnlyWhileItReads) {
   // The checkpointer retries after at most 5 s (it backs off while the reader holds on).
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   int64_t wal = FileBytes(path_ + "-wal");
-  while (wal > SqliteStore::kWalCheckpointBytes && absl::Now() < deadline) {
+  while (wal > SqliteStore::kWalKeptBytes && absl::Now() < deadline) {
     ASSERT_OK(store->Charge(Request(i), 1'000 + i, TrivialBody()));
     ++i;
     absl::SleepFor(absl::Milliseconds(5));
     wal = FileBytes(path_ + "-wal");
   }
-  EXPECT_LE(wal, SqliteStore::kWalCheckpointBytes);
+  EXPECT_LE(wal, SqliteStore::kWalKeptBytes);
   ExpectLedgerOf(*store, i);
 }
 
