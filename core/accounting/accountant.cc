@@ -7,7 +7,10 @@
 #include <cstddef>
 #include <initializer_list>
 #include <limits>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
@@ -81,11 +84,44 @@ bool SameCurve(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   return a == b;
 }
 
+// The conversion's terms at order `a` that depend on delta alone: at that order a curve value
+// r converts to (r + first) - second. RdpToEpsilon and CurveToEpsilon both use this, so that
+// cached terms give bit for bit what fresh ones do.
+std::pair<double, double> ConversionTerms(double a, double log_delta) {
+  // log(delta * a) as a sum, so a tiny delta cannot underflow to log(0).
+  return {std::log1p(-1 / a), (log_delta + std::log(a)) / (a - 1)};
+}
+
+// The smallest epsilon over the orders whose terms are given; orders with a non-finite curve
+// value are skipped (each order is an independent valid bound, so skipping one only loses
+// tightness).
+double MinOverOrders(absl::Span<const std::pair<double, double>> terms,
+                     absl::Span<const double> rdp) {
+  double best = kInf;
+  const size_t n = std::min(terms.size(), rdp.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(rdp[i])) continue;
+    best = std::min(best, rdp[i] + terms[i].first - terms[i].second);
+  }
+  return std::max(best, 0.0);
+}
+
 // Epsilon (real units) of a stored curve at `delta`. Saturated entries and orders the curve lacks
-// are +infinity.
+// are +infinity. The orders' terms are computed once per thread and delta (a grant's delta
+// rarely changes; every admission converts two curves at it).
 double CurveToEpsilon(const std::vector<int64_t>& curve_nano, double delta) {
+  if (!(delta > 0)) return kInf;  // !(delta > 0) also catches NaN
   const std::vector<double>& orders = RdpOrders();
-  std::vector<double> rdp(orders.size(), 0.0);  // empty curve: all zeros
+  thread_local double cached_delta = 0;
+  thread_local std::vector<std::pair<double, double>> terms;
+  if (terms.empty() || cached_delta != delta) {
+    const double log_delta = std::log(delta);
+    terms.clear();
+    for (double a : orders) terms.push_back(ConversionTerms(a, log_delta));
+    cached_delta = delta;
+  }
+  thread_local std::vector<double> rdp;
+  rdp.assign(orders.size(), 0.0);  // empty curve: all zeros
   if (!curve_nano.empty()) {
     for (size_t i = 0; i < rdp.size(); ++i) {
       rdp[i] = (i < curve_nano.size() && curve_nano[i] != kSaturated)
@@ -93,7 +129,7 @@ double CurveToEpsilon(const std::vector<int64_t>& curve_nano, double delta) {
                    : kInf;
     }
   }
-  return RdpToEpsilon(orders, rdp, delta);
+  return MinOverOrders(terms, rdp);
 }
 
 // log(1 - e^{-x}) for x > 0, accurate at both ends (Maechler's log1mexp).
@@ -211,26 +247,30 @@ double RdpToEpsilon(absl::Span<const double> orders, absl::Span<const double> rd
   // !(delta > 0) also catches NaN.
   if (!(delta > 0)) return kInf;
   const double log_delta = std::log(delta);
-  double best = kInf;
-  const size_t n = std::min(orders.size(), rdp.size());
-  for (size_t i = 0; i < n; ++i) {
-    const double a = orders[i];
-    // Each order is an independent valid bound, so skipping one only loses tightness.
-    if (!(a > 1) || !std::isfinite(a) || !std::isfinite(rdp[i])) continue;
-    // log(delta * a) as a sum, so a tiny delta cannot underflow to log(0).
-    const double eps = rdp[i] + std::log1p(-1 / a) - (log_delta + std::log(a)) / (a - 1);
-    best = std::min(best, eps);
+  std::vector<std::pair<double, double>> terms;
+  terms.reserve(orders.size());
+  for (double a : orders) {
+    // An order that is not a finite a > 1 bounds nothing: its terms make it +infinity.
+    terms.push_back(a > 1 && std::isfinite(a) ? ConversionTerms(a, log_delta)
+                                              : std::make_pair(kInf, 0.0));
   }
-  return std::max(best, 0.0);
+  return MinOverOrders(terms, rdp);
 }
 
 PrivacyCost PureDpCost(int64_t epsilon_micro) {
   // EpsilonToMicro never yields < 1; anything else is a caller bug, charged as unbounded.
   if (epsilon_micro < 1) return SaturatedCost(/*pure=*/true);
+  // The curve is a function of epsilon alone (about 180 orders of logs and exps, a tenth of a
+  // small charge's work): each thread keeps the last few it computed.
+  constexpr size_t kKept = 64;
+  thread_local absl::flat_hash_map<int64_t, PrivacyCost> kept;
+  if (auto it = kept.find(epsilon_micro); it != kept.end()) return it->second;
   // Not the continuous-Laplace curve: the discrete Laplace's privacy loss for an integer shift is
   // two-point (+-eps), like randomized response, whose curve lies above the Laplace one.
   PrivacyCost cost = CostFromCurve(PureDpRdp(MicroToEpsilon(epsilon_micro), RdpOrders()));
   cost.pure_epsilon_micro = epsilon_micro;
+  if (kept.size() >= kKept) kept.clear();
+  kept.emplace(epsilon_micro, cost);
   return cost;
 }
 

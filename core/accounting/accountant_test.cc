@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -628,6 +630,46 @@ TEST(SpentEpsilonTest, IsNonIncreasingInDelta) {
     EXPECT_LT(spent, previous) << "delta " << delta;
     previous = spent;
   }
+}
+
+// The conversion keeps each order's terms for the last delta a thread used, and each thread's
+// recent pure curves: whatever came before on a thread, a value is the one a fresh thread
+// computes, and the direct conversion of the curve.
+TEST(SpentEpsilonTest, IsTheSameWhateverTheThreadComputedBefore) {
+  Spend spend;
+  spend.Add(GaussianCost(1.0, 3.0));
+  spend.Add(PureDpCost(250'000));
+  const double deltas[] = {1e-6, 1e-9, 1e-6, 0.25, 1e-9, 0, 1e-6};
+  std::vector<int64_t> here;
+  for (double delta : deltas) here.push_back(SpentEpsilonMicro(spend, delta));
+  for (size_t i = 0; i < std::size(deltas); ++i) {
+    int64_t fresh = -1;
+    std::thread([&] { fresh = SpentEpsilonMicro(spend, deltas[i]); }).join();
+    EXPECT_EQ(here[i], fresh) << "delta " << deltas[i];
+    if (deltas[i] == 0) continue;
+    std::vector<double> all(spend.rdp_all_nano.size());
+    for (size_t k = 0; k < all.size(); ++k) all[k] = spend.rdp_all_nano[k] / 1e9;
+    EXPECT_LE(here[i], static_cast<int64_t>(
+                           std::ceil(RdpToEpsilon(RdpOrders(), all, deltas[i]) * 1e6)))
+        << "delta " << deltas[i];
+  }
+  EXPECT_EQ(here[0], here[2]);
+  EXPECT_LT(here[0], here[1]);  // a smaller delta costs more: the terms were not reused
+}
+
+TEST(PrivacyCostTest, PureCurvesAreTheSameWhateverTheThreadComputedBefore) {
+  // More epsilons than a thread keeps, then the first again.
+  std::vector<PrivacyCost> first;
+  for (int64_t e = 1; e <= 200; ++e) first.push_back(PureDpCost(e * 1'000));
+  for (int64_t e = 1; e <= 200; ++e) {
+    const PrivacyCost again = PureDpCost(e * 1'000);
+    PrivacyCost fresh;
+    std::thread([&] { fresh = PureDpCost(e * 1'000); }).join();
+    EXPECT_EQ(again.rdp_nano, first[e - 1].rdp_nano) << e;
+    EXPECT_EQ(again.rdp_nano, fresh.rdp_nano) << e;
+    EXPECT_EQ(again.pure_epsilon_micro, e * 1'000);
+  }
+  EXPECT_NE(first[0].rdp_nano, first[1].rdp_nano);
 }
 
 // ---------------------------------------------------------------------------------------
