@@ -2,19 +2,15 @@
 #include "server/util/crypto.h"
 
 #include <openssl/crypto.h>
-#include <openssl/sha.h>
 
 #include <cstring>
 
 #include "core/random/secure_bitgen.h"
+#include "core/transparency/merkle.h"
 
 namespace fairvault::server {
 
-std::string Sha256(absl::string_view data) {
-  unsigned char out[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), out);
-  return std::string(reinterpret_cast<const char*>(out), sizeof(out));
-}
+std::string Sha256(absl::string_view data) { return core::transparency::Sha256(data); }
 
 std::string HexEncode(absl::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
