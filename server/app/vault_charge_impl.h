@@ -237,10 +237,11 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
   if (caller.Previewing()) return Price(caller, release, charge, cost);
 
   absl::Status body_failure;  // the release's own failure, once its noise was drawn
+  Response resp;               // the release, once the body ran: what the store keeps, unparsed
   absl::StatusOr<storage::ChargeOutcome> outcome = store_->Charge(
       charge, clock_->NowMicros(),
       [&](int64_t seq, const storage::BudgetState& after) -> absl::StatusOr<storage::ChargeResult> {
-        Response resp;
+        resp.Clear();
         absl::StatusOr<std::optional<storage::ArtifactRecord>> artifact = fill(noises, seq, &resp);
         if (!artifact.ok()) {
           body_failure = artifact.status();
@@ -285,14 +286,15 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
       metrics->RecordCharge(release.request_kind, /*failed=*/false);
     }
   }
-  ASSIGN_OR_RETURN(Response resp,
-                   charge_internal::ParseStored<Response>(outcome->response_payload));
+  // This call's own release was stored as the serialization of `resp`: returned as it is.
+  if (!outcome->replayed) return resp;
   // A concurrent call with the same key committed first: its stored response is returned.
-  if (outcome->replayed && caller.outputs != nullptr &&
-      release.request_kind != kDecisionLicenceKind) {
-    caller.outputs->replayed_ledger_seq = resp.charge().ledger_seq();
+  ASSIGN_OR_RETURN(Response stored,
+                   charge_internal::ParseStored<Response>(outcome->response_payload));
+  if (caller.outputs != nullptr && release.request_kind != kDecisionLicenceKind) {
+    caller.outputs->replayed_ledger_seq = stored.charge().ledger_seq();
   }
-  return resp;
+  return stored;
 }
 
 }  // namespace fairvault::server
