@@ -238,6 +238,7 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
 
   absl::Status body_failure;  // the release's own failure, once its noise was drawn
   Response resp;               // the release, once the body ran: what the store keeps, unparsed
+  bool stored_whole = false;   // whether the stored bytes are all of `resp`
   absl::StatusOr<storage::ChargeOutcome> outcome = store_->Charge(
       charge, clock_->NowMicros(),
       [&](int64_t seq, const storage::BudgetState& after) -> absl::StatusOr<storage::ChargeResult> {
@@ -255,6 +256,7 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
         c->set_ledger_seq(seq);
         storage::ChargeResult result{charge_internal::SerializeDeterministic(resp),
                                      *std::move(artifact), std::nullopt};
+        stored_whole = result.response_payload.size() == resp.ByteSizeLong();
         if (release.job_out != nullptr && release.job_out->has_value()) {
           result.job = **release.job_out;
           result.job->ledger_seq = seq;
@@ -286,12 +288,14 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
       metrics->RecordCharge(release.request_kind, /*failed=*/false);
     }
   }
-  // This call's own release was stored as the serialization of `resp`: returned as it is.
-  if (!outcome->replayed) return resp;
+  // This call's own release was stored as the serialization of `resp`: returned as it is (if
+  // serializing it failed, the stored bytes are returned, as a replay would).
+  if (!outcome->replayed && stored_whole) return resp;
   // A concurrent call with the same key committed first: its stored response is returned.
   ASSIGN_OR_RETURN(Response stored,
                    charge_internal::ParseStored<Response>(outcome->response_payload));
-  if (caller.outputs != nullptr && release.request_kind != kDecisionLicenceKind) {
+  if (outcome->replayed && caller.outputs != nullptr &&
+      release.request_kind != kDecisionLicenceKind) {
     caller.outputs->replayed_ledger_seq = stored.charge().ledger_seq();
   }
   return stored;

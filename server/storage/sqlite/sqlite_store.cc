@@ -312,7 +312,11 @@ void SqliteStore::CheckpointLoop() {
     }
     frames_then = frames;
     last_round = now;
-    const std::optional<bool> restarted = CheckpointRound(/*may_restart=*/now >= restart_after);
+    // After a refusal (a reader held the log back, so the file may be long), the round that
+    // succeeds empties the file rather than leaving it to the next commit to cut back, which an
+    // idle server may not see for a long time.
+    const std::optional<bool> restarted = CheckpointRound(
+        /*may_restart=*/now >= restart_after, /*empty=*/backoff > kCheckpointPeriod);
     if (restarted.has_value() && *restarted) {
       backoff = kCheckpointPeriod;
       restart_after = absl::InfinitePast();
@@ -323,7 +327,7 @@ void SqliteStore::CheckpointLoop() {
   }
 }
 
-std::optional<bool> SqliteStore::CheckpointRound(bool may_restart) {
+std::optional<bool> SqliteStore::CheckpointRound(bool may_restart, bool empty) {
   // SQLite's own errors (an I/O error, a full disk) reach the server's log once per streak; a
   // busy log is normal and retried.
   const auto report = [this](int rc) {
@@ -348,14 +352,14 @@ std::optional<bool> SqliteStore::CheckpointRound(bool may_restart) {
   // one charge and the next. Holding the store's mutex keeps this process's writes (the only
   // writer) out for the short time it takes to copy what the passive round left.
   absl::MutexLock lock(&mu_);
-  return report(Restart(checkpoint_db_)) == SQLITE_OK;
+  return report(Restart(checkpoint_db_, empty)) == SQLITE_OK;
 }
 
-int SqliteStore::Restart(sqlite3* db) {
+int SqliteStore::Restart(sqlite3* db, bool empty) {
+  const int mode = empty ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_RESTART;
   const absl::Time deadline = absl::Now() + kRestartTime;
   while (true) {
-    const int rc =
-        sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_RESTART, nullptr, nullptr);
+    const int rc = sqlite3_wal_checkpoint_v2(db, nullptr, mode, nullptr, nullptr);
     if (rc != SQLITE_BUSY || absl::Now() >= deadline) return rc;
     absl::SleepFor(absl::Microseconds(100));
   }
@@ -379,7 +383,7 @@ void SqliteStore::RestartAfterCommit() {
   // The checkpointer has fallen behind (or could not take mu_ between two commits). If its
   // passive round holds SQLite's checkpoint lock, Restart() tries again until it is done.
   sqlite3_busy_handler(db_, &PollBriefly, nullptr);
-  const int rc = Restart(db_);
+  const int rc = Restart(db_, /*empty=*/false);
   sqlite3_busy_timeout(db_, kBusyMillis);
   if (rc != SQLITE_OK) commit_restart_after_ = absl::Now() + kMaxRestartBackoff;
 }

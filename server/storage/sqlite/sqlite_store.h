@@ -48,7 +48,8 @@ class SqliteStore final : public Store {
   // The file is not emptied but rewritten in place: a commit that overwrites blocks the file
   // already has is synced with one write to the disk, while one that makes the file longer
   // must also write its inode (on ext4, about twice the time: bench/README.md). The commit
-  // after a restart cuts a longer file back to kWalKeptBytes (`journal_size_limit`).
+  // after a restart cuts a file longer than kWalKeptBytes back to it (`journal_size_limit`);
+  // after a reader held the log back, the checkpoint that restarts it empties the file.
   static constexpr int64_t kWalCheckpointBytes = int64_t{16} << 20;
   static constexpr int64_t kWalKeptBytes = int64_t{32} << 20;
   static constexpr int64_t kWalLimitBytes = int64_t{64} << 20;
@@ -160,10 +161,11 @@ class SqliteStore final : public Store {
   // and `may_restart`. Nothing if no RESTART was needed; else whether it restarted the log
   // (false: not tried, or refused because a reader held the log for longer than the busy
   // timeout).
-  std::optional<bool> CheckpointRound(bool may_restart) ABSL_LOCKS_EXCLUDED(mu_);
-  // A RESTART checkpoint through `db`, tried for 250 ms; SQLITE_BUSY if a reader (or another
-  // checkpoint) kept the log that long.
-  int Restart(sqlite3* db);
+  // `empty`: a TRUNCATE checkpoint instead, which also empties the file.
+  std::optional<bool> CheckpointRound(bool may_restart, bool empty) ABSL_LOCKS_EXCLUDED(mu_);
+  // A RESTART checkpoint through `db` (TRUNCATE if `empty`), tried for 250 ms; SQLITE_BUSY if
+  // a reader (or another checkpoint) kept the log that long.
+  int Restart(sqlite3* db, bool empty);
   // SQLite's WAL hook on the serving connection (replaces its automatic checkpoint), called
   // after each commit, under mu_, with the log's length in frames: wakes the checkpointer once
   // the log reaches kWalCheckpointBytes, and at kWalLimitBytes restarts it itself.
