@@ -1,6 +1,10 @@
 // Kill the server and start it again on the same file: ledger, budgets and chain intact, and
 // a replayed idempotency key returns the same bytes without a new charge.
+#include <sys/stat.h>
+
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -91,9 +95,11 @@ TEST_F(RestartTest, KilledServerRestartsWithLedgerBudgetsAndReplaysIntact) {
 }
 
 // kill -9 while eight clients charge at once, so that the server is committing charges in
-// batches (group commit) when it dies: after the restart every response a client received has
-// its ledger row, the chain verifies, no key is charged twice, every answered key replays its
-// bytes, and every unanswered key's retry is charged at most once.
+// batches (group commit) when it dies, after the write-ahead log has grown to the size at which
+// it restarts and is being written again from its start (over frames of earlier commits): after
+// the restart every response a client received has its ledger row, the chain verifies, no key
+// is charged twice, every answered key replays its bytes, and every unanswered key's retry is
+// charged at most once.
 TEST_F(RestartTest, KilledWhileCommittingBatchesOfChargesKeepsEveryAnsweredRowAndNoOther) {
   constexpr int kThreads = 8;
   std::atomic<bool> stop{false};
@@ -111,7 +117,24 @@ TEST_F(RestartTest, KilledWhileCommittingBatchesOfChargesKeepsEveryAnsweredRowAn
       }
     });
   }
-  while (ok.load() < 300) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The log restarts once it holds 16 MiB (SqliteStore::kWalCheckpointBytes); 500 charges
+  // after the file first reaches that size are written over the restarted log's start.
+  const std::string wal = server_->db_path() + "-wal";
+  const auto wal_bytes = [&wal] {
+    struct stat st;
+    return stat(wal.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : int64_t{0};
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while ((ok.load() < 300 || wal_bytes() < (int64_t{16} << 20)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const int64_t wal_reached = wal_bytes();
+  const int at_restart_size = ok.load();
+  while (ok.load() < at_restart_size + 500 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const int64_t wal_at_kill = wal_bytes();
   ASSERT_OK(server_->Kill());
   stop = true;
   for (std::thread& t : threads) t.join();
@@ -129,6 +152,11 @@ TEST_F(RestartTest, KilledWhileCommittingBatchesOfChargesKeepsEveryAnsweredRowAn
     }
   }
   EXPECT_GE(answered, 300);
+  EXPECT_GE(wal_reached, int64_t{16} << 20) << "the log never reached its restart size";
+  EXPECT_GE(answered, at_restart_size + 500);
+  // Rewritten in place: the file did not grow by the 500 charges' frames, nor was it emptied.
+  EXPECT_GE(wal_at_kill, int64_t{16} << 20);
+  EXPECT_LE(wal_at_kill, int64_t{32} << 20);
   CheckLedger(*auditor_, *regulator_, all);  // VerifyLedger: the tree's every node, too
   // Every answered charge's row is in the signed tree after the restart: its receipt verifies
   // with nothing but the vault's verifier key.
