@@ -154,9 +154,10 @@ TEST_F(RestartTest, KilledWhileCommittingBatchesOfChargesKeepsEveryAnsweredRowAn
   EXPECT_GE(answered, 300);
   EXPECT_GE(wal_reached, int64_t{16} << 20) << "the log never reached its restart size";
   EXPECT_GE(answered, at_restart_size + 500);
-  // Rewritten in place: the file did not grow by the 500 charges' frames, nor was it emptied.
+  // Rewritten in place, not emptied, and within the bound docs/operations.md states (64 MiB
+  // plus the last transaction).
   EXPECT_GE(wal_at_kill, int64_t{16} << 20);
-  EXPECT_LE(wal_at_kill, int64_t{32} << 20);
+  EXPECT_LE(wal_at_kill, int64_t{65} << 20);
   CheckLedger(*auditor_, *regulator_, all);  // VerifyLedger: the tree's every node, too
   // Every answered charge's row is in the signed tree after the restart: its receipt verifies
   // with nothing but the vault's verifier key.
