@@ -210,8 +210,8 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
     absl::MutexLock lock(&mu_);
     return RunChargeBatch(
         batch,
-        BatchOps{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return Exec("BEGIN IMMEDIATE"); },
-                 [this](const char* sql) ABSL_NO_THREAD_SAFETY_ANALYSIS { return Exec(sql); },
+        BatchOps{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ExecCached("BEGIN IMMEDIATE"); },
+                 [this](const char* sql) ABSL_NO_THREAD_SAFETY_ANALYSIS { return ExecCached(sql); },
                  [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !sqlite3_get_autocommit(db_); },
                  [this](const PendingCharge& p, absl::Status* failure)
                      ABSL_NO_THREAD_SAFETY_ANALYSIS {

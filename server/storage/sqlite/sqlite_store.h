@@ -174,6 +174,11 @@ class SqliteStore final : public Store {
   bool CheckpointWanted() const ABSL_SHARED_LOCKS_REQUIRED(ckpt_mu_) { return stop_ || wanted_; }
   absl::StatusOr<TableRecord> ReadTable(const std::string& handle, bool with_payload);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One statement, prepared once and kept in cache_ (a batch of charges runs the same few
+  // transaction statements for every charge: SAVEPOINT, RELEASE, COMMIT).
+  absl::Status ExecCached(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return sqlite::Stmt(*cache_, sql).Run();
+  }
   // The tree node stored at (level, idx); NotFound if none.
   absl::StatusOr<std::string> TreeNodeLocked(int level, int64_t idx)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
