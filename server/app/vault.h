@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/random/bit_gen_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -449,6 +450,11 @@ class Vault {
   static constexpr size_t kDecisionTables = 8;
   std::list<std::pair<std::string, std::shared_ptr<DecisionTable>>> decision_tables_
       ABSL_GUARDED_BY(decide_mu_);
+  // Accounts as read by Authenticate. No call changes or removes an account once created,
+  // so each is read from the store once; the key is checked against its hash on every call.
+  // Only accounts that exist are kept: at most one entry per account.
+  absl::Mutex accounts_mu_;
+  absl::flat_hash_map<int64_t, storage::AccountRecord> accounts_ ABSL_GUARDED_BY(accounts_mu_);
   absl::Mutex index_mu_;
   std::map<int64_t, std::shared_ptr<IndexSlot>> indexes_ ABSL_GUARDED_BY(index_mu_);
   absl::Mutex table_cache_mu_;

@@ -1,6 +1,7 @@
 // The regulator's use-cases: accounts and keys, datasets, attribute import, grants, caps,
 // ledger verification.
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
@@ -116,9 +117,19 @@ absl::StatusOr<Caller> Vault::Authenticate(const std::string& api_key) {
       parts[2].size() != 64) {
     return bad;
   }
-  auto account = store_->GetAccountById(id);
-  if (absl::IsNotFound(account.status())) return bad;
-  RETURN_IF_ERROR(account.status());
+  std::optional<storage::AccountRecord> account;
+  {
+    absl::MutexLock lock(&accounts_mu_);
+    if (auto it = accounts_.find(id); it != accounts_.end()) account = it->second;
+  }
+  if (!account) {
+    auto stored = store_->GetAccountById(id);
+    if (absl::IsNotFound(stored.status())) return bad;
+    RETURN_IF_ERROR(stored.status());
+    account = *std::move(stored);
+    absl::MutexLock lock(&accounts_mu_);
+    accounts_.emplace(id, *account);
+  }
   if (!ConstantTimeEquals(Sha256(account->key_salt + parts[2]), account->key_hash)) return bad;
   return Caller{account->id, account->name, account->role};
 }

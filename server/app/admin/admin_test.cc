@@ -41,6 +41,8 @@ TEST_F(VaultTest, AuthenticateAcceptsIssuedKey) {
   EXPECT_THAT(acme_key_, ::testing::StartsWith("fv_"));
 }
 
+// acme has authenticated (MakeCompany), so its record is held in memory: the secret is still
+// checked on every call.
 TEST_F(VaultTest, AuthenticateRejectsWrongOrMalformedKeys) {
   std::string wrong = acme_key_;
   wrong.back() = wrong.back() == '0' ? '1' : '0';
@@ -56,6 +58,22 @@ TEST_F(VaultTest, AuthenticateRejectsWrongOrMalformedKeys) {
     SCOPED_TRACE(key);
     EXPECT_THAT(vault_->Authenticate(key), StatusIs(absl::StatusCode::kUnauthenticated));
   }
+}
+
+// Only accounts that exist are remembered: a key naming an id not yet issued is refused, and
+// the account later created under that id authenticates.
+TEST_F(VaultTest, AuthenticateFindsAccountCreatedAfterAFailedLookup) {
+  auto last = store_->ListAccounts();
+  ASSERT_OK(last);
+  const int64_t next = last->back().id + 1;
+  const std::string secret = acme_key_.substr(acme_key_.rfind('_') + 1);
+  EXPECT_THAT(vault_->Authenticate(absl::StrCat("fv_", next, "_", secret)),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  std::string key;
+  Caller later;
+  MakeCompany("later", &key, &later);
+  ASSERT_EQ(later.account_id, next) << "the store did not issue the next id";
+  EXPECT_EQ(later.name, "later");
 }
 
 TEST_F(VaultTest, CompanyMayNotAdministrate) {
