@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/base/internal/endian.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -147,9 +148,18 @@ class PgStore::Conn {
   ~Conn() { PQfinish(c_); }
   bool ok() const { return PQstatus(c_) == CONNECTION_OK; }
 
+  // A query (SELECT, INSERT, UPDATE, DELETE or WITH) is prepared on the connection the first
+  // time its text and parameter types are seen and executed by name afterwards, so the server
+  // parses and plans it once per connection instead of at every call; anything else, and texts
+  // beyond kMaxPrepared, run unnamed.
   absl::StatusOr<Result> Exec(const char* sql, const Params& p = Params()) {
-    return Check(PQexecParams(c_, sql, p.size(), p.types(), p.values(), p.lengths(), p.formats(),
-                              /*resultFormat=*/1));
+    ASSIGN_OR_RETURN(const std::string name, Prepared(sql, p));
+    if (name.empty()) {
+      return Check(PQexecParams(c_, sql, p.size(), p.types(), p.values(), p.lengths(),
+                                p.formats(), /*resultFormat=*/1));
+    }
+    return Check(PQexecPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(),
+                                /*resultFormat=*/1));
   }
 
   // Several statements without parameters (the schema).
@@ -211,8 +221,32 @@ class PgStore::Conn {
   }
 
  private:
+  // The store's texts are a fixed set; a text built with values in it would not repeat.
+  static constexpr size_t kMaxPrepared = 512;
+
+  // The name `sql` with `p`'s types is prepared under on this connection (preparing it now if
+  // needed), or empty to run it unnamed. A prepared statement outlives a rolled-back
+  // transaction; a lost connection takes them all with it, and this Conn with them.
+  absl::StatusOr<std::string> Prepared(const char* sql, const Params& p) {
+    static constexpr const char* kQueries[] = {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH"};
+    bool query = false;
+    for (const char* q : kQueries) query = query || std::strncmp(sql, q, std::strlen(q)) == 0;
+    if (!query) return std::string();
+    std::string key(sql);
+    key.append(reinterpret_cast<const char*>(p.types()), p.size() * sizeof(Oid));
+    auto it = prepared_.find(key);
+    if (it != prepared_.end()) return it->second;
+    if (prepared_.size() >= kMaxPrepared) return std::string();
+    std::string name = absl::StrCat("fv", prepared_.size());
+    RETURN_IF_ERROR(Check(PQprepare(c_, name.c_str(), sql, p.size(), p.types())).status());
+    prepared_.emplace(std::move(key), name);
+    return name;
+  }
+
   PGconn* c_;
   PgStore* store_;
+  // Statement text and parameter types -> the name it is prepared under.
+  absl::flat_hash_map<std::string, std::string> prepared_;
 };
 
 }  // namespace fairvault::server::storage
