@@ -243,9 +243,12 @@ class Vault {
   // reuse: its join with the dataset's subject index (the keys are looked up once, not per
   // release, and not kept) and the dictionaries of the numeric columns releases cross.
   struct CachedTable {
-    CachedTable(std::string h, std::shared_ptr<const CompanyTable> t)
-        : handle(std::move(h)), table(std::move(t)) {}
+    CachedTable(storage::TableRecord r, std::shared_ptr<const CompanyTable> t)
+        : handle(r.handle), record(std::move(r)), table(std::move(t)) {}
     const std::string handle;
+    // The store's record, payload cleared. Tables are never updated and only expired ones are
+    // purged, so until it expires it stands in for reading the record again.
+    const storage::TableRecord record;
     const std::shared_ptr<const CompanyTable> table;
     absl::Mutex mu;
     // Subject row of each table row (-1: not a subject), valid while the dataset's index has
@@ -343,7 +346,7 @@ class Vault {
   absl::StatusOr<ResolvedTable> ResolveTable(const Caller& caller, const std::string& handle,
                                              bool allow_expired = false);
   // Keeps a table in the LRU table cache with its join and returns its entry.
-  std::shared_ptr<CachedTable> CacheTable(const std::string& handle,
+  std::shared_ptr<CachedTable> CacheTable(storage::TableRecord record,
                                           std::shared_ptr<const CompanyTable> table,
                                           std::shared_ptr<const std::vector<int32_t>> join,
                                           int64_t joined_subjects);

@@ -159,7 +159,8 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
   RETURN_IF_ERROR(store_->PurgeExpiredTables(now).status());
   RETURN_IF_ERROR(stream.live());
   RETURN_IF_ERROR(store_->PutTable(record));
-  CacheTable(record.handle, std::make_shared<const CompanyTable>(std::move(table)),
+  record.payload.clear();
+  CacheTable(record, std::make_shared<const CompanyTable>(std::move(table)),
              std::move(subject_of_row), joined_subjects);
   v1::UploadTableResponse resp;
   resp.set_table_handle(record.handle);
@@ -173,20 +174,7 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
                                                          const std::string& handle,
                                                          bool allow_expired) {
   if (handle.empty()) return absl::InvalidArgumentError("table_handle must be set");
-  // The payload is read only when the parsed table is not in the cache.
-  ASSIGN_OR_RETURN(storage::TableRecord record, store_->GetTableInfo(handle));
-  if (record.account_id != caller.account_id) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("table_handle '", handle, "' belongs to another company"));
-  }
-  if (!allow_expired && record.expires_micros < clock_->NowMicros()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("table_handle '", handle, "' expired at unix time ",
-                     record.expires_micros / 1'000'000, "; upload the table again"));
-  }
   ResolvedTable resolved;
-  ASSIGN_OR_RETURN(resolved.dataset, store_->GetDatasetById(record.dataset_id));
-  ASSIGN_OR_RETURN(resolved.dataset_attributes, DatasetAttributes(resolved.dataset));
   {
     absl::MutexLock lock(&table_cache_mu_);
     for (auto it = table_cache_.begin(); it != table_cache_.end(); ++it) {
@@ -197,6 +185,26 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
       }
     }
   }
+  // A cached table's record stands in for the store's until it expires (CachedTable::record);
+  // the payload is read only when the parsed table is not in the cache.
+  storage::TableRecord record;
+  if (resolved.cached != nullptr &&
+      resolved.cached->record.expires_micros >= clock_->NowMicros()) {
+    record = resolved.cached->record;
+  } else {
+    ASSIGN_OR_RETURN(record, store_->GetTableInfo(handle));
+  }
+  if (record.account_id != caller.account_id) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("table_handle '", handle, "' belongs to another company"));
+  }
+  if (!allow_expired && record.expires_micros < clock_->NowMicros()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("table_handle '", handle, "' expired at unix time ",
+                     record.expires_micros / 1'000'000, "; upload the table again"));
+  }
+  ASSIGN_OR_RETURN(resolved.dataset, store_->GetDatasetById(record.dataset_id));
+  ASSIGN_OR_RETURN(resolved.dataset_attributes, DatasetAttributes(resolved.dataset));
   if (resolved.cached == nullptr) {
     // Read and parsed without the index's lock (an import may run meanwhile: the join then
     // counts as stale and Join redoes it).
@@ -206,7 +214,7 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
     const int64_t subjects = IndexSize(*slot);
     ASSIGN_OR_RETURN(CompanyTable table,
                      CompanyTable::Parse(full.payload, full.rows, JoinInto(*slot, join.get())));
-    resolved.cached = CacheTable(handle, std::make_shared<const CompanyTable>(std::move(table)),
+    resolved.cached = CacheTable(record, std::make_shared<const CompanyTable>(std::move(table)),
                                  std::move(join), subjects);
   }
   resolved.table = resolved.cached->table;
@@ -267,9 +275,10 @@ absl::StatusOr<std::shared_ptr<const std::vector<int32_t>>> Vault::CurrentJoin(
 }
 
 std::shared_ptr<Vault::CachedTable> Vault::CacheTable(
-    const std::string& handle, std::shared_ptr<const CompanyTable> table,
+    storage::TableRecord record, std::shared_ptr<const CompanyTable> table,
     std::shared_ptr<const std::vector<int32_t>> join, int64_t joined_subjects) {
-  auto cached = std::make_shared<CachedTable>(handle, std::move(table));
+  const std::string handle = record.handle;
+  auto cached = std::make_shared<CachedTable>(std::move(record), std::move(table));
   {
     absl::MutexLock lock(&cached->mu);
     cached->SetJoin(std::move(join), joined_subjects);

@@ -76,6 +76,22 @@ TEST_F(VaultTest, UploadStoresNothingWhenTheStreamBreaksOrTheCallerIsGone) {
   EXPECT_EQ(*purged, 1);
 }
 
+// The table cache answers for a table's record only until it expires: after that the store is
+// asked again, and a table purged meanwhile is gone, not merely expired.
+TEST_F(VaultTest, ACachedTableIsReadAgainOnceExpired) {
+  auto table = Upload(acme_, TableHeaderFor("census", /*ttl_seconds=*/60), {Chunk(rows_)});
+  ASSERT_OK(table);
+  v1::NoisyCountsRequest req = CountsRequest("c1");
+  req.set_table_handle(table->table_handle());
+  ASSERT_OK(vault_->NoisyCounts(acme_, req));  // from the cache
+  clock_.Advance(61'000'000);
+  auto purged = store_->PurgeExpiredTables(clock_.NowMicros());
+  ASSERT_OK(purged);
+  ASSERT_GE(*purged, 1);
+  req.set_idempotency_key("c2");
+  EXPECT_THAT(vault_->NoisyCounts(acme_, req), StatusIs(absl::StatusCode::kNotFound));
+}
+
 TEST_F(VaultTest, UploadWithoutGrantIsPermissionDenied) {
   Caller initech;
   ASSERT_NO_FATAL_FAILURE(MakeCompany("initech", nullptr, &initech));
