@@ -113,14 +113,30 @@ TEST(RunChargeBatchTest, AFailingChargeIsRolledBackAloneAndBodyFailuresComeAfter
   EXPECT_TRUE(committed);
   EXPECT_THAT(conn.log, ElementsAre("BEGIN", "SAVEPOINT charge", "RELEASE SAVEPOINT charge",
                                     "SAVEPOINT charge", "ROLLBACK TO SAVEPOINT charge",
-                                    "RELEASE SAVEPOINT charge", "SAVEPOINT charge",
-                                    "RELEASE SAVEPOINT charge", "COMMIT"));
+                                    "RELEASE SAVEPOINT charge", "SAVEPOINT charge", "COMMIT"));
   ASSERT_TRUE(pa.outcome.ok());
   EXPECT_EQ(pa.outcome->response_payload, "a");
   EXPECT_EQ(pb.outcome.status().code(), absl::StatusCode::kAlreadyExists);
   // c's body failed after its noise was drawn: stored with its charge, returned after the commit.
   EXPECT_EQ(pc.outcome.status().code(), absl::StatusCode::kInternal);
   EXPECT_EQ(pc.outcome.status().message(), "solver failed");
+}
+
+// The last charge's savepoint ends with the COMMIT: rolled back to if it failed, never released.
+TEST(RunChargeBatchTest, AFailingLastChargeIsRolledBackBeforeTheCommit) {
+  ScriptedConnection conn;
+  ChargeRequest a = Request("a"), b = Request("b");
+  PendingCharge pa{a, 1, kNoBody}, pb{b, 1, kNoBody};
+  std::vector<PendingCharge*> batch = {&pa, &pb};
+  EXPECT_TRUE(RunChargeBatch(
+      batch, conn.Ops([](const PendingCharge& p, absl::Status*) -> absl::StatusOr<ChargeOutcome> {
+        if (p.request.idempotency_key == "b") return absl::ResourceExhaustedError("over budget");
+        return ChargeOutcome{"released", false};
+      })));
+  EXPECT_THAT(conn.log, ElementsAre("BEGIN", "SAVEPOINT charge", "RELEASE SAVEPOINT charge",
+                                    "SAVEPOINT charge", "ROLLBACK TO SAVEPOINT charge", "COMMIT"));
+  EXPECT_TRUE(pa.outcome.ok());
+  EXPECT_EQ(pb.outcome.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST(RunChargeBatchTest, AFailedCommitFailsEveryChargeOfTheBatch) {

@@ -130,10 +130,7 @@ absl::StatusOr<ChargeOutcome> PgStore::Charge(const ChargeRequest& request, int6
     return RunChargeBatch(
         batch, BatchOps{// Every charge on the database, from any process, waits here for the
                         // batch before it.
-                        [&conn]() -> absl::Status {
-                          RETURN_IF_ERROR(conn.Run("BEGIN"));
-                          return conn.LockHead("ledger");
-                        },
+                        [&conn]() { return conn.BeginAndLockLedgerHead(); },
                         [&conn](const char* sql) { return conn.Run(sql); },
                         [&conn]() { return conn.InTransactionBlock(); },
                         [&conn](const PendingCharge& p, absl::Status* failure) {

@@ -219,6 +219,10 @@ class PgStore::Conn {
   absl::Status LockHead(const char* name) {
     return Run("SELECT name FROM heads WHERE name=$1 FOR UPDATE", Params().Text(name));
   }
+  // BEGIN, then LockHead("ledger"), in one round trip (a batch of charges opens with them).
+  absl::Status BeginAndLockLedgerHead() {
+    return Script("BEGIN; SELECT name FROM heads WHERE name='ledger' FOR UPDATE");
+  }
 
  private:
   // The store's texts are a fixed set; a text built with values in it would not repeat.
