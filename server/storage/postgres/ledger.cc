@@ -34,6 +34,8 @@ using postgres::GrantIn;
 using postgres::SpendIn;
 using postgres::DatasetSpendIn;
 using postgres::AppendLedger;
+using postgres::LedgerHead;
+using postgres::ReadLedgerHead;
 using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
@@ -177,12 +179,11 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
                        }));
 
   // 3. Compute the release inside the transaction, then debit and store it together.
-  ASSIGN_OR_RETURN(Result head, conn.Exec("SELECT COALESCE(MAX(seq), 0) FROM ledger"));
-  const int64_t seq = head.Int(0, 0) + 1;
+  ASSIGN_OR_RETURN(const LedgerHead head, ReadLedgerHead(conn));
+  const int64_t seq = head.seq + 1;
   ChargeResult result = RunChargeBody(body, seq, admitted.after, failure);
   LedgerRow row = ChargeLedgerRow(request, now_micros);
-  RETURN_IF_ERROR(AppendLedger(conn, row, request.account_id, request.dataset_id));
-  if (row.seq != seq) return absl::InternalError("ledger sequence moved inside a transaction");
+  RETURN_IF_ERROR(AppendLedger(conn, head, row, request.account_id, request.dataset_id));
   const Spend& after = admitted.after.spend;
   const std::string all = EncodeInt64s(after.rdp_all_nano);
   const std::string nonpure = EncodeInt64s(after.rdp_nonpure_nano);

@@ -145,9 +145,20 @@ absl::StatusOr<Spend> DatasetSpendIn(Conn& c, int64_t dataset_id) {
 // Appends one row to the chain inside the caller's transaction, which holds the ledger head's
 // lock; fills seq and hashes.
 absl::Status AppendLedger(Conn& c, LedgerRow& row, int64_t account_id, int64_t dataset_id) {
+  ASSIGN_OR_RETURN(LedgerHead head, ReadLedgerHead(c));
+  return AppendLedger(c, head, row, account_id, dataset_id);
+}
+
+absl::StatusOr<LedgerHead> ReadLedgerHead(Conn& c) {
   ASSIGN_OR_RETURN(Result head, c.Exec("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1"));
-  row.seq = head.rows() == 0 ? 1 : head.Int(0, 0) + 1;
-  row.prev_hash = head.rows() == 0 ? std::string(kGenesisHash) : head.Text(0, 1);
+  if (head.rows() == 0) return LedgerHead{0, std::string(kGenesisHash)};
+  return LedgerHead{head.Int(0, 0), head.Text(0, 1)};
+}
+
+absl::Status AppendLedger(Conn& c, const LedgerHead& head, LedgerRow& row, int64_t account_id,
+                          int64_t dataset_id) {
+  row.seq = head.seq + 1;
+  row.prev_hash = head.hash;
   row.hash = LedgerRowHash(row, account_id, dataset_id);
   const std::string rdp = EncodeInt64s(row.rdp_nano);
   Params p;

@@ -292,6 +292,16 @@ absl::StatusOr<GrantRecord> GrantIn(Conn& c, int64_t account_id, int64_t dataset
 absl::StatusOr<core::accounting::Spend> SpendIn(Conn& c, int64_t account_id, int64_t dataset_id);
 absl::StatusOr<core::accounting::Spend> DatasetSpendIn(Conn& c, int64_t dataset_id);
 absl::Status AppendLedger(Conn& c, LedgerRow& row, int64_t account_id, int64_t dataset_id);
+// The ledger's last row (seq 0 and the genesis hash when empty), read inside the caller's
+// transaction, which holds the head's lock; and the append after it, for a caller that needed
+// the next seq before building its row.
+struct LedgerHead {
+  int64_t seq;
+  std::string hash;
+};
+absl::StatusOr<LedgerHead> ReadLedgerHead(Conn& c);
+absl::Status AppendLedger(Conn& c, const LedgerHead& head, LedgerRow& row, int64_t account_id,
+                          int64_t dataset_id);
 
 }  // namespace fairvault::server::storage::postgres
 
