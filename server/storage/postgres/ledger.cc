@@ -33,6 +33,8 @@ using postgres::DatasetById;
 using postgres::GrantIn;
 using postgres::SpendIn;
 using postgres::DatasetSpendIn;
+using postgres::AdmissionIn;
+using postgres::AdmissionInputs;
 using postgres::AppendLedger;
 using postgres::LedgerHead;
 using postgres::ReadLedgerHead;
@@ -165,11 +167,11 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
 
   // 2. The privacy filter, on the declared cost only, and the job limit. Jobs are created
   // only by charges, which hold the lock: no other process adds one before this commits.
-  ASSIGN_OR_RETURN(Spend spend, SpendIn(conn, request.account_id, request.dataset_id));
+  AdmissionInputs in = AdmissionIn(conn, request.account_id, request.dataset_id);
+  ASSIGN_OR_RETURN(Spend spend, std::move(in.spend));
   ASSIGN_OR_RETURN(Admission admitted,
                    AdmitCharge(
-                       request, GrantIn(conn, request.account_id, request.dataset_id), spend,
-                       DatasetById(conn, request.dataset_id),
+                       request, std::move(in.grant), spend, std::move(in.dataset),
                        [&] { return DatasetSpendIn(conn, request.dataset_id); },
                        [&]() -> absl::StatusOr<int64_t> {
                          ASSIGN_OR_RETURN(

@@ -130,6 +130,41 @@ absl::StatusOr<Spend> SpendIn(Conn& c, int64_t account_id, int64_t dataset_id) {
   return ReadSpend(r, 0, 0);
 }
 
+AdmissionInputs AdmissionIn(Conn& c, int64_t account_id, int64_t dataset_id) {
+  AdmissionInputs in;
+  absl::StatusOr<Result> r =
+      c.Exec(absl::StrCat("SELECT ", kDatasetColsOfD,
+                          ", g.epsilon_micro, g.delta, s.releases, s.pure_micro, s.rdp_all, "
+                          "s.rdp_nonpure FROM datasets d "
+                          "LEFT JOIN grants g ON g.account_id=$1 AND g.dataset_id=d.id "
+                          "LEFT JOIN spend s ON s.account_id=$1 AND s.dataset_id=d.id "
+                          "WHERE d.id=$2")
+                 .c_str(),
+             Params().Int(account_id).Int(dataset_id));
+  if (!r.ok()) {
+    in.dataset = r.status();
+    in.grant = r.status();
+    in.spend = r.status();
+    return in;
+  }
+  // No dataset, then no grant on it either (the grant's key refers to the dataset).
+  if (r->rows() == 0) {
+    in.dataset = absl::NotFoundError(absl::StrCat("no dataset with id ", dataset_id));
+    in.grant = absl::NotFoundError("no grant");
+    in.spend = Spend{};
+    return in;
+  }
+  constexpr int kGrant = 7, kSpend = 9;  // after the dataset's 7 columns
+  in.dataset = ReadDataset(*r, 0);
+  if (r->IsNull(0, kGrant)) {
+    in.grant = absl::NotFoundError("no grant");
+  } else {
+    in.grant = GrantRecord{account_id, dataset_id, r->Int(0, kGrant), r->Double(0, kGrant + 1)};
+  }
+  in.spend = r->IsNull(0, kSpend) ? absl::StatusOr<Spend>(Spend{}) : ReadSpend(*r, 0, kSpend);
+  return in;
+}
+
 absl::StatusOr<Spend> DatasetSpendIn(Conn& c, int64_t dataset_id) {
   ASSIGN_OR_RETURN(Result r, c.Exec("SELECT releases, pure_micro, rdp_all, rdp_nonpure FROM spend "
                                     "WHERE dataset_id=$1",

@@ -263,6 +263,8 @@ inline constexpr char kAccountCols[] =
     "id, name, role, key_salt, key_hash, created_micros";
 inline constexpr char kDatasetCols[] =
     "id, name, attributes, created_micros, subject_count, cap_micro, cap_delta";
+inline constexpr char kDatasetColsOfD[] =  // kDatasetCols of `datasets d` in a join
+    "d.id, d.name, d.attributes, d.created_micros, d.subject_count, d.cap_micro, d.cap_delta";
 inline constexpr char kLedgerCols[] =
     "seq, time_micros, kind, account_id, account, dataset_id, dataset, request_kind, "
     "idempotency_key, epsilon, delta, mechanism, pure_micro, rdp, prev_hash, hash, actor";
@@ -291,6 +293,14 @@ absl::StatusOr<DatasetRecord> DatasetById(Conn& c, int64_t id);
 absl::StatusOr<GrantRecord> GrantIn(Conn& c, int64_t account_id, int64_t dataset_id);
 absl::StatusOr<core::accounting::Spend> SpendIn(Conn& c, int64_t account_id, int64_t dataset_id);
 absl::StatusOr<core::accounting::Spend> DatasetSpendIn(Conn& c, int64_t dataset_id);
+// What a charge's admission reads, in one round trip: the dataset (NotFound as DatasetById),
+// the company's grant on it (NotFound as GrantIn) and its spend (as SpendIn).
+struct AdmissionInputs {
+  absl::StatusOr<DatasetRecord> dataset;
+  absl::StatusOr<GrantRecord> grant;
+  absl::StatusOr<core::accounting::Spend> spend;
+};
+AdmissionInputs AdmissionIn(Conn& c, int64_t account_id, int64_t dataset_id);
 absl::Status AppendLedger(Conn& c, LedgerRow& row, int64_t account_id, int64_t dataset_id);
 // The ledger's last row (seq 0 and the genesis hash when empty), read inside the caller's
 // transaction, which holds the head's lock; and the append after it, for a caller that needed
