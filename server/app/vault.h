@@ -246,8 +246,11 @@ class Vault {
     CachedTable(storage::TableRecord r, std::shared_ptr<const CompanyTable> t)
         : handle(r.handle), record(std::move(r)), table(std::move(t)) {}
     const std::string handle;
-    // The store's record, payload cleared. Tables are never updated and only expired ones are
-    // purged, so until it expires it stands in for reading the record again.
+    // The store's record, payload cleared. Tables are never updated; they are removed when
+    // they expire (purged) or with their dataset (whose read, on every call, then fails). So
+    // until kTableRecordMarginMicros before expiry it stands in for reading the record again;
+    // the margin covers clocks that differ between servers sharing one database, one of which
+    // may purge the table by its own clock.
     const storage::TableRecord record;
     const std::shared_ptr<const CompanyTable> table;
     absl::Mutex mu;
@@ -453,13 +456,22 @@ class Vault {
   static constexpr size_t kDecisionTables = 8;
   std::list<std::pair<std::string, std::shared_ptr<DecisionTable>>> decision_tables_
       ABSL_GUARDED_BY(decide_mu_);
-  // Accounts as read by Authenticate. No call changes or removes an account once created,
-  // so each is read from the store once; the key is checked against its hash on every call.
-  // Only accounts that exist are kept: at most one entry per account.
+  // Accounts as read by Authenticate, each with the time it was read, reused for
+  // kAccountReuseMicros: no call changes or removes an account, so a busy caller's key costs
+  // one read a second instead of one a call, and a hash overwritten in the database (the
+  // emergency revocation in docs/operations.md) stops the key within that second on every
+  // server. The key is checked against the hash on every call. Only accounts that exist are
+  // kept: at most one entry per account.
+  static constexpr int64_t kAccountReuseMicros = 1'000'000;
+  struct KnownAccount {
+    storage::AccountRecord record;
+    int64_t read_micros;
+  };
   absl::Mutex accounts_mu_;
-  absl::flat_hash_map<int64_t, storage::AccountRecord> accounts_ ABSL_GUARDED_BY(accounts_mu_);
+  absl::flat_hash_map<int64_t, KnownAccount> accounts_ ABSL_GUARDED_BY(accounts_mu_);
   absl::Mutex index_mu_;
   std::map<int64_t, std::shared_ptr<IndexSlot>> indexes_ ABSL_GUARDED_BY(index_mu_);
+  static constexpr int64_t kTableRecordMarginMicros = 300'000'000;  // CachedTable::record
   absl::Mutex table_cache_mu_;
   std::list<std::pair<std::string, std::shared_ptr<CachedTable>>> table_cache_
       ABSL_GUARDED_BY(table_cache_mu_);

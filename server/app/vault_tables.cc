@@ -185,11 +185,11 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
       }
     }
   }
-  // A cached table's record stands in for the store's until it expires (CachedTable::record);
-  // the payload is read only when the parsed table is not in the cache.
+  // A cached table's record stands in for the store's until shortly before it expires
+  // (CachedTable::record); the payload is read only when the parsed table is not in the cache.
   storage::TableRecord record;
-  if (resolved.cached != nullptr &&
-      resolved.cached->record.expires_micros >= clock_->NowMicros()) {
+  if (resolved.cached != nullptr && resolved.cached->record.expires_micros -
+                                            kTableRecordMarginMicros >= clock_->NowMicros()) {
     record = resolved.cached->record;
   } else {
     ASSIGN_OR_RETURN(record, store_->GetTableInfo(handle));

@@ -118,9 +118,14 @@ absl::StatusOr<Caller> Vault::Authenticate(const std::string& api_key) {
     return bad;
   }
   std::optional<storage::AccountRecord> account;
+  const int64_t now = clock_->NowMicros();
   {
     absl::MutexLock lock(&accounts_mu_);
-    if (auto it = accounts_.find(id); it != accounts_.end()) account = it->second;
+    auto it = accounts_.find(id);
+    if (it != accounts_.end() && now >= it->second.read_micros &&
+        now - it->second.read_micros < kAccountReuseMicros) {
+      account = it->second.record;
+    }
   }
   if (!account) {
     auto stored = store_->GetAccountById(id);
@@ -128,7 +133,7 @@ absl::StatusOr<Caller> Vault::Authenticate(const std::string& api_key) {
     RETURN_IF_ERROR(stored.status());
     account = *std::move(stored);
     absl::MutexLock lock(&accounts_mu_);
-    accounts_.emplace(id, *account);
+    accounts_.insert_or_assign(id, KnownAccount{*account, now});
   }
   if (!ConstantTimeEquals(Sha256(account->key_salt + parts[2]), account->key_hash)) return bad;
   return Caller{account->id, account->name, account->role};

@@ -1,6 +1,7 @@
 // Tests of administration on a real SQLite store: authentication and roles (what each role
 // may not do), the attribute import (refusals naming the row, replayed and changed batches,
 // all or nothing), and the ledger as a company sees it.
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <array>
@@ -74,6 +75,23 @@ TEST_F(VaultTest, AuthenticateFindsAccountCreatedAfterAFailedLookup) {
   MakeCompany("later", &key, &later);
   ASSERT_EQ(later.account_id, next) << "the store did not issue the next id";
   EXPECT_EQ(later.name, "later");
+}
+
+// The emergency revocation of docs/operations.md: a hash overwritten in the database stops the
+// key within a second (the account is reused from memory no longer), without a restart.
+TEST_F(VaultTest, AnOverwrittenKeyHashStopsTheKeyWithinASecond) {
+  clock_.Advance(1'000'000);  // whatever read acme before is now too old: read again here
+  ASSERT_OK(vault_->Authenticate(acme_key_));
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      absl::StrCat("UPDATE accounts SET key_hash = randomblob(32) WHERE id = ", acme_.account_id);
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  clock_.Advance(999'999);
+  EXPECT_OK(vault_->Authenticate(acme_key_));  // still the record read before
+  clock_.Advance(1);
+  EXPECT_THAT(vault_->Authenticate(acme_key_), StatusIs(absl::StatusCode::kUnauthenticated));
 }
 
 TEST_F(VaultTest, CompanyMayNotAdministrate) {

@@ -4,6 +4,8 @@
 // server's log, without the password. This binary starts (and stops) its own PostgreSQL.
 #include "server/storage/postgres/pg_store.h"
 
+#include <libpq-fe.h>
+
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/storage/postgres/statement.h"
 #include "server/storage/postgres/test_postgres.h"
 
 namespace fairvault::server::storage {
@@ -71,6 +74,46 @@ TEST(PgStoreUnavailableTest, AStoppedServerIsUnavailableWithoutConnectionDetails
   auto accounts = store->ListAccounts();
   ASSERT_OK(accounts);
   EXPECT_EQ(accounts->size(), 1u);
+}
+
+// PostgreSQL answers the COMMIT of a transaction an error aborted with a ROLLBACK and no error;
+// the store's Commit must fail there (a batch of charges would otherwise answer a charge whose
+// rows were rolled back). And a query is prepared under a name derived from its text, the same
+// on every connection.
+TEST(PgConnTest, CommitFailsOnAnAbortedTransactionAndNamesFollowTheText) {
+  auto pg = TestPostgres::Start();
+  ASSERT_OK(pg);
+  auto uri = (*pg)->CreateDatabase(kDatabase);
+  ASSERT_OK(uri);
+  auto opened = PgStore::Open(*uri);
+  ASSERT_OK(opened);
+  PgStore::Conn a(PQconnectdb(uri->c_str()), opened->get());
+  PgStore::Conn b(PQconnectdb(uri->c_str()), opened->get());
+  ASSERT_TRUE(a.ok() && b.ok());
+
+  ASSERT_OK(a.Run("BEGIN"));
+  EXPECT_FALSE(a.Run("SELECT 1/0").ok());
+  EXPECT_THAT(a.Commit(), StatusIs(absl::StatusCode::kInternal, "rolled back"));
+  ASSERT_OK(a.Run("BEGIN"));
+  ASSERT_OK(a.Run("SELECT 1"));
+  EXPECT_OK(a.Commit());
+
+  // Different first uses on the two connections, then one text on both.
+  ASSERT_OK(b.Run("SELECT 2"));
+  constexpr char kQuery[] = "SELECT COUNT(*) FROM accounts WHERE id > $1";
+  ASSERT_OK(a.Run(kQuery, postgres::Params().Int(0)));
+  ASSERT_OK(b.Run(kQuery, postgres::Params().Int(0)));
+  constexpr char kNames[] =
+      "SELECT name::text FROM pg_prepared_statements WHERE statement LIKE 'SELECT COUNT(*) FROM "
+      "accounts%'";
+  auto on_a = a.Exec(kNames);
+  auto on_b = b.Exec(kNames);
+  ASSERT_OK(on_a);
+  ASSERT_OK(on_b);
+  ASSERT_EQ(on_a->rows(), 1);
+  ASSERT_EQ(on_b->rows(), 1);
+  EXPECT_EQ(on_a->Text(0, 0), on_b->Text(0, 0));
+  EXPECT_THAT(on_a->Text(0, 0), ::testing::StartsWith("fv_"));
 }
 
 // A string libpq cannot parse is the operator's mistake (InvalidArgument), and libpq's message

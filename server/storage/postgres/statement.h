@@ -22,6 +22,7 @@
 #include "core/util/status_macros.h"
 #include "server/storage/postgres/pg_store.h"
 #include "server/storage/store.h"
+#include "server/util/crypto.h"
 
 namespace fairvault::server::storage::postgres {
 
@@ -204,8 +205,22 @@ class PgStore::Conn {
       (void)Run("ROLLBACK");
       return result;
     }
-    RETURN_IF_ERROR(Run("COMMIT"));
+    RETURN_IF_ERROR(Commit());
     return result;
+  }
+
+  // COMMIT, failing unless the transaction committed: PostgreSQL answers the COMMIT of a
+  // transaction an error aborted with a ROLLBACK and no error.
+  absl::Status Commit() {
+    PGresult* raw = PQexecParams(c_, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 1);
+    const bool committed = raw != nullptr && PQresultStatus(raw) == PGRES_COMMAND_OK &&
+                           std::strcmp(PQcmdStatus(raw), "COMMIT") == 0;
+    if (committed) {
+      PQclear(raw);
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(Result result, Check(raw));  // an error: its status
+    return absl::InternalError("postgres: the transaction was rolled back at its commit");
   }
 
   // Whether a transaction block is open (possibly failed, until ROLLBACK TO a savepoint):
@@ -241,7 +256,10 @@ class PgStore::Conn {
     auto it = prepared_.find(key);
     if (it != prepared_.end()) return it->second;
     if (prepared_.size() >= kMaxPrepared) return std::string();
-    std::string name = absl::StrCat("fv", prepared_.size());
+    // Named after the text and types, not the order of first use: the same name means the same
+    // statement on every connection of every server, so a name that reaches a connection
+    // without it (a pooler that mixes connections) fails instead of running another query.
+    std::string name = absl::StrCat("fv_", HexEncode(Sha256(key)).substr(0, 32));
     RETURN_IF_ERROR(Check(PQprepare(c_, name.c_str(), sql, p.size(), p.types())).status());
     prepared_.emplace(std::move(key), name);
     return name;
