@@ -187,9 +187,10 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
   }
   // A cached table's record stands in for the store's until shortly before it expires
   // (CachedTable::record); the payload is read only when the parsed table is not in the cache.
+  const int64_t now = clock_->NowMicros();
   storage::TableRecord record;
-  if (resolved.cached != nullptr && resolved.cached->record.expires_micros -
-                                            kTableRecordMarginMicros >= clock_->NowMicros()) {
+  if (resolved.cached != nullptr &&
+      resolved.cached->record.expires_micros - kTableRecordMarginMicros >= now) {
     record = resolved.cached->record;
   } else {
     ASSIGN_OR_RETURN(record, store_->GetTableInfo(handle));
@@ -198,7 +199,7 @@ absl::StatusOr<Vault::ResolvedTable> Vault::ResolveTable(const Caller& caller,
     return absl::PermissionDeniedError(
         absl::StrCat("table_handle '", handle, "' belongs to another company"));
   }
-  if (!allow_expired && record.expires_micros < clock_->NowMicros()) {
+  if (!allow_expired && record.expires_micros < now) {
     return absl::FailedPreconditionError(
         absl::StrCat("table_handle '", handle, "' expired at unix time ",
                      record.expires_micros / 1'000'000, "; upload the table again"));

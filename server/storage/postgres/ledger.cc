@@ -6,7 +6,6 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -136,9 +135,7 @@ absl::StatusOr<ChargeOutcome> PgStore::Charge(const ChargeRequest& request, int6
         batch, BatchOps{// Every charge on the database, from any process, waits here for the
                         // batch before it.
                         [&conn]() { return conn.BeginAndLockLedgerHead(); },
-                        [&conn](const char* sql) {
-                          return std::strcmp(sql, "COMMIT") == 0 ? conn.Commit() : conn.Run(sql);
-                        },
+                        [&conn](const char* sql) { return conn.Run(sql); },
                         [&conn]() { return conn.InTransactionBlock(); },
                         [&conn](const PendingCharge& p, absl::Status* failure) {
                           return ChargeOne(conn, p.request, p.now_micros, p.body, failure);

@@ -120,6 +120,8 @@ class Result {
   std::string Text(int row, int col) const {
     return std::string(PQgetvalue(r_, row, col), PQgetlength(r_, row, col));
   }
+  // The command's tag without its row count ("COMMIT", "ROLLBACK", "INSERT 0 1" ...).
+  std::string command() const { return PQcmdStatus(r_); }
   // Rows a command changed.
   int64_t changed() const {
     const char* n = PQcmdTuples(r_);
@@ -156,8 +158,15 @@ class PgStore::Conn {
   absl::StatusOr<Result> Exec(const char* sql, const Params& p = Params()) {
     ASSIGN_OR_RETURN(const std::string name, Prepared(sql, p));
     if (name.empty()) {
-      return Check(PQexecParams(c_, sql, p.size(), p.types(), p.values(), p.lengths(),
-                                p.formats(), /*resultFormat=*/1));
+      ASSIGN_OR_RETURN(Result r, Check(PQexecParams(c_, sql, p.size(), p.types(), p.values(),
+                                                    p.lengths(), p.formats(),
+                                                    /*resultFormat=*/1)));
+      // PostgreSQL answers the COMMIT of a transaction an error aborted with a ROLLBACK, not an
+      // error: a COMMIT fails here unless it committed.
+      if (std::strcmp(sql, "COMMIT") == 0 && r.command() != "COMMIT") {
+        return absl::InternalError("postgres: the transaction was rolled back at its commit");
+      }
+      return r;
     }
     return Check(PQexecPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(),
                                 /*resultFormat=*/1));
@@ -209,19 +218,8 @@ class PgStore::Conn {
     return result;
   }
 
-  // COMMIT, failing unless the transaction committed: PostgreSQL answers the COMMIT of a
-  // transaction an error aborted with a ROLLBACK and no error.
-  absl::Status Commit() {
-    PGresult* raw = PQexecParams(c_, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 1);
-    const bool committed = raw != nullptr && PQresultStatus(raw) == PGRES_COMMAND_OK &&
-                           std::strcmp(PQcmdStatus(raw), "COMMIT") == 0;
-    if (committed) {
-      PQclear(raw);
-      return absl::OkStatus();
-    }
-    ASSIGN_OR_RETURN(Result result, Check(raw));  // an error: its status
-    return absl::InternalError("postgres: the transaction was rolled back at its commit");
-  }
+  // COMMIT, failing unless the transaction committed (Exec).
+  absl::Status Commit() { return Run("COMMIT"); }
 
   // Whether a transaction block is open (possibly failed, until ROLLBACK TO a savepoint):
   // false once the connection dropped or the server ended the transaction.
