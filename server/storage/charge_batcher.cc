@@ -7,6 +7,25 @@
 
 namespace fairvault::server::storage {
 
+namespace {
+
+// What every charge of a batch is told when one charge's failure ended the batch: that
+// failure when it is the database's to retry (unavailable, a conflict), whose message names no
+// company, dataset, key or row; otherwise `fallback`. A refusal names the company and dataset
+// it refused, a database's own error can quote a row, and the batch's other callers may be
+// other companies.
+absl::Status BatchFailure(const absl::Status& charge_failure, absl::Status fallback) {
+  switch (charge_failure.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kAborted:
+      return charge_failure;
+    default:
+      return fallback;
+  }
+}
+
+}  // namespace
+
 bool RunChargeBatch(absl::Span<PendingCharge* const> batch, const BatchOps& ops) {
   // Every charge of the batch gets `error`; what the transaction held is rolled back.
   auto fail_all = [&](const absl::Status& error) {
@@ -17,12 +36,12 @@ bool RunChargeBatch(absl::Span<PendingCharge* const> batch, const BatchOps& ops)
   if (absl::Status begun = ops.begin(); !begun.ok()) return fail_all(begun);
   std::vector<absl::Status> failures(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (absl::Status s = ops.exec("SAVEPOINT charge"); !s.ok()) return fail_all(s);
+    if (absl::Status s = ops.savepoint(); !s.ok()) return fail_all(s);
     absl::StatusOr<ChargeOutcome> outcome = ops.charge_one(*batch[i], &failures[i]);
     if (!ops.open()) {
       // The database gave up the transaction: the earlier charges of the batch went with it.
-      return fail_all(outcome.ok() ? absl::InternalError("the charge transaction was rolled back")
-                                   : outcome.status());
+      const absl::Status rolled_back = absl::InternalError("the charge transaction was rolled back");
+      return fail_all(outcome.ok() ? rolled_back : BatchFailure(outcome.status(), rolled_back));
     }
     // The last charge's savepoint is left to the COMMIT (which ends it with the transaction):
     // one statement fewer, a round trip on PostgreSQL, for a batch of one.
@@ -31,7 +50,9 @@ bool RunChargeBatch(absl::Span<PendingCharge* const> batch, const BatchOps& ops)
                                                : ops.exec("RELEASE SAVEPOINT charge"))
                                        : ops.exec("ROLLBACK TO SAVEPOINT charge");
     if (closed.ok() && !outcome.ok() && !last) closed = ops.exec("RELEASE SAVEPOINT charge");
-    if (!closed.ok()) return fail_all(closed);
+    // A failed charge whose ROLLBACK TO fails too: the batch's BEGIN, lock or savepoint
+    // (deferred to the charge's first statement) may be what failed; that is the cause.
+    if (!closed.ok()) return fail_all(outcome.ok() ? closed : BatchFailure(outcome.status(), closed));
     batch[i]->outcome = std::move(outcome);
   }
   if (absl::Status committed = ops.exec("COMMIT"); !committed.ok()) return fail_all(committed);

@@ -32,9 +32,13 @@ struct PendingCharge {
 
 // What a backend provides to run a batch on one connection.
 struct BatchOps {
-  // Opens the transaction and takes the ledger's lock.
+  // Opens the transaction and takes the ledger's lock. Both may be deferred to the first
+  // charge's first statement (PostgreSQL sends them with its reads): their failure is then that
+  // charge's, and its ROLLBACK TO fails the batch.
   std::function<absl::Status()> begin;
-  // Runs one statement in it (SAVEPOINT, RELEASE, ROLLBACK TO, COMMIT, ROLLBACK).
+  // Opens the savepoint "charge" before each charge, deferred the same way.
+  std::function<absl::Status()> savepoint;
+  // Runs one statement in it (RELEASE, ROLLBACK TO, COMMIT, ROLLBACK).
   std::function<absl::Status(const char* sql)> exec;
   // Whether the transaction is still open: a database may roll it back on its own after some
   // errors (SQLite after an I/O error or a full disk; a dropped PostgreSQL connection).

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/util/status_macros.h"
 #include "server/util/crypto.h"
 
 namespace fairvault::server::storage {
@@ -40,6 +41,29 @@ absl::StatusOr<std::vector<core::transparency::StoredNode>> TreeNodesForRow(
   }
   return core::transparency::NodesForAppend(
       seq - 1, core::transparency::LeafHash(absl::HexStringToBytes(row_hash)), read);
+}
+
+absl::StatusOr<std::vector<core::transparency::StoredNode>> TreeFrontier::NodesForRow(
+    int64_t seq, const std::string& prev_hash, const std::string& row_hash,
+    core::transparency::NodeReader read) {
+  absl::MutexLock lock(&mu_);
+  const int64_t size = seq - 1;  // the tree's before the row joins it
+  if (size != size_ || prev_hash != head_hash_) nodes_.clear();  // another head: nothing known
+  ASSIGN_OR_RETURN(
+      std::vector<core::transparency::StoredNode> nodes,
+      TreeNodesForRow(seq, row_hash,
+                      [&](int level, int64_t index) -> absl::StatusOr<core::transparency::Hash> {
+                        auto it = nodes_.find(level);
+                        if (it != nodes_.end() && index == (size >> level) - 1) return it->second;
+                        return read(level, index);
+                      }));
+  // The highest new node is the edge's node at its level and replaces every level below it.
+  const core::transparency::StoredNode& top = nodes.back();
+  for (int level = 0; level < top.level; ++level) nodes_.erase(level);
+  nodes_[top.level] = top.hash;
+  size_ = seq;
+  head_hash_ = row_hash;
+  return nodes;
 }
 
 std::string EncodeInt64s(const std::vector<int64_t>& values) {

@@ -33,8 +33,8 @@ using postgres::DatasetById;
 using postgres::GrantIn;
 using postgres::SpendIn;
 using postgres::DatasetSpendIn;
-using postgres::AdmissionIn;
 using postgres::AdmissionInputs;
+using postgres::Query;
 using postgres::AppendLedger;
 using postgres::LedgerHead;
 using postgres::ReadLedgerHead;
@@ -133,12 +133,19 @@ absl::StatusOr<ChargeOutcome> PgStore::Charge(const ChargeRequest& request, int6
     Conn& conn = **c;
     return RunChargeBatch(
         batch, BatchOps{// Every charge on the database, from any process, waits here for the
-                        // batch before it.
-                        [&conn]() { return conn.BeginAndLockLedgerHead(); },
+                        // batch before it. BEGIN, the lock and each charge's savepoint go with
+                        // the charge's first reads, in one round trip.
+                        [&conn]() { return conn.DeferBeginAndLockLedgerHead(); },
+                        [&conn]() { return conn.Defer("SAVEPOINT charge"); },
                         [&conn](const char* sql) { return conn.Run(sql); },
                         [&conn]() { return conn.InTransactionBlock(); },
                         [&conn](const PendingCharge& p, absl::Status* failure) {
-                          return ChargeOne(conn, p.request, p.now_micros, p.body, failure);
+                          absl::StatusOr<ChargeOutcome> outcome =
+                              ChargeOne(conn, p.request, p.now_micros, p.body, failure);
+                          // A failed charge's unsent writes go nowhere: its ROLLBACK TO
+                          // comes next. A charge that succeeded sent them all.
+                          if (!outcome.ok()) conn.DropDeferred();
+                          return outcome;
                         }});
   });
 }
@@ -151,11 +158,19 @@ void PgStore::SetChargeCommitObserver(std::function<void(int64_t charges)> obser
 absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest& request,
                                                  int64_t now_micros, const ChargeBody& body,
                                                  absl::Status* failure) {
-  // 1. Replays return the stored bytes, charged once.
-  ASSIGN_OR_RETURN(Result stored,
-                   conn.Exec("SELECT params_digest, payload, error_code, error_message "
-                           "FROM responses WHERE account_id=$1 AND idempotency_key=$2",
-                           Params().Int(request.account_id).Text(request.idempotency_key)));
+  // 1. Replays return the stored bytes, charged once. What admission and the ledger row need
+  // is read in the same round trip (with the batch's BEGIN and lock and this charge's
+  // savepoint, deferred to it).
+  std::vector<Query> reads;
+  Params replay;
+  replay.Int(request.account_id).Text(request.idempotency_key);
+  reads.push_back(Query{"SELECT params_digest, payload, error_code, error_message "
+                        "FROM responses WHERE account_id=$1 AND idempotency_key=$2",
+                        std::move(replay)});
+  reads.push_back(postgres::AdmissionQuery(request.account_id, request.dataset_id));
+  reads.push_back(postgres::LedgerHeadQuery());
+  ASSIGN_OR_RETURN(std::vector<Result> read, conn.Pipeline(std::move(reads)));
+  const Result& stored = read[0];
   if (stored.rows() > 0) {
     if (stored.Text(0, 0) != request.params_digest) {
       return IdempotencyKeyReused(request.idempotency_key);
@@ -167,7 +182,7 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
 
   // 2. The privacy filter, on the declared cost only, and the job limit. Jobs are created
   // only by charges, which hold the lock: no other process adds one before this commits.
-  AdmissionInputs in = AdmissionIn(conn, request.account_id, request.dataset_id);
+  AdmissionInputs in = postgres::ReadAdmission(read[1], request.account_id, request.dataset_id);
   ASSIGN_OR_RETURN(Spend spend, std::move(in.spend));
   ASSIGN_OR_RETURN(Admission admitted,
                    AdmitCharge(
@@ -180,8 +195,10 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
                          return r.Int(0, 0);
                        }));
 
-  // 3. Compute the release inside the transaction, then debit and store it together.
-  ASSIGN_OR_RETURN(const LedgerHead head, ReadLedgerHead(conn));
+  // 3. Compute the release inside the transaction, then debit and store it together: the
+  // writes go in one round trip, sent before this charge is done so that a failing one fails
+  // this charge alone.
+  const LedgerHead head = ReadLedgerHead(read[2]);
   const int64_t seq = head.seq + 1;
   ChargeResult result = RunChargeBody(body, seq, admitted.after, failure);
   LedgerRow row = ChargeLedgerRow(request, now_micros);
@@ -189,7 +206,7 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
   const Spend& after = admitted.after.spend;
   const std::string all = EncodeInt64s(after.rdp_all_nano);
   const std::string nonpure = EncodeInt64s(after.rdp_nonpure_nano);
-  RETURN_IF_ERROR(conn.Run(
+  RETURN_IF_ERROR(conn.Defer(
       "INSERT INTO spend(account_id, dataset_id, releases, pure_micro, rdp_all, rdp_nonpure) "
       "VALUES($1,$2,$3,$4,$5,$6) ON CONFLICT(account_id, dataset_id) DO UPDATE SET "
       "releases=excluded.releases, pure_micro=excluded.pure_micro, rdp_all=excluded.rdp_all, "
@@ -202,7 +219,7 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
           .Bytes(all)
           .Bytes(nonpure)));
   RETURN_IF_ERROR(
-      conn.Run("INSERT INTO responses(account_id, idempotency_key, request_kind, params_digest, "
+      conn.Defer("INSERT INTO responses(account_id, idempotency_key, request_kind, params_digest, "
              "ledger_seq, payload, error_code, error_message) VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
              Params()
                  .Int(request.account_id)
@@ -216,7 +233,7 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
   if (result.artifact) {
     const ArtifactRecord& a = *result.artifact;
     RETURN_IF_ERROR(
-        conn.Run("INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, "
+        conn.Defer("INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, "
                "created_micros, payload) VALUES($1,$2,$3,$4,$5,$6)",
                Params()
                    .Text(a.id)
@@ -235,12 +252,13 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
     p.Int(j.subject_limit).Int(static_cast<int64_t>(JobState::kQueued)).Int(j.total);
     p.Int(j.submitted_micros != 0 ? j.submitted_micros : now_micros);
     p.Text(j.validation_table_handle);
-    RETURN_IF_ERROR(conn.Run(absl::StrCat("INSERT INTO jobs(", kJobCols,
+    RETURN_IF_ERROR(conn.Defer(absl::StrCat("INSERT INTO jobs(", kJobCols,
                                         ", validation_table_handle) VALUES($1,$2,$3,$4,$5,$6,$7,"
                                         "$8,$9,$10,$11,$12,0,$13,$14,0,0,0,'','','',0,$15)")
                                .c_str(),
                            p));
   }
+  RETURN_IF_ERROR(conn.Flush());
   return ChargeOutcome{std::move(result.response_payload), false};
 }
 

@@ -266,10 +266,10 @@ PgStore::~PgStore() = default;
 
 void PgStore::Release::operator()(Conn* conn) const {
   absl::MutexLock lock(&store->mu_);
-  if (conn->ok()) {
+  if (conn->reusable()) {
     store->idle_.emplace_back(conn);
   } else {
-    delete conn;  // a broken connection is replaced by a new one on the next Borrow
+    delete conn;  // broken, or left in a transaction: replaced by a new one on the next Borrow
     --store->open_;
   }
 }

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/storage/charge_batcher.h"
+#include "server/storage/ledger_chain.h"
 #include "server/storage/store.h"
 
 struct pg_conn;
@@ -158,6 +159,8 @@ class PgStore final : public Store {
 
   // Charges wait here to be committed together, one transaction per batch.
   ChargeBatcher batcher_;
+  // The Merkle tree's right edge after this process's last ledger row (TreeFrontier).
+  TreeFrontier tree_frontier_;
 
   const std::string conninfo_;
   const int pool_size_;

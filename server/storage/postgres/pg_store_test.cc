@@ -116,6 +116,74 @@ TEST(PgConnTest, CommitFailsOnAnAbortedTransactionAndNamesFollowTheText) {
   EXPECT_THAT(on_a->Text(0, 0), ::testing::StartsWith("fv_"));
 }
 
+// Deferred statements go first in the next round trip; a pipeline's results come back in
+// order; the first failing statement is the call's error and the ones after it do not run;
+// a COMMIT behind a failing deferred statement fails; a connection left in a transaction, or
+// with statements deferred, is not lent again.
+TEST(PgConnTest, DeferredStatementsGoFirstAndTheFirstErrorStopsThePipeline) {
+  auto pg = TestPostgres::Start();
+  ASSERT_OK(pg);
+  auto uri = (*pg)->CreateDatabase(kDatabase);
+  ASSERT_OK(uri);
+  auto opened = PgStore::Open(*uri);
+  ASSERT_OK(opened);
+  PgStore::Conn a(PQconnectdb(uri->c_str()), opened->get());
+  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a.Run("CREATE TABLE t(k BIGINT PRIMARY KEY, v TEXT NOT NULL)"));
+  constexpr char kInsert[] = "INSERT INTO t(k, v) VALUES($1, $2)";
+  constexpr char kCount[] = "SELECT COUNT(*) FROM t";
+  std::string value = "one";
+  ASSERT_OK(a.Defer(kInsert, postgres::Params().Int(1).Text(value)));
+  value = "changed after the Defer";  // the deferred statement holds its own copy
+  ASSERT_OK(a.Defer(kInsert, postgres::Params().Int(2).Text("two")));
+  EXPECT_FALSE(a.reusable());
+  auto rows = [&]() -> int64_t {
+    auto count = a.Exec(kCount);
+    return count.ok() ? count->Int(0, 0) : -1;
+  };
+  EXPECT_EQ(rows(), 2);
+  EXPECT_TRUE(a.reusable());
+
+  std::vector<postgres::Query> queries;
+  postgres::Params by_key;
+  by_key.Int(1);
+  queries.push_back(postgres::Query{"SELECT v FROM t WHERE k=$1", std::move(by_key)});
+  queries.push_back(postgres::Query{kCount, postgres::Params()});
+  auto results = a.Pipeline(std::move(queries));
+  ASSERT_OK(results);
+  ASSERT_EQ(results->size(), 2u);
+  EXPECT_EQ((*results)[0].Text(0, 0), "one");
+  EXPECT_EQ((*results)[1].Int(0, 0), 2);
+
+  // In a transaction: a duplicate key, then a row that must not be written.
+  ASSERT_OK(a.Run("BEGIN"));
+  ASSERT_OK(a.Defer(kInsert, postgres::Params().Int(3).Text("three")));
+  ASSERT_OK(a.Defer(kInsert, postgres::Params().Int(1).Text("again")));
+  ASSERT_OK(a.Defer(kInsert, postgres::Params().Int(4).Text("four")));
+  EXPECT_THAT(a.Exec(kCount), StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_TRUE(a.InTransactionBlock());
+  EXPECT_FALSE(a.reusable());
+  ASSERT_OK(a.Run("ROLLBACK"));
+  EXPECT_TRUE(a.reusable());
+  EXPECT_EQ(rows(), 2);
+
+  // A COMMIT behind a failing deferred statement does not run; InTransaction rolls back.
+  EXPECT_THAT(a.InTransaction([&]() -> absl::Status {
+    RETURN_IF_ERROR(a.Defer(kInsert, postgres::Params().Int(5).Text("five")));
+    return a.Defer(kInsert, postgres::Params().Int(2).Text("again"));
+  }),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_TRUE(a.reusable());
+  // And one that succeeds commits its deferred rows with the COMMIT.
+  ASSERT_OK(a.InTransaction([&]() { return a.Defer(kInsert, postgres::Params().Int(6).Text("six")); }));
+  EXPECT_EQ(rows(), 3);
+  // Each text was prepared once, pipelines included.
+  auto prepared = a.Exec("SELECT COUNT(*) FROM pg_prepared_statements WHERE statement = $1",
+                         postgres::Params().Text(kInsert));
+  ASSERT_OK(prepared);
+  EXPECT_EQ(prepared->Int(0, 0), 1);
+}
+
 // A string libpq cannot parse is the operator's mistake (InvalidArgument), and libpq's message
 // about it quotes the malformed part: here the password, which must reach neither the status
 // nor the log.

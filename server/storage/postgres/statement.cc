@@ -130,38 +130,35 @@ absl::StatusOr<Spend> SpendIn(Conn& c, int64_t account_id, int64_t dataset_id) {
   return ReadSpend(r, 0, 0);
 }
 
-AdmissionInputs AdmissionIn(Conn& c, int64_t account_id, int64_t dataset_id) {
+Query AdmissionQuery(int64_t account_id, int64_t dataset_id) {
+  Params p;
+  p.Int(account_id).Int(dataset_id);
+  return Query{absl::StrCat("SELECT ", kDatasetColsOfD,
+                            ", g.epsilon_micro, g.delta, s.releases, s.pure_micro, s.rdp_all, "
+                            "s.rdp_nonpure FROM datasets d "
+                            "LEFT JOIN grants g ON g.account_id=$1 AND g.dataset_id=d.id "
+                            "LEFT JOIN spend s ON s.account_id=$1 AND s.dataset_id=d.id "
+                            "WHERE d.id=$2"),
+               std::move(p)};
+}
+
+AdmissionInputs ReadAdmission(const Result& r, int64_t account_id, int64_t dataset_id) {
   AdmissionInputs in;
-  absl::StatusOr<Result> r =
-      c.Exec(absl::StrCat("SELECT ", kDatasetColsOfD,
-                          ", g.epsilon_micro, g.delta, s.releases, s.pure_micro, s.rdp_all, "
-                          "s.rdp_nonpure FROM datasets d "
-                          "LEFT JOIN grants g ON g.account_id=$1 AND g.dataset_id=d.id "
-                          "LEFT JOIN spend s ON s.account_id=$1 AND s.dataset_id=d.id "
-                          "WHERE d.id=$2")
-                 .c_str(),
-             Params().Int(account_id).Int(dataset_id));
-  if (!r.ok()) {
-    in.dataset = r.status();
-    in.grant = r.status();
-    in.spend = r.status();
-    return in;
-  }
   // No dataset, then no grant on it either (the grant's key refers to the dataset).
-  if (r->rows() == 0) {
+  if (r.rows() == 0) {
     in.dataset = absl::NotFoundError(absl::StrCat("no dataset with id ", dataset_id));
     in.grant = absl::NotFoundError("no grant");
     in.spend = Spend{};
     return in;
   }
   constexpr int kGrant = 7, kSpend = 9;  // after the dataset's 7 columns
-  in.dataset = ReadDataset(*r, 0);
-  if (r->IsNull(0, kGrant)) {
+  in.dataset = ReadDataset(r, 0);
+  if (r.IsNull(0, kGrant)) {
     in.grant = absl::NotFoundError("no grant");
   } else {
-    in.grant = GrantRecord{account_id, dataset_id, r->Int(0, kGrant), r->Double(0, kGrant + 1)};
+    in.grant = GrantRecord{account_id, dataset_id, r.Int(0, kGrant), r.Double(0, kGrant + 1)};
   }
-  in.spend = r->IsNull(0, kSpend) ? absl::StatusOr<Spend>(Spend{}) : ReadSpend(*r, 0, kSpend);
+  in.spend = r.IsNull(0, kSpend) ? absl::StatusOr<Spend>(Spend{}) : ReadSpend(r, 0, kSpend);
   return in;
 }
 
@@ -177,17 +174,24 @@ absl::StatusOr<Spend> DatasetSpendIn(Conn& c, int64_t dataset_id) {
   return total;
 }
 
-// Appends one row to the chain inside the caller's transaction, which holds the ledger head's
-// lock; fills seq and hashes.
 absl::Status AppendLedger(Conn& c, LedgerRow& row, int64_t account_id, int64_t dataset_id) {
   ASSIGN_OR_RETURN(LedgerHead head, ReadLedgerHead(c));
   return AppendLedger(c, head, row, account_id, dataset_id);
 }
 
-absl::StatusOr<LedgerHead> ReadLedgerHead(Conn& c) {
-  ASSIGN_OR_RETURN(Result head, c.Exec("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1"));
+Query LedgerHeadQuery() {
+  return Query{"SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1", Params()};
+}
+
+LedgerHead ReadLedgerHead(const Result& head) {
   if (head.rows() == 0) return LedgerHead{0, std::string(kGenesisHash)};
   return LedgerHead{head.Int(0, 0), head.Text(0, 1)};
+}
+
+absl::StatusOr<LedgerHead> ReadLedgerHead(Conn& c) {
+  Query q = LedgerHeadQuery();
+  ASSIGN_OR_RETURN(Result head, c.Exec(q.sql.c_str(), q.params));
+  return ReadLedgerHead(head);
 }
 
 absl::Status AppendLedger(Conn& c, const LedgerHead& head, LedgerRow& row, int64_t account_id,
@@ -201,12 +205,12 @@ absl::Status AppendLedger(Conn& c, const LedgerHead& head, LedgerRow& row, int64
   p.Int(dataset_id).Text(row.dataset).Text(row.request_kind).Text(row.idempotency_key);
   p.Double(row.epsilon).Double(row.delta).Text(row.mechanism).OptionalInt(row.pure_micro);
   p.Bytes(rdp).Text(row.prev_hash).Text(row.hash).Text(row.actor);
-  RETURN_IF_ERROR(c.Run(absl::StrCat("INSERT INTO ledger(", kLedgerCols,
-                                     ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,"
-                                     "$16,$17)")
-                            .c_str(),
-                        p));
-  return AppendTreeLeaf(c, row.seq, row.hash);
+  RETURN_IF_ERROR(c.Defer(absl::StrCat("INSERT INTO ledger(", kLedgerCols,
+                                       ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,"
+                                       "$15,$16,$17)")
+                              .c_str(),
+                          p));
+  return AppendTreeLeaf(c, row.seq, row.prev_hash, row.hash);
 }
 
 absl::StatusOr<std::string> TreeNode(Conn& c, int level, int64_t idx) {
@@ -218,9 +222,10 @@ absl::StatusOr<std::string> TreeNode(Conn& c, int level, int64_t idx) {
   return r.Text(0, 0);
 }
 
-absl::Status AppendTreeLeaf(Conn& c, int64_t seq, const std::string& hash) {
+absl::Status AppendTreeLeaf(Conn& c, int64_t seq, const std::string& prev_hash,
+                            const std::string& hash) {
   ASSIGN_OR_RETURN(std::vector<core::transparency::StoredNode> nodes,
-                   TreeNodesForRow(seq, hash, [&c](int level, int64_t idx) {
+                   c.tree_frontier().NodesForRow(seq, prev_hash, hash, [&c](int level, int64_t idx) {
                      return TreeNode(c, level, idx);
                    }));
   // One statement for the leaf and the subtrees it completes.
@@ -231,7 +236,7 @@ absl::Status AppendTreeLeaf(Conn& c, int64_t seq, const std::string& hash) {
     absl::StrAppend(&sql, i == 0 ? "" : ",", "($", 3 * i + 1, ",$", 3 * i + 2, ",$", 3 * i + 3,
                     ")");
   }
-  return c.Run(sql.c_str(), p);
+  return c.Defer(sql.c_str(), p);
 }
 
 absl::Status BackfillTree(Conn& c) {
@@ -242,12 +247,98 @@ absl::Status BackfillTree(Conn& c) {
   // No row is appended meanwhile (appends take the same lock).
   RETURN_IF_ERROR(c.LockHead("ledger"));
   ASSIGN_OR_RETURN(Result rows,
-                   c.Exec("SELECT seq, hash FROM ledger l WHERE NOT EXISTS (SELECT 1 FROM "
-                          "merkle_nodes m WHERE m.level = 0 AND m.idx = l.seq - 1) ORDER BY seq"));
+                   c.Exec("SELECT seq, prev_hash, hash FROM ledger l WHERE NOT EXISTS (SELECT 1 "
+                          "FROM merkle_nodes m WHERE m.level = 0 AND m.idx = l.seq - 1) "
+                          "ORDER BY seq"));
   for (int i = 0; i < rows.rows(); ++i) {
-    RETURN_IF_ERROR(AppendTreeLeaf(c, rows.Int(i, 0), rows.Text(i, 1)));
+    RETURN_IF_ERROR(AppendTreeLeaf(c, rows.Int(i, 0), rows.Text(i, 1), rows.Text(i, 2)));
   }
-  return absl::OkStatus();
+  return c.Flush();
 }
 
 }  // namespace fairvault::server::storage::postgres
+
+namespace fairvault::server::storage {
+
+absl::StatusOr<std::vector<postgres::Result>> PgStore::Conn::Pipeline(
+    std::vector<postgres::Query> queries) {
+  std::vector<Query> all = std::exchange(deferred_, {});
+  const size_t first_query = all.size();
+  for (Query& q : queries) all.push_back(std::move(q));
+  if (all.empty()) return std::vector<Result>();
+  if (PQenterPipelineMode(c_) != 1) return Broken();
+  // What each result read back belongs to: a statement, or the preparation of one.
+  struct Sent {
+    size_t statement;
+    bool preparation;
+    std::string key;  // for a preparation: what prepared_ records once it succeeded
+    std::string name;
+  };
+  std::vector<Sent> sent;
+  absl::flat_hash_map<std::string, std::string> preparing;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Query& q = all[i];
+    const Params& p = q.params;
+    std::string name;
+    if (IsQuery(q.sql.c_str())) {
+      std::string key = PreparedKey(q.sql.c_str(), p);
+      if (auto it = prepared_.find(key); it != prepared_.end()) {
+        name = it->second;
+      } else if (auto it = preparing.find(key); it != preparing.end()) {
+        name = it->second;
+      } else if (prepared_.size() + preparing.size() < kMaxPrepared) {
+        name = PreparedName(key);
+        if (PQsendPrepare(c_, name.c_str(), q.sql.c_str(), p.size(), p.types()) != 1) {
+          return Broken();
+        }
+        preparing.emplace(key, name);
+        sent.push_back(Sent{i, true, std::move(key), name});
+      }
+    }
+    const int queued =
+        name.empty()
+            ? PQsendQueryParams(c_, q.sql.c_str(), p.size(), p.types(), p.values(), p.lengths(),
+                                p.formats(), /*resultFormat=*/1)
+            : PQsendQueryPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(),
+                                  p.formats(), /*resultFormat=*/1);
+    if (queued != 1) return Broken();
+    sent.push_back(Sent{i, false, "", ""});
+  }
+  if (PQpipelineSync(c_) != 1) return Broken();
+  std::vector<Result> results;
+  absl::Status first_error;
+  for (Sent& s : sent) {
+    // One result a command, then a null; after the first error, PGRES_PIPELINE_ABORTED for
+    // each command left. Anything else: the pipeline's state is unknown.
+    PGresult* raw = PQgetResult(c_);
+    if (raw == nullptr) return Broken();
+    if (PGresult* more = PQgetResult(c_); more != nullptr) {
+      PQclear(more);
+      PQclear(raw);
+      return Broken();
+    }
+    if (PQresultStatus(raw) == PGRES_PIPELINE_ABORTED) {
+      PQclear(raw);
+      if (first_error.ok()) return Broken();  // aborted, but by no error we saw
+      continue;
+    }
+    absl::StatusOr<Result> r = Check(raw);
+    absl::Status status = r.status();
+    if (r.ok() && s.preparation) prepared_.emplace(std::move(s.key), std::move(s.name));
+    if (r.ok() && !s.preparation) status = Committed(all[s.statement].sql.c_str(), *r);
+    if (!status.ok()) {
+      if (first_error.ok()) first_error = status;
+      continue;
+    }
+    if (!s.preparation && s.statement >= first_query) results.push_back(*std::move(r));
+  }
+  PGresult* sync = PQgetResult(c_);
+  const bool synced = sync != nullptr && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+  PQclear(sync);
+  if (!synced || PQexitPipelineMode(c_) != 1) return Broken();
+  RETURN_IF_ERROR(first_error);
+  if (results.size() != all.size() - first_query) return Broken();
+  return results;
+}
+
+}  // namespace fairvault::server::storage

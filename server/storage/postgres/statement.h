@@ -58,6 +58,19 @@ class Params {
     return *this;
   }
 
+  // A copy that owns every value (Text and Bytes refer to the caller's strings).
+  Params Copy() const {
+    Params out;
+    for (size_t i = 0; i < types_.size(); ++i) {
+      if (values_[i] == nullptr) {
+        out.Null(types_[i]);
+      } else {
+        out.Add(types_[i], std::string(values_[i], lengths_[i]));
+      }
+    }
+    return out;
+  }
+
   int size() const { return static_cast<int>(types_.size()); }
   const Oid* types() const { return types_.data(); }
   const char* const* values() const { return values_.data(); }
@@ -132,6 +145,12 @@ class Result {
   PGresult* r_;
 };
 
+// A statement and its parameters, for Conn::Pipeline and Conn::Defer.
+struct Query {
+  std::string sql;
+  Params params;
+};
+
 // Whether a SQLSTATE says the connection is gone (or the server is shutting down or starting).
 bool IsConnectionLoss(const char* sqlstate);
 
@@ -144,28 +163,35 @@ namespace fairvault::server::storage {
 // AlreadyExists.
 class PgStore::Conn {
   using Params = postgres::Params;
+  using Query = postgres::Query;
   using Result = postgres::Result;
 
  public:
   Conn(PGconn* c, PgStore* store) : c_(c), store_(store) {}
   ~Conn() { PQfinish(c_); }
-  bool ok() const { return PQstatus(c_) == CONNECTION_OK; }
+  bool ok() const { return !broken_ && PQstatus(c_) == CONNECTION_OK; }
+  // Whether the pool may lend the connection again: open, outside any transaction, nothing
+  // deferred. (A transaction left open by a failed call ends when the connection closes.)
+  bool reusable() const { return ok() && deferred_.empty() && PQtransactionStatus(c_) == PQTRANS_IDLE; }
 
   // A query (SELECT, INSERT, UPDATE, DELETE or WITH) is prepared on the connection the first
   // time its text and parameter types are seen and executed by name afterwards, so the server
   // parses and plans it once per connection instead of at every call; anything else, and texts
   // beyond kMaxPrepared, run unnamed.
+  // Statements deferred with Defer go first, in the same round trip (Pipeline).
   absl::StatusOr<Result> Exec(const char* sql, const Params& p = Params()) {
+    if (!deferred_.empty()) {
+      std::vector<Query> one;
+      one.push_back(Query{sql, p.Copy()});
+      ASSIGN_OR_RETURN(std::vector<Result> results, Pipeline(std::move(one)));
+      return std::move(results.front());
+    }
     ASSIGN_OR_RETURN(const std::string name, Prepared(sql, p));
     if (name.empty()) {
       ASSIGN_OR_RETURN(Result r, Check(PQexecParams(c_, sql, p.size(), p.types(), p.values(),
                                                     p.lengths(), p.formats(),
                                                     /*resultFormat=*/1)));
-      // PostgreSQL answers the COMMIT of a transaction an error aborted with a ROLLBACK, not an
-      // error: a COMMIT fails here unless it committed.
-      if (std::strcmp(sql, "COMMIT") == 0 && r.command() != "COMMIT") {
-        return absl::InternalError("postgres: the transaction was rolled back at its commit");
-      }
+      RETURN_IF_ERROR(Committed(sql, r));
       return r;
     }
     return Check(PQexecPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(), p.formats(),
@@ -173,7 +199,33 @@ class PgStore::Conn {
   }
 
   // Several statements without parameters (the schema).
-  absl::Status Script(const char* sql) { return Check(PQexec(c_, sql)).status(); }
+  absl::Status Script(const char* sql) {
+    RETURN_IF_ERROR(Flush());
+    return Check(PQexec(c_, sql)).status();
+  }
+
+  // A statement whose result the caller does not need (a write, a savepoint), sent with the
+  // connection's next round trip (Exec, Pipeline, Flush or Script) before that round trip's own
+  // statements; its failure is that call's. `p`'s values are copied. Past kMaxDeferred
+  // statements they are sent now, which is this call's failure.
+  absl::Status Defer(const char* sql, const Params& p = Params()) {
+    deferred_.push_back(Query{sql, p.Copy()});
+    return deferred_.size() < kMaxDeferred ? absl::OkStatus() : Flush();
+  }
+  // Forgets the deferred statements (a failed charge's writes, before its ROLLBACK TO).
+  void DropDeferred() { deferred_.clear(); }
+  // Sends the deferred statements, if any: one round trip.
+  absl::Status Flush() {
+    if (deferred_.empty()) return absl::OkStatus();
+    return Pipeline({}).status();
+  }
+
+  // The deferred statements, then `queries`, in one round trip (libpq's pipeline mode): the
+  // queries' results in order, or the first statement's error (those after it did not run).
+  // Inside a transaction block an error leaves the transaction failed, as with Exec; outside
+  // one, the statements run as one implicit transaction. A protocol failure breaks the
+  // connection (ok() is false; the pool closes it).
+  absl::StatusOr<std::vector<Result>> Pipeline(std::vector<Query> queries);
 
   absl::StatusOr<Result> Check(PGresult* raw) {
     const ExecStatusType st = raw == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(raw);
@@ -211,10 +263,15 @@ class PgStore::Conn {
     RETURN_IF_ERROR(Run("BEGIN"));
     auto result = fn();
     if (!result.ok()) {
+      deferred_.clear();
       (void)Run("ROLLBACK");
       return result;
     }
-    RETURN_IF_ERROR(Commit());
+    if (absl::Status committed = Commit(); !committed.ok()) {
+      // A deferred statement's failure stopped the COMMIT before it ran.
+      if (InTransactionBlock()) (void)Run("ROLLBACK");
+      return committed;
+    }
     return result;
   }
 
@@ -224,6 +281,7 @@ class PgStore::Conn {
   // Whether a transaction block is open (possibly failed, until ROLLBACK TO a savepoint):
   // false once the connection dropped or the server ended the transaction.
   bool InTransactionBlock() const {
+    if (broken_) return false;  // the pool closes it, which ends any transaction
     const PGTransactionStatusType status = PQtransactionStatus(c_);
     return status == PQTRANS_INTRANS || status == PQTRANS_INERROR || status == PQTRANS_ACTIVE;
   }
@@ -232,39 +290,74 @@ class PgStore::Conn {
   absl::Status LockHead(const char* name) {
     return Run("SELECT name FROM heads WHERE name=$1 FOR UPDATE", Params().Text(name));
   }
-  // BEGIN, then LockHead("ledger"), in one round trip (a batch of charges opens with them).
-  absl::Status BeginAndLockLedgerHead() {
-    return Script("BEGIN; SELECT name FROM heads WHERE name='ledger' FOR UPDATE");
+  // BEGIN, then LockHead("ledger"), deferred to the next round trip (a batch of charges opens
+  // with them and its first charge's reads).
+  absl::Status DeferBeginAndLockLedgerHead() {
+    RETURN_IF_ERROR(Defer("BEGIN"));
+    return Defer("SELECT name FROM heads WHERE name=$1 FOR UPDATE", Params().Text("ledger"));
   }
+  TreeFrontier& tree_frontier() { return store_->tree_frontier_; }
 
  private:
   // The store's texts are a fixed set; a text built with values in it would not repeat.
   static constexpr size_t kMaxPrepared = 512;
+  // Deferred statements a round trip carries at most: their results (a few bytes each) wait
+  // in the socket until every statement is sent, so a pipeline stays short.
+  static constexpr size_t kMaxDeferred = 64;
 
   // The name `sql` with `p`'s types is prepared under on this connection (preparing it now if
   // needed), or empty to run it unnamed. A prepared statement outlives a rolled-back
   // transaction; a lost connection takes them all with it, and this Conn with them.
   absl::StatusOr<std::string> Prepared(const char* sql, const Params& p) {
-    static constexpr const char* kQueries[] = {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH"};
-    bool query = false;
-    for (const char* q : kQueries) query = query || std::strncmp(sql, q, std::strlen(q)) == 0;
-    if (!query) return std::string();
-    std::string key(sql);
-    key.append(reinterpret_cast<const char*>(p.types()), p.size() * sizeof(Oid));
+    if (!IsQuery(sql)) return std::string();
+    std::string key = PreparedKey(sql, p);
     auto it = prepared_.find(key);
     if (it != prepared_.end()) return it->second;
     if (prepared_.size() >= kMaxPrepared) return std::string();
-    // Named after the text and types, not the order of first use: the same name means the same
-    // statement on every connection of every server, so a name that reaches a connection
-    // without it (a pooler that mixes connections) fails instead of running another query.
-    std::string name = absl::StrCat("fv_", HexEncode(Sha256(key)).substr(0, 32));
+    std::string name = PreparedName(key);
     RETURN_IF_ERROR(Check(PQprepare(c_, name.c_str(), sql, p.size(), p.types())).status());
     prepared_.emplace(std::move(key), name);
     return name;
   }
+  static bool IsQuery(const char* sql) {
+    static constexpr const char* kQueries[] = {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH"};
+    bool query = false;
+    for (const char* q : kQueries) query = query || std::strncmp(sql, q, std::strlen(q)) == 0;
+    return query;
+  }
+  static std::string PreparedKey(const char* sql, const Params& p) {
+    std::string key(sql);
+    key.append(reinterpret_cast<const char*>(p.types()), p.size() * sizeof(Oid));
+    return key;
+  }
+  // Named after the text and types, not the order of first use: the same name means the same
+  // statement on every connection of every server, so a name that reaches a connection
+  // without it (a pooler that mixes connections) fails instead of running another query.
+  static std::string PreparedName(const std::string& key) {
+    return absl::StrCat("fv_", HexEncode(Sha256(key)).substr(0, 32));
+  }
+
+  // PostgreSQL answers the COMMIT of a transaction an error aborted with a ROLLBACK, not an
+  // error: a COMMIT fails here unless it committed.
+  static absl::Status Committed(const char* sql, const Result& r) {
+    if (std::strcmp(sql, "COMMIT") == 0 && r.command() != "COMMIT") {
+      return absl::InternalError("postgres: the transaction was rolled back at its commit");
+    }
+    return absl::OkStatus();
+  }
+
+  // The pipeline's state is unknown: the connection is closed (ok() is false from now on,
+  // and the pool replaces it).
+  absl::Status Broken() {
+    broken_ = true;
+    deferred_.clear();
+    return store_->Unavailable(absl::StrCat("pipeline: ", PQerrorMessage(c_)));
+  }
 
   PGconn* c_;
   PgStore* store_;
+  bool broken_ = false;
+  std::vector<Query> deferred_;
   // Statement text and parameter types -> the name it is prepared under.
   absl::flat_hash_map<std::string, std::string> prepared_;
 };
@@ -299,7 +392,9 @@ absl::StatusOr<core::accounting::Spend> ReadSpend(const Result& r, int i, int fi
 // The ledger's Merkle tree inside the caller's transaction: one stored node; adding the row
 // `seq` (hex hash) as a leaf; adding every row not yet in it (the schema's version 8 step).
 absl::StatusOr<std::string> TreeNode(Conn& c, int level, int64_t idx);
-absl::Status AppendTreeLeaf(Conn& c, int64_t seq, const std::string& hash);
+// Appends defer their INSERTs to the connection's next round trip (Conn::Defer).
+absl::Status AppendTreeLeaf(Conn& c, int64_t seq, const std::string& prev_hash,
+                            const std::string& hash);
 absl::Status BackfillTree(Conn& c);
 LedgerRow ReadLedger(const Result& r, int i);
 JobRecord ReadJob(const Result& r, int i);
@@ -309,14 +404,18 @@ absl::StatusOr<DatasetRecord> DatasetById(Conn& c, int64_t id);
 absl::StatusOr<GrantRecord> GrantIn(Conn& c, int64_t account_id, int64_t dataset_id);
 absl::StatusOr<core::accounting::Spend> SpendIn(Conn& c, int64_t account_id, int64_t dataset_id);
 absl::StatusOr<core::accounting::Spend> DatasetSpendIn(Conn& c, int64_t dataset_id);
-// What a charge's admission reads, in one round trip: the dataset (NotFound as DatasetById),
-// the company's grant on it (NotFound as GrantIn) and its spend (as SpendIn).
+// What a charge's admission reads, in one query: the dataset (NotFound as DatasetById), the
+// company's grant on it (NotFound as GrantIn) and its spend (as SpendIn).
 struct AdmissionInputs {
   absl::StatusOr<DatasetRecord> dataset;
   absl::StatusOr<GrantRecord> grant;
   absl::StatusOr<core::accounting::Spend> spend;
 };
-AdmissionInputs AdmissionIn(Conn& c, int64_t account_id, int64_t dataset_id);
+Query AdmissionQuery(int64_t account_id, int64_t dataset_id);
+AdmissionInputs ReadAdmission(const Result& r, int64_t account_id, int64_t dataset_id);
+// Appends one row to the chain (and the Merkle tree) inside the caller's transaction, which
+// holds the head's lock; fills seq and hashes. The INSERTs are deferred to the connection's
+// next round trip (Conn::Defer): the caller's COMMIT or Flush sends them.
 absl::Status AppendLedger(Conn& c, LedgerRow& row, int64_t account_id, int64_t dataset_id);
 // The ledger's last row (seq 0 and the genesis hash when empty), read inside the caller's
 // transaction, which holds the head's lock; and the append after it, for a caller that needed
@@ -326,6 +425,9 @@ struct LedgerHead {
   std::string hash;
 };
 absl::StatusOr<LedgerHead> ReadLedgerHead(Conn& c);
+// The same read as a query for a pipeline, and its result.
+Query LedgerHeadQuery();
+LedgerHead ReadLedgerHead(const Result& head);
 absl::Status AppendLedger(Conn& c, const LedgerHead& head, LedgerRow& row, int64_t account_id,
                           int64_t dataset_id);
 

@@ -60,7 +60,7 @@ absl::Status SqliteStore::AppendLedgerLocked(LedgerRow& row, int64_t account_id,
   std::string rdp = EncodeInt64s(row.rdp_nano);
   s.BindBlob(14, rdp).Bind(15, row.prev_hash).Bind(16, row.hash).Bind(17, row.actor);
   RETURN_IF_ERROR(s.Run());
-  return AppendTreeLeafLocked(row.seq, row.hash);
+  return AppendTreeLeafLocked(row.seq, row.prev_hash, row.hash);
 }
 
 absl::StatusOr<std::string> SqliteStore::TreeNodeLocked(int level, int64_t idx) {
@@ -71,12 +71,14 @@ absl::StatusOr<std::string> SqliteStore::TreeNodeLocked(int level, int64_t idx) 
   return s.Text(0);
 }
 
-absl::Status SqliteStore::AppendTreeLeafLocked(int64_t seq, const std::string& hash) {
+absl::Status SqliteStore::AppendTreeLeafLocked(int64_t seq, const std::string& prev_hash,
+                                               const std::string& hash) {
   ASSIGN_OR_RETURN(std::vector<core::transparency::StoredNode> nodes,
-                   TreeNodesForRow(seq, hash,
-                                   [this](int level, int64_t idx) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                     return TreeNodeLocked(level, idx);
-                                   }));
+                   tree_frontier_.NodesForRow(
+                       seq, prev_hash, hash,
+                       [this](int level, int64_t idx) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                         return TreeNodeLocked(level, idx);
+                       }));
   for (const core::transparency::StoredNode& n : nodes) {
     Stmt s(*cache_, "INSERT INTO merkle_nodes(level, idx, hash) VALUES(?,?,?)");
     s.Bind(1, static_cast<int64_t>(n.level)).Bind(2, n.index).BindBlob(3, n.hash);
@@ -211,6 +213,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, 
     return RunChargeBatch(
         batch,
         BatchOps{[this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ExecCached("BEGIN IMMEDIATE"); },
+                 [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return ExecCached("SAVEPOINT charge"); },
                  [this](const char* sql) ABSL_NO_THREAD_SAFETY_ANALYSIS { return ExecCached(sql); },
                  [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !sqlite3_get_autocommit(db_); },
                  [this](const PendingCharge& p, absl::Status* failure)

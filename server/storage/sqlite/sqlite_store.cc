@@ -514,12 +514,12 @@ absl::Status SqliteStore::Migrate() {
   {
     Stmt count(db_, "SELECT COUNT(*) FROM merkle_nodes WHERE level=0");
     ASSIGN_OR_RETURN(bool row, count.Step());
-    Stmt rows(db_, "SELECT seq, hash FROM ledger WHERE seq > ? ORDER BY seq");
+    Stmt rows(db_, "SELECT seq, prev_hash, hash FROM ledger WHERE seq > ? ORDER BY seq");
     rows.Bind(1, row ? count.Int(0) : 0);
     while (true) {
       ASSIGN_OR_RETURN(bool more, rows.Step());
       if (!more) break;
-      RETURN_IF_ERROR(AppendTreeLeafLocked(rows.Int(0), rows.Text(1)));
+      RETURN_IF_ERROR(AppendTreeLeafLocked(rows.Int(0), rows.Text(1), rows.Text(2)));
     }
   }
   // Version 9: witnesses' cosignatures of checkpoints (cosignatures, a new table).

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/storage/charge_batcher.h"
+#include "server/storage/ledger_chain.h"
 #include "server/storage/sqlite/statement.h"
 #include "server/storage/store.h"
 
@@ -182,8 +183,10 @@ class SqliteStore final : public Store {
   // The tree node stored at (level, idx); NotFound if none.
   absl::StatusOr<std::string> TreeNodeLocked(int level, int64_t idx)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds the ledger row `seq` (hex hash) to the Merkle tree, in the caller's transaction.
-  absl::Status AppendTreeLeafLocked(int64_t seq, const std::string& hash)
+  // Adds the ledger row `seq` (hex hash, its predecessor's `prev_hash`) to the Merkle tree, in
+  // the caller's transaction.
+  absl::Status AppendTreeLeafLocked(int64_t seq, const std::string& prev_hash,
+                                    const std::string& hash)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `write` (its own autocommit statements) without syncing the log at its commit: for
   // writes a crash may lose harmlessly (job progress, lease renewals).
@@ -239,6 +242,7 @@ class SqliteStore final : public Store {
 
   // Charges wait here (not on mu_) to be committed together.
   ChargeBatcher batcher_;
+  TreeFrontier tree_frontier_;
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
   // db_'s prepared statements, reused across calls.
