@@ -85,6 +85,10 @@ CREATE OR REPLACE TRIGGER ledger_append_only BEFORE UPDATE OR DELETE ON ledger
   FOR EACH ROW EXECUTE FUNCTION fairvault_append_only('ledger');
 CREATE OR REPLACE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON ledger
   FOR EACH STATEMENT EXECUTE FUNCTION fairvault_append_only('ledger');
+CREATE OR REPLACE TRIGGER heads_append_only BEFORE UPDATE OR DELETE ON heads
+  FOR EACH ROW EXECUTE FUNCTION fairvault_append_only('table of lock rows (heads)');
+CREATE OR REPLACE TRIGGER heads_no_truncate BEFORE TRUNCATE ON heads
+  FOR EACH STATEMENT EXECUTE FUNCTION fairvault_append_only('table of lock rows (heads)');
 CREATE TABLE IF NOT EXISTS responses(
   account_id BIGINT NOT NULL, idempotency_key TEXT NOT NULL, request_kind TEXT NOT NULL,
   params_digest TEXT NOT NULL, ledger_seq BIGINT NOT NULL, payload BYTEA NOT NULL,

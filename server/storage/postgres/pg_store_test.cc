@@ -184,6 +184,27 @@ TEST(PgConnTest, DeferredStatementsGoFirstAndTheFirstErrorStopsThePipeline) {
   EXPECT_EQ(prepared->Int(0, 0), 1);
 }
 
+// Appends take the `heads` row's lock, and a lock on a row that is gone locks nothing: the rows
+// cannot be removed or renamed, so no charge can run unserialized.
+TEST(PgConnTest, TheLockRowsCannotBeRemoved) {
+  auto pg = TestPostgres::Start();
+  ASSERT_OK(pg);
+  auto uri = (*pg)->CreateDatabase(kDatabase);
+  ASSERT_OK(uri);
+  auto opened = PgStore::Open(*uri);
+  ASSERT_OK(opened);
+  PgStore::Conn a(PQconnectdb(uri->c_str()), opened->get());
+  ASSERT_TRUE(a.ok());
+  EXPECT_THAT(a.Run("DELETE FROM heads WHERE name='ledger'"),
+              StatusIs(absl::StatusCode::kInternal, "append-only"));
+  EXPECT_THAT(a.Run("UPDATE heads SET name='other' WHERE name='ledger'"),
+              StatusIs(absl::StatusCode::kInternal, "append-only"));
+  EXPECT_THAT(a.Run("TRUNCATE heads"), StatusIs(absl::StatusCode::kInternal, "append-only"));
+  auto rows = a.Exec("SELECT COUNT(*) FROM heads WHERE name IN ('ledger', 'access_log')");
+  ASSERT_OK(rows);
+  EXPECT_EQ(rows->Int(0, 0), 2);
+}
+
 // A string libpq cannot parse is the operator's mistake (InvalidArgument), and libpq's message
 // about it quotes the malformed part: here the password, which must reach neither the status
 // nor the log.
