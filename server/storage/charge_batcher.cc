@@ -5,20 +5,24 @@
 #include <utility>
 #include <vector>
 
+#include "server/storage/store_common.h"
+
 namespace fairvault::server::storage {
 
 namespace {
 
-// What every charge of a batch is told when one charge's failure ended the batch: that
-// failure when it is the database's to retry (unavailable, a conflict), whose message names no
-// company, dataset, key or row; otherwise `fallback`. A refusal names the company and dataset
+// What every charge of a batch is told when one charge's failure ended the batch: the
+// database's own words for a failure to retry (unavailable, a conflict), which name no company,
+// dataset, key or row; otherwise `fallback`. A refusal names the company and dataset
 // it refused, a database's own error can quote a row, and the batch's other callers may be
 // other companies.
 absl::Status BatchFailure(const absl::Status& charge_failure, absl::Status fallback) {
+  // Rebuilt, not passed on: a replayed charge returns its stored failure with its own code.
   switch (charge_failure.code()) {
     case absl::StatusCode::kUnavailable:
+      return DatabaseUnavailable();
     case absl::StatusCode::kAborted:
-      return charge_failure;
+      return absl::AbortedError("the charge transaction conflicted with another; retry");
     default:
       return fallback;
   }

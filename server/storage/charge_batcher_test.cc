@@ -197,7 +197,7 @@ TEST(RunChargeBatchTest, AFailedDeferredLockIsTheBatchsError) {
         return absl::AbortedError("postgres: deadlock detected; retry");
       })));
   for (PendingCharge* p : batch) {
-    EXPECT_THAT(p->outcome, StatusIs(absl::StatusCode::kAborted, "deadlock detected"));
+    EXPECT_THAT(p->outcome, StatusIs(absl::StatusCode::kAborted, "conflicted with another"));
   }
 }
 

@@ -262,11 +262,12 @@ namespace fairvault::server::storage {
 
 absl::StatusOr<std::vector<postgres::Result>> PgStore::Conn::Pipeline(
     std::vector<postgres::Query> queries) {
+  if (broken_) return DatabaseUnavailable();
   std::vector<Query> all = std::exchange(deferred_, {});
   const size_t first_query = all.size();
   for (Query& q : queries) all.push_back(std::move(q));
   if (all.empty()) return std::vector<Result>();
-  if (PQenterPipelineMode(c_) != 1) return Broken();
+  if (PQenterPipelineMode(c_) != 1) return Broken("could not start");
   // What each result read back belongs to: a statement, or the preparation of one.
   struct Sent {
     size_t statement;
@@ -289,7 +290,7 @@ absl::StatusOr<std::vector<postgres::Result>> PgStore::Conn::Pipeline(
       } else if (prepared_.size() + preparing.size() < kMaxPrepared) {
         name = PreparedName(key);
         if (PQsendPrepare(c_, name.c_str(), q.sql.c_str(), p.size(), p.types()) != 1) {
-          return Broken();
+          return Broken("could not send a statement");
         }
         preparing.emplace(key, name);
         sent.push_back(Sent{i, true, std::move(key), name});
@@ -301,25 +302,25 @@ absl::StatusOr<std::vector<postgres::Result>> PgStore::Conn::Pipeline(
                                 p.formats(), /*resultFormat=*/1)
             : PQsendQueryPrepared(c_, name.c_str(), p.size(), p.values(), p.lengths(),
                                   p.formats(), /*resultFormat=*/1);
-    if (queued != 1) return Broken();
+    if (queued != 1) return Broken("could not send a statement");
     sent.push_back(Sent{i, false, "", ""});
   }
-  if (PQpipelineSync(c_) != 1) return Broken();
+  if (PQpipelineSync(c_) != 1) return Broken("could not send its end");
   std::vector<Result> results;
   absl::Status first_error;
   for (Sent& s : sent) {
     // One result a command, then a null; after the first error, PGRES_PIPELINE_ABORTED for
     // each command left. Anything else: the pipeline's state is unknown.
     PGresult* raw = PQgetResult(c_);
-    if (raw == nullptr) return Broken();
+    if (raw == nullptr) return Broken("ended before every result came back");
     if (PGresult* more = PQgetResult(c_); more != nullptr) {
       PQclear(more);
       PQclear(raw);
-      return Broken();
+      return Broken("returned more results than statements");
     }
     if (PQresultStatus(raw) == PGRES_PIPELINE_ABORTED) {
       PQclear(raw);
-      if (first_error.ok()) return Broken();  // aborted, but by no error we saw
+      if (first_error.ok()) return Broken("was aborted by no error it returned");
       continue;
     }
     absl::StatusOr<Result> r = Check(raw);
@@ -335,9 +336,9 @@ absl::StatusOr<std::vector<postgres::Result>> PgStore::Conn::Pipeline(
   PGresult* sync = PQgetResult(c_);
   const bool synced = sync != nullptr && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
   PQclear(sync);
-  if (!synced || PQexitPipelineMode(c_) != 1) return Broken();
+  if (!synced || PQexitPipelineMode(c_) != 1) return Broken("did not end where it should");
   RETURN_IF_ERROR(first_error);
-  if (results.size() != all.size() - first_query) return Broken();
+  if (results.size() != all.size() - first_query) return Broken("returned too few results");
   return results;
 }
 

@@ -22,6 +22,7 @@
 #include "core/util/status_macros.h"
 #include "server/storage/postgres/pg_store.h"
 #include "server/storage/store.h"
+#include "server/storage/store_common.h"
 #include "server/util/crypto.h"
 
 namespace fairvault::server::storage::postgres {
@@ -180,6 +181,7 @@ class PgStore::Conn {
   // beyond kMaxPrepared, run unnamed.
   // Statements deferred with Defer go first, in the same round trip (Pipeline).
   absl::StatusOr<Result> Exec(const char* sql, const Params& p = Params()) {
+    if (broken_) return DatabaseUnavailable();  // closed by the pool when returned
     if (!deferred_.empty()) {
       std::vector<Query> one;
       one.push_back(Query{sql, p.Copy()});
@@ -200,6 +202,7 @@ class PgStore::Conn {
 
   // Several statements without parameters (the schema).
   absl::Status Script(const char* sql) {
+    if (broken_) return DatabaseUnavailable();
     RETURN_IF_ERROR(Flush());
     return Check(PQexec(c_, sql)).status();
   }
@@ -348,10 +351,10 @@ class PgStore::Conn {
 
   // The pipeline's state is unknown: the connection is closed (ok() is false from now on,
   // and the pool replaces it).
-  absl::Status Broken() {
+  absl::Status Broken(const char* what) {
     broken_ = true;
     deferred_.clear();
-    return store_->Unavailable(absl::StrCat("pipeline: ", PQerrorMessage(c_)));
+    return store_->Unavailable(absl::StrCat("a pipeline ", what, ": ", PQerrorMessage(c_)));
   }
 
   PGconn* c_;
