@@ -5,7 +5,12 @@
 #include "server/storage/postgres/pg_store.h"
 
 #include <libpq-fe.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -203,6 +208,38 @@ TEST(PgConnTest, TheLockRowsCannotBeRemoved) {
   auto rows = a.Exec("SELECT COUNT(*) FROM heads WHERE name IN ('ledger', 'access_log')");
   ASSERT_OK(rows);
   EXPECT_EQ(rows->Int(0, 0), 2);
+}
+
+// A test process that crashed never stopped its server: the next Start stops it and removes
+// its directory, and leaves a live process's server alone.
+TEST(TestPostgresTest, AServerWhoseTestDiedIsStoppedByTheNextStart) {
+  auto orphan = TestPostgres::Start();
+  ASSERT_OK(orphan);
+  const std::string dir = (*orphan)->dir();
+  int postmaster = 0;
+  if (std::FILE* f = std::fopen((dir + "/data/postmaster.pid").c_str(), "r")) {
+    ASSERT_EQ(std::fscanf(f, "%d", &postmaster), 1);
+    std::fclose(f);
+  }
+  ASSERT_GT(postmaster, 0);
+  // Its owner: a child process that has exited.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  if (std::FILE* f = std::fopen((dir + "/owner.pid").c_str(), "w")) {
+    std::fprintf(f, "%d\n", static_cast<int>(child));
+    std::fclose(f);
+  }
+  (void)orphan->release();  // as a crash would: no destructor
+  auto live = TestPostgres::Start();  // ours: alive, so kept while the next one starts
+  ASSERT_OK(live);
+  auto next = TestPostgres::Start();
+  ASSERT_OK(next);
+  EXPECT_NE(access(dir.c_str(), F_OK), 0) << dir << " is still there";
+  EXPECT_TRUE(kill(postmaster, 0) != 0 && errno == ESRCH) << "its server still runs";
+  EXPECT_EQ(access((*live)->dir().c_str(), F_OK), 0);
+  EXPECT_TRUE((*live)->CreateDatabase("still_serving").ok());
 }
 
 // A string libpq cannot parse is the operator's mistake (InvalidArgument), and libpq's message

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -45,9 +48,14 @@ absl::StatusOr<std::unique_ptr<TestPostgres>> TestPostgres::Start(Options option
         "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin; install Debian's "
         "postgresql package (deploy/install-deps.sh postgresql)");
   }
+  RemoveOrphans(bin);
   std::string tmpl = "/tmp/fairvault-pg-XXXXXX";
   if (mkdtemp(tmpl.data()) == nullptr) return absl::InternalError("mkdtemp failed");
   std::unique_ptr<TestPostgres> pg(new TestPostgres(bin, tmpl, options));
+  if (std::FILE* f = std::fopen((tmpl + "/owner.pid").c_str(), "w")) {
+    std::fprintf(f, "%d\n", static_cast<int>(getpid()));
+    std::fclose(f);
+  }
   if (geteuid() == 0) {
     const passwd* user = getpwnam("postgres");
     if (user == nullptr) {
@@ -68,6 +76,28 @@ absl::StatusOr<std::unique_ptr<TestPostgres>> TestPostgres::Start(Options option
   if (absl::Status s = pg->StartServer(); !s.ok()) return s;
   pg->running_ = true;
   return pg;
+}
+
+void TestPostgres::RemoveOrphans(const std::string& bin) {
+  glob_t g;
+  if (glob("/tmp/fairvault-pg-*/owner.pid", 0, nullptr, &g) != 0) {
+    globfree(&g);
+    return;
+  }
+  for (size_t i = 0; i < g.gl_pathc; ++i) {
+    const std::string pid_file = g.gl_pathv[i];
+    int pid = 0;
+    if (std::FILE* f = std::fopen(pid_file.c_str(), "r")) {
+      if (std::fscanf(f, "%d", &pid) != 1) pid = 0;
+      std::fclose(f);
+    }
+    // Alive (or not ours to signal): kept. A pid reused since only keeps an orphan longer.
+    if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::unique_ptr<TestPostgres> orphan(
+        new TestPostgres(bin, pid_file.substr(0, pid_file.size() - 10), Options()));
+    orphan->running_ = access((orphan->dir_ + "/data/postmaster.pid").c_str(), F_OK) == 0;
+  }  // each destructor stops its server and removes its directory
+  globfree(&g);
 }
 
 TestPostgres::~TestPostgres() {

@@ -21,7 +21,9 @@ class TestPostgres {
     bool fsync = false;
     int max_connections = 200;
   };
-  // FailedPrecondition (saying what to install) without the postgresql package.
+  // FailedPrecondition (saying what to install) without the postgresql package. First stops
+  // and removes the servers of test processes that died without stopping theirs (a crash
+  // skips the destructor): each directory names the process that made it (owner.pid).
   static absl::StatusOr<std::unique_ptr<TestPostgres>> Start(Options options);
   static absl::StatusOr<std::unique_ptr<TestPostgres>> Start() { return Start(Options()); }
   // Stops the server at once and removes its directory.
@@ -49,6 +51,8 @@ class TestPostgres {
   // Runs a server binary (as `postgres` when we are root); its output goes to dir/commands.log.
   absl::Status Run(const std::string& tool, const std::string& args) const;
   absl::Status StartServer() const;
+  // Stops and removes every /tmp/fairvault-pg-* whose owner.pid names a process that is gone.
+  static void RemoveOrphans(const std::string& bin);
 
   std::string bin_;  // /usr/lib/postgresql/N/bin
   std::string dir_;  // data in dir/data, socket in dir
