@@ -101,6 +101,7 @@ void TestPostgres::RemoveOrphans(const std::string& bin) {
 }
 
 TestPostgres::~TestPostgres() {
+  if (access(dir_.c_str(), F_OK) != 0) return;  // removed as an orphan (RemoveOrphans)
   if (running_) (void)Run("pg_ctl", absl::StrCat("-D ", dir_, "/data -m immediate -w stop"));
   std::system(absl::StrCat("rm -rf '", dir_, "'").c_str());
 }
