@@ -76,6 +76,13 @@ TEST(ChargeBatcherTest, ChargesQueuedBehindARunningBatchAreCommittedTogether) {
   for (int i = 1; i <= 5; ++i) EXPECT_EQ(answers[i], absl::StrCat("response to k", i));
 }
 
+// Charges "a" and "b" in one batch.
+struct TwoCharges {
+  ChargeRequest a = Request("a"), b = Request("b");
+  PendingCharge pa{a, 1, kNoBody}, pb{b, 1, kNoBody};
+  std::vector<PendingCharge*> batch{&pa, &pb};
+};
+
 // A connection that logs its statements and fails the ones it is told to.
 struct ScriptedConnection {
   std::vector<std::string> log;
@@ -132,9 +139,9 @@ TEST(RunChargeBatchTest, AFailingChargeIsRolledBackAloneAndBodyFailuresComeAfter
 // The last charge's savepoint ends with the COMMIT: rolled back to if it failed, never released.
 TEST(RunChargeBatchTest, AFailingLastChargeIsRolledBackBeforeTheCommit) {
   ScriptedConnection conn;
-  ChargeRequest a = Request("a"), b = Request("b");
-  PendingCharge pa{a, 1, kNoBody}, pb{b, 1, kNoBody};
-  std::vector<PendingCharge*> batch = {&pa, &pb};
+  TwoCharges two;
+  PendingCharge &pa = two.pa, &pb = two.pb;
+  const std::vector<PendingCharge*>& batch = two.batch;
   EXPECT_TRUE(RunChargeBatch(
       batch, conn.Ops([](const PendingCharge& p, absl::Status*) -> absl::StatusOr<ChargeOutcome> {
         if (p.request.idempotency_key == "b") return absl::ResourceExhaustedError("over budget");
@@ -149,9 +156,9 @@ TEST(RunChargeBatchTest, AFailingLastChargeIsRolledBackBeforeTheCommit) {
 TEST(RunChargeBatchTest, AFailedCommitFailsEveryChargeOfTheBatch) {
   ScriptedConnection conn;
   conn.fail_on = "COMMIT";
-  ChargeRequest a = Request("a"), b = Request("b");
-  PendingCharge pa{a, 1, kNoBody}, pb{b, 1, kNoBody};
-  std::vector<PendingCharge*> batch = {&pa, &pb};
+  TwoCharges two;
+  PendingCharge &pa = two.pa, &pb = two.pb;
+  const std::vector<PendingCharge*>& batch = two.batch;
   EXPECT_FALSE(RunChargeBatch(
       batch, conn.Ops([](const PendingCharge& p, absl::Status*) -> absl::StatusOr<ChargeOutcome> {
         return ChargeOutcome{"released", false};
@@ -189,9 +196,9 @@ TEST(RunChargeBatchTest, ATransactionTheDatabaseAbandonedFailsTheChargesBeforeIt
 TEST(RunChargeBatchTest, AFailedDeferredLockIsTheBatchsError) {
   ScriptedConnection conn;
   conn.fail_on = "ROLLBACK TO SAVEPOINT charge";
-  ChargeRequest a = Request("a"), b = Request("b");
-  PendingCharge pa{a, 1, kNoBody}, pb{b, 1, kNoBody};
-  std::vector<PendingCharge*> batch = {&pa, &pb};
+  TwoCharges two;
+  PendingCharge &pa = two.pa, &pb = two.pb;
+  const std::vector<PendingCharge*>& batch = two.batch;
   EXPECT_FALSE(RunChargeBatch(
       batch, conn.Ops([](const PendingCharge&, absl::Status*) -> absl::StatusOr<ChargeOutcome> {
         return absl::AbortedError("postgres: deadlock detected; retry");
@@ -206,9 +213,9 @@ TEST(RunChargeBatchTest, AFailedDeferredLockIsTheBatchsError) {
 TEST(RunChargeBatchTest, ARefusalIsNotToldToTheOtherChargesOfAFailedBatch) {
   ScriptedConnection conn;
   conn.fail_on = "ROLLBACK TO SAVEPOINT charge";
-  ChargeRequest a = Request("a"), b = Request("b");
-  PendingCharge pa{a, 1, kNoBody}, pb{b, 1, kNoBody};
-  std::vector<PendingCharge*> batch = {&pa, &pb};
+  TwoCharges two;
+  PendingCharge &pa = two.pa, &pb = two.pb;
+  const std::vector<PendingCharge*>& batch = two.batch;
   EXPECT_FALSE(RunChargeBatch(
       batch,
       conn.Ops([](const PendingCharge& p, absl::Status*) -> absl::StatusOr<ChargeOutcome> {

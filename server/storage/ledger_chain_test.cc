@@ -15,7 +15,17 @@ namespace {
 
 namespace tlog = core::transparency;
 
-// A ledger's row hashes (hex) and its tree's stored nodes, appended without a frontier.
+void ExpectSameNodes(const std::vector<tlog::StoredNode>& a,
+                     const std::vector<tlog::StoredNode>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].level, b[i].level);
+    EXPECT_EQ(a[i].index, b[i].index);
+    EXPECT_EQ(a[i].hash, b[i].hash);
+  }
+}
+
+// A ledger's row hashes (hex) and its tree's stored nodes, counting the nodes read.
 struct Ledger {
   std::vector<std::string> hashes{kGenesisHash};  // hashes[seq]; [0] is the genesis hash
   std::map<std::pair<int, int64_t>, tlog::Hash> nodes;
@@ -30,8 +40,30 @@ struct Ledger {
       return it->second;
     };
   }
-  void Store(const std::vector<tlog::StoredNode>& added) {
-    for (const tlog::StoredNode& n : added) nodes[{n.level, n.index}] = n.hash;
+  // The nodes `frontier` gives the next row, `hash`, after this ledger's head; stored with the
+  // row when `commit` (a rolled-back row leaves nothing).
+  std::vector<tlog::StoredNode> Append(TreeFrontier& frontier, const std::string& hash,
+                                       bool commit = true) {
+    const int64_t seq = static_cast<int64_t>(hashes.size());
+    auto added = frontier.NodesForRow(seq, hashes.back(), hash, Reader());
+    EXPECT_TRUE(added.ok()) << added.status();
+    if (!added.ok()) return {};
+    if (commit) {
+      for (const tlog::StoredNode& n : *added) nodes[{n.level, n.index}] = n.hash;
+      hashes.push_back(hash);
+    }
+    return *added;
+  }
+  // The nodes the next row, `hash`, adds with every sibling read from the store (on a copy:
+  // this ledger's count does not move); adds the reads that took to `*read_count`.
+  std::vector<tlog::StoredNode> Expected(const std::string& hash,
+                                         int64_t* read_count = nullptr) const {
+    Ledger copy = *this;
+    copy.reads = 0;
+    auto want = TreeNodesForRow(static_cast<int64_t>(hashes.size()), hash, copy.Reader());
+    EXPECT_TRUE(want.ok()) << want.status();
+    if (read_count != nullptr) *read_count += copy.reads;
+    return want.ok() ? *want : std::vector<tlog::StoredNode>{};
   }
 };
 
@@ -39,32 +71,17 @@ std::string RandomHash(std::mt19937_64& gen) {
   return absl::StrFormat("%016x%016x%016x%016x", gen(), gen(), gen(), gen());
 }
 
-void ExpectSameNodes(const std::vector<tlog::StoredNode>& a,
-                     const std::vector<tlog::StoredNode>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].level, b[i].level);
-    EXPECT_EQ(a[i].index, b[i].index);
-    EXPECT_EQ(a[i].hash, b[i].hash);
-  }
-}
-
 TEST(TreeFrontierTest, AppendsFromItsOwnHeadReadNothingAndMatchTheStoredTree) {
   std::mt19937_64 gen(7);
-  Ledger reference, stored;
+  Ledger stored;
   TreeFrontier frontier;
+  int64_t reads_without = 0;
   for (int64_t seq = 1; seq <= 200; ++seq) {
     const std::string hash = RandomHash(gen);
-    auto want = TreeNodesForRow(seq, hash, reference.Reader());
-    ASSERT_TRUE(want.ok());
-    reference.Store(*want);
-    auto got = frontier.NodesForRow(seq, reference.hashes.back(), hash, stored.Reader());
-    ASSERT_TRUE(got.ok()) << got.status();
-    ExpectSameNodes(*got, *want);
-    stored.Store(*got);
-    reference.hashes.push_back(hash);
+    const std::vector<tlog::StoredNode> want = stored.Expected(hash, &reads_without);
+    ExpectSameNodes(stored.Append(frontier, hash), want);
   }
-  EXPECT_GT(reference.reads, 150);  // about one a row without the frontier
+  EXPECT_GT(reads_without, 150);  // about one a row without the frontier
   EXPECT_EQ(stored.reads, 0);
 }
 
@@ -73,51 +90,26 @@ TEST(TreeFrontierTest, AppendsFromItsOwnHeadReadNothingAndMatchTheStoredTree) {
 TEST(TreeFrontierTest, AnotherHeadIsReadFromTheStore) {
   std::mt19937_64 gen(8);
   Ledger ledger;
-  TreeFrontier frontier;
-  auto append = [&](int64_t seq, const std::string& prev, const std::string& hash,
-                    TreeFrontier& f) -> std::vector<tlog::StoredNode> {
-    auto nodes = f.NodesForRow(seq, prev, hash, ledger.Reader());
-    EXPECT_TRUE(nodes.ok()) << nodes.status();
-    return nodes.ok() ? *nodes : std::vector<tlog::StoredNode>{};
-  };
-  for (int64_t seq = 1; seq <= 7; ++seq) {
-    const std::string hash = RandomHash(gen);
-    ledger.Store(append(seq, ledger.hashes.back(), hash, frontier));
-    ledger.hashes.push_back(hash);
-  }
+  TreeFrontier frontier, other;
+  for (int64_t seq = 1; seq <= 7; ++seq) ledger.Append(frontier, RandomHash(gen));
   // Row 8 appended here, then rolled back: nothing stored, the head is still row 7.
-  (void)append(8, ledger.hashes.back(), RandomHash(gen), frontier);
+  (void)ledger.Append(frontier, RandomHash(gen), /*commit=*/false);
   // Rows 8 to 11 appended by another process.
-  TreeFrontier other;
-  for (int64_t seq = 8; seq <= 11; ++seq) {
-    const std::string hash = RandomHash(gen);
-    ledger.Store(append(seq, ledger.hashes.back(), hash, other));
-    ledger.hashes.push_back(hash);
-  }
+  for (int64_t seq = 8; seq <= 11; ++seq) ledger.Append(other, RandomHash(gen));
   // Row 12 here: 12 = leaf 11 (binary 1011) completes two subtrees, whose siblings are read.
   const std::string hash = RandomHash(gen);
-  Ledger reference = ledger;
-  auto want = TreeNodesForRow(12, hash, reference.Reader());
-  ASSERT_TRUE(want.ok());
+  std::vector<tlog::StoredNode> want = ledger.Expected(hash);
   ledger.reads = 0;
-  const std::vector<tlog::StoredNode> got = append(12, ledger.hashes.back(), hash, frontier);
-  ExpectSameNodes(got, *want);
+  ExpectSameNodes(ledger.Append(frontier, hash), want);
   EXPECT_EQ(ledger.reads, 2);
-  ledger.Store(got);
-  ledger.hashes.push_back(hash);
   // From its own head again, the next rows read only the nodes it never saw: 13 = leaf 12
   // completes nothing; 14 = leaf 13 needs leaf 12 (its own); 16 = leaf 15 needs the 4-leaf
   // subtree of leaves 8-11, written by the other process.
   ledger.reads = 0;
   for (int64_t seq = 13; seq <= 16; ++seq) {
     const std::string next = RandomHash(gen);
-    Ledger ref = ledger;
-    auto expected = TreeNodesForRow(seq, next, ref.Reader());
-    ASSERT_TRUE(expected.ok());
-    const std::vector<tlog::StoredNode> nodes = append(seq, ledger.hashes.back(), next, frontier);
-    ExpectSameNodes(nodes, *expected);
-    ledger.Store(nodes);
-    ledger.hashes.push_back(next);
+    want = ledger.Expected(next);
+    ExpectSameNodes(ledger.Append(frontier, next), want);
   }
   EXPECT_EQ(ledger.reads, 1);
 }
@@ -128,27 +120,13 @@ TEST(TreeFrontierTest, TheSameSizeWithAnotherHeadIsReadFromTheStore) {
   std::mt19937_64 gen(9);
   Ledger ledger;
   TreeFrontier frontier, other;
-  for (int64_t seq = 1; seq <= 8; ++seq) {
-    const std::string hash = RandomHash(gen);
-    auto nodes = frontier.NodesForRow(seq, ledger.hashes.back(), hash, ledger.Reader());
-    ASSERT_TRUE(nodes.ok());
-    ledger.Store(*nodes);
-    ledger.hashes.push_back(hash);
-  }
-  ASSERT_TRUE(frontier.NodesForRow(9, ledger.hashes.back(), RandomHash(gen), ledger.Reader()).ok());
-  const std::string theirs = RandomHash(gen);
-  auto nodes = other.NodesForRow(9, ledger.hashes.back(), theirs, ledger.Reader());
-  ASSERT_TRUE(nodes.ok());
-  ledger.Store(*nodes);
-  ledger.hashes.push_back(theirs);
+  for (int64_t seq = 1; seq <= 8; ++seq) ledger.Append(frontier, RandomHash(gen));
+  (void)ledger.Append(frontier, RandomHash(gen), /*commit=*/false);
+  ledger.Append(other, RandomHash(gen));
   const std::string hash = RandomHash(gen);
-  Ledger reference = ledger;
-  auto want = TreeNodesForRow(10, hash, reference.Reader());
-  ASSERT_TRUE(want.ok());
+  const std::vector<tlog::StoredNode> want = ledger.Expected(hash);
   ledger.reads = 0;
-  auto got = frontier.NodesForRow(10, ledger.hashes.back(), hash, ledger.Reader());
-  ASSERT_TRUE(got.ok());
-  ExpectSameNodes(*got, *want);
+  ExpectSameNodes(ledger.Append(frontier, hash), want);
   EXPECT_EQ(ledger.reads, 1);
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,19 +81,37 @@ TEST(PgStoreUnavailableTest, AStoppedServerIsUnavailableWithoutConnectionDetails
   EXPECT_EQ(accounts->size(), 1u);
 }
 
+// A private PostgreSQL with the vault's schema, and raw connections to it.
+class PgConnTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pg = TestPostgres::Start();
+    ASSERT_OK(pg);
+    pg_ = *std::move(pg);
+    auto uri = pg_->CreateDatabase(kDatabase);
+    ASSERT_OK(uri);
+    uri_ = *uri;
+    auto opened = PgStore::Open(uri_);
+    ASSERT_OK(opened);
+    store_ = *std::move(opened);
+  }
+  std::unique_ptr<PgStore::Conn> Connect() {
+    return std::make_unique<PgStore::Conn>(PQconnectdb(uri_.c_str()), store_.get());
+  }
+
+  std::unique_ptr<TestPostgres> pg_;  // declared first: destroyed last
+  std::string uri_;
+  std::unique_ptr<PgStore> store_;
+};
+
 // PostgreSQL answers the COMMIT of a transaction an error aborted with a ROLLBACK and no error;
 // the store's Commit must fail there (a batch of charges would otherwise answer a charge whose
 // rows were rolled back). And a query is prepared under a name derived from its text, the same
 // on every connection.
-TEST(PgConnTest, CommitFailsOnAnAbortedTransactionAndNamesFollowTheText) {
-  auto pg = TestPostgres::Start();
-  ASSERT_OK(pg);
-  auto uri = (*pg)->CreateDatabase(kDatabase);
-  ASSERT_OK(uri);
-  auto opened = PgStore::Open(*uri);
-  ASSERT_OK(opened);
-  PgStore::Conn a(PQconnectdb(uri->c_str()), opened->get());
-  PgStore::Conn b(PQconnectdb(uri->c_str()), opened->get());
+TEST_F(PgConnTest, CommitFailsOnAnAbortedTransactionAndNamesFollowTheText) {
+  const std::unique_ptr<PgStore::Conn> conn_a = Connect(), conn_b = Connect();
+  PgStore::Conn& a = *conn_a;
+  PgStore::Conn& b = *conn_b;
   ASSERT_TRUE(a.ok() && b.ok());
 
   ASSERT_OK(a.Run("BEGIN"));
@@ -124,14 +143,9 @@ TEST(PgConnTest, CommitFailsOnAnAbortedTransactionAndNamesFollowTheText) {
 // order; the first failing statement is the call's error and the ones after it do not run;
 // a COMMIT behind a failing deferred statement fails; a connection left in a transaction, or
 // with statements deferred, is not lent again.
-TEST(PgConnTest, DeferredStatementsGoFirstAndTheFirstErrorStopsThePipeline) {
-  auto pg = TestPostgres::Start();
-  ASSERT_OK(pg);
-  auto uri = (*pg)->CreateDatabase(kDatabase);
-  ASSERT_OK(uri);
-  auto opened = PgStore::Open(*uri);
-  ASSERT_OK(opened);
-  PgStore::Conn a(PQconnectdb(uri->c_str()), opened->get());
+TEST_F(PgConnTest, DeferredStatementsGoFirstAndTheFirstErrorStopsThePipeline) {
+  const std::unique_ptr<PgStore::Conn> conn = Connect();
+  PgStore::Conn& a = *conn;
   ASSERT_TRUE(a.ok());
   ASSERT_OK(a.Run("CREATE TABLE t(k BIGINT PRIMARY KEY, v TEXT NOT NULL)"));
   constexpr char kInsert[] = "INSERT INTO t(k, v) VALUES($1, $2)";
@@ -190,14 +204,9 @@ TEST(PgConnTest, DeferredStatementsGoFirstAndTheFirstErrorStopsThePipeline) {
 
 // Appends take the `heads` row's lock, and a lock on a row that is gone locks nothing: the rows
 // cannot be removed or renamed, so no charge can run unserialized.
-TEST(PgConnTest, TheLockRowsCannotBeRemoved) {
-  auto pg = TestPostgres::Start();
-  ASSERT_OK(pg);
-  auto uri = (*pg)->CreateDatabase(kDatabase);
-  ASSERT_OK(uri);
-  auto opened = PgStore::Open(*uri);
-  ASSERT_OK(opened);
-  PgStore::Conn a(PQconnectdb(uri->c_str()), opened->get());
+TEST_F(PgConnTest, TheLockRowsCannotBeRemoved) {
+  const std::unique_ptr<PgStore::Conn> conn = Connect();
+  PgStore::Conn& a = *conn;
   ASSERT_TRUE(a.ok());
   EXPECT_THAT(a.Run("DELETE FROM heads WHERE name='ledger'"),
               StatusIs(absl::StatusCode::kInternal, "append-only"));
