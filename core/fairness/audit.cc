@@ -428,9 +428,9 @@ absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_co
         absl::StrCat("num_groups must be >= 1 (got ", num_groups, ")"));
   }
   if (k < 1) return absl::InvalidArgumentError(absl::StrCat("k must be >= 1 (got ", k, ")"));
-  if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("lo and hi must be finite with lo < hi (got [", lo, ", ", hi, "])"));
+  if (!std::isfinite(hi - lo) || !(lo < hi)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lo and hi must be finite with lo < hi and hi - lo finite (got [", lo, ", ", hi, "])"));
   }
   RETURN_IF_ERROR(ValidateIsFiniteAndPositive(sum_granularity, "sum_granularity"));
   const size_t cells = static_cast<size_t>(num_groups) * static_cast<size_t>(k);
@@ -473,15 +473,17 @@ absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_co
         GroupMean(static_cast<double>(noisy_sum_steps[a]), g.noisy_rows, lo, hi, sum_granularity);
     // Score variance from the repaired histogram at the bin centres, plus w²/12 for the spread
     // inside a bin (exact for scores uniform within bins; the centres alone understate it).
+    // Computed in bins from lo, then scaled by w: in the scores' own units a range far from 0
+    // (lo = 1e200) squares the centres past the largest double, and m2 - m1² cancels.
     double m1 = 0, m2 = 0;
     for (int j = 0; j < k; ++j) {
-      const double centre = lo + (j + 0.5) * width;
+      const double centre = j + 0.5;
       m1 += pmfs[a][j] * centre;
       m2 += pmfs[a][j] * centre * centre;
     }
-    const double variance = std::max(m2 - m1 * m1, 0.0) + width * width / 12;
+    const double sd_in_bins = std::sqrt(std::max(m2 - m1 * m1, 0.0) + 1.0 / 12);
     sum_mean[a] = g.noisy_rows * (g.mean.estimate - lo) / sum_granularity;
-    sum_sd[a] = std::sqrt(g.noisy_rows * variance) / sum_granularity;
+    sum_sd[a] = std::sqrt(g.noisy_rows) * sd_in_bins * (width / sum_granularity);
   }
   const double ks_estimate = MaxPairwiseKs(pmfs, k);
   std::vector<MultinomialSampler> population;
@@ -512,7 +514,7 @@ absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_co
   SimultaneousBand ks_band(cdf);
   std::vector<std::vector<double>> mean_samples(num_groups, std::vector<double>(draws));
   std::vector<int64_t> resampled(k);
-  constexpr double kMaxSteps = 4611686018427387904.0;  // 2^62: keeps llround defined
+  constexpr double kMaxSteps = 4611686018427387904.0;  // 2^62, far past any release (2^52)
   const ChaCha20Stream::Key key = ChaCha20Stream::NewKey(gen);
   for (int pass = 0; pass < 2; ++pass) {
     ChaCha20Stream sim(key);  // the same secure stream in both passes
@@ -527,10 +529,11 @@ absl::StatusOr<RegressorAudit> AuditRegressor(absl::Span<const int64_t> noisy_co
         pmfs[a] = GroupPmf(raw);
         const double exact_sum = std::clamp(sum_mean[a] + sum_sd[a] * absl::Gaussian<double>(sim),
                                             -kMaxSteps, kMaxSteps);
-        const int64_t noisy_sum = std::llround(exact_sum) + sum_noise(sim);
+        // In doubles: a release's noise can be as large as an int64 holds.
+        const double noisy_sum =
+            std::round(exact_sum) + static_cast<double>(sum_noise(sim));
         if (pass == 0) {
-          mean_samples[a][b] =
-              GroupMean(static_cast<double>(noisy_sum), sample_rows, lo, hi, sum_granularity);
+          mean_samples[a][b] = GroupMean(noisy_sum, sample_rows, lo, hi, sum_granularity);
         }
       }
       cdfs_of(&cdf);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -545,6 +546,52 @@ TEST(AuditRegressorTest, RepairsNegativeNoisyBinsAndClampsMean) {
   EXPECT_NEAR(total, 1, 1e-12);
   EXPECT_EQ(audit->groups[0].noisy_rows, 20);  // raw sum: the negative bin counts
   EXPECT_EQ(audit->groups[0].mean.estimate, 4);
+}
+
+// The audit depends on the scores only through (score - lo) / (hi - lo): on [2^700, 2^701] it
+// must give the intervals it gives on [0, 1], mapped. (Centres squared in the scores' own units
+// overflowed to infinity there, and the bootstrap's sums became NaN: found by fuzz_spending.)
+TEST(AuditRegressorTest, AFarRangeGivesTheSameAuditMapped) {
+  const std::vector<int64_t> counts = {12, 30, 25, 8, 3, 9, 20, 31};
+  const AuditOptions options{0.9, 200};
+  auto sum_noise = Laplace(2.0 * (1 << 20) / 0.5);
+  auto audit_on = [&](double lo, double hi, const std::vector<int64_t>& sum_steps) {
+    auto granularity = dp::PowerOfTwoGranularity(hi - lo, 20);
+    EXPECT_OK(granularity);
+    std::mt19937_64 gen(31);
+    auto audit = AuditRegressor(counts, sum_steps, 2, lo, hi, 4, *granularity, NoNoise,
+                                DrawFrom(*sum_noise), options, gen);
+    EXPECT_OK(audit);
+    return *std::move(audit);
+  };
+  const std::vector<int64_t> sum_steps = {int64_t{30} << 20, int64_t{40} << 20};
+  const RegressorAudit near = audit_on(0, 1, sum_steps);
+  const double lo = std::ldexp(1.0, 700), scale = lo;
+  const RegressorAudit far = audit_on(lo, 2 * lo, sum_steps);
+  for (int a = 0; a < 2; ++a) {
+    const Interval& n = near.groups[a].mean;
+    const Interval& f = far.groups[a].mean;
+    EXPECT_GT(n.hi, n.lo) << a;
+    EXPECT_NEAR((f.estimate - lo) / scale, n.estimate, 1e-12) << a;
+    EXPECT_NEAR((f.lo - lo) / scale, n.lo, 1e-12) << a;
+    EXPECT_NEAR((f.hi - lo) / scale, n.hi, 1e-12) << a;
+  }
+  EXPECT_EQ(far.max_ks.lo, near.max_ks.lo);
+  EXPECT_EQ(far.max_ks.hi, near.max_ks.hi);
+  // A noise draw as large as an int64 holds saturates the mean at an end of the range.
+  std::mt19937_64 gen(32);
+  auto extreme = AuditRegressor(
+      counts, sum_steps, 2, 0, 1, 4, std::ldexp(1.0, -20), NoNoise,
+      [](absl::BitGenRef) { return std::numeric_limits<int64_t>::min(); }, options, gen);
+  ASSERT_OK(extreme);
+  for (const RegressorGroupAudit& g : extreme->groups) {
+    EXPECT_GE(g.mean.lo, 0);
+    EXPECT_LE(g.mean.hi, 1);
+  }
+  EXPECT_THAT(AuditRegressor(counts, sum_steps, 2, -1e308, 1e308, 4, 1, NoNoise, NoNoise, options,
+                             gen)
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "hi - lo finite"));
 }
 
 TEST(AuditClassifierTest, RejectsBadArguments) {
