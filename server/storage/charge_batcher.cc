@@ -12,10 +12,10 @@ namespace fairvault::server::storage {
 namespace {
 
 // What every charge of a batch is told when one charge's failure ended the batch: the
-// database's own words for a failure to retry (unavailable, a conflict), which name no company,
-// dataset, key or row; otherwise `fallback`. A refusal names the company and dataset
-// it refused, a database's own error can quote a row, and the batch's other callers may be
-// other companies.
+// database's own words for a failure to retry (unavailable, a conflict, a timeout), which name
+// no company, dataset, key or row; otherwise `fallback`. A refusal names the company and
+// dataset it refused, a database's own error can quote a row, and the batch's other callers
+// may be other companies.
 absl::Status BatchFailure(const absl::Status& charge_failure, absl::Status fallback) {
   // Rebuilt, not passed on: a replayed charge returns its stored failure with its own code.
   switch (charge_failure.code()) {
@@ -23,6 +23,9 @@ absl::Status BatchFailure(const absl::Status& charge_failure, absl::Status fallb
       return DatabaseUnavailable();
     case absl::StatusCode::kAborted:
       return absl::AbortedError("the charge transaction conflicted with another; retry");
+    case absl::StatusCode::kDeadlineExceeded:
+      return absl::DeadlineExceededError(
+          "the charge transaction ran past the database's time limit; retry");
     default:
       return fallback;
   }

@@ -140,7 +140,6 @@ TEST(RunChargeBatchTest, AFailingChargeIsRolledBackAloneAndBodyFailuresComeAfter
 TEST(RunChargeBatchTest, AFailingLastChargeIsRolledBackBeforeTheCommit) {
   ScriptedConnection conn;
   TwoCharges two;
-  PendingCharge &pa = two.pa, &pb = two.pb;
   const std::vector<PendingCharge*>& batch = two.batch;
   EXPECT_TRUE(RunChargeBatch(
       batch, conn.Ops([](const PendingCharge& p, absl::Status*) -> absl::StatusOr<ChargeOutcome> {
@@ -149,23 +148,22 @@ TEST(RunChargeBatchTest, AFailingLastChargeIsRolledBackBeforeTheCommit) {
       })));
   EXPECT_THAT(conn.log, ElementsAre("BEGIN", "SAVEPOINT charge", "RELEASE SAVEPOINT charge",
                                     "SAVEPOINT charge", "ROLLBACK TO SAVEPOINT charge", "COMMIT"));
-  EXPECT_TRUE(pa.outcome.ok());
-  EXPECT_EQ(pb.outcome.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(two.pa.outcome.ok());
+  EXPECT_EQ(two.pb.outcome.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST(RunChargeBatchTest, AFailedCommitFailsEveryChargeOfTheBatch) {
   ScriptedConnection conn;
   conn.fail_on = "COMMIT";
   TwoCharges two;
-  PendingCharge &pa = two.pa, &pb = two.pb;
   const std::vector<PendingCharge*>& batch = two.batch;
   EXPECT_FALSE(RunChargeBatch(
       batch, conn.Ops([](const PendingCharge& p, absl::Status*) -> absl::StatusOr<ChargeOutcome> {
         return ChargeOutcome{"released", false};
       })));
   EXPECT_EQ(conn.log.back(), "ROLLBACK");
-  EXPECT_EQ(pa.outcome.status().message(), "disk full");
-  EXPECT_EQ(pb.outcome.status().message(), "disk full");
+  EXPECT_EQ(two.pa.outcome.status().message(), "disk full");
+  EXPECT_EQ(two.pb.outcome.status().message(), "disk full");
 }
 
 TEST(RunChargeBatchTest, ATransactionTheDatabaseAbandonedFailsTheChargesBeforeItToo) {
@@ -197,7 +195,6 @@ TEST(RunChargeBatchTest, AFailedDeferredLockIsTheBatchsError) {
   ScriptedConnection conn;
   conn.fail_on = "ROLLBACK TO SAVEPOINT charge";
   TwoCharges two;
-  PendingCharge &pa = two.pa, &pb = two.pb;
   const std::vector<PendingCharge*>& batch = two.batch;
   EXPECT_FALSE(RunChargeBatch(
       batch, conn.Ops([](const PendingCharge&, absl::Status*) -> absl::StatusOr<ChargeOutcome> {
@@ -205,6 +202,18 @@ TEST(RunChargeBatchTest, AFailedDeferredLockIsTheBatchsError) {
       })));
   for (PendingCharge* p : batch) {
     EXPECT_THAT(p->outcome, StatusIs(absl::StatusCode::kAborted, "conflicted with another"));
+  }
+  // A statement timeout (the operator's statement_timeout) is told as one, in fixed words.
+  TwoCharges timed_out;
+  EXPECT_FALSE(RunChargeBatch(
+      timed_out.batch,
+      conn.Ops([](const PendingCharge&, absl::Status*) -> absl::StatusOr<ChargeOutcome> {
+        return absl::DeadlineExceededError(
+            "postgres: canceling statement due to statement timeout; retry");
+      })));
+  for (PendingCharge* p : timed_out.batch) {
+    EXPECT_THAT(p->outcome, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                     "ran past the database's time limit; retry"));
   }
 }
 
@@ -214,7 +223,6 @@ TEST(RunChargeBatchTest, ARefusalIsNotToldToTheOtherChargesOfAFailedBatch) {
   ScriptedConnection conn;
   conn.fail_on = "ROLLBACK TO SAVEPOINT charge";
   TwoCharges two;
-  PendingCharge &pa = two.pa, &pb = two.pb;
   const std::vector<PendingCharge*>& batch = two.batch;
   EXPECT_FALSE(RunChargeBatch(
       batch,

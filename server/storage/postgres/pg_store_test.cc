@@ -218,6 +218,30 @@ TEST_F(PgConnTest, TheLockRowsCannotBeRemoved) {
   EXPECT_EQ(rows->Int(0, 0), 2);
 }
 
+// An operator's lock_timeout or statement_timeout ends a charge's transaction with an error the
+// caller can retry, named as such: the ledger head's lock, deferred into the charge's reads,
+// not had in time is a conflict (Aborted), a cancelled statement a deadline; not Internal.
+TEST_F(PgConnTest, TimeoutsAreErrorsToRetry) {
+  const std::unique_ptr<PgStore::Conn> conn_holder = Connect(), conn_charge = Connect();
+  PgStore::Conn& holder = *conn_holder;
+  PgStore::Conn& charge = *conn_charge;
+  ASSERT_TRUE(holder.ok() && charge.ok());
+  ASSERT_OK(holder.Run("BEGIN"));
+  ASSERT_OK(holder.Run("SELECT name FROM heads WHERE name='ledger' FOR UPDATE"));
+  ASSERT_OK(charge.Run("SET lock_timeout = '50ms'"));
+  ASSERT_OK(charge.DeferBeginAndLockLedgerHead());
+  std::vector<postgres::Query> reads;
+  reads.push_back(postgres::LedgerHeadQuery());
+  EXPECT_THAT(charge.Pipeline(std::move(reads)),
+              StatusIs(absl::StatusCode::kAborted, "lock timeout"));
+  ASSERT_OK(charge.Run("ROLLBACK"));
+  ASSERT_OK(holder.Run("ROLLBACK"));
+  ASSERT_OK(charge.Run("SET statement_timeout = '50ms'"));
+  EXPECT_THAT(charge.Run("SELECT pg_sleep(5)"),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, "statement timeout"));
+  EXPECT_TRUE(charge.reusable());
+}
+
 // Whether `pid` runs (a zombie, exited and not yet reaped by its parent, does not).
 bool Runs(int pid) {
   std::FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r");

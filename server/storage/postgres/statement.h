@@ -246,8 +246,13 @@ class PgStore::Conn {
     } else if (sqlstate != nullptr && std::strcmp(sqlstate, "23505") == 0) {
       status = absl::AlreadyExistsError(absl::StrCat("constraint: ", message));
     } else if (sqlstate != nullptr &&
-               (std::strcmp(sqlstate, "40001") == 0 || std::strcmp(sqlstate, "40P01") == 0)) {
+               (std::strcmp(sqlstate, "40001") == 0 || std::strcmp(sqlstate, "40P01") == 0 ||
+                std::strcmp(sqlstate, "55P03") == 0)) {
+      // A serialization failure, a deadlock, a lock not had within the operator's lock_timeout.
       status = absl::AbortedError(absl::StrCat("postgres: ", message, "; retry"));
+    } else if (sqlstate != nullptr && std::strcmp(sqlstate, "57014") == 0) {
+      // Cancelled: the operator's statement_timeout, or an administrator's pg_cancel_backend.
+      status = absl::DeadlineExceededError(absl::StrCat("postgres: ", message, "; retry"));
     } else if (sqlstate != nullptr && std::strcmp(sqlstate, "54000") == 0) {
       status = absl::InvalidArgumentError(
           "a value is larger than the database accepts (1 GB per batch or table); split it");
