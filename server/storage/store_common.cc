@@ -150,6 +150,16 @@ absl::Status IdempotencyKeyReused(const std::string& key) {
                    "request"));
 }
 
+std::string ListingAfterCursor(const LedgerFilter& filter, char style, bool by_dataset) {
+  int n = 0;
+  auto next = [&] { return absl::StrCat(std::string(1, style), ++n); };
+  std::string sql = absl::StrCat(" WHERE seq > ", next());
+  if (filter.account) absl::StrAppend(&sql, " AND account = ", next());
+  if (by_dataset && filter.dataset) absl::StrAppend(&sql, " AND dataset = ", next());
+  absl::StrAppend(&sql, " ORDER BY seq LIMIT ", next());
+  return sql;
+}
+
 absl::StatusOr<LedgerVerification> VerifyLedgerFrom(LedgerReader& reader) {
   LedgerVerification v;
   v.head_hash = kGenesisHash;

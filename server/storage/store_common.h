@@ -91,6 +91,15 @@ class LedgerReader {
   virtual absl::Status ForEachTreeNode(int level, const NodeFn& fn) = 0;
 };
 
+// The end of a listing of the ledger or the access log after `filter`'s cursor, in seq order:
+// " WHERE seq > p AND account = p AND dataset = p ORDER BY seq LIMIT p" with only the filters
+// that are set (the dataset's only if `by_dataset`), its parameters numbered from 1 after
+// `style` ('?' on SQLite, '$' on PostgreSQL), to be bound in that order. Written as
+// `(p IS NULL OR account = p)`, one text for every filter, the account's filter could not use
+// ledger_by_account: a company's page read every row after its cursor (on a 1M-row ledger,
+// 129 ms against 1 ms for a company with no rows, SQLite).
+std::string ListingAfterCursor(const LedgerFilter& filter, char style, bool by_dataset);
+
 // Recomputes the hash chain and the spend totals from the ledger rows and checks the grants,
 // caps and totals the filter reads against them (both ways: a missing spend row would reset a
 // budget), and the stored Merkle tree against the rows: every leaf and complete subtree, none

@@ -37,12 +37,15 @@ absl::StatusOr<ArtifactRecord> PgStore::GetArtifact(const std::string& id) {
 
 absl::StatusOr<std::vector<AccessLogRow>> PgStore::ListAccessLog(const LedgerFilter& filter) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
-  ASSIGN_OR_RETURN(
-      Result r,
-      c->Exec("SELECT seq, time_micros, account, dataset, artifact_id, "
-              "rows, new_decisions FROM access_log WHERE seq > $1 AND "
-              "($2::text IS NULL OR account = $2) ORDER BY seq LIMIT $3",
-              Params().Int(filter.after_seq).OptionalText(filter.account).Int(filter.limit)));
+  Params p;
+  p.Int(filter.after_seq);
+  if (filter.account) p.Text(*filter.account);
+  p.Int(filter.limit);
+  ASSIGN_OR_RETURN(Result r, c->Exec(absl::StrCat("SELECT seq, time_micros, account, dataset, "
+                                                  "artifact_id, rows, new_decisions FROM access_log",
+                                                  ListingAfterCursor(filter, '$', false))
+                                         .c_str(),
+                                     p));
   std::vector<AccessLogRow> out;
   for (int i = 0; i < r.rows(); ++i) {
     out.push_back(AccessLogRow{r.Int(i, 0), r.Int(i, 1), r.Text(i, 2), r.Text(i, 3), r.Text(i, 4),

@@ -339,17 +339,16 @@ class PgLedgerReader final : public LedgerReader {
 
 absl::StatusOr<std::vector<LedgerRow>> PgStore::ListLedger(const LedgerFilter& filter) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
-  ASSIGN_OR_RETURN(Result r,
-                   c->Exec(absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols,
-                                        " FROM ledger WHERE seq > $1 AND ($2::text IS NULL OR "
-                                        "account = $2) AND ($3::text IS NULL OR dataset = $3) "
-                                        "ORDER BY seq LIMIT $4")
-                               .c_str(),
-                           Params()
-                               .Int(filter.after_seq)
-                               .OptionalText(filter.account)
-                               .OptionalText(filter.dataset)
-                               .Int(filter.limit)));
+  Params p;
+  p.Int(filter.after_seq);
+  if (filter.account) p.Text(*filter.account);
+  if (filter.dataset) p.Text(*filter.dataset);
+  p.Int(filter.limit);
+  ASSIGN_OR_RETURN(Result r, c->Exec(absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols,
+                                                  " FROM ledger",
+                                                  ListingAfterCursor(filter, '$', true))
+                                         .c_str(),
+                                     p));
   std::vector<LedgerRow> out;
   for (int i = 0; i < r.rows(); ++i) {
     out.push_back(ReadLedger(r, i));

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "server/storage/postgres/statement.h"
 #include "server/storage/postgres/test_postgres.h"
+#include "server/storage/store_common.h"
 
 namespace fairvault::server::storage {
 namespace {
@@ -240,6 +241,41 @@ TEST_F(PgConnTest, TimeoutsAreErrorsToRetry) {
   EXPECT_THAT(charge.Run("SELECT pg_sleep(5)"),
               StatusIs(absl::StatusCode::kDeadlineExceeded, "statement timeout"));
   EXPECT_TRUE(charge.reusable());
+}
+
+// A company's ledger listing searches ledger_by_account (sqlite_query_plan_test has SQLite's),
+// also in the generic plan PostgreSQL may settle on for a statement the store prepared.
+TEST_F(PgConnTest, ACompanysLedgerListingSearchesItsIndex) {
+  const std::unique_ptr<PgStore::Conn> conn = Connect();
+  PgStore::Conn& a = *conn;
+  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a.Run("SET plan_cache_mode = force_generic_plan"));
+  int statements = 0;
+  auto generic_plan = [&](const std::string& where, const std::string& types,
+                          const std::string& values) {
+    const std::string name = absl::StrCat("listing", ++statements);
+    EXPECT_OK(a.Run(absl::StrCat("PREPARE ", name, "(", types, ") AS SELECT * FROM ledger", where)
+                        .c_str()));
+    auto r = a.Exec(absl::StrCat("EXPLAIN EXECUTE ", name, "(", values, ")").c_str());
+    EXPECT_OK(r);
+    std::string text;
+    for (int i = 0; r.ok() && i < r->rows(); ++i) absl::StrAppend(&text, r->Text(i, 0), "\n");
+    return text;
+  };
+  LedgerFilter company;
+  company.account = "acme";
+  EXPECT_THAT(generic_plan(ListingAfterCursor(company, '$', true), "bigint, text, bigint",
+                           "0, 'acme', 100"),
+              ::testing::HasSubstr("Index Scan using ledger_by_account"));
+  company.dataset = "census";
+  EXPECT_THAT(generic_plan(ListingAfterCursor(company, '$', true), "bigint, text, text, bigint",
+                           "0, 'acme', 'census', 100"),
+              ::testing::HasSubstr("Index Scan using ledger_by_account"));
+  // The text every filter used to share could not.
+  EXPECT_THAT(generic_plan(" WHERE seq > $1 AND ($2::text IS NULL OR account = $2) ORDER BY seq "
+                           "LIMIT $3",
+                           "bigint, text, bigint", "0, 'acme', 100"),
+              ::testing::Not(::testing::HasSubstr("ledger_by_account")));
 }
 
 // Whether `pid` runs (a zombie, exited and not yet reaped by its parent, does not).

@@ -35,13 +35,14 @@ absl::StatusOr<ArtifactRecord> SqliteStore::GetArtifact(const std::string& id) {
 
 absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const LedgerFilter& filter) {
   absl::MutexLock lock(&mu_);
-  Stmt s(*cache_,
-         "SELECT seq, time_micros, account, dataset, artifact_id, rows, new_decisions "
-         "FROM access_log "
-         "WHERE seq > ?1 AND (?2 IS NULL OR account = ?2) ORDER BY seq LIMIT ?3");
-  s.Bind(1, filter.after_seq);
-  s.BindOptional(2, filter.account);
-  s.Bind(3, static_cast<int64_t>(filter.limit));
+  Stmt s(*cache_, absl::StrCat("SELECT seq, time_micros, account, dataset, artifact_id, rows, "
+                               "new_decisions FROM access_log",
+                               ListingAfterCursor(filter, '?', /*by_dataset=*/false))
+                      .c_str());
+  int i = 0;
+  s.Bind(++i, filter.after_seq);
+  if (filter.account) s.Bind(++i, *filter.account);
+  s.Bind(++i, static_cast<int64_t>(filter.limit));
   std::vector<AccessLogRow> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, s.Step());

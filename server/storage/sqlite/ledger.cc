@@ -324,14 +324,14 @@ absl::StatusOr<ChargeOutcome> SqliteStore::ChargeOneLocked(const ChargeRequest& 
 
 absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilter& filter) {
   absl::MutexLock lock(&mu_);
-  Stmt s(*cache_, absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols,
-                           " FROM ledger WHERE seq > ? AND (?2 IS NULL OR account = ?2) AND "
-                           "(?3 IS NULL OR dataset = ?3) ORDER BY seq LIMIT ?4")
-                  .c_str());
-  s.Bind(1, filter.after_seq);
-  s.BindOptional(2, filter.account);
-  s.BindOptional(3, filter.dataset);
-  s.Bind(4, static_cast<int64_t>(filter.limit));
+  Stmt s(*cache_, absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols, " FROM ledger",
+                               ListingAfterCursor(filter, '?', /*by_dataset=*/true))
+                      .c_str());
+  int i = 0;
+  s.Bind(++i, filter.after_seq);
+  if (filter.account) s.Bind(++i, *filter.account);
+  if (filter.dataset) s.Bind(++i, *filter.dataset);
+  s.Bind(++i, static_cast<int64_t>(filter.limit));
   std::vector<LedgerRow> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, s.Step());

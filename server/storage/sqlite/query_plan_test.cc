@@ -1,0 +1,82 @@
+// The store's listings reach a company's ledger rows through ledger_by_account, whatever the
+// ledger's size: the query SQLite plans for ListingAfterCursor's text, read with EXPLAIN QUERY
+// PLAN on a database the store created.
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/testing/status_matchers.h"
+#include "gtest/gtest.h"
+#include "server/storage/sqlite/sqlite_store.h"
+#include "server/storage/store_common.h"
+
+namespace fairvault::server::storage {
+namespace {
+
+class SqliteQueryPlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = absl::StrCat(::testing::TempDir(), "fairvault_query_plan_test_", getpid(), ".db");
+    auto store = SqliteStore::Open(path_);
+    ASSERT_OK(store);
+    store_ = *std::move(store);
+    ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  }
+  void TearDown() override {
+    sqlite3_close(db_);
+    store_.reset();
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path_ + suffix).c_str());
+  }
+  // Every line of SQLite's plan for `sql`, joined.
+  std::string Plan(const std::string& sql) {
+    sqlite3_stmt* stmt = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db_, ("EXPLAIN QUERY PLAN " + sql).c_str(), -1, &stmt, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(db_);
+    std::string plan;
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+      absl::StrAppend(&plan, reinterpret_cast<const char*>(sqlite3_column_text(stmt, 3)), "; ");
+    }
+    sqlite3_finalize(stmt);
+    return plan;
+  }
+
+  std::string path_;
+  std::unique_ptr<SqliteStore> store_;
+  sqlite3* db_ = nullptr;
+};
+
+TEST_F(SqliteQueryPlanTest, ACompanysLedgerListingSearchesItsIndex) {
+  LedgerFilter company;
+  company.account = "acme";
+  EXPECT_THAT(Plan("SELECT * FROM ledger" + ListingAfterCursor(company, '?', true)),
+              ::testing::HasSubstr("USING INDEX ledger_by_account (account=? AND seq>?)"));
+  company.dataset = "census";
+  EXPECT_THAT(Plan("SELECT * FROM ledger" + ListingAfterCursor(company, '?', true)),
+              ::testing::HasSubstr("USING INDEX ledger_by_account (account=? AND seq>?)"));
+  // The text every filter used to share could not: it walked the ledger from the cursor.
+  EXPECT_THAT(Plan("SELECT * FROM ledger WHERE seq > ?1 AND (?2 IS NULL OR account = ?2) "
+                   "ORDER BY seq LIMIT ?3"),
+              ::testing::Not(::testing::HasSubstr("ledger_by_account")));
+  // An auditor's listing of everything walks the ledger in order, from the cursor.
+  EXPECT_THAT(Plan("SELECT * FROM ledger" + ListingAfterCursor(LedgerFilter(), '?', true)),
+              ::testing::HasSubstr("USING INTEGER PRIMARY KEY (rowid>?)"));
+}
+
+TEST(ListingAfterCursorTest, NumbersOnlyTheFiltersThatAreSet) {
+  LedgerFilter filter;
+  EXPECT_EQ(ListingAfterCursor(filter, '$', true), " WHERE seq > $1 ORDER BY seq LIMIT $2");
+  filter.dataset = "census";
+  EXPECT_EQ(ListingAfterCursor(filter, '$', true),
+            " WHERE seq > $1 AND dataset = $2 ORDER BY seq LIMIT $3");
+  EXPECT_EQ(ListingAfterCursor(filter, '?', false), " WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+  filter.account = "acme";
+  EXPECT_EQ(ListingAfterCursor(filter, '?', true),
+            " WHERE seq > ?1 AND account = ?2 AND dataset = ?3 ORDER BY seq LIMIT ?4");
+}
+
+}  // namespace
+}  // namespace fairvault::server::storage
