@@ -99,6 +99,24 @@ TEST_P(StoreTest, ListLedgerFiltersByAccountDatasetAndSeq) {
   rows = store_->ListLedger(other);
   ASSERT_OK(rows);
   EXPECT_TRUE(rows->empty());
+  // Every combination of the filters, each value bound to its own column.
+  auto seqs = [&](std::optional<std::string> account, std::optional<std::string> dataset,
+                  int64_t after_seq, int limit) {
+    LedgerFilter filter{std::move(account), std::move(dataset), after_seq, limit};
+    auto listed = store_->ListLedger(filter);
+    EXPECT_OK(listed);
+    std::vector<int64_t> out;
+    for (const LedgerRow& r : listed.ok() ? *listed : std::vector<LedgerRow>()) {
+      out.push_back(r.seq);
+    }
+    return out;
+  };
+  EXPECT_THAT(seqs("acme", "census", 0, 10), ::testing::ElementsAre(1, 3, 5));
+  EXPECT_THAT(seqs("acme", "census", 1, 1), ::testing::ElementsAre(3));
+  EXPECT_THAT(seqs("globex", "census", 0, 10), ::testing::ElementsAre(4));
+  EXPECT_THAT(seqs("globex", "nope", 0, 10), ::testing::IsEmpty());
+  EXPECT_THAT(seqs(std::nullopt, "census", 3, 10), ::testing::ElementsAre(4, 5));
+  EXPECT_THAT(seqs(std::nullopt, std::nullopt, 0, 10), ::testing::ElementsAre(1, 2, 3, 4, 5));
   LedgerFilter limited;
   limited.limit = 2;
   rows = store_->ListLedger(limited);

@@ -159,9 +159,24 @@ TEST_P(StoreTest, DecisionBatchesAndTheirAccessLogRowCommitTogether) {
   ASSERT_OK(none_new);
   ASSERT_OK(store_->RecordDecisionBatch("art", 2, "second",
                                         AccessLogRow{0, 8, "acme", "census", "art", 1, 1}));
+  // Another company's row, and the log filtered by company.
+  auto globex_seq = store_->RecordDecisionBatch(
+      "art_g", 1, "g", AccessLogRow{0, 9, "globex", "census", "art_g", 1, 1});
+  ASSERT_OK(globex_seq);
+  LedgerFilter of_globex;
+  of_globex.account = "globex";
+  auto globex_log = store_->ListAccessLog(of_globex);
+  ASSERT_OK(globex_log);
+  ASSERT_EQ(globex_log->size(), 1u);
+  EXPECT_EQ((*globex_log)[0].seq, *globex_seq);
+  LedgerFilter of_acme{"acme", std::nullopt, *seq, 1};
+  auto acme_after_first = store_->ListAccessLog(of_acme);
+  ASSERT_OK(acme_after_first);
+  ASSERT_EQ(acme_after_first->size(), 1u);
+  EXPECT_EQ((*acme_after_first)[0].seq, *none_new);
   auto log = store_->ListAccessLog(LedgerFilter{});
   ASSERT_OK(log);
-  ASSERT_EQ(log->size(), 3u);
+  ASSERT_EQ(log->size(), 4u);
   EXPECT_EQ((*log)[0].seq, *seq);
   EXPECT_EQ((*log)[0].rows, 3);
   EXPECT_EQ((*log)[0].new_decisions, 2);

@@ -219,5 +219,11 @@ DECIDE = [name for name, _ in SPENDING].index("decide")
 put("fuzz_spending", "decide_table", bytes([DECIDE]) + postprocessors_pb2.DecideRequest(
     artifact_id="A", table_handle="T", value_column="pred", first_row=1,
     row_count=2).SerializeToString())
+# A regressor audit on a range far from 0: the bootstrap's variance once overflowed to NaN there.
+AUDIT_REGRESSOR = [name for name, _ in SPENDING].index("audit_regressor")
+far = releases_pb2.AuditRegressorRequest(
+    idempotency_key="k11", table_handle="T", score_column="score", attributes=["sex"], lo=1e200,
+    hi=2e200, bins=4, epsilon=1)
+put("fuzz_spending", "audit_regressor_far", bytes([AUDIT_REGRESSOR]) + far.SerializeToString())
 preview = preview_pb2.PreviewReleaseRequest(noisy_counts=SPENDING[0][1])
 put("fuzz_spending", "preview", bytes([len(SPENDING)]) + preview.SerializeToString())
