@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
+#include "server/storage/store_common.h"
 #include "server/util/crypto.h"
 
 namespace fairvault::server {
@@ -40,8 +41,7 @@ class JobRunner::Control final : public JobControl {
 
   bool Progress(int64_t done, int64_t total) override {
     {
-      absl::MutexLock lock(&runner_->mu_);
-      if (runner_->stopping_ || runner_->cancelled_.count(job_id_) > 0) return false;
+      if (runner_->StopRequested(job_id_)) return false;
     }
     const auto now = std::chrono::steady_clock::now();
     if (!written_ || now - last_write_ >= kProgressPeriod) {
@@ -184,6 +184,11 @@ bool JobRunner::Stopping() {
   return stopping_;
 }
 
+bool JobRunner::StopRequested(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  return stopping_ || cancelled_.count(id) > 0;
+}
+
 void JobRunner::Work() {
   while (true) {
     std::string id;
@@ -213,16 +218,24 @@ void JobRunner::Work() {
         // or taken over by another runner (which stores the same artifact).
         if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "artifact not stored", s);
         if (s.ok() && metrics_ != nullptr) metrics_->RecordJobFinished(JobOutcome::kSucceeded);
-      } else if (!absl::IsAborted(artifact.status())) {
+      } else if (absl::IsAborted(artifact.status()) && StopRequested(id)) {
+        if (Stopping()) {
+          // Stopped by shutdown: the lease ends now, so another runner takes the job over at
+          // once. (Stopped by a cancel, the canceller owns the state.)
+          absl::Status s = store_->RenewJobLease(id, storage::JobLease{owner_, 0, 0});
+          if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "lease not released", s);
+        }
+      } else if (storage::IsFailureToRetry(artifact.status())) {
+        // The vault's database (or an import under way) stopped the run, not the job: it is
+        // not failed, after its charge, for that. Its lease is no longer renewed; when it
+        // ends, a runner (this one too) takes the job over and runs it again from its stored
+        // randomness, to the same artifact. The lease is the wait between two attempts.
+        Report(id, "stopped; it runs again when its lease ends", artifact.status());
+      } else {
         absl::Status s = store_->FailJob(id, owner_, std::string(artifact.status().message()),
                                          clock_->NowMicros());
         if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "failure not stored", s);
         if (s.ok() && metrics_ != nullptr) metrics_->RecordJobFinished(JobOutcome::kFailed);
-      } else if (Stopping()) {
-        // Stopped by shutdown: the lease ends now, so another runner takes the job over at
-        // once. (Stopped by a cancel, the canceller owns the state.)
-        absl::Status s = store_->RenewJobLease(id, storage::JobLease{owner_, 0, 0});
-        if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "lease not released", s);
       }
     } else if (!absl::IsFailedPrecondition(job.status())) {
       Report(id, "not started", job.status());

@@ -37,9 +37,12 @@ class JobControl {
 class JobRunner {
  public:
   // Computes a job's artifact. Must be deterministic given the record and stored data.
-  // Returning Aborted means "stopped on request": the runner then leaves the job's state to
-  // whoever stopped it (cancelled stays cancelled; at shutdown it stays running and is
-  // re-queued by the next process).
+  // Returning Aborted after a stop was requested (JobControl::Progress returned false) means
+  // "stopped on request": the runner then leaves the job's state to whoever stopped it
+  // (cancelled stays cancelled; at shutdown it stays running and is re-queued by the next
+  // process). Returning a failure to retry (storage::IsFailureToRetry: the database
+  // unavailable, a conflict, a timeout) leaves the job running until its lease ends; then it is
+  // run again. Any other error fails the job with its message.
   using RunFn = std::function<absl::StatusOr<storage::ArtifactRecord>(const storage::JobRecord& job,
                                                                       JobControl& control)>;
 
@@ -83,6 +86,9 @@ class JobRunner {
   absl::Status Scan();
   storage::JobLease LeaseFrom(int64_t now_micros) const;
   bool Stopping();
+  // Whether the job was asked to stop: the runner is stopping, or the job was cancelled or
+  // lost its lease.
+  bool StopRequested(const std::string& id);
 
   storage::Store* store_;
   const Clock* clock_;

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -382,6 +384,49 @@ TEST_F(JobRunnerTest, AFailingJobIsFailedWithItsMessage) {
   EXPECT_TRUE(job.artifact_id.empty());
   // The worker goes on with the next job.
   ASSERT_TRUE(WaitForState("job_b", JobState::kSucceeded));
+}
+
+// A run the database stopped (unavailable, a conflict, a timeout, each without a stop
+// requested) is not the job's failure: the job stays running, not failed after its charge, and
+// when its lease ends it is run again, to its artifact.
+TEST_F(JobRunnerTest, AJobTheDatabaseStoppedIsRunAgainWhenItsLeaseEnds) {
+  const std::vector<absl::Status> failures = {
+      absl::UnavailableError("the vault's database is unavailable; retry shortly"),
+      absl::AbortedError("postgres: deadlock detected; retry"),
+      absl::DeadlineExceededError("postgres: canceling statement due to statement timeout")};
+  for (size_t i = 0; i < failures.size(); ++i) CreateJob(absl::StrCat("job_", i));
+  std::mutex mu;
+  std::map<std::string, int> runs;
+  JobRunner runner(
+      store_.get(), &clock_, 1,
+      [&](const JobRecord& job, JobControl&) -> absl::StatusOr<ArtifactRecord> {
+        std::lock_guard<std::mutex> lock(mu);
+        if (runs[job.id]++ == 0) return failures[job.id.back() - '0'];
+        return ArtifactFor(job);
+      },
+      /*lease_micros=*/300'000);
+  ASSERT_OK(runner.Start());
+  for (size_t i = 0; i < failures.size(); ++i) {
+    const std::string id = absl::StrCat("job_", i);
+    ASSERT_TRUE(WaitFor(id, [&](const JobRecord& j) {
+      std::lock_guard<std::mutex> lock(mu);
+      return runs[id] == 1 && j.state == JobState::kRunning;
+    })) << id;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // several keeper rounds
+  for (size_t i = 0; i < failures.size(); ++i) {
+    EXPECT_EQ(Job(absl::StrCat("job_", i)).state, JobState::kRunning) << i;
+  }
+  clock_.Advance(300'001);
+  for (size_t i = 0; i < failures.size(); ++i) {
+    const std::string id = absl::StrCat("job_", i);
+    ASSERT_TRUE(WaitForState(id, JobState::kSucceeded)) << id;
+    const JobRecord job = Job(id);
+    EXPECT_EQ(job.attempts, 2) << id;
+    EXPECT_TRUE(job.error.empty()) << id;
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(runs[id], 2) << id;
+  }
 }
 
 TEST_F(JobRunnerTest, StartRefusesZeroWorkers) {

@@ -128,6 +128,11 @@ absl::Status DatabaseUnavailable() {
   return absl::UnavailableError("the vault's database is unavailable; retry shortly");
 }
 
+bool IsFailureToRetry(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsAborted(status) ||
+         absl::IsDeadlineExceeded(status);
+}
+
 ChargeResult RunChargeBody(const ChargeBody& body, int64_t seq, const BudgetState& after,
                            absl::Status* failure) {
   absl::StatusOr<ChargeResult> computed = body(seq, after);

@@ -48,6 +48,11 @@ absl::Status JobLimitReached(int64_t limit);
 // backend logs its driver's account of the failure for the operator.
 absl::Status DatabaseUnavailable();
 
+// Whether `status` is a failure the same call may retry and succeed: the database unavailable,
+// a transaction that lost to another or another process's write first (Aborted), a time limit
+// (DeadlineExceeded).
+bool IsFailureToRetry(const absl::Status& status);
+
 // The ledger rows (without seq and hashes, which the append fills in).
 LedgerRow GrantLedgerRow(const GrantRecord& grant, const std::string& account_name,
                          const std::string& dataset_name, const std::string& actor,
