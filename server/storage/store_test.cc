@@ -418,6 +418,14 @@ TEST_P(StoreTest, ReadsDoNotWaitForABatchAndSeeOnlyWhatIsCommitted) {
       if (budget.spent_micro != 0) return absl::InternalError("the uncommitted spend was counted");
       ASSIGN_OR_RETURN(DatasetRecord dataset, store_->GetDatasetById(census_.id));
       if (dataset.name != census_.name) return absl::InternalError("another dataset");
+      // The ledger and access-log listings (an auditor's, a company's) likewise.
+      LedgerFilter of_acme;
+      of_acme.account = acme_.name;
+      ASSIGN_OR_RETURN(std::vector<LedgerRow> rows, store_->ListLedger(of_acme));
+      if (rows.size() != 1 || rows[0].kind != "grant") {
+        return absl::InternalError("the uncommitted ledger row was listed");
+      }
+      RETURN_IF_ERROR(store_->ListAccessLog(LedgerFilter{}).status());
       return absl::OkStatus();
     }();
     read_done.Notify();
@@ -431,6 +439,12 @@ TEST_P(StoreTest, ReadsDoNotWaitForABatchAndSeeOnlyWhatIsCommitted) {
   auto stored = store_->GetStoredResponse(acme_.id, "held");
   ASSERT_OK(stored);
   EXPECT_EQ(SpentMicro(acme_, census_), 250'000);
+  LedgerFilter of_acme;
+  of_acme.account = acme_.name;
+  auto rows = store_->ListLedger(of_acme);
+  ASSERT_OK(rows);
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[1].idempotency_key, "held");
 }
 
 // The upgrade path from one machine to replicas: a SQLite vault copied into PostgreSQL.

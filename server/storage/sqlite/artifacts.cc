@@ -33,24 +33,26 @@ absl::StatusOr<ArtifactRecord> SqliteStore::GetArtifact(const std::string& id) {
 
 // ---- access log and secrets -----------------------------------------------------------------
 
+// On the reader connection, as ListLedger.
 absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const LedgerFilter& filter) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(*cache_, absl::StrCat("SELECT seq, time_micros, account, dataset, artifact_id, rows, "
+  return Reading([&](sqlite::StmtCache& cache) -> absl::StatusOr<std::vector<AccessLogRow>> {
+    Stmt s(cache, absl::StrCat("SELECT seq, time_micros, account, dataset, artifact_id, rows, "
                                "new_decisions FROM access_log",
                                ListingAfterCursor(filter, '?', /*by_dataset=*/false))
                       .c_str());
-  int i = 0;
-  s.Bind(++i, filter.after_seq);
-  if (filter.account) s.Bind(++i, *filter.account);
-  s.Bind(++i, static_cast<int64_t>(filter.limit));
-  std::vector<AccessLogRow> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(
-        AccessLogRow{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Text(4), s.Int(5), s.Int(6)});
-  }
-  return out;
+    int i = 0;
+    s.Bind(++i, filter.after_seq);
+    if (filter.account) s.Bind(++i, *filter.account);
+    s.Bind(++i, static_cast<int64_t>(filter.limit));
+    std::vector<AccessLogRow> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back(
+          AccessLogRow{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Text(4), s.Int(5), s.Int(6)});
+    }
+    return out;
+  });
 }
 
 absl::Status SqliteStore::ForEachDecisionBatch(

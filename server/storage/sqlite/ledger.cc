@@ -322,25 +322,28 @@ absl::StatusOr<ChargeOutcome> SqliteStore::ChargeOneLocked(const ChargeRequest& 
 
 // ---- ledger --------------------------------------------------------------------------------
 
+// On the reader connection: a listing (a page of up to 10,000 rows) never holds up a batch of
+// charges, and it sees the last commit, so every charge already answered.
 absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilter& filter) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(*cache_, absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols, " FROM ledger",
+  return Reading([&](sqlite::StmtCache& cache) -> absl::StatusOr<std::vector<LedgerRow>> {
+    Stmt s(cache, absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols, " FROM ledger",
                                ListingAfterCursor(filter, '?', /*by_dataset=*/true))
                       .c_str());
-  int i = 0;
-  s.Bind(++i, filter.after_seq);
-  if (filter.account) s.Bind(++i, *filter.account);
-  if (filter.dataset) s.Bind(++i, *filter.dataset);
-  s.Bind(++i, static_cast<int64_t>(filter.limit));
-  std::vector<LedgerRow> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(ReadLedger(s));
-    out.back().artifact_id = s.Text(17);
-    out.back().job_id = s.Text(18);
-  }
-  return out;
+    int i = 0;
+    s.Bind(++i, filter.after_seq);
+    if (filter.account) s.Bind(++i, *filter.account);
+    if (filter.dataset) s.Bind(++i, *filter.dataset);
+    s.Bind(++i, static_cast<int64_t>(filter.limit));
+    std::vector<LedgerRow> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back(ReadLedger(s));
+      out.back().artifact_id = s.Text(17);
+      out.back().job_id = s.Text(18);
+    }
+    return out;
+  });
 }
 
 absl::StatusOr<LedgerRow> SqliteStore::GetLedgerRow(int64_t seq) {
