@@ -40,9 +40,7 @@ class JobRunner::Control final : public JobControl {
   Control(JobRunner* runner, std::string job_id) : runner_(runner), job_id_(std::move(job_id)) {}
 
   bool Progress(int64_t done, int64_t total) override {
-    {
-      if (runner_->StopRequested(job_id_)) return false;
-    }
+    if (runner_->StopRequested(job_id_)) return false;
     const auto now = std::chrono::steady_clock::now();
     if (!written_ || now - last_write_ >= kProgressPeriod) {
       written_ = true;
@@ -225,15 +223,23 @@ void JobRunner::Work() {
           absl::Status s = store_->RenewJobLease(id, storage::JobLease{owner_, 0, 0});
           if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "lease not released", s);
         }
-      } else if (storage::IsFailureToRetry(artifact.status())) {
+      } else if (storage::IsFailureToRetry(artifact.status()) &&
+                 job->attempts < kMaxAttemptsToRetry) {
         // The vault's database (or an import under way) stopped the run, not the job: it is
         // not failed, after its charge, for that. Its lease is no longer renewed; when it
         // ends, a runner (this one too) takes the job over and runs it again from its stored
         // randomness, to the same artifact. The lease is the wait between two attempts.
         Report(id, "stopped; it runs again when its lease ends", artifact.status());
       } else {
-        absl::Status s = store_->FailJob(id, owner_, std::string(artifact.status().message()),
-                                         clock_->NowMicros());
+        // The database's own words stay in the log: the job's error is the company's to read.
+        const std::string error =
+            storage::IsFailureToRetry(artifact.status())
+                ? absl::StrCat("the vault's database stopped this job's run ", job->attempts,
+                               " times (unavailable, a conflict or a time limit); nothing more "
+                               "was charged, submit it again with a new idempotency key")
+                : std::string(artifact.status().message());
+        if (error != artifact.status().message()) Report(id, "failed", artifact.status());
+        absl::Status s = store_->FailJob(id, owner_, error, clock_->NowMicros());
         if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "failure not stored", s);
         if (s.ok() && metrics_ != nullptr) metrics_->RecordJobFinished(JobOutcome::kFailed);
       }

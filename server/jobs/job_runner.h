@@ -42,11 +42,15 @@ class JobRunner {
   // (cancelled stays cancelled; at shutdown it stays running and is re-queued by the next
   // process). Returning a failure to retry (storage::IsFailureToRetry: the database
   // unavailable, a conflict, a timeout) leaves the job running until its lease ends; then it is
-  // run again. Any other error fails the job with its message.
+  // run again, up to kMaxAttemptsToRetry runs in all, then failed. Any other error fails the
+  // job with its message.
   using RunFn = std::function<absl::StatusOr<storage::ArtifactRecord>(const storage::JobRecord& job,
                                                                       JobControl& control)>;
 
   static constexpr int64_t kDefaultLeaseMicros = 30'000'000;
+  // Runs a failure to retry may stop before the job fails with it (a statement_timeout its
+  // reads always exceed would otherwise keep it running, and holding a job slot, for ever).
+  static constexpr int32_t kMaxAttemptsToRetry = 5;
 
   // `lease_micros`: how long a claim lasts without renewal, so how long a dead runner's job
   // waits before another takes it over. Renewed every lease/3 (at most every second).

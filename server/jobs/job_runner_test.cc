@@ -413,6 +413,7 @@ TEST_F(JobRunnerTest, AJobTheDatabaseStoppedIsRunAgainWhenItsLeaseEnds) {
       return runs[id] == 1 && j.state == JobState::kRunning;
     })) << id;
   }
+  ASSERT_TRUE(WaitFor("job_0", [&](const JobRecord&) { return runner.Pending() == 0; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(400));  // several keeper rounds
   for (size_t i = 0; i < failures.size(); ++i) {
     EXPECT_EQ(Job(absl::StrCat("job_", i)).state, JobState::kRunning) << i;
@@ -427,6 +428,39 @@ TEST_F(JobRunnerTest, AJobTheDatabaseStoppedIsRunAgainWhenItsLeaseEnds) {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(runs[id], 2) << id;
   }
+}
+
+// A run the database stops every time (a statement_timeout its reads always exceed) is not
+// re-run for ever: after kMaxAttemptsToRetry runs the job fails, with a message that quotes
+// nothing of the database's.
+TEST_F(JobRunnerTest, AJobTheDatabaseAlwaysStopsFailsAfterItsLastAttempt) {
+  CreateJob("job_a");
+  std::atomic<int> runs{0};
+  JobRunner runner(
+      store_.get(), &clock_, 1,
+      [&](const JobRecord&, JobControl&) -> absl::StatusOr<ArtifactRecord> {
+        ++runs;
+        return absl::DeadlineExceededError(
+            "postgres: ERROR:  canceling statement due to statement timeout");
+      },
+      /*lease_micros=*/300'000);
+  ASSERT_OK(runner.Start());
+  for (int attempt = 1; attempt < JobRunner::kMaxAttemptsToRetry; ++attempt) {
+    // Until the runner has let the job go (the keeper renews a job it still holds), then past
+    // the lease.
+    ASSERT_TRUE(WaitFor("job_a", [&](const JobRecord& j) {
+      return runs.load() == attempt && j.attempts == attempt && j.state == JobState::kRunning &&
+             runner.Pending() == 0;
+    })) << attempt;
+    clock_.Advance(300'001);
+  }
+  ASSERT_TRUE(WaitForState("job_a", JobState::kFailed));
+  const JobRecord job = Job("job_a");
+  EXPECT_EQ(job.attempts, JobRunner::kMaxAttemptsToRetry);
+  EXPECT_EQ(runs.load(), JobRunner::kMaxAttemptsToRetry);
+  EXPECT_THAT(job.error,
+              ::testing::HasSubstr("the vault's database stopped this job's run 5 times"));
+  EXPECT_THAT(job.error, ::testing::Not(::testing::HasSubstr("postgres")));
 }
 
 TEST_F(JobRunnerTest, StartRefusesZeroWorkers) {

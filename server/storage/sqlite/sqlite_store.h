@@ -248,10 +248,12 @@ class SqliteStore final : public Store {
   // db_'s prepared statements, reused across calls.
   std::unique_ptr<sqlite::StmtCache> cache_ ABSL_GUARDED_BY(mu_);
   // A read-only connection for the reads a request makes before it charges (its account, a
-  // stored response, a table, a dataset, a budget): in WAL mode it reads the last commit while
-  // a batch of charges holds mu_ through its sync, instead of waiting for it. Each statement is
-  // its own read transaction (reset after use), so it never holds the log back from a
-  // checkpoint. Null, and reads go through db_, for an in-memory database.
+  // stored response, a table, a dataset, a budget) and for the ledger and access-log listings:
+  // in WAL mode it reads the last commit while a batch of charges holds mu_ through its sync,
+  // instead of waiting for it. Each statement is its own read transaction (reset after use),
+  // so it holds the log back from a checkpoint's restart only while it runs: a listing's page
+  // (at most 10,000 rows) at the longest, which before held mu_ itself for as long. Null, and
+  // reads go through db_, for an in-memory database.
   absl::Mutex reader_mu_ ABSL_ACQUIRED_AFTER(mu_);
   // Set once at Open; used under reader_mu_.
   sqlite3* reader_db_ ABSL_PT_GUARDED_BY(reader_mu_) = nullptr;
