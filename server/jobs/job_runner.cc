@@ -232,13 +232,14 @@ void JobRunner::Work() {
         Report(id, "stopped; it runs again when its lease ends", artifact.status());
       } else {
         // The database's own words stay in the log: the job's error is the company's to read.
+        const bool stopped_by_database = storage::IsFailureToRetry(artifact.status());
+        if (stopped_by_database) Report(id, "failed", artifact.status());
         const std::string error =
-            storage::IsFailureToRetry(artifact.status())
+            stopped_by_database
                 ? absl::StrCat("the vault's database stopped this job's run ", job->attempts,
                                " times (unavailable, a conflict or a time limit); nothing more "
                                "was charged, submit it again with a new idempotency key")
                 : std::string(artifact.status().message());
-        if (error != artifact.status().message()) Report(id, "failed", artifact.status());
         absl::Status s = store_->FailJob(id, owner_, error, clock_->NowMicros());
         if (!s.ok() && !absl::IsFailedPrecondition(s)) Report(id, "failure not stored", s);
         if (s.ok() && metrics_ != nullptr) metrics_->RecordJobFinished(JobOutcome::kFailed);

@@ -155,14 +155,20 @@ absl::Status IdempotencyKeyReused(const std::string& key) {
                    "request"));
 }
 
-std::string ListingAfterCursor(const LedgerFilter& filter, char style, bool by_dataset) {
-  int n = 0;
-  auto next = [&] { return absl::StrCat(std::string(1, style), ++n); };
-  std::string sql = absl::StrCat(" WHERE seq > ", next());
-  if (filter.account) absl::StrAppend(&sql, " AND account = ", next());
-  if (by_dataset && filter.dataset) absl::StrAppend(&sql, " AND dataset = ", next());
-  absl::StrAppend(&sql, " ORDER BY seq LIMIT ", next());
-  return sql;
+ListingQuery ListingAfterCursor(const LedgerFilter& filter, char style, bool by_dataset) {
+  ListingQuery q;
+  q.after_seq = filter.after_seq;
+  q.limit = filter.limit;
+  auto next = [&] { return absl::StrCat(std::string(1, style), q.filters.size() + 2); };
+  q.sql = " WHERE seq > " + std::string(1, style) + "1";
+  auto add = [&](const char* column, const std::string& value) {
+    absl::StrAppend(&q.sql, " AND ", column, " = ", next());
+    q.filters.push_back(value);
+  };
+  if (filter.account) add("account", *filter.account);
+  if (by_dataset && filter.dataset) add("dataset", *filter.dataset);
+  absl::StrAppend(&q.sql, " ORDER BY seq LIMIT ", next());
+  return q;
 }
 
 absl::StatusOr<LedgerVerification> VerifyLedgerFrom(LedgerReader& reader) {

@@ -37,15 +37,13 @@ absl::StatusOr<ArtifactRecord> PgStore::GetArtifact(const std::string& id) {
 
 absl::StatusOr<std::vector<AccessLogRow>> PgStore::ListAccessLog(const LedgerFilter& filter) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
-  Params p;
-  p.Int(filter.after_seq);
-  if (filter.account) p.Text(*filter.account);
-  p.Int(filter.limit);
+  const ListingQuery q = ListingAfterCursor(filter, '$', /*by_dataset=*/false);
   ASSIGN_OR_RETURN(Result r, c->Exec(absl::StrCat("SELECT seq, time_micros, account, dataset, "
-                                                  "artifact_id, rows, new_decisions FROM access_log",
-                                                  ListingAfterCursor(filter, '$', false))
+                                                  "artifact_id, rows, new_decisions "
+                                                  "FROM access_log",
+                                                  q.sql)
                                          .c_str(),
-                                     p));
+                                     Params::Listing(q)));
   std::vector<AccessLogRow> out;
   for (int i = 0; i < r.rows(); ++i) {
     out.push_back(AccessLogRow{r.Int(i, 0), r.Int(i, 1), r.Text(i, 2), r.Text(i, 3), r.Text(i, 4),

@@ -339,16 +339,11 @@ class PgLedgerReader final : public LedgerReader {
 
 absl::StatusOr<std::vector<LedgerRow>> PgStore::ListLedger(const LedgerFilter& filter) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
-  Params p;
-  p.Int(filter.after_seq);
-  if (filter.account) p.Text(*filter.account);
-  if (filter.dataset) p.Text(*filter.dataset);
-  p.Int(filter.limit);
+  const ListingQuery q = ListingAfterCursor(filter, '$', /*by_dataset=*/true);
   ASSIGN_OR_RETURN(Result r, c->Exec(absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols,
-                                                  " FROM ledger",
-                                                  ListingAfterCursor(filter, '$', true))
+                                                  " FROM ledger", q.sql)
                                          .c_str(),
-                                     p));
+                                     Params::Listing(q)));
   std::vector<LedgerRow> out;
   for (int i = 0; i < r.rows(); ++i) {
     out.push_back(ReadLedger(r, i));

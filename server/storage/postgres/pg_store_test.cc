@@ -264,12 +264,12 @@ TEST_F(PgConnTest, ACompanysLedgerListingSearchesItsIndex) {
   };
   LedgerFilter company;
   company.account = "acme";
-  EXPECT_THAT(generic_plan(ListingAfterCursor(company, '$', true), "bigint, text, bigint",
+  EXPECT_THAT(generic_plan(ListingAfterCursor(company, '$', true).sql, "bigint, text, bigint",
                            "0, 'acme', 100"),
               ::testing::HasSubstr("Index Scan using ledger_by_account"));
   company.dataset = "census";
-  EXPECT_THAT(generic_plan(ListingAfterCursor(company, '$', true), "bigint, text, text, bigint",
-                           "0, 'acme', 'census', 100"),
+  EXPECT_THAT(generic_plan(ListingAfterCursor(company, '$', true).sql,
+                           "bigint, text, text, bigint", "0, 'acme', 'census', 100"),
               ::testing::HasSubstr("Index Scan using ledger_by_account"));
   // The text every filter used to share could not.
   EXPECT_THAT(generic_plan(" WHERE seq > $1 AND ($2::text IS NULL OR account = $2) ORDER BY seq "

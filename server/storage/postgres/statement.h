@@ -52,6 +52,14 @@ class Params {
   Params& Bytes(const std::string& v) { return Ref(kBytea, v); }
   Params& OptionalInt(const std::optional<int64_t>& v) { return v ? Int(*v) : Null(kInt8); }
   Params& OptionalText(const std::optional<std::string>& v) { return v ? Text(*v) : Null(kText); }
+  // A ListingAfterCursor query's parameters (its filter values are referenced, not copied).
+  static Params Listing(const ListingQuery& q) {
+    Params p;
+    p.Int(q.after_seq);
+    for (const std::string& v : q.filters) p.Text(v);
+    p.Int(q.limit);
+    return p;
+  }
   Params& Null(Oid type) {
     types_.push_back(type);
     values_.push_back(nullptr);

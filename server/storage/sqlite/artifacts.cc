@@ -36,14 +36,12 @@ absl::StatusOr<ArtifactRecord> SqliteStore::GetArtifact(const std::string& id) {
 // On the reader connection, as ListLedger.
 absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const LedgerFilter& filter) {
   return Reading([&](sqlite::StmtCache& cache) -> absl::StatusOr<std::vector<AccessLogRow>> {
+    const ListingQuery q = ListingAfterCursor(filter, '?', /*by_dataset=*/false);
     Stmt s(cache, absl::StrCat("SELECT seq, time_micros, account, dataset, artifact_id, rows, "
                                "new_decisions FROM access_log",
-                               ListingAfterCursor(filter, '?', /*by_dataset=*/false))
+                               q.sql)
                       .c_str());
-    int i = 0;
-    s.Bind(++i, filter.after_seq);
-    if (filter.account) s.Bind(++i, *filter.account);
-    s.Bind(++i, static_cast<int64_t>(filter.limit));
+    s.BindListing(q);
     std::vector<AccessLogRow> out;
     while (true) {
       ASSIGN_OR_RETURN(bool row, s.Step());

@@ -326,14 +326,11 @@ absl::StatusOr<ChargeOutcome> SqliteStore::ChargeOneLocked(const ChargeRequest& 
 // charges, and it sees the last commit, so every charge already answered.
 absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilter& filter) {
   return Reading([&](sqlite::StmtCache& cache) -> absl::StatusOr<std::vector<LedgerRow>> {
-    Stmt s(cache, absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols, " FROM ledger",
-                               ListingAfterCursor(filter, '?', /*by_dataset=*/true))
-                      .c_str());
-    int i = 0;
-    s.Bind(++i, filter.after_seq);
-    if (filter.account) s.Bind(++i, *filter.account);
-    if (filter.dataset) s.Bind(++i, *filter.dataset);
-    s.Bind(++i, static_cast<int64_t>(filter.limit));
+    const ListingQuery q = ListingAfterCursor(filter, '?', /*by_dataset=*/true);
+    Stmt s(cache,
+           absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols, " FROM ledger", q.sql)
+               .c_str());
+    s.BindListing(q);
     std::vector<LedgerRow> out;
     while (true) {
       ASSIGN_OR_RETURN(bool row, s.Step());

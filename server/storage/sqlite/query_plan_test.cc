@@ -52,29 +52,31 @@ class SqliteQueryPlanTest : public ::testing::Test {
 TEST_F(SqliteQueryPlanTest, ACompanysLedgerListingSearchesItsIndex) {
   LedgerFilter company;
   company.account = "acme";
-  EXPECT_THAT(Plan("SELECT * FROM ledger" + ListingAfterCursor(company, '?', true)),
+  EXPECT_THAT(Plan("SELECT * FROM ledger" + ListingAfterCursor(company, '?', true).sql),
               ::testing::HasSubstr("USING INDEX ledger_by_account (account=? AND seq>?)"));
   company.dataset = "census";
-  EXPECT_THAT(Plan("SELECT * FROM ledger" + ListingAfterCursor(company, '?', true)),
+  EXPECT_THAT(Plan("SELECT * FROM ledger" + ListingAfterCursor(company, '?', true).sql),
               ::testing::HasSubstr("USING INDEX ledger_by_account (account=? AND seq>?)"));
   // The text every filter used to share could not: it walked the ledger from the cursor.
   EXPECT_THAT(Plan("SELECT * FROM ledger WHERE seq > ?1 AND (?2 IS NULL OR account = ?2) "
                    "ORDER BY seq LIMIT ?3"),
               ::testing::Not(::testing::HasSubstr("ledger_by_account")));
   // An auditor's listing of everything walks the ledger in order, from the cursor.
-  EXPECT_THAT(Plan("SELECT * FROM ledger" + ListingAfterCursor(LedgerFilter(), '?', true)),
+  EXPECT_THAT(Plan("SELECT * FROM ledger" + ListingAfterCursor(LedgerFilter(), '?', true).sql),
               ::testing::HasSubstr("USING INTEGER PRIMARY KEY (rowid>?)"));
 }
 
 TEST(ListingAfterCursorTest, NumbersOnlyTheFiltersThatAreSet) {
   LedgerFilter filter;
-  EXPECT_EQ(ListingAfterCursor(filter, '$', true), " WHERE seq > $1 ORDER BY seq LIMIT $2");
+  EXPECT_EQ(ListingAfterCursor(filter, '$', true).sql,
+            " WHERE seq > $1 ORDER BY seq LIMIT $2");
   filter.dataset = "census";
-  EXPECT_EQ(ListingAfterCursor(filter, '$', true),
+  EXPECT_EQ(ListingAfterCursor(filter, '$', true).sql,
             " WHERE seq > $1 AND dataset = $2 ORDER BY seq LIMIT $3");
-  EXPECT_EQ(ListingAfterCursor(filter, '?', false), " WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+  EXPECT_EQ(ListingAfterCursor(filter, '?', false).sql,
+            " WHERE seq > ?1 ORDER BY seq LIMIT ?2");
   filter.account = "acme";
-  EXPECT_EQ(ListingAfterCursor(filter, '?', true),
+  EXPECT_EQ(ListingAfterCursor(filter, '?', true).sql,
             " WHERE seq > ?1 AND account = ?2 AND dataset = ?3 ORDER BY seq LIMIT ?4");
 }
 

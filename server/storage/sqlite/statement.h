@@ -15,6 +15,7 @@
 #include "core/accounting/accountant.h"
 #include "core/util/status_macros.h"
 #include "server/storage/store.h"
+#include "server/storage/store_common.h"
 
 namespace fairvault::server::storage::sqlite {
 
@@ -81,6 +82,13 @@ class Stmt {
   template <typename T>
   Stmt& BindOptional(int i, const std::optional<T>& v) {
     return v ? Bind(i, *v) : BindNull(i);
+  }
+  // A ListingAfterCursor query's parameters.
+  Stmt& BindListing(const ListingQuery& q) {
+    int i = 0;
+    Bind(++i, q.after_seq);
+    for (const std::string& v : q.filters) Bind(++i, v);
+    return Bind(++i, q.limit);
   }
   // true: a row is ready; false: done.
   absl::StatusOr<bool> Step() {
