@@ -426,6 +426,13 @@ TEST_P(StoreTest, ReadsDoNotWaitForABatchAndSeeOnlyWhatIsCommitted) {
         return absl::InternalError("the uncommitted ledger row was listed");
       }
       RETURN_IF_ERROR(store_->ListAccessLog(LedgerFilter{}).status());
+      RETURN_IF_ERROR(store_->ListJobs(JobFilter{}).status());
+      // The ledger's verification reads one snapshot: the grant, not the held charge.
+      ASSIGN_OR_RETURN(LedgerVerification verified, store_->VerifyLedger());
+      if (!verified.ok || verified.rows_checked != 1) {
+        return absl::InternalError(absl::StrCat("verification: ", verified.message, ", ",
+                                                verified.rows_checked, " rows"));
+      }
       return absl::OkStatus();
     }();
     read_done.Notify();

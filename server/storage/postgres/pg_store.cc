@@ -98,6 +98,8 @@ CREATE TABLE IF NOT EXISTS access_log(
   seq BIGINT PRIMARY KEY, time_micros BIGINT NOT NULL, account TEXT NOT NULL,
   dataset TEXT NOT NULL, artifact_id TEXT NOT NULL, rows BIGINT NOT NULL,
   new_decisions BIGINT NOT NULL DEFAULT -1);
+-- A company's access-log listing (ListAccessLog by account). One index row per Decide call.
+CREATE INDEX IF NOT EXISTS access_log_by_account ON access_log(account, seq);
 CREATE OR REPLACE TRIGGER access_log_append_only BEFORE UPDATE OR DELETE ON access_log
   FOR EACH ROW EXECUTE FUNCTION fairvault_append_only('access log');
 CREATE OR REPLACE TRIGGER access_log_no_truncate BEFORE TRUNCATE ON access_log

@@ -243,7 +243,8 @@ TEST_F(PgConnTest, TimeoutsAreErrorsToRetry) {
   EXPECT_TRUE(charge.reusable());
 }
 
-// A company's ledger listing searches ledger_by_account (sqlite_query_plan_test has SQLite's),
+// A company's ledger listing searches ledger_by_account, its access log access_log_by_account
+// (sqlite_query_plan_test has SQLite's),
 // also in the generic plan PostgreSQL may settle on for a statement the store prepared.
 TEST_F(PgConnTest, ACompanysLedgerListingSearchesItsIndex) {
   const std::unique_ptr<PgStore::Conn> conn = Connect();
@@ -252,10 +253,10 @@ TEST_F(PgConnTest, ACompanysLedgerListingSearchesItsIndex) {
   ASSERT_OK(a.Run("SET plan_cache_mode = force_generic_plan"));
   int statements = 0;
   auto generic_plan = [&](const std::string& where, const std::string& types,
-                          const std::string& values) {
+                          const std::string& values, const char* table = "ledger") {
     const std::string name = absl::StrCat("listing", ++statements);
-    EXPECT_OK(a.Run(absl::StrCat("PREPARE ", name, "(", types, ") AS SELECT * FROM ledger", where)
-                        .c_str()));
+    EXPECT_OK(a.Run(
+        absl::StrCat("PREPARE ", name, "(", types, ") AS SELECT * FROM ", table, where).c_str()));
     auto r = a.Exec(absl::StrCat("EXPLAIN EXECUTE ", name, "(", values, ")").c_str());
     EXPECT_OK(r);
     std::string text;
@@ -276,6 +277,10 @@ TEST_F(PgConnTest, ACompanysLedgerListingSearchesItsIndex) {
                            "LIMIT $3",
                            "bigint, text, bigint", "0, 'acme', 100"),
               ::testing::Not(::testing::HasSubstr("ledger_by_account")));
+  // A company's access log, likewise.
+  EXPECT_THAT(generic_plan(ListingAfterCursor(LedgerFilter{"acme"}, '$', false).sql,
+                           "bigint, text, bigint", "0, 'acme', 100", "access_log"),
+              ::testing::HasSubstr("Index Scan using access_log_by_account"));
 }
 
 // Whether `pid` runs (a zombie, exited and not yet reaped by its parent, does not).

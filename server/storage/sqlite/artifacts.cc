@@ -33,9 +33,9 @@ absl::StatusOr<ArtifactRecord> SqliteStore::GetArtifact(const std::string& id) {
 
 // ---- access log and secrets -----------------------------------------------------------------
 
-// On the reader connection, as ListLedger.
+// On a listing connection, as ListLedger.
 absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const LedgerFilter& filter) {
-  return Reading([&](sqlite::StmtCache& cache) -> absl::StatusOr<std::vector<AccessLogRow>> {
+  return Listing([&](sqlite::StmtCache& cache) -> absl::StatusOr<std::vector<AccessLogRow>> {
     const ListingQuery q = ListingAfterCursor(filter, '?', /*by_dataset=*/false);
     Stmt s(cache, absl::StrCat("SELECT seq, time_micros, account, dataset, artifact_id, rows, "
                                "new_decisions FROM access_log",

@@ -43,23 +43,25 @@ absl::StatusOr<JobRecord> SqliteStore::GetJob(const std::string& id) {
   return JobLocked(id);
 }
 
+// On a listing connection, as ListLedger.
 absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& filter) {
-  absl::MutexLock lock(&mu_);
-  // ledger_seq orders jobs by creation (each has its own charge row), unlike a wall clock.
-  Stmt s(*cache_, absl::StrCat("SELECT ", kJobCols,
-                           " FROM jobs WHERE (?1 IS NULL OR account_id = ?1) AND "
-                           "(?2 IS NULL OR dataset_id = ?2) ORDER BY ledger_seq DESC LIMIT ?3")
-                  .c_str());
-  s.BindOptional(1, filter.account_id);
-  s.BindOptional(2, filter.dataset_id);
-  s.Bind(3, static_cast<int64_t>(filter.limit));
-  std::vector<JobRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(ReadJob(s));
-  }
-  return out;
+  return Listing([&](sqlite::StmtCache& cache) -> absl::StatusOr<std::vector<JobRecord>> {
+    // ledger_seq orders jobs by creation (each has its own charge row), unlike a wall clock.
+    Stmt s(cache, absl::StrCat("SELECT ", kJobCols,
+                               " FROM jobs WHERE (?1 IS NULL OR account_id = ?1) AND "
+                               "(?2 IS NULL OR dataset_id = ?2) ORDER BY ledger_seq DESC LIMIT ?3")
+                      .c_str());
+    s.BindOptional(1, filter.account_id);
+    s.BindOptional(2, filter.dataset_id);
+    s.Bind(3, static_cast<int64_t>(filter.limit));
+    std::vector<JobRecord> out;
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back(ReadJob(s));
+    }
+    return out;
+  });
 }
 
 absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListUnfinishedJobs() {

@@ -322,10 +322,10 @@ absl::StatusOr<ChargeOutcome> SqliteStore::ChargeOneLocked(const ChargeRequest& 
 
 // ---- ledger --------------------------------------------------------------------------------
 
-// On the reader connection: a listing (a page of up to 10,000 rows) never holds up a batch of
-// charges, and it sees the last commit, so every charge already answered.
+// On a listing connection: a listing (a page of up to 10,000 rows) never holds up a batch of
+// charges or a request's reads, and it sees the last commit, so every charge already answered.
 absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilter& filter) {
-  return Reading([&](sqlite::StmtCache& cache) -> absl::StatusOr<std::vector<LedgerRow>> {
+  return Listing([&](sqlite::StmtCache& cache) -> absl::StatusOr<std::vector<LedgerRow>> {
     const ListingQuery q = ListingAfterCursor(filter, '?', /*by_dataset=*/true);
     Stmt s(cache,
            absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols, " FROM ledger", q.sql)
@@ -505,10 +505,15 @@ class SqliteLedgerReader final : public LedgerReader {
 
 }  // namespace
 
+// One snapshot (a read transaction) on a listing connection: the charges committed meanwhile
+// are neither seen nor held up.
 absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
-  absl::MutexLock lock(&mu_);
-  SqliteLedgerReader reader(db_);
-  return VerifyLedgerFrom(reader);
+  return Listing([&](sqlite::StmtCache& cache) -> absl::StatusOr<LedgerVerification> {
+    const int rc = sqlite3_exec(cache.db(), "BEGIN", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return sqlite::SqliteFailure(cache.db(), rc, "BEGIN");
+    SqliteLedgerReader reader(cache.db());
+    return VerifyLedgerFrom(reader);  // Listing rolls the read transaction back
+  });
 }
 
 }  // namespace fairvault::server::storage

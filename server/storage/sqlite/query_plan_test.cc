@@ -1,6 +1,7 @@
-// The store's listings reach a company's ledger rows through ledger_by_account, whatever the
-// ledger's size: the query SQLite plans for ListingAfterCursor's text, read with EXPLAIN QUERY
-// PLAN on a database the store created.
+// The store's listings reach a company's ledger rows through ledger_by_account, and its
+// access-log rows through access_log_by_account, whatever the table's size: the query SQLite
+// plans for ListingAfterCursor's text, read with EXPLAIN QUERY PLAN on a database the store
+// created.
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -64,6 +65,13 @@ TEST_F(SqliteQueryPlanTest, ACompanysLedgerListingSearchesItsIndex) {
   // An auditor's listing of everything walks the ledger in order, from the cursor.
   EXPECT_THAT(Plan("SELECT * FROM ledger" + ListingAfterCursor(LedgerFilter(), '?', true).sql),
               ::testing::HasSubstr("USING INTEGER PRIMARY KEY (rowid>?)"));
+}
+
+TEST_F(SqliteQueryPlanTest, ACompanysAccessLogListingSearchesItsIndex) {
+  LedgerFilter company;
+  company.account = "acme";
+  EXPECT_THAT(Plan("SELECT * FROM access_log" + ListingAfterCursor(company, '?', false).sql),
+              ::testing::HasSubstr("USING INDEX access_log_by_account (account=? AND seq>?)"));
 }
 
 TEST(ListingAfterCursorTest, NumbersOnlyTheFiltersThatAreSet) {

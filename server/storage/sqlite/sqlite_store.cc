@@ -49,8 +49,6 @@ constexpr absl::Duration kRestartTime = absl::Milliseconds(250);
 constexpr int64_t kRoundBytes = int64_t{1} << 20;
 constexpr absl::Duration kQuietRoundPeriod = absl::Seconds(1);
 constexpr absl::Duration kMaxRestartBackoff = absl::Seconds(5);
-// The serving connection's busy timeout (waiting for another process's writes).
-constexpr int kBusyMillis = 10'000;
 // SQLite's frame header: each frame of the log is one page plus these bytes.
 constexpr int64_t kWalFrameHeaderBytes = 24;
 
@@ -115,6 +113,8 @@ CREATE TABLE IF NOT EXISTS access_log(
   seq INTEGER PRIMARY KEY AUTOINCREMENT, time_micros INTEGER NOT NULL, account TEXT NOT NULL,
   dataset TEXT NOT NULL, artifact_id TEXT NOT NULL, rows INTEGER NOT NULL,
   new_decisions INTEGER NOT NULL DEFAULT -1);
+-- A company's access-log listing (ListAccessLog by account). One index row per Decide call.
+CREATE INDEX IF NOT EXISTS access_log_by_account ON access_log(account, seq);
 CREATE TRIGGER IF NOT EXISTS access_log_no_update BEFORE UPDATE ON access_log
   BEGIN SELECT RAISE(ABORT, 'the access log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS access_log_no_delete BEFORE DELETE ON access_log
@@ -210,17 +210,10 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   } else {
     sqlite3_close(checkpoint_db);  // automatic checkpoints stay on
   }
-  // The reader, where the log lets it read beside the writer (a file database in WAL mode).
+  // The readers, where the log lets them read beside the writer (a file database in WAL mode).
   if (log >= 0) {
-    sqlite3* reader = nullptr;
-    if (sqlite3_open_v2(path.c_str(), &reader, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
-                        nullptr) == SQLITE_OK) {
-      sqlite3_busy_timeout(reader, kBusyMillis);  // as long as the writer waits
-      store->reader_db_ = reader;
-      store->reader_cache_ = std::make_unique<sqlite::StmtCache>(reader);
-    } else {
-      sqlite3_close(reader);
-    }
+    store->readers_.Open(path, kReaders, store->options_.busy_millis);
+    store->listers_.Open(path, kListers, store->options_.busy_millis);
   }
   return store;
 }
@@ -384,7 +377,7 @@ void SqliteStore::RestartAfterCommit() {
   // passive round holds SQLite's checkpoint lock, Restart() tries again until it is done.
   sqlite3_busy_handler(db_, &PollBriefly, nullptr);
   const int rc = Restart(db_, /*empty=*/false);
-  sqlite3_busy_timeout(db_, kBusyMillis);
+  sqlite3_busy_timeout(db_, options_.busy_millis);
   if (rc != SQLITE_OK) commit_restart_after_ = absl::Now() + kMaxRestartBackoff;
 }
 
@@ -403,28 +396,20 @@ SqliteStore::~SqliteStore() {
     checkpointer_.join();
   }
   sqlite3_close(checkpoint_db_);
-  {
-    absl::MutexLock lock(&reader_mu_);
-    reader_cache_.reset();
-    sqlite3_close(reader_db_);
-  }
+  readers_.Close();
+  listers_.Close();
   absl::MutexLock lock(&mu_);
   cache_.reset();  // finalizes its statements
   sqlite3_close(db_);  // the last connection: checkpoints and removes the WAL
 }
 
 absl::Status SqliteStore::Exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    absl::Status s = absl::InternalError(absl::StrCat("sqlite: ", err ? err : "?"));
-    sqlite3_free(err);
-    return s;
-  }
-  return absl::OkStatus();
+  const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
+  return rc == SQLITE_OK ? absl::OkStatus() : sqlite::SqliteFailure(db_, rc, "exec");
 }
 
 absl::Status SqliteStore::ApplySchema() {
-  sqlite3_busy_timeout(db_, kBusyMillis);
+  sqlite3_busy_timeout(db_, options_.busy_millis);
   // 4 KiB pages (new databases only): a charge changes a few small rows, and 64 KiB pages made
   // it log about 330 KB; blobs (tables, import batches) lose nothing measurable to it.
   RETURN_IF_ERROR(Exec("PRAGMA page_size=4096"));

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -60,6 +61,9 @@ class SqliteStore final : public Store {
     // `-wal` file in bytes (the operators' gauge); from the checkpointer's thread, so it must
     // be thread-safe. Empty: not called.
     std::function<void(int64_t wal_bytes)> on_wal_bytes;
+    // How long a connection waits for another process's hold on the database (a write, a
+    // checkpoint) before the call fails with Unavailable ("retry shortly").
+    int busy_millis = 10'000;
   };
 
   // Opens (creating if needed) the database at `path` and applies the schema.
@@ -205,24 +209,25 @@ class SqliteStore final : public Store {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static absl::StatusOr<DatasetRecord> DatasetLocked(sqlite::StmtCache& cache, const char* where,
                                                      int64_t id, const std::string& name);
-  // Runs `read` (statements made from the cache it is given) on the reader connection, or on
-  // the serving connection under mu_ when there is none (an in-memory database).
-  // A read that opens a transaction (BEGIN ... COMMIT) has it rolled back here if it did not
-  // end it, so that no snapshot outlives the read.
+  // Runs `read` (statements made from the cache it is given) on one of `pool`'s connections,
+  // or on the serving connection under mu_ when it has none (an in-memory database).
   template <typename Read>
-  auto Reading(const Read& read) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    sqlite::StmtCache* cache = reader_cache_.get();
-    absl::Mutex* mu = &reader_mu_;
-    if (cache == nullptr) {
-      cache = cache_.get();
-      mu = &mu_;
+  auto ReadingFrom(sqlite::ReaderPool& pool, const Read& read) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (pool.empty()) {
+      absl::MutexLock lock(&mu_);
+      return sqlite::ReaderPool::ReadOn(*cache_, read);
     }
-    absl::MutexLock lock(mu);
-    auto result = read(*cache);
-    if (!sqlite3_get_autocommit(cache->db())) {
-      sqlite3_exec(cache->db(), "ROLLBACK", nullptr, nullptr, nullptr);
-    }
-    return result;
+    return pool.Run(read);
+  }
+  // The reads a request makes before it charges.
+  template <typename Read>
+  auto Reading(const Read& read) {
+    return ReadingFrom(readers_, read);
+  }
+  // Listings and the ledger's verification: reads that may take long.
+  template <typename Read>
+  auto Listing(const Read& read) {
+    return ReadingFrom(listers_, read);
   }
   // Appends one row to the chain inside the caller's transaction; fills seq and hashes.
   absl::Status AppendLedgerLocked(LedgerRow& row, int64_t account_id, int64_t dataset_id)
@@ -247,17 +252,19 @@ class SqliteStore final : public Store {
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
   // db_'s prepared statements, reused across calls.
   std::unique_ptr<sqlite::StmtCache> cache_ ABSL_GUARDED_BY(mu_);
-  // A read-only connection for the reads a request makes before it charges (its account, a
-  // stored response, a table, a dataset, a budget) and for the ledger and access-log listings:
-  // in WAL mode it reads the last commit while a batch of charges holds mu_ through its sync,
-  // instead of waiting for it. Each statement is its own read transaction (reset after use),
-  // so it holds the log back from a checkpoint's restart only while it runs: a listing's page
-  // (at most 10,000 rows) at the longest, which before held mu_ itself for as long. Null, and
-  // reads go through db_, for an in-memory database.
-  absl::Mutex reader_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  // Set once at Open; used under reader_mu_.
-  sqlite3* reader_db_ ABSL_PT_GUARDED_BY(reader_mu_) = nullptr;
-  std::unique_ptr<sqlite::StmtCache> reader_cache_ ABSL_PT_GUARDED_BY(reader_mu_);
+  // Read-only connections (null pools, and reads go through db_, for an in-memory database).
+  // In WAL mode each reads the last commit while a batch of charges holds mu_ through its
+  // sync, instead of waiting for it. Each statement is its own read transaction (reset after
+  // use), so it holds the log back from a checkpoint's restart only while it runs.
+  // readers_ (kReaders) serve the reads a request makes before it charges (its account, a
+  // stored response, a table, a dataset, a budget), side by side; listers_ (kListers) serve the
+  // ledger, access-log and job listings (a page of up to 10,000 rows) and the ledger's
+  // verification (one snapshot), so that however long those take, and however many wait for
+  // one another, a request's reads never wait behind them.
+  static constexpr int kReaders = 2;
+  static constexpr int kListers = 1;
+  sqlite::ReaderPool readers_;
+  sqlite::ReaderPool listers_;
   const std::string path_;
   const Options options_;
   // Bytes of one log frame: the page size plus the frame header.

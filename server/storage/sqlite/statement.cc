@@ -9,6 +9,20 @@ namespace fairvault::server::storage::sqlite {
 
 using core::accounting::Spend;
 
+absl::Status SqliteFailure(sqlite3* db, int rc, const char* what) {
+  switch (rc & 0xff) {  // the primary code of an extended one
+    case SQLITE_CONSTRAINT:
+      return absl::AlreadyExistsError(absl::StrCat("constraint: ", sqlite3_errmsg(db)));
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::UnavailableError(absl::StrCat(
+          "sqlite ", what, ": ", sqlite3_errmsg(db),
+          " (another process holds the vault's database); retry shortly"));
+    default:
+      return absl::InternalError(absl::StrCat("sqlite ", what, ": ", sqlite3_errmsg(db)));
+  }
+}
+
 AccountRecord ReadAccount(const Stmt& s) {
   AccountRecord a;
   a.id = s.Int(0);
@@ -76,6 +90,49 @@ void StmtCache::Clear() {
     sqlite3_finalize(it->second.stmt);
     entries_.erase(it++);
   }
+}
+
+int ReaderPool::Open(const std::string& path, int count, int busy_millis) {
+  for (int i = 0; i < count; ++i) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+                        nullptr) != SQLITE_OK) {
+      sqlite3_close(db);
+      break;
+    }
+    sqlite3_busy_timeout(db, busy_millis);
+    readers_.push_back(std::make_unique<StmtCache>(db));
+    absl::MutexLock lock(&mu_);
+    idle_.push_back(readers_.back().get());
+  }
+  return static_cast<int>(readers_.size());
+}
+
+StmtCache* ReaderPool::Take() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](std::vector<StmtCache*>* idle) { return !idle->empty(); }, &idle_));
+  StmtCache* reader = idle_.back();
+  idle_.pop_back();
+  return reader;
+}
+
+void ReaderPool::Give(StmtCache* reader) {
+  absl::MutexLock lock(&mu_);
+  idle_.push_back(reader);
+}
+
+void ReaderPool::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    idle_.clear();
+  }
+  for (std::unique_ptr<StmtCache>& reader : readers_) {
+    sqlite3* db = reader->db();
+    reader.reset();  // finalizes its statements
+    sqlite3_close(db);
+  }
+  readers_.clear();
 }
 
 LedgerRow ReadLedger(const Stmt& s) {

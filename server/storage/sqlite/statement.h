@@ -5,19 +5,28 @@
 
 #include <sqlite3.h>
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/accounting/accountant.h"
 #include "core/util/status_macros.h"
 #include "server/storage/store.h"
 #include "server/storage/store_common.h"
 
 namespace fairvault::server::storage::sqlite {
+
+// The status of a failed call `what` on `db` that returned `rc`: AlreadyExists for a
+// constraint; Unavailable ("retry") while another process holds the database past the busy
+// timeout (SQLITE_BUSY, SQLITE_LOCKED), so that a job is re-run rather than failed and a
+// client retries; Internal otherwise. The message is SQLite's for `db`.
+absl::Status SqliteFailure(sqlite3* db, int rc, const char* what);
 
 // One connection's prepared statements, kept by their SQL text for reuse (compiling a
 // statement cost about a sixth of a charge's CPU). A statement in use is not shared: a second
@@ -46,6 +55,50 @@ class StmtCache {
   };
   sqlite3* db_;
   absl::flat_hash_map<std::string, Entry> entries_;
+};
+
+// Read-only connections to one database file, each with its statements, lent to one reader
+// at a time. Thread-safe.
+class ReaderPool {
+ public:
+  ReaderPool() = default;
+  ~ReaderPool() { Close(); }
+  ReaderPool(const ReaderPool&) = delete;
+  ReaderPool& operator=(const ReaderPool&) = delete;
+
+  // Opens `count` read-only connections to `path` that wait up to `busy_millis` for a
+  // writer's lock; returns how many opened (those serve; none: empty()).
+  int Open(const std::string& path, int count, int busy_millis);
+  bool empty() const { return readers_.empty(); }
+  // Runs `read` on an idle connection, waiting while all are lent out. A read that opened a
+  // transaction (BEGIN ... COMMIT) and did not end it has it rolled back, so that no snapshot
+  // outlives the read. Not for an empty pool.
+  template <typename Read>
+  auto Run(const Read& read) {
+    StmtCache* reader = Take();
+    auto result = ReadOn(*reader, read);
+    Give(reader);
+    return result;
+  }
+  template <typename Read>
+  static auto ReadOn(StmtCache& cache, const Read& read) {
+    auto result = read(cache);
+    if (!sqlite3_get_autocommit(cache.db())) {
+      sqlite3_exec(cache.db(), "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+    return result;
+  }
+  // Finalizes every statement and closes every connection; for the owner's destructor, once
+  // no read runs.
+  void Close();
+
+ private:
+  StmtCache* Take();
+  void Give(StmtCache* reader);
+
+  std::vector<std::unique_ptr<StmtCache>> readers_;  // set by Open
+  absl::Mutex mu_;
+  std::vector<StmtCache*> idle_ ABSL_GUARDED_BY(mu_);
 };
 
 // A prepared statement; binds are 1-based, columns 0-based as in SQLite. Made from a
@@ -126,10 +179,7 @@ class Stmt {
  private:
   absl::Status Check(int rc, const char* what) const {
     if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return absl::OkStatus();
-    if (rc == SQLITE_CONSTRAINT) {
-      return absl::AlreadyExistsError(absl::StrCat("constraint: ", sqlite3_errmsg(db_)));
-    }
-    return absl::InternalError(absl::StrCat("sqlite ", what, ": ", sqlite3_errmsg(db_)));
+    return SqliteFailure(db_, rc, what);
   }
   Stmt& Bound(int rc) {
     if (bind_rc_ == SQLITE_OK) bind_rc_ = rc;
@@ -159,13 +209,8 @@ class Transaction {
 
  private:
   absl::Status Exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      absl::Status s = absl::InternalError(absl::StrCat("sqlite ", sql, ": ", err ? err : "?"));
-      sqlite3_free(err);
-      return s;
-    }
-    return absl::OkStatus();
+    const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
+    return rc == SQLITE_OK ? absl::OkStatus() : SqliteFailure(db_, rc, sql);
   }
   sqlite3* db_;
   absl::Status status_;

@@ -1,0 +1,205 @@
+// Another process holding the SQLite database (an operator's sqlite3 shell in a transaction, a
+// second vault on the same file): the store's calls wait up to the busy timeout, then fail with
+// UNAVAILABLE "retry" — a failure to retry, so a job is re-run rather than failed after its
+// charge, and a client retries — and write nothing; the retry after the hold works.
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/accounting/accountant.h"
+#include "core/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/storage/sqlite/sqlite_store.h"
+#include "server/storage/store_common.h"
+
+namespace fairvault::server::storage {
+namespace {
+
+using ::fairvault::testing::IsOk;
+using ::fairvault::testing::StatusIs;
+
+class SqliteBusyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = absl::StrCat(::testing::TempDir(), "fairvault_busy_test_", info->name(), "_",
+                         getpid(), ".db");
+    RemoveFiles();
+    SqliteStore::Options options;
+    options.busy_millis = 100;
+    auto store = SqliteStore::Open(path_, options);
+    ASSERT_THAT(store.status(), IsOk());
+    store_ = *std::move(store);
+  }
+  void TearDown() override {
+    if (holder_ != nullptr) sqlite3_close(holder_);
+    store_.reset();
+    RemoveFiles();
+  }
+  void RemoveFiles() {
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      std::remove(absl::StrCat(path_, suffix).c_str());
+    }
+  }
+
+  // Another connection takes the database's write lock and keeps it until Release().
+  void Hold() {
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &holder_), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(holder_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  }
+  void Release() {
+    ASSERT_EQ(sqlite3_exec(holder_, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(holder_);
+    holder_ = nullptr;
+  }
+
+  static AccountRecord Account(const std::string& name) {
+    AccountRecord a;
+    a.name = name;
+    a.role = Role::kCompany;
+    a.key_salt = "salt-" + name;
+    a.key_hash = std::string(32, 'h');
+    return a;
+  }
+
+  std::string path_;
+  std::unique_ptr<SqliteStore> store_;
+  sqlite3* holder_ = nullptr;
+};
+
+TEST_F(SqliteBusyTest, AWriteAnotherProcessHoldsUpIsUnavailableToRetryAndWritesNothing) {
+  ASSERT_NO_FATAL_FAILURE(Hold());
+  const absl::Status held = store_->CreateAccount(Account("acme")).status();
+  EXPECT_THAT(held, StatusIs(absl::StatusCode::kUnavailable, "retry"));
+  EXPECT_TRUE(IsFailureToRetry(held));
+  // Reads go on beside the hold (WAL).
+  EXPECT_THAT(store_->GetAccountByName("acme").status(), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_NO_FATAL_FAILURE(Release());
+  auto created = store_->CreateAccount(Account("acme"));
+  ASSERT_THAT(created.status(), IsOk());
+  EXPECT_THAT(store_->GetAccountByName("acme").status(), IsOk());
+}
+
+TEST_F(SqliteBusyTest, AChargeAnotherProcessHoldsUpIsUnavailableUnchargedAndItsRetryCharges) {
+  auto acme = store_->CreateAccount(Account("acme"));
+  ASSERT_THAT(acme.status(), IsOk());
+  DatasetRecord census;
+  census.name = "census";
+  census.attributes = "attrs";
+  auto dataset = store_->CreateDataset(census);
+  ASSERT_THAT(dataset.status(), IsOk());
+  ASSERT_THAT(store_->SetGrant(GrantRecord{acme->id, dataset->id, 1'000'000, 0}, "acme", "census",
+                               "regulator", 1),
+              IsOk());
+  ChargeRequest request;
+  request.account_id = acme->id;
+  request.account_name = "acme";
+  request.dataset_id = dataset->id;
+  request.dataset_name = "census";
+  request.request_kind = "NoisyCounts";
+  request.idempotency_key = "k1";
+  request.params_digest = "digest";
+  request.cost = core::accounting::LaplaceCost(250'000);
+  request.epsilon = core::accounting::MicroToEpsilon(250'000);
+  request.mechanism = "discrete_laplace";
+  int bodies = 0;
+  auto body = [&](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+    ++bodies;
+    return ChargeResult{absl::StrCat("payload-", seq), std::nullopt, std::nullopt};
+  };
+
+  ASSERT_NO_FATAL_FAILURE(Hold());
+  auto held = store_->Charge(request, 2, body);
+  EXPECT_THAT(held.status(), StatusIs(absl::StatusCode::kUnavailable, "retry"));
+  EXPECT_EQ(bodies, 0);  // refused before the release was computed
+  auto budget = store_->GetBudget(acme->id, dataset->id);
+  ASSERT_THAT(budget.status(), IsOk());
+  EXPECT_EQ(budget->spent_micro, 0);
+  ASSERT_NO_FATAL_FAILURE(Release());
+
+  auto retried = store_->Charge(request, 3, body);
+  ASSERT_THAT(retried.status(), IsOk());
+  EXPECT_EQ(bodies, 1);
+  budget = store_->GetBudget(acme->id, dataset->id);
+  ASSERT_THAT(budget.status(), IsOk());
+  EXPECT_EQ(budget->spent_micro, 250'000);
+  auto verified = store_->VerifyLedger();
+  ASSERT_THAT(verified.status(), IsOk());
+  EXPECT_TRUE(verified->ok) << verified->message;
+  EXPECT_EQ(verified->rows_checked, 2);  // the grant and the one charge
+}
+
+// The store's read connections are lent to one reader at a time: many threads reading and
+// listing at once, beside charges, each get their own answers (the sanitizer builds check the
+// connections are never shared).
+TEST_F(SqliteBusyTest, ManyConcurrentReadsAndListingsBesideChargesGetTheirOwnAnswers) {
+  std::vector<AccountRecord> accounts;
+  for (int i = 0; i < 6; ++i) {
+    auto a = store_->CreateAccount(Account(absl::StrCat("company", i)));
+    ASSERT_THAT(a.status(), IsOk());
+    accounts.push_back(*a);
+  }
+  DatasetRecord census;
+  census.name = "census";
+  census.attributes = "attrs";
+  auto dataset = store_->CreateDataset(census);
+  ASSERT_THAT(dataset.status(), IsOk());
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_THAT(store_->SetGrant(GrantRecord{accounts[i].id, dataset->id, 100'000'000, 0},
+                                 accounts[i].name, "census", "regulator", 1 + i),
+                IsOk());
+  }
+  constexpr int kCharges = 20;
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(6, 0);
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kCharges; ++k) {
+        ChargeRequest r;
+        r.account_id = accounts[t].id;
+        r.account_name = accounts[t].name;
+        r.dataset_id = dataset->id;
+        r.dataset_name = "census";
+        r.request_kind = "NoisyCounts";
+        r.idempotency_key = absl::StrCat("k", k);
+        r.params_digest = "digest";
+        r.cost = core::accounting::LaplaceCost(1'000);
+        r.epsilon = core::accounting::MicroToEpsilon(1'000);
+        r.mechanism = "discrete_laplace";
+        auto charged = store_->Charge(
+            r, 100 + k, [](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+              return ChargeResult{absl::StrCat("payload-", seq), std::nullopt, std::nullopt};
+            });
+        if (!charged.ok()) ++wrong[t];
+        auto account = store_->GetAccountByName(accounts[t].name);
+        if (!account.ok() || account->id != accounts[t].id) ++wrong[t];
+        auto stored = store_->GetStoredResponse(accounts[t].id, r.idempotency_key);
+        if (!stored.ok()) ++wrong[t];
+        LedgerFilter mine;
+        mine.account = accounts[t].name;
+        auto rows = store_->ListLedger(mine);
+        // The grant and every charge of this thread so far, and only this account's.
+        if (!rows.ok() || static_cast<int>(rows->size()) != k + 2) ++wrong[t];
+        for (const LedgerRow& row : rows.ok() ? *rows : std::vector<LedgerRow>()) {
+          if (row.account != accounts[t].name) ++wrong[t];
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < 6; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t;
+  auto verified = store_->VerifyLedger();
+  ASSERT_THAT(verified.status(), IsOk());
+  EXPECT_TRUE(verified->ok) << verified->message;
+  EXPECT_EQ(verified->rows_checked, 6 + 6 * kCharges);
+}
+
+}  // namespace
+}  // namespace fairvault::server::storage
