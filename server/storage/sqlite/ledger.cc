@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
 #include "core/util/truncate.h"
@@ -508,6 +509,8 @@ class SqliteLedgerReader final : public LedgerReader {
 // One snapshot (a read transaction) on a listing connection: the charges committed meanwhile
 // are neither seen nor held up.
 absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
+  ++snapshots_;
+  absl::Cleanup snapshot_ended = [this] { --snapshots_; };
   return Listing([&](sqlite::StmtCache& cache) -> absl::StatusOr<LedgerVerification> {
     const int rc = sqlite3_exec(cache.db(), "BEGIN", nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return sqlite::SqliteFailure(cache.db(), rc, "BEGIN");

@@ -340,6 +340,10 @@ std::optional<bool> SqliteStore::CheckpointRound(bool may_restart, bool empty) {
       FileBytes(path_ + "-wal") <= kWalLimitBytes) {
     return std::nullopt;
   }
+  // A snapshot this store holds open (VerifyLedger) keeps the log from restarting until it
+  // ends: waiting for it would only hold the writes back for kRestartTime, so the round leaves
+  // the restart to the next one (and the log grows meanwhile).
+  if (snapshots_.load() > 0) return std::nullopt;
   if (!may_restart) return false;
   // SQLite's writer lock is not fair: a checkpointer that waits for it rarely gets it between
   // one charge and the next. Holding the store's mutex keeps this process's writes (the only
@@ -353,7 +357,8 @@ int SqliteStore::Restart(sqlite3* db, bool empty) {
   const absl::Time deadline = absl::Now() + kRestartTime;
   while (true) {
     const int rc = sqlite3_wal_checkpoint_v2(db, nullptr, mode, nullptr, nullptr);
-    if (rc != SQLITE_BUSY || absl::Now() >= deadline) return rc;
+    // A snapshot of this store's own that began meanwhile (VerifyLedger) will not end soon.
+    if (rc != SQLITE_BUSY || absl::Now() >= deadline || snapshots_.load() > 0) return rc;
     absl::SleepFor(absl::Microseconds(100));
   }
 }
@@ -372,7 +377,7 @@ int SqliteStore::OnCommit(void* store, sqlite3*, const char*, int frames)
 }
 
 void SqliteStore::RestartAfterCommit() {
-  if (absl::Now() < commit_restart_after_) return;
+  if (absl::Now() < commit_restart_after_ || snapshots_.load() > 0) return;
   // The checkpointer has fallen behind (or could not take mu_ between two commits). If its
   // passive round holds SQLite's checkpoint lock, Restart() tries again until it is done.
   sqlite3_busy_handler(db_, &PollBriefly, nullptr);

@@ -261,6 +261,8 @@ class SqliteStore final : public Store {
   // ledger, access-log and job listings (a page of up to 10,000 rows) and the ledger's
   // verification (one snapshot), so that however long those take, and however many wait for
   // one another, a request's reads never wait behind them.
+  // How many reads hold one snapshot open (VerifyLedger's): no log restart is tried meanwhile.
+  std::atomic<int> snapshots_{0};
   static constexpr int kReaders = 2;
   static constexpr int kListers = 1;
   sqlite::ReaderPool readers_;
