@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -199,6 +200,58 @@ TEST_F(SqliteBusyTest, ManyConcurrentReadsAndListingsBesideChargesGetTheirOwnAns
   ASSERT_THAT(verified.status(), IsOk());
   EXPECT_TRUE(verified->ok) << verified->message;
   EXPECT_EQ(verified->rows_checked, 6 + 6 * kCharges);
+}
+
+// The verification reads one snapshot: beside charges that commit meanwhile it still sees a
+// ledger, spends and tree that agree (read outside one transaction, it would find tree nodes
+// or spends beyond the rows it read).
+TEST_F(SqliteBusyTest, VerificationsBesideChargesAlwaysVerify) {
+  auto acme = store_->CreateAccount(Account("acme"));
+  ASSERT_THAT(acme.status(), IsOk());
+  DatasetRecord census;
+  census.name = "census";
+  census.attributes = "attrs";
+  auto dataset = store_->CreateDataset(census);
+  ASSERT_THAT(dataset.status(), IsOk());
+  ASSERT_THAT(store_->SetGrant(GrantRecord{acme->id, dataset->id, 1'000'000'000, 0}, "acme",
+                               "census", "regulator", 1),
+              IsOk());
+  std::atomic<bool> stop{false};
+  std::atomic<int> next{0};
+  std::vector<std::thread> charging;
+  for (int t = 0; t < 3; ++t) {
+    charging.emplace_back([&] {
+      while (!stop.load()) {
+        ChargeRequest r;
+        r.account_id = acme->id;
+        r.account_name = "acme";
+        r.dataset_id = dataset->id;
+        r.dataset_name = "census";
+        r.request_kind = "NoisyCounts";
+        r.idempotency_key = absl::StrCat("k", next.fetch_add(1));
+        r.params_digest = "digest";
+        r.cost = core::accounting::LaplaceCost(1);
+        r.epsilon = core::accounting::MicroToEpsilon(1);
+        r.mechanism = "discrete_laplace";
+        (void)store_->Charge(
+            r, 5, [](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+              return ChargeResult{absl::StrCat("payload-", seq), std::nullopt, std::nullopt};
+            });
+      }
+    });
+  }
+  int bad = 0;
+  std::string first_bad;
+  for (int i = 0; i < 100; ++i) {
+    auto verified = store_->VerifyLedger();
+    if (!verified.ok() || !verified->ok) {
+      if (bad++ == 0) first_bad = verified.ok() ? verified->message : verified.status().ToString();
+    }
+  }
+  stop = true;
+  for (std::thread& t : charging) t.join();
+  EXPECT_EQ(bad, 0) << first_bad;
+  EXPECT_GT(next.load(), 50);  // charges committed during the verifications
 }
 
 }  // namespace

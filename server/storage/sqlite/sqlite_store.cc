@@ -343,13 +343,21 @@ std::optional<bool> SqliteStore::CheckpointRound(bool may_restart, bool empty) {
   // A snapshot this store holds open (VerifyLedger) keeps the log from restarting until it
   // ends: waiting for it would only hold the writes back for kRestartTime, so the round leaves
   // the restart to the next one (and the log grows meanwhile).
-  if (snapshots_.load() > 0) return std::nullopt;
+  if (snapshots_.load() > 0) {
+    log_held_by_snapshot_ = true;  // the log may grow meanwhile
+    return std::nullopt;
+  }
   if (!may_restart) return false;
   // SQLite's writer lock is not fair: a checkpointer that waits for it rarely gets it between
   // one charge and the next. Holding the store's mutex keeps this process's writes (the only
   // writer) out for the short time it takes to copy what the passive round left.
   absl::MutexLock lock(&mu_);
-  return report(Restart(checkpoint_db_, empty)) == SQLITE_OK;
+  // After a snapshot held the log, a file past what commits keep (which an idle server would
+  // never cut back) is emptied.
+  const bool cut = log_held_by_snapshot_ && FileBytes(path_ + "-wal") > kWalKeptBytes;
+  const bool restarted = report(Restart(checkpoint_db_, empty || cut)) == SQLITE_OK;
+  if (restarted) log_held_by_snapshot_ = false;
+  return restarted;
 }
 
 int SqliteStore::Restart(sqlite3* db, bool empty) {
@@ -380,10 +388,16 @@ void SqliteStore::RestartAfterCommit() {
   if (absl::Now() < commit_restart_after_ || snapshots_.load() > 0) return;
   // The checkpointer has fallen behind (or could not take mu_ between two commits). If its
   // passive round holds SQLite's checkpoint lock, Restart() tries again until it is done.
+  if (RestartForSnapshotLocked() != SQLITE_OK) {
+    commit_restart_after_ = absl::Now() + kMaxRestartBackoff;
+  }
+}
+
+int SqliteStore::RestartForSnapshotLocked() {
   sqlite3_busy_handler(db_, &PollBriefly, nullptr);
   const int rc = Restart(db_, /*empty=*/false);
   sqlite3_busy_timeout(db_, options_.busy_millis);
-  if (rc != SQLITE_OK) commit_restart_after_ = absl::Now() + kMaxRestartBackoff;
+  return rc;
 }
 
 SqliteStore::SqliteStore(sqlite3* db, std::string path, Options options)

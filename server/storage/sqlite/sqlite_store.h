@@ -1,7 +1,7 @@
 // SQLite implementation of Store: one file, WAL journal, synchronous=FULL, one writing
-// connection behind a mutex (SQLite has one writer anyway; the charge path must be serial), a
-// read-only one for the reads a request makes before it charges, and a background
-// checkpointer that keeps the write-ahead log (`<file>-wal`) bounded.
+// connection behind a mutex (SQLite has one writer anyway; the charge path must be serial),
+// read-only ones for the reads a request makes before it charges and for listings, and a
+// background checkpointer that keeps the write-ahead log (`<file>-wal`) bounded.
 #ifndef FAIRVAULT_SERVER_STORAGE_SQLITE_SQLITE_STORE_H_
 #define FAIRVAULT_SERVER_STORAGE_SQLITE_SQLITE_STORE_H_
 
@@ -176,6 +176,9 @@ class SqliteStore final : public Store {
   // the log reaches kWalCheckpointBytes, and at kWalLimitBytes restarts it itself.
   static int OnCommit(void* store, sqlite3* db, const char* name, int frames);
   void RestartAfterCommit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A RESTART checkpoint through the serving connection (RestartAfterCommit, and VerifyLedger
+  // before its snapshot); SQLite's result.
+  int RestartForSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CheckpointWanted() const ABSL_SHARED_LOCKS_REQUIRED(ckpt_mu_) { return stop_ || wanted_; }
   absl::StatusOr<TableRecord> ReadTable(const std::string& handle, bool with_payload);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -198,8 +201,8 @@ class SqliteStore final : public Store {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ApplySchema() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // These three read through `cache`: the serving connection's (under mu_) or the reader's
-  // (under reader_mu_).
+  // These three read through `cache`: the serving connection's (under mu_) or a pooled
+  // reader's.
   static absl::StatusOr<GrantRecord> GrantLocked(sqlite::StmtCache& cache, int64_t account_id,
                                                  int64_t dataset_id);
   static absl::StatusOr<core::accounting::Spend> SpendLocked(sqlite::StmtCache& cache,
@@ -261,12 +264,16 @@ class SqliteStore final : public Store {
   // ledger, access-log and job listings (a page of up to 10,000 rows) and the ledger's
   // verification (one snapshot), so that however long those take, and however many wait for
   // one another, a request's reads never wait behind them.
-  // How many reads hold one snapshot open (VerifyLedger's): no log restart is tried meanwhile.
-  std::atomic<int> snapshots_{0};
   static constexpr int kReaders = 2;
   static constexpr int kListers = 1;
   sqlite::ReaderPool readers_;
   sqlite::ReaderPool listers_;
+  // How many of this store's reads hold one snapshot open (VerifyLedger's, once it has begun):
+  // no log restart is tried meanwhile (it could not finish before the snapshot ends).
+  std::atomic<int> snapshots_{0};
+  // The checkpointer skipped a restart for a snapshot (the log may have grown): its next
+  // restart empties a file longer than kWalKeptBytes. The checkpointer's thread only.
+  bool log_held_by_snapshot_ = false;
   const std::string path_;
   const Options options_;
   // Bytes of one log frame: the page size plus the frame header.

@@ -1,5 +1,6 @@
 #include "server/storage/sqlite/statement.h"
 
+#include <iostream>
 #include <utility>
 
 #include "server/storage/ledger_chain.h"
@@ -14,7 +15,6 @@ absl::Status SqliteFailure(sqlite3* db, int rc, const char* what) {
     case SQLITE_CONSTRAINT:
       return absl::AlreadyExistsError(absl::StrCat("constraint: ", sqlite3_errmsg(db)));
     case SQLITE_BUSY:
-    case SQLITE_LOCKED:
       return absl::UnavailableError(absl::StrCat(
           "sqlite ", what, ": ", sqlite3_errmsg(db),
           " (another process holds the vault's database); retry shortly"));
@@ -106,6 +106,16 @@ int ReaderPool::Open(const std::string& path, int count, int busy_millis) {
     idle_.push_back(readers_.back().get());
   }
   return static_cast<int>(readers_.size());
+}
+
+void ReaderPool::EndRead(sqlite3* db) {
+  if (sqlite3_get_autocommit(db)) return;
+  const int rc = sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK || !sqlite3_get_autocommit(db)) {
+    // The next read on this connection would see an old snapshot and hold the log back.
+    std::cerr << "fairvault: sqlite: a read's transaction did not end: " << sqlite3_errstr(rc)
+              << "\n";
+  }
 }
 
 StmtCache* ReaderPool::Take() {

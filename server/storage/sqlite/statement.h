@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,8 +25,9 @@ namespace fairvault::server::storage::sqlite {
 
 // The status of a failed call `what` on `db` that returned `rc`: AlreadyExists for a
 // constraint; Unavailable ("retry") while another process holds the database past the busy
-// timeout (SQLITE_BUSY, SQLITE_LOCKED), so that a job is re-run rather than failed and a
-// client retries; Internal otherwise. The message is SQLite's for `db`.
+// timeout (SQLITE_BUSY), so that a job is re-run rather than failed and a client retries;
+// Internal otherwise (SQLITE_LOCKED too: a conflict inside this process is a bug, not worth
+// a retry). The message is SQLite's for `db`.
 absl::Status SqliteFailure(sqlite3* db, int rc, const char* what);
 
 // One connection's prepared statements, kept by their SQL text for reuse (compiling a
@@ -76,23 +78,21 @@ class ReaderPool {
   template <typename Read>
   auto Run(const Read& read) {
     StmtCache* reader = Take();
-    auto result = ReadOn(*reader, read);
-    Give(reader);
-    return result;
+    absl::Cleanup given = [this, reader] { Give(reader); };  // also if `read` throws
+    return ReadOn(*reader, read);
   }
   template <typename Read>
   static auto ReadOn(StmtCache& cache, const Read& read) {
-    auto result = read(cache);
-    if (!sqlite3_get_autocommit(cache.db())) {
-      sqlite3_exec(cache.db(), "ROLLBACK", nullptr, nullptr, nullptr);
-    }
-    return result;
+    absl::Cleanup ended = [&cache] { EndRead(cache.db()); };
+    return read(cache);
   }
   // Finalizes every statement and closes every connection; for the owner's destructor, once
   // no read runs.
   void Close();
 
  private:
+  // Rolls back a transaction a read left open; reports (to the log) one that stays open.
+  static void EndRead(sqlite3* db);
   StmtCache* Take();
   void Give(StmtCache* reader);
 
