@@ -256,10 +256,12 @@ TEST_F(VaultPostprocessTest, AuditsRefuseBadInputsWithoutCharging) {
       acme_, [&] { return vault_->AuditRegressor(acme_, r); }, absl::StatusCode::kInvalidArgument,
       "epsilon 2e-06 is too small for this release");
   // More histogram cells than the bootstrap's bound (4,000: 100 draws each) inside the charge:
-  // refused before it, from the public schema (sex: 2 groups) and the request's bins.
+  // refused before it, from the public schema (sex x race: 6 groups, whichever the rows have)
+  // and the request's bins.
   r.set_epsilon(1);
   r.add_attributes("sex");
-  r.set_bins(2001);
+  r.add_attributes("race");
+  r.set_bins(667);
   ExpectRefusedWithoutCharge(
       acme_, [&] { return vault_->AuditRegressor(acme_, r); }, absl::StatusCode::kInvalidArgument,
       "groups x bins = 4002 histogram cells exceed the audits' limit of 4000");
