@@ -37,13 +37,14 @@ constexpr int kFewestDraws = 100;
 constexpr int64_t kMaxAuditCells = kBootstrapCellDraws / kFewestDraws;
 
 // The options of an audit of `cells` histogram cells: the request's confidence (0: 0.95) and
-// the draws the bootstrap can afford; InvalidArgument past kMaxAuditCells.
+// the draws the bootstrap can afford; InvalidArgument past kMaxAuditCells, naming `what` the
+// cells are and the request's `fix`.
 absl::StatusOr<fairness::AuditOptions> MakeAuditOptions(double confidence, int64_t cells,
-                                                        const char* what) {
+                                                        const char* what, const char* fix) {
   if (cells > kMaxAuditCells) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " = ", cells, " histogram cells exceed the audits' limit of ", kMaxAuditCells,
-        "; use fewer bins or attributes"));
+        "; use fewer ", fix));
   }
   fairness::AuditOptions options;
   options.confidence = confidence == 0 ? 0.95 : confidence;
@@ -84,7 +85,7 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
     const Caller& caller, const v1::AuditClassifierRequest& req) {
   RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
-  RETURN_IF_ERROR(MakeAuditOptions(req.confidence(), 0, "").status());  // the confidence
+  RETURN_IF_ERROR(MakeAuditOptions(req.confidence(), 0, "", "").status());  // the confidence
   if (req.prediction_column().empty() || req.label_column().empty()) {
     return absl::InvalidArgumentError("prediction_column and label_column must be set");
   }
@@ -106,7 +107,7 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
   // One (prediction, label) table per group of the public schema.
   ASSIGN_OR_RETURN(auto audit_options,
                    MakeAuditOptions(req.confidence(), static_cast<int64_t>(counts.n.size()),
-                                    "groups x outcome cells"));
+                                    "groups x outcome cells", "attributes"));
 
   return ChargeAndRelease<v1::AuditClassifierResponse>(
       caller, release,
@@ -155,7 +156,7 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
   RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
   ASSIGN_OR_RETURN(pp::ScoreGrid grid, internal::MakeGrid(req.lo(), req.hi(), req.bins()));
-  RETURN_IF_ERROR(MakeAuditOptions(req.confidence(), 0, "").status());  // the confidence
+  RETURN_IF_ERROR(MakeAuditOptions(req.confidence(), 0, "", "").status());  // the confidence
   if (req.score_column().empty()) return absl::InvalidArgumentError("score_column must be set");
   // Group sums of (score - lo), each score snapped to a public power-of-two grid (Mironov):
   // one subject adds at most max_steps grid steps to one group, so moving them between groups
@@ -182,7 +183,7 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
   ASSIGN_OR_RETURN(auto audit_options,
                    MakeAuditOptions(req.confidence(),
                                     static_cast<int64_t>(joined.num_groups) * grid.k,
-                                    "groups x bins"));
+                                    "groups x bins", "bins or attributes"));
   std::vector<int64_t> sums(joined.num_groups, 0);
   for (size_t i = 0; i < scores.size(); ++i) {
     const double s = std::clamp(scores[i], grid.lo, grid.hi);

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/accounting/accountant.h"
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -202,7 +204,7 @@ TEST_F(SqliteBusyTest, ManyConcurrentReadsAndListingsBesideChargesGetTheirOwnAns
   EXPECT_EQ(verified->rows_checked, 6 + 6 * kCharges);
 }
 
-// The verification reads one snapshot: beside charges that commit meanwhile it still sees a
+// The verification reads one snapshot: beside charges that commit meanwhile it always sees a
 // ledger, spends and tree that agree (read outside one transaction, it would find tree nodes
 // or spends beyond the rows it read).
 TEST_F(SqliteBusyTest, VerificationsBesideChargesAlwaysVerify) {
@@ -217,7 +219,7 @@ TEST_F(SqliteBusyTest, VerificationsBesideChargesAlwaysVerify) {
                                "census", "regulator", 1),
               IsOk());
   std::atomic<bool> stop{false};
-  std::atomic<int> next{0};
+  std::atomic<int> next{0}, committed{0};
   std::vector<std::thread> charging;
   for (int t = 0; t < 3; ++t) {
     charging.emplace_back([&] {
@@ -233,25 +235,34 @@ TEST_F(SqliteBusyTest, VerificationsBesideChargesAlwaysVerify) {
         r.cost = core::accounting::LaplaceCost(1);
         r.epsilon = core::accounting::MicroToEpsilon(1);
         r.mechanism = "discrete_laplace";
-        (void)store_->Charge(
+        auto charged = store_->Charge(
             r, 5, [](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
               return ChargeResult{absl::StrCat("payload-", seq), std::nullopt, std::nullopt};
             });
+        if (charged.ok()) ++committed;
       }
     });
   }
-  int bad = 0;
+  // Verifications until at least 200 charges committed while they ran, and at least 100 of
+  // them (a minute at most).
+  int bad = 0, verifications = 0;
   std::string first_bad;
-  for (int i = 0; i < 100; ++i) {
+  const int committed_before = committed.load();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while ((verifications < 100 || committed.load() - committed_before < 200) &&
+         absl::Now() < deadline) {
     auto verified = store_->VerifyLedger();
+    ++verifications;
     if (!verified.ok() || !verified->ok) {
       if (bad++ == 0) first_bad = verified.ok() ? verified->message : verified.status().ToString();
     }
   }
+  const int committed_meanwhile = committed.load() - committed_before;
   stop = true;
   for (std::thread& t : charging) t.join();
-  EXPECT_EQ(bad, 0) << first_bad;
-  EXPECT_GT(next.load(), 50);  // charges committed during the verifications
+  EXPECT_EQ(bad, 0) << first_bad << " (" << bad << " of " << verifications << ")";
+  EXPECT_GE(verifications, 100);
+  EXPECT_GE(committed_meanwhile, 200);
 }
 
 }  // namespace

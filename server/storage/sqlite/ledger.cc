@@ -511,11 +511,14 @@ class SqliteLedgerReader final : public LedgerReader {
 // restarted first when it is large: however many verifications follow one another, the log
 // grows past its usual bound only by what is charged during one of them.
 absl::StatusOr<LedgerVerification> SqliteStore::VerifyLedger() {
+  // Before the listing connection is taken (listings do not wait behind the writer's lock), and
+  // only with a listing connection (without one the read below runs under mu_ itself).
+  if (!listers_.empty() &&
+      log_frames_.load(std::memory_order_relaxed) * frame_bytes_ >= kWalCheckpointBytes) {
+    absl::MutexLock lock(&mu_);
+    RestartAfterCommit();  // as a commit at the limit: tried at most every kMaxRestartBackoff
+  }
   return Listing([&](sqlite::StmtCache& cache) -> absl::StatusOr<LedgerVerification> {
-    if (log_frames_.load(std::memory_order_relaxed) * frame_bytes_ >= kWalCheckpointBytes) {
-      absl::MutexLock lock(&mu_);
-      RestartForSnapshotLocked();
-    }
     ++snapshots_;
     absl::Cleanup snapshot_ended = [this] { --snapshots_; };
     const int rc = sqlite3_exec(cache.db(), "BEGIN", nullptr, nullptr, nullptr);

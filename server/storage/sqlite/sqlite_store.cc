@@ -386,18 +386,17 @@ int SqliteStore::OnCommit(void* store, sqlite3*, const char*, int frames)
 
 void SqliteStore::RestartAfterCommit() {
   if (absl::Now() < commit_restart_after_ || snapshots_.load() > 0) return;
-  // The checkpointer has fallen behind (or could not take mu_ between two commits). If its
-  // passive round holds SQLite's checkpoint lock, Restart() tries again until it is done.
-  if (RestartForSnapshotLocked() != SQLITE_OK) {
-    commit_restart_after_ = absl::Now() + kMaxRestartBackoff;
-  }
-}
-
-int SqliteStore::RestartForSnapshotLocked() {
+  // The checkpointer has fallen behind (or could not take mu_ between two commits), or a
+  // verification is about to hold the log. If the checkpointer's passive round holds SQLite's
+  // checkpoint lock, Restart() tries again until it is done.
   sqlite3_busy_handler(db_, &PollBriefly, nullptr);
   const int rc = Restart(db_, /*empty=*/false);
   sqlite3_busy_timeout(db_, options_.busy_millis);
-  return rc;
+  if (rc == SQLITE_OK) {
+    log_frames_.store(0, std::memory_order_relaxed);  // until the next commit reports it
+  } else {
+    commit_restart_after_ = absl::Now() + kMaxRestartBackoff;
+  }
 }
 
 SqliteStore::SqliteStore(sqlite3* db, std::string path, Options options)

@@ -175,10 +175,9 @@ class SqliteStore final : public Store {
   // after each commit, under mu_, with the log's length in frames: wakes the checkpointer once
   // the log reaches kWalCheckpointBytes, and at kWalLimitBytes restarts it itself.
   static int OnCommit(void* store, sqlite3* db, const char* name, int frames);
+  // Also VerifyLedger's, before its snapshot. After a refusal (another process's snapshot),
+  // not tried again for kMaxRestartBackoff.
   void RestartAfterCommit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A RESTART checkpoint through the serving connection (RestartAfterCommit, and VerifyLedger
-  // before its snapshot); SQLite's result.
-  int RestartForSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CheckpointWanted() const ABSL_SHARED_LOCKS_REQUIRED(ckpt_mu_) { return stop_ || wanted_; }
   absl::StatusOr<TableRecord> ReadTable(const std::string& handle, bool with_payload);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
