@@ -26,6 +26,7 @@
 #include "core/util/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/storage/charge_request_testing.h"
 #include "server/storage/ledger_chain.h"
 #include "server/storage/postgres/pg_store.h"
 #include "server/storage/sqlite/sqlite_store.h"
@@ -218,18 +219,7 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
 
   ChargeRequest Request(const AccountRecord& a, const DatasetRecord& d, const std::string& key,
                         int64_t micro, const std::string& digest = "digest") {
-    ChargeRequest r;
-    r.account_id = a.id;
-    r.account_name = a.name;
-    r.dataset_id = d.id;
-    r.dataset_name = d.name;
-    r.request_kind = "NoisyCounts";
-    r.idempotency_key = key;
-    r.params_digest = digest;
-    r.cost = LaplaceCost(micro);
-    r.epsilon = MicroToEpsilon(micro);
-    r.mechanism = "discrete_laplace";
-    return r;
+    return NoisyCountsCharge(a, d, key, micro, digest);
   }
 
   // A body that records that it ran and returns "payload-<seq>".

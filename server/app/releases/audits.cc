@@ -36,23 +36,27 @@ constexpr int kMostDraws = 1'000;
 constexpr int kFewestDraws = 100;
 constexpr int64_t kMaxAuditCells = kBootstrapCellDraws / kFewestDraws;
 
-// The options of an audit of `cells` histogram cells: the request's confidence (0: 0.95) and
-// the draws the bootstrap can afford; InvalidArgument past kMaxAuditCells, naming `what` the
-// cells are and the request's `fix`.
-absl::StatusOr<fairness::AuditOptions> MakeAuditOptions(double confidence, int64_t cells,
-                                                        const char* what, const char* fix) {
+// The request's confidence (0: 0.95), with the bootstrap's most draws.
+absl::StatusOr<fairness::AuditOptions> MakeAuditOptions(double confidence) {
+  fairness::AuditOptions options;
+  options.confidence = confidence == 0 ? 0.95 : confidence;
+  options.bootstrap_draws = kMostDraws;
+  RETURN_IF_ERROR(options.Validate());
+  return options;
+}
+
+// Fits `options`' draws to an audit of `cells` histogram cells; InvalidArgument past
+// kMaxAuditCells, naming `what` the cells are and the request's `fix`.
+absl::Status FitDrawsToCells(int64_t cells, const char* what, const char* fix,
+                             fairness::AuditOptions& options) {
   if (cells > kMaxAuditCells) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " = ", cells, " histogram cells exceed the audits' limit of ", kMaxAuditCells,
         "; use fewer ", fix));
   }
-  fairness::AuditOptions options;
-  options.confidence = confidence == 0 ? 0.95 : confidence;
-  options.bootstrap_draws = static_cast<int>(
-      std::clamp<int64_t>(kBootstrapCellDraws / std::max<int64_t>(cells, 1), kFewestDraws,
-                          kMostDraws));
-  RETURN_IF_ERROR(options.Validate());
-  return options;
+  options.bootstrap_draws = static_cast<int>(std::clamp<int64_t>(
+      kBootstrapCellDraws / std::max<int64_t>(cells, 1), kFewestDraws, kMostDraws));
+  return options.Validate();
 }
 
 // Draws of one noise part, for the audits' bootstrap of the DP error.
@@ -85,7 +89,7 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
     const Caller& caller, const v1::AuditClassifierRequest& req) {
   RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
-  RETURN_IF_ERROR(MakeAuditOptions(req.confidence(), 0, "", "").status());  // the confidence
+  ASSIGN_OR_RETURN(auto audit_options, MakeAuditOptions(req.confidence()));
   if (req.prediction_column().empty() || req.label_column().empty()) {
     return absl::InvalidArgumentError("prediction_column and label_column must be set");
   }
@@ -105,9 +109,8 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
   const JoinedRows& joined = outcomes.joined;
   const pp::EoCounts& counts = outcomes.counts;
   // One (prediction, label) table per group of the public schema.
-  ASSIGN_OR_RETURN(auto audit_options,
-                   MakeAuditOptions(req.confidence(), static_cast<int64_t>(counts.n.size()),
-                                    "groups x outcome cells", "attributes"));
+  RETURN_IF_ERROR(FitDrawsToCells(static_cast<int64_t>(counts.n.size()),
+                                  "groups x outcome cells", "attributes", audit_options));
 
   return ChargeAndRelease<v1::AuditClassifierResponse>(
       caller, release,
@@ -156,7 +159,7 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
   RETURN_IF_ERROR(RequireRole(caller, {Role::kCompany}));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.epsilon(), "epsilon"));
   ASSIGN_OR_RETURN(pp::ScoreGrid grid, internal::MakeGrid(req.lo(), req.hi(), req.bins()));
-  RETURN_IF_ERROR(MakeAuditOptions(req.confidence(), 0, "", "").status());  // the confidence
+  ASSIGN_OR_RETURN(auto audit_options, MakeAuditOptions(req.confidence()));
   if (req.score_column().empty()) return absl::InvalidArgumentError("score_column must be set");
   // Group sums of (score - lo), each score snapped to a public power-of-two grid (Mironov):
   // one subject adds at most max_steps grid steps to one group, so moving them between groups
@@ -180,10 +183,8 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
   const std::vector<double>& scores = scored.scores;
   const std::vector<int64_t>& counts = scored.counts;
   const int64_t clipped = scored.clipped;
-  ASSIGN_OR_RETURN(auto audit_options,
-                   MakeAuditOptions(req.confidence(),
-                                    static_cast<int64_t>(joined.num_groups) * grid.k,
-                                    "groups x bins", "bins or attributes"));
+  RETURN_IF_ERROR(FitDrawsToCells(static_cast<int64_t>(joined.num_groups) * grid.k,
+                                  "groups x bins", "bins or attributes", audit_options));
   std::vector<int64_t> sums(joined.num_groups, 0);
   for (size_t i = 0; i < scores.size(); ++i) {
     const double s = std::clamp(scores[i], grid.lo, grid.hi);

@@ -42,14 +42,9 @@ absl::StatusOr<std::vector<AccessLogRow>> SqliteStore::ListAccessLog(const Ledge
                                q.sql)
                       .c_str());
     s.BindListing(q);
-    std::vector<AccessLogRow> out;
-    while (true) {
-      ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
-      out.push_back(
-          AccessLogRow{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Text(4), s.Int(5), s.Int(6)});
-    }
-    return out;
+    return AllRows(s, [](const Stmt& r) {
+      return AccessLogRow{r.Int(0), r.Int(1), r.Text(2), r.Text(3), r.Text(4), r.Int(5), r.Int(6)};
+    });
   });
 }
 

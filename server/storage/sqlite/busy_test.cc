@@ -19,6 +19,7 @@
 #include "core/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/storage/charge_request_testing.h"
 #include "server/storage/sqlite/sqlite_store.h"
 #include "server/storage/store_common.h"
 
@@ -72,9 +73,44 @@ class SqliteBusyTest : public ::testing::Test {
     return a;
   }
 
+  // The dataset "census", created once.
+  DatasetRecord Census() {
+    if (census_.id == 0) {
+      DatasetRecord d;
+      d.name = "census";
+      d.attributes = "attrs";
+      auto created = store_->CreateDataset(d);
+      EXPECT_THAT(created.status(), IsOk());
+      if (created.ok()) census_ = *created;
+    }
+    return census_;
+  }
+
+  // A company `name` with a grant of `micro` on census.
+  AccountRecord Company(const std::string& name, int64_t micro) {
+    auto account = store_->CreateAccount(Account(name));
+    EXPECT_THAT(account.status(), IsOk());
+    if (!account.ok()) return AccountRecord();
+    EXPECT_THAT(store_->SetGrant(GrantRecord{account->id, Census().id, micro, 0}, name, "census",
+                                 "regulator", 1),
+                IsOk());
+    return *account;
+  }
+
+  // A NoisyCounts charge of `micro` by `company` on census.
+  ChargeRequest Request(const AccountRecord& company, const std::string& key, int64_t micro) {
+    return NoisyCountsCharge(company, census_, key, micro);
+  }
+
+  // A charge body returning "payload-<seq>".
+  static absl::StatusOr<ChargeResult> Payload(int64_t seq, const BudgetState&) {
+    return ChargeResult{absl::StrCat("payload-", seq), std::nullopt, std::nullopt};
+  }
+
   std::string path_;
   std::unique_ptr<SqliteStore> store_;
   sqlite3* holder_ = nullptr;
+  DatasetRecord census_;
 };
 
 TEST_F(SqliteBusyTest, AWriteAnotherProcessHoldsUpIsUnavailableToRetryAndWritesNothing) {
@@ -91,38 +127,20 @@ TEST_F(SqliteBusyTest, AWriteAnotherProcessHoldsUpIsUnavailableToRetryAndWritesN
 }
 
 TEST_F(SqliteBusyTest, AChargeAnotherProcessHoldsUpIsUnavailableUnchargedAndItsRetryCharges) {
-  auto acme = store_->CreateAccount(Account("acme"));
-  ASSERT_THAT(acme.status(), IsOk());
-  DatasetRecord census;
-  census.name = "census";
-  census.attributes = "attrs";
-  auto dataset = store_->CreateDataset(census);
-  ASSERT_THAT(dataset.status(), IsOk());
-  ASSERT_THAT(store_->SetGrant(GrantRecord{acme->id, dataset->id, 1'000'000, 0}, "acme", "census",
-                               "regulator", 1),
-              IsOk());
-  ChargeRequest request;
-  request.account_id = acme->id;
-  request.account_name = "acme";
-  request.dataset_id = dataset->id;
-  request.dataset_name = "census";
-  request.request_kind = "NoisyCounts";
-  request.idempotency_key = "k1";
-  request.params_digest = "digest";
-  request.cost = core::accounting::LaplaceCost(250'000);
-  request.epsilon = core::accounting::MicroToEpsilon(250'000);
-  request.mechanism = "discrete_laplace";
+  const AccountRecord acme = Company("acme", 1'000'000);
+  ASSERT_FALSE(HasFailure());
+  const ChargeRequest request = Request(acme, "k1", 250'000);
   int bodies = 0;
-  auto body = [&](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+  auto body = [&](int64_t seq, const BudgetState& after) {
     ++bodies;
-    return ChargeResult{absl::StrCat("payload-", seq), std::nullopt, std::nullopt};
+    return Payload(seq, after);
   };
 
   ASSERT_NO_FATAL_FAILURE(Hold());
   auto held = store_->Charge(request, 2, body);
   EXPECT_THAT(held.status(), StatusIs(absl::StatusCode::kUnavailable, "retry"));
   EXPECT_EQ(bodies, 0);  // refused before the release was computed
-  auto budget = store_->GetBudget(acme->id, dataset->id);
+  auto budget = store_->GetBudget(acme.id, census_.id);
   ASSERT_THAT(budget.status(), IsOk());
   EXPECT_EQ(budget->spent_micro, 0);
   ASSERT_NO_FATAL_FAILURE(Release());
@@ -130,7 +148,7 @@ TEST_F(SqliteBusyTest, AChargeAnotherProcessHoldsUpIsUnavailableUnchargedAndItsR
   auto retried = store_->Charge(request, 3, body);
   ASSERT_THAT(retried.status(), IsOk());
   EXPECT_EQ(bodies, 1);
-  budget = store_->GetBudget(acme->id, dataset->id);
+  budget = store_->GetBudget(acme.id, census_.id);
   ASSERT_THAT(budget.status(), IsOk());
   EXPECT_EQ(budget->spent_micro, 250'000);
   auto verified = store_->VerifyLedger();
@@ -145,41 +163,17 @@ TEST_F(SqliteBusyTest, AChargeAnotherProcessHoldsUpIsUnavailableUnchargedAndItsR
 TEST_F(SqliteBusyTest, ManyConcurrentReadsAndListingsBesideChargesGetTheirOwnAnswers) {
   std::vector<AccountRecord> accounts;
   for (int i = 0; i < 6; ++i) {
-    auto a = store_->CreateAccount(Account(absl::StrCat("company", i)));
-    ASSERT_THAT(a.status(), IsOk());
-    accounts.push_back(*a);
+    accounts.push_back(Company(absl::StrCat("company", i), 100'000'000));
   }
-  DatasetRecord census;
-  census.name = "census";
-  census.attributes = "attrs";
-  auto dataset = store_->CreateDataset(census);
-  ASSERT_THAT(dataset.status(), IsOk());
-  for (int i = 0; i < 6; ++i) {
-    ASSERT_THAT(store_->SetGrant(GrantRecord{accounts[i].id, dataset->id, 100'000'000, 0},
-                                 accounts[i].name, "census", "regulator", 1 + i),
-                IsOk());
-  }
+  ASSERT_FALSE(HasFailure());
   constexpr int kCharges = 20;
   std::vector<std::thread> threads;
   std::vector<int> wrong(6, 0);
   for (int t = 0; t < 6; ++t) {
     threads.emplace_back([&, t] {
       for (int k = 0; k < kCharges; ++k) {
-        ChargeRequest r;
-        r.account_id = accounts[t].id;
-        r.account_name = accounts[t].name;
-        r.dataset_id = dataset->id;
-        r.dataset_name = "census";
-        r.request_kind = "NoisyCounts";
-        r.idempotency_key = absl::StrCat("k", k);
-        r.params_digest = "digest";
-        r.cost = core::accounting::LaplaceCost(1'000);
-        r.epsilon = core::accounting::MicroToEpsilon(1'000);
-        r.mechanism = "discrete_laplace";
-        auto charged = store_->Charge(
-            r, 100 + k, [](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
-              return ChargeResult{absl::StrCat("payload-", seq), std::nullopt, std::nullopt};
-            });
+        const ChargeRequest r = Request(accounts[t], absl::StrCat("k", k), 1'000);
+        auto charged = store_->Charge(r, 100 + k, Payload);
         if (!charged.ok()) ++wrong[t];
         auto account = store_->GetAccountByName(accounts[t].name);
         if (!account.ok() || account->id != accounts[t].id) ++wrong[t];
@@ -208,37 +202,16 @@ TEST_F(SqliteBusyTest, ManyConcurrentReadsAndListingsBesideChargesGetTheirOwnAns
 // ledger, spends and tree that agree (read outside one transaction, it would find tree nodes
 // or spends beyond the rows it read).
 TEST_F(SqliteBusyTest, VerificationsBesideChargesAlwaysVerify) {
-  auto acme = store_->CreateAccount(Account("acme"));
-  ASSERT_THAT(acme.status(), IsOk());
-  DatasetRecord census;
-  census.name = "census";
-  census.attributes = "attrs";
-  auto dataset = store_->CreateDataset(census);
-  ASSERT_THAT(dataset.status(), IsOk());
-  ASSERT_THAT(store_->SetGrant(GrantRecord{acme->id, dataset->id, 1'000'000'000, 0}, "acme",
-                               "census", "regulator", 1),
-              IsOk());
+  const AccountRecord acme = Company("acme", 1'000'000'000);
+  ASSERT_FALSE(HasFailure());
   std::atomic<bool> stop{false};
   std::atomic<int> next{0}, committed{0};
   std::vector<std::thread> charging;
   for (int t = 0; t < 3; ++t) {
     charging.emplace_back([&] {
       while (!stop.load()) {
-        ChargeRequest r;
-        r.account_id = acme->id;
-        r.account_name = "acme";
-        r.dataset_id = dataset->id;
-        r.dataset_name = "census";
-        r.request_kind = "NoisyCounts";
-        r.idempotency_key = absl::StrCat("k", next.fetch_add(1));
-        r.params_digest = "digest";
-        r.cost = core::accounting::LaplaceCost(1);
-        r.epsilon = core::accounting::MicroToEpsilon(1);
-        r.mechanism = "discrete_laplace";
-        auto charged = store_->Charge(
-            r, 5, [](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
-              return ChargeResult{absl::StrCat("payload-", seq), std::nullopt, std::nullopt};
-            });
+        auto charged =
+            store_->Charge(Request(acme, absl::StrCat("k", next.fetch_add(1)), 1), 5, Payload);
         if (charged.ok()) ++committed;
       }
     });

@@ -61,13 +61,7 @@ absl::StatusOr<AccountRecord> SqliteStore::GetAccountByName(const std::string& n
 absl::StatusOr<std::vector<AccountRecord>> SqliteStore::ListAccounts() {
   absl::MutexLock lock(&mu_);
   Stmt s(*cache_, absl::StrCat("SELECT ", kAccountCols, " FROM accounts ORDER BY id").c_str());
-  std::vector<AccountRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(ReadAccount(s));
-  }
-  return out;
+  return AllRows(s, ReadAccount);
 }
 
 // ---- datasets ------------------------------------------------------------------------------
@@ -110,13 +104,7 @@ absl::StatusOr<DatasetRecord> SqliteStore::GetDatasetById(int64_t id) {
 absl::StatusOr<std::vector<DatasetRecord>> SqliteStore::ListDatasets() {
   absl::MutexLock lock(&mu_);
   Stmt s(*cache_, absl::StrCat("SELECT ", kDatasetCols, " FROM datasets ORDER BY name").c_str());
-  std::vector<DatasetRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(ReadDataset(s));
-  }
-  return out;
+  return AllRows(s, ReadDataset);
 }
 
 absl::Status SqliteStore::DeleteDataset(int64_t dataset_id) {

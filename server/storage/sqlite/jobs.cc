@@ -54,13 +54,7 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& fi
     s.BindOptional(1, filter.account_id);
     s.BindOptional(2, filter.dataset_id);
     s.Bind(3, static_cast<int64_t>(filter.limit));
-    std::vector<JobRecord> out;
-    while (true) {
-      ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
-      out.push_back(ReadJob(s));
-    }
-    return out;
+    return AllRows(s, ReadJob);
   });
 }
 
@@ -69,13 +63,7 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListUnfinishedJobs() {
   Stmt s(*cache_,
          absl::StrCat("SELECT ", kJobCols, " FROM jobs WHERE state IN (1, 2) ORDER BY ledger_seq")
              .c_str());
-  std::vector<JobRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(ReadJob(s));
-  }
-  return out;
+  return AllRows(s, ReadJob);
 }
 
 absl::StatusOr<JobRecord> SqliteStore::StartJob(const std::string& id, const JobLease& lease) {

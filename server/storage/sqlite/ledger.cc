@@ -113,13 +113,9 @@ absl::StatusOr<std::vector<GrantRecord>> SqliteStore::ListGrants() {
   Stmt s(*cache_,
          "SELECT account_id, dataset_id, epsilon_micro, delta FROM grants "
          "ORDER BY dataset_id, account_id");
-  std::vector<GrantRecord> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(GrantRecord{s.Int(0), s.Int(1), s.Int(2), s.Double(3)});
-  }
-  return out;
+  return AllRows(s, [](const Stmt& r) {
+    return GrantRecord{r.Int(0), r.Int(1), r.Int(2), r.Double(3)};
+  });
 }
 
 absl::Status SqliteStore::SetCap(int64_t dataset_id, const std::string& dataset_name,
@@ -332,15 +328,12 @@ absl::StatusOr<std::vector<LedgerRow>> SqliteStore::ListLedger(const LedgerFilte
            absl::StrCat("SELECT ", kLedgerCols, ", ", kLedgerCreatedCols, " FROM ledger", q.sql)
                .c_str());
     s.BindListing(q);
-    std::vector<LedgerRow> out;
-    while (true) {
-      ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
-      out.push_back(ReadLedger(s));
-      out.back().artifact_id = s.Text(17);
-      out.back().job_id = s.Text(18);
-    }
-    return out;
+    return AllRows(s, [](const Stmt& r) {
+      LedgerRow row = ReadLedger(r);
+      row.artifact_id = r.Text(17);
+      row.job_id = r.Text(18);
+      return row;
+    });
   });
 }
 

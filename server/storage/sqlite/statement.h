@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -192,6 +193,18 @@ class Stmt {
   int rc_;
   int bind_rc_ = SQLITE_OK;  // the first failed bind, reported by Step()
 };
+
+// Every row `s` returns, each made by `read(s)`.
+template <typename ReadRow>
+auto AllRows(Stmt& s, const ReadRow& read)
+    -> absl::StatusOr<std::vector<decltype(read(std::declval<const Stmt&>()))>> {
+  std::vector<decltype(read(std::declval<const Stmt&>()))> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    out.push_back(read(s));
+  }
+}
 
 // BEGIN IMMEDIATE ... COMMIT, rolled back unless Commit() succeeded.
 class Transaction {

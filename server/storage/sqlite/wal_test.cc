@@ -17,6 +17,7 @@
 #include "core/accounting/accountant.h"
 #include "core/testing/status_matchers.h"
 #include "gtest/gtest.h"
+#include "server/storage/charge_request_testing.h"
 #include "server/storage/sqlite/sqlite_store.h"
 
 namespace fairvault::server::storage {
@@ -78,24 +79,30 @@ class SqliteWalTest : public ::testing::Test {
   }
 
   ChargeRequest Request(int i) const {
-    ChargeRequest r;
-    r.account_id = account_.id;
-    r.account_name = account_.name;
-    r.dataset_id = dataset_.id;
-    r.dataset_name = dataset_.name;
-    r.request_kind = "NoisyCounts";
-    r.idempotency_key = absl::StrCat("key-", i);
-    r.params_digest = "digest";
-    r.cost = core::accounting::LaplaceCost(1);
-    r.epsilon = 1e-6;
-    r.mechanism = "discrete_laplace";
-    return r;
+    return NoisyCountsCharge(account_, dataset_, absl::StrCat("key-", i), 1);
   }
 
   static ChargeBody TrivialBody() {
     return [](int64_t seq, const BudgetState&) -> absl::StatusOr<ChargeResult> {
       return ChargeResult{absl::StrCat("payload-", seq), std::nullopt, std::nullopt};
     };
+  }
+
+  // Makes `charges` charges one after another, the log's largest size in *max_wal; stops early
+  // once the log passes 4x the bound (rather than fill the disk). Returns the charges made.
+  int ChargeWatchingTheLog(Store& store, int charges, int64_t* max_wal) {
+    int done = 0;
+    for (; done < charges; ++done) {
+      const absl::Status charged =
+          store.Charge(Request(done), 1'000 + done, TrivialBody()).status();
+      if (!charged.ok()) {
+        ADD_FAILURE() << "charge " << done << ": " << charged;
+        break;
+      }
+      *max_wal = std::max(*max_wal, FileBytes(path_ + "-wal"));
+      if (*max_wal > 4 * kStatedBound) break;
+    }
+    return done;
   }
 
   // The ledger holds the grant and `charges` charges and verifies.
@@ -178,12 +185,7 @@ TEST_F(SqliteWalTest, ChargesKeepTheLogUnderItsBoundWhileAReaderReads) {
   // charges: stop there rather than fill the disk.
   constexpr int kCharges = 1'000;
   int64_t max_wal = 0;
-  int done = 0;
-  for (; done < kCharges; ++done) {
-    ASSERT_OK(store->Charge(Request(done), 1'000 + done, TrivialBody()));
-    max_wal = std::max(max_wal, FileBytes(path_ + "-wal"));
-    if (max_wal > 4 * kStatedBound) break;
-  }
+  const int done = ChargeWatchingTheLog(*store, kCharges, &max_wal);
   const int64_t reads = reader.Stop();
   EXPECT_EQ(done, kCharges) << "stopped early: the log reached " << max_wal << " bytes";
   EXPECT_LE(max_wal, kStatedBound);
@@ -220,12 +222,7 @@ TEST_F(SqliteWalTest, VerificationsOneAfterAnotherKeepTheLogUnderItsBound) {
   });
   constexpr int kCharges = 1'000;  // about 330 MB through the log, as above
   int64_t max_wal = 0;
-  int done = 0;
-  for (; done < kCharges; ++done) {
-    ASSERT_OK(store->Charge(Request(done), 1'000 + done, TrivialBody()));
-    max_wal = std::max(max_wal, FileBytes(path_ + "-wal"));
-    if (max_wal > 4 * kStatedBound) break;
-  }
+  const int done = ChargeWatchingTheLog(*store, kCharges, &max_wal);
   stop = true;
   auditor.join();
   EXPECT_EQ(done, kCharges) << "stopped early: the log reached " << max_wal << " bytes";
