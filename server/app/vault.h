@@ -29,6 +29,7 @@
 #include "server/app/caller.h"
 #include "server/app/chunk_source.h"
 #include "server/app/company_table.h"
+#include "server/app/finish_gate.h"
 #include "server/util/clock.h"
 #include "server/jobs/job_runner.h"
 #include "server/app/postprocess/decision_table.h"
@@ -63,6 +64,10 @@ struct VaultOptions {
   // process (or the restarted one) after at most this long.
   int64_t job_lease_micros = 30'000'000;
   int max_pending_jobs = 16;
+  // Post-processings after a charge (PreparedRelease::finish: the post-processors' LPs) that
+  // run at once in this process; more wait for a slot, and retries of one release wait for
+  // its finish.
+  int max_concurrent_finishes = 2;
   int64_t max_job_cells = 200'000'000;
   int max_job_rounds = 100'000;
   // The operators' metrics (not owned; must outlive the vault), or null for none.
@@ -302,6 +307,16 @@ class Vault {
     v1::Cost composed_cost;
     // Set by a fill that creates a training job: stored with the charge (ledger_seq filled in).
     std::optional<storage::JobRecord>* job_out = nullptr;
+    // A release whose post-processing is long (an LP): the fill stores the charged release
+    // alone and returns no artifact; `finish` completes the response after the charge has
+    // committed, outside the transaction every other charge waits for, and returns its
+    // artifact (id, time and payload; the store adds account, dataset and ledger seq). It reads
+    // only the response it is given and the request's parameters, never the data, so that a
+    // retry after a crash (or a concurrent one) finishes the stored release the same way: its
+    // output is post-processing of that release, whichever call stores it first.
+    std::function<absl::StatusOr<std::optional<storage::ArtifactRecord>>(
+        google::protobuf::Message* response)>
+        finish;
     // Public sizes for a preview's accuracy: rows entering the release, protected groups.
     int64_t rows = 0;
     int64_t groups = 0;
@@ -312,7 +327,8 @@ class Vault {
   };
   using Noises = std::vector<std::unique_ptr<core::dp::IntegerNoise>>;
   // Fills a response (everything but `charge`) with the given noise, one per part; returns the
-  // artifact to store with it, if any. Runs inside the charge transaction.
+  // artifact to store with it, if any (none with PreparedRelease::finish). Runs inside the
+  // charge transaction.
   template <typename Response>
   using ReleaseFill = std::function<absl::StatusOr<std::optional<storage::ArtifactRecord>>(
       const Noises& noises, int64_t ledger_seq, Response* response)>;
@@ -332,10 +348,16 @@ class Vault {
   absl::Status PriceReplay(const Caller& caller, const PreparedRelease& release,
                            const storage::StoredResponse& stored, const v1::Cost& cost);
   // The one charge path: declared cost -> privacy filter -> release -> ledger + stored
-  // response, atomically (storage::Store::Charge).
+  // response, atomically (storage::Store::Charge); then, for a release with a `finish`, its
+  // post-processing and the finished response stored (FinishCharged).
   template <typename Response>
   absl::StatusOr<Response> ChargeAndRelease(const Caller& caller, const PreparedRelease& release,
                                             const ReleaseFill<Response>& fill);
+  // Finishes a charged `pending` release (PreparedRelease::finish) and stores it; returns the
+  // stored response (another call's, if it stored one first), or the charged failure stored.
+  template <typename Response>
+  absl::StatusOr<Response> FinishCharged(const Caller& caller, const PreparedRelease& release,
+                                         Response pending);
 
   absl::StatusOr<std::shared_ptr<IndexSlot>> LoadIndex(const storage::DatasetRecord& dataset);
   // `artifact_id`'s decisions by subject row of `slot`'s index, with every batch the store
@@ -447,6 +469,7 @@ class Vault {
   const Clock* clock_;
   absl::BitGenRef gen_;
   VaultOptions options_;
+  FinishGate finish_gate_;
 
   absl::Mutex import_mu_;  // serialises imports (check-then-append on the index)
   absl::Mutex checkpoint_mu_;  // one signer at a time in this process

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/accounting/accountant.h"
@@ -18,6 +19,7 @@
 #include "server/metrics/metrics.h"
 #include "server/app/vault.h"
 #include "server/app/vault_internal.h"
+#include "server/storage/store_common.h"
 #include "server/util/crypto.h"
 
 namespace fairvault::server {
@@ -132,7 +134,44 @@ absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
   RETURN_IF_ERROR(
       charge_internal::Replayed(options_.metrics, release.request_kind, stored->failure));
   ASSIGN_OR_RETURN(Response resp, charge_internal::ParseStored<Response>(stored->payload));
+  // A charged release whose call did not store its post-processing (the process stopped, or
+  // the store failed, in between): finished now from the stored release, with no new noise.
+  if (stored->pending && release.finish) {
+    ASSIGN_OR_RETURN(resp, FinishCharged(caller, release, std::move(resp)));
+  }
   return std::optional<Response>(std::move(resp));
+}
+
+template <typename Response>
+absl::StatusOr<Response> Vault::FinishCharged(const Caller& caller, const PreparedRelease& release,
+                                              Response pending) {
+  // Every error from here on comes after the charge (which stands): counted with it.
+  const std::string flight = absl::StrCat(caller.account_id, "/", release.idempotency_key);
+  const bool waited = finish_gate_.Enter(flight);
+  absl::Cleanup leave = [&] { finish_gate_.Leave(flight); };
+  if (waited) {
+    // Another call of this release was finishing it: its stored response, if it was stored.
+    absl::StatusOr<storage::StoredResponse> stored =
+        store_->GetStoredResponse(caller.account_id, release.idempotency_key);
+    if (!stored.ok()) return MarkCounted(stored.status());
+    if (!stored->pending) {
+      RETURN_IF_ERROR(MarkCounted(stored->failure));
+      return charge_internal::ParseStored<Response>(stored->payload);
+    }
+  }
+  absl::StatusOr<std::optional<storage::ArtifactRecord>> artifact = release.finish(&pending);
+  const absl::Status failure =
+      artifact.ok() ? absl::OkStatus() : storage::ChargedFailure(artifact.status());
+  const std::string payload =
+      failure.ok() ? charge_internal::SerializeDeterministic(pending) : std::string();
+  absl::StatusOr<storage::StoredResponse> stored =
+      store_->FinishRelease(caller.account_id, release.idempotency_key, payload, failure,
+                            artifact.ok() ? *std::move(artifact) : std::nullopt);
+  // Not stored (the store failed): the charge stands and a retry finishes the stored release.
+  if (!stored.ok()) return MarkCounted(stored.status());
+  RETURN_IF_ERROR(MarkCounted(stored->failure));
+  if (stored->payload == payload) return pending;
+  return charge_internal::ParseStored<Response>(stored->payload);
 }
 
 template <typename Response>
@@ -254,8 +293,13 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
             internal::MakeBudget(release.dataset_name, caller.name, after.grant.epsilon_micro,
                                  after.grant.delta, after.spend);
         c->set_ledger_seq(seq);
+        if (release.finish && artifact->has_value()) {
+          body_failure = absl::InternalError("a release with a finish stores its artifact later");
+          return body_failure;
+        }
         storage::ChargeResult result{charge_internal::SerializeDeterministic(resp),
-                                     *std::move(artifact), std::nullopt};
+                                     *std::move(artifact), std::nullopt,
+                                     /*pending=*/static_cast<bool>(release.finish)};
         stored_whole = result.response_payload.size() == resp.ByteSizeLong();
         if (release.job_out != nullptr && release.job_out->has_value()) {
           result.job = **release.job_out;
@@ -264,6 +308,27 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
         return result;
       });
   Metrics* metrics = options_.metrics;
+  if (outcome.ok() && outcome->pending) {
+    // The release is charged and durable; its post-processing runs now, outside the batch.
+    Response pending;
+    if (!outcome->replayed && stored_whole) {
+      pending = std::move(resp);
+    } else {
+      ASSIGN_OR_RETURN(pending, charge_internal::ParseStored<Response>(outcome->response_payload));
+    }
+    if (outcome->replayed && caller.outputs != nullptr) {
+      caller.outputs->replayed_ledger_seq = pending.charge().ledger_seq();
+    }
+    absl::StatusOr<Response> finished = FinishCharged(caller, release, std::move(pending));
+    if (metrics != nullptr) {  // the charge stands whatever the finish did
+      if (outcome->replayed) {
+        metrics->RecordReplay(release.request_kind);
+      } else {
+        metrics->RecordCharge(release.request_kind, /*failed=*/!finished.ok());
+      }
+    }
+    return finished;
+  }
   if (!outcome.ok()) {
     const absl::Status& status = outcome.status();
     // The store kept the charge and stored the body's failure (storage::ChargedFailure: same

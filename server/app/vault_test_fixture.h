@@ -5,6 +5,7 @@
 #ifndef FAIRVAULT_SERVER_APP_VAULT_TEST_FIXTURE_H_
 #define FAIRVAULT_SERVER_APP_VAULT_TEST_FIXTURE_H_
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -190,6 +191,46 @@ class VaultTest : public ::testing::Test {
     vault_.reset();
     store_.reset();
     RemoveFiles();
+  }
+
+  // Runs SQL on the vault's database through a connection of its own: what an operator or
+  // a failing disk could do beside the server. Returns SQLite's error message, empty if none.
+  std::string RawSql(const std::string& sql) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open(path_.c_str(), &db) != SQLITE_OK) {
+      sqlite3_close(db);
+      return "cannot open the database";
+    }
+    sqlite3_busy_timeout(db, 10'000);
+    char* error = nullptr;
+    std::string message;
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+      message = error != nullptr ? error : "error";
+    }
+    sqlite3_free(error);
+    sqlite3_close(db);
+    return message;
+  }
+
+  // Makes storing a finished release (Store::FinishRelease) fail, as a failing disk would,
+  // until AllowFinishes: the call that charged it returns the store's error.
+  void FailFinishes() {
+    ASSERT_EQ(RawSql("CREATE TRIGGER finish_fails BEFORE UPDATE ON responses "
+                     "BEGIN SELECT RAISE(ABORT, 'the disk is gone'); END"),
+              "");
+  }
+  void AllowFinishes() { ASSERT_EQ(RawSql("DROP TRIGGER finish_fails"), ""); }
+
+  // The release `caller` charged under `key` and whose finish was not stored (pending).
+  template <typename Response>
+  Response PendingRelease(const Caller& caller, const std::string& key) {
+    Response release;
+    auto stored = store_->GetStoredResponse(caller.account_id, key);
+    EXPECT_TRUE(stored.ok()) << stored.status();
+    if (!stored.ok()) return release;
+    EXPECT_TRUE(stored->pending);
+    EXPECT_TRUE(release.ParseFromString(stored->payload));
+    return release;
   }
 
   void RemoveFiles() {

@@ -65,6 +65,9 @@ struct StoredResponse {
   // A release whose computation failed after its noise was drawn: charged, and its failure
   // is what a replay returns.
   absl::Status failure;
+  // The charged release before its post-processing (ChargeResult::pending): `payload` holds
+  // the release; FinishRelease stores the finished response in its place.
+  bool pending = false;
 };
 
 // One decision the vault made with an artifact: the input (a 0/1 prediction or a score bin)
@@ -236,11 +239,17 @@ struct ChargeResult {
   std::optional<ArtifactRecord> artifact;
   // A job to create with the charge (its ledger_seq is the charge's).
   std::optional<JobRecord> job;
+  // The payload is the charged release alone: its post-processing (a long solve) runs after
+  // the commit, outside the transaction that every other charge waits for, and FinishRelease
+  // stores the finished response (and its artifact). No artifact or job with it.
+  bool pending = false;
 };
 
 struct ChargeOutcome {
   std::string response_payload;
   bool replayed = false;
+  // The payload is a charged release still to be finished (ChargeResult::pending).
+  bool pending = false;
 };
 
 // Runs inside the charge transaction once the filter admitted the cost: receives the new
@@ -323,6 +332,16 @@ class Store {
   // order, each caller answered after the commit.
   virtual absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& request, int64_t now_micros,
                                                const ChargeBody& body) = 0;
+  // Stores the finished response of a pending release (ChargeResult::pending) in place of the
+  // release, with its artifact (account, dataset, ledger seq and creation time taken from the
+  // charge's own rows; not kept if the dataset was deleted since), or `failure` (a charged
+  // failure) instead, in one transaction. The first finish stored wins: a release already
+  // finished is returned as stored and `artifact` is not kept. Returns the stored response.
+  // NotFound if (account, key) charged nothing.
+  virtual absl::StatusOr<StoredResponse> FinishRelease(int64_t account_id, const std::string& key,
+                                                       const std::string& payload,
+                                                       const absl::Status& failure,
+                                                       std::optional<ArtifactRecord> artifact) = 0;
   // Called after each committed transaction of charges with how many it held (group commit:
   // several concurrent charges share one transaction and one sync).
   virtual void SetChargeCommitObserver(std::function<void(int64_t charges)> observer) = 0;

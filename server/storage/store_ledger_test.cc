@@ -1,6 +1,7 @@
 // The Store's ledger (one suite over both backends; fixtures in store_test_fixture.h): the hash
 // chain and its tamper detection, and the atomic charge path (privacy filter, replays, stored
 // failures, rollback).
+#include "server/storage/store_common.h"
 #include "server/storage/store_test_fixture.h"
 
 namespace fairvault::server::storage::store_testing {
@@ -431,6 +432,96 @@ TEST_P(StoreTest, FailingBodyIsChargedAndReplaysItsFailure) {
   EXPECT_EQ(Ledger().size(), rows + 1);
   EXPECT_EQ(SpentMicro(acme_, census_), 400'000);
   EXPECT_THAT(store_->GetArtifact("art_x"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+// A release whose post-processing runs after its charge (ChargeResult::pending): the charge
+// and the release are stored first; the finished response and its artifact replace the
+// release once, whoever finishes first, and a pending release survives a restart.
+TEST_P(StoreTest, APendingReleaseIsFinishedOnceAndItsChargeStands) {
+  Grant(acme_, census_, 1'000'000);
+  const ChargeBody release = [](int64_t, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+    return ChargeResult{"the release", std::nullopt, std::nullopt, /*pending=*/true};
+  };
+  auto charged = store_->Charge(Request(acme_, census_, "k1", 300'000), ++now_, release);
+  ASSERT_OK(charged);
+  EXPECT_TRUE(charged->pending);
+  EXPECT_FALSE(charged->replayed);
+  const size_t rows = Ledger().size();
+  const int64_t seq = Ledger().back().seq;
+
+  // What a process that stopped before finishing leaves: the charge and the release.
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  auto stored = store_->GetStoredResponse(acme_.id, "k1");
+  ASSERT_OK(stored);
+  EXPECT_TRUE(stored->pending);
+  EXPECT_EQ(stored->payload, "the release");
+  EXPECT_EQ(stored->ledger_seq, seq);
+  bool called = false;
+  auto replay = store_->Charge(Request(acme_, census_, "k1", 300'000), ++now_, Body(&called));
+  ASSERT_OK(replay);
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_TRUE(replay->pending);
+  EXPECT_EQ(replay->response_payload, "the release");
+  EXPECT_FALSE(called);
+
+  ArtifactRecord artifact{"art_p", 0, 0, 0, now_, "the artifact"};
+  auto finished = store_->FinishRelease(acme_.id, "k1", "finished", absl::OkStatus(), artifact);
+  ASSERT_OK(finished);
+  EXPECT_FALSE(finished->pending);
+  EXPECT_EQ(finished->payload, "finished");
+  auto kept = store_->GetArtifact("art_p");
+  ASSERT_OK(kept);
+  EXPECT_EQ(kept->account_id, acme_.id);
+  EXPECT_EQ(kept->dataset_id, census_.id);
+  EXPECT_EQ(kept->ledger_seq, seq);
+  EXPECT_EQ(kept->payload, "the artifact");
+
+  // A second finish (a concurrent retry's) gets the first one's response; its artifact is
+  // not kept.
+  ArtifactRecord other{"art_q", 0, 0, 0, now_, "another artifact"};
+  auto second = store_->FinishRelease(acme_.id, "k1", "finished again", absl::OkStatus(), other);
+  ASSERT_OK(second);
+  EXPECT_EQ(second->payload, "finished");
+  EXPECT_THAT(store_->GetArtifact("art_q"), StatusIs(absl::StatusCode::kNotFound));
+  auto again = store_->Charge(Request(acme_, census_, "k1", 300'000), ++now_, Body(&called));
+  ASSERT_OK(again);
+  EXPECT_FALSE(again->pending);
+  EXPECT_EQ(again->response_payload, "finished");
+
+  // A post-processing that failed is stored as the release's charged failure.
+  ASSERT_OK(store_->Charge(Request(acme_, census_, "k2", 200'000), ++now_, release));
+  auto failed = store_->FinishRelease(acme_.id, "k2", "", ChargedFailure(absl::InternalError("lp")),
+                                      ArtifactRecord{"art_r", 0, 0, 0, now_, "x"});
+  ASSERT_OK(failed);
+  EXPECT_THAT(failed->failure, StatusIs(absl::StatusCode::kInternal, "charged"));
+  EXPECT_THAT(store_->Charge(Request(acme_, census_, "k2", 200'000), ++now_, Body(&called)),
+              StatusIs(absl::StatusCode::kInternal, "lp"));
+  EXPECT_THAT(store_->GetArtifact("art_r"), StatusIs(absl::StatusCode::kNotFound));
+
+  EXPECT_FALSE(called);
+  EXPECT_EQ(Ledger().size(), rows + 1);
+  EXPECT_EQ(SpentMicro(acme_, census_), 500'000);
+  EXPECT_TRUE(Verify().ok);
+  EXPECT_THAT(store_->FinishRelease(globex_.id, "k1", "x", absl::OkStatus(), std::nullopt),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+// A dataset deleted between a release's charge and its finish took its artifacts along: the
+// finished response is stored, its artifact is not.
+TEST_P(StoreTest, AReleaseFinishedAfterItsDatasetWasDeletedKeepsNoArtifact) {
+  Grant(acme_, census_, 1'000'000);
+  ASSERT_OK(store_->Charge(Request(acme_, census_, "k1", 300'000), ++now_,
+                           [](int64_t, const BudgetState&) -> absl::StatusOr<ChargeResult> {
+                             return ChargeResult{"the release", std::nullopt, std::nullopt,
+                                                 /*pending=*/true};
+                           }));
+  ASSERT_OK(store_->DeleteDataset(census_.id));
+  auto finished = store_->FinishRelease(acme_.id, "k1", "finished", absl::OkStatus(),
+                                        ArtifactRecord{"art_d", 0, 0, 0, now_, "artifact"});
+  ASSERT_OK(finished);
+  EXPECT_EQ(finished->payload, "finished");
+  EXPECT_THAT(store_->GetArtifact("art_d"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_TRUE(Verify().ok);
 }
 
 TEST_P(StoreTest, ChargeWithoutGrantIsPermissionDenied) {

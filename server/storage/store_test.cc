@@ -259,9 +259,9 @@ TEST_P(StoreTest, PurgeExpiredTablesRemovesOnlyExpiredOnes) {
 TEST_P(StoreTest, SchemaVersionIsRecordedAndReopeningKeepsIt) {
   const std::string query =
       GetParam() == Backend::kSqlite ? "PRAGMA user_version" : "SELECT version FROM schema_version";
-  EXPECT_EQ(Scalar(query), 9);
+  EXPECT_EQ(Scalar(query), 10);
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar(query), 9);
+  EXPECT_EQ(Scalar(query), 10);
   if (GetParam() == Backend::kPostgres) {
     EXPECT_EQ(Scalar("SELECT COUNT(*) FROM schema_version"), 1);
   }

@@ -77,6 +77,7 @@ Vault::Vault(storage::Store* store, const Clock* clock, absl::BitGenRef gen, Vau
       clock_(clock),
       gen_(gen),
       options_(options),
+      finish_gate_(options_.max_concurrent_finishes),
       jobs_(std::make_unique<JobRunner>(
           store_, clock_, options_.job_workers,
           [this](const storage::JobRecord& job, JobControl& control) {

@@ -42,6 +42,47 @@ absl::StatusOr<v1::FitEqualizedOddsScoresResponse> Vault::FitEqualizedOddsScores
   release.noise = v1::NOISE_KIND_DISCRETE_LAPLACE;
   // The (a, y, bin) histogram: one subject moves between two cells of the same (y, bin).
   release.parts = {{"histogram", 2.0}};
+  // 5. After the charge: the ROC repair and the LP from the stored noisy histogram alone,
+  // outside the transaction every other charge waits for.
+  release.finish = [&caller, grid, options, this](google::protobuf::Message* message)
+      -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+    auto* resp = static_cast<v1::FitEqualizedOddsScoresResponse*>(message);
+    v1::Artifact* artifact = resp->mutable_artifact();
+    v1::EqualizedOddsScoresPostProcessor* eo = artifact->mutable_equalized_odds_scores();
+    const int num_groups = eo->groups_size();
+    std::vector<int64_t> noisy(static_cast<size_t>(2 * num_groups) * grid.k);
+    for (int a = 0; a < num_groups; ++a) {
+      const v1::EqualizedOddsScoresGroup& g = eo->groups(a);
+      if (g.noisy_counts_label0_size() != grid.k || g.noisy_counts_label1_size() != grid.k) {
+        return absl::DataLossError("the stored release's histogram does not match its bins");
+      }
+      for (int j = 0; j < grid.k; ++j) {
+        noisy[pp::EoScoreCell(a, 0, j, grid.k)] = g.noisy_counts_label0(j);
+        noisy[pp::EoScoreCell(a, 1, j, grid.k)] = g.noisy_counts_label1(j);
+      }
+    }
+    ASSIGN_OR_RETURN(auto solution,
+                     pp::SolveEqualizedOddsFromScores(noisy, num_groups, grid, eo->m(), options,
+                                                      resp->charge().cost().noise_scale()));
+    for (int a = 0; a < num_groups; ++a) {
+      const pp::EoScoresGroup& g = solution.groups[a];
+      v1::EqualizedOddsScoresGroup* out = eo->mutable_groups(a);
+      *out->mutable_p_positive() = {g.p.begin(), g.p.end()};
+      *out->mutable_pmf_label0() = {g.pmf_negative.begin(), g.pmf_negative.end()};
+      *out->mutable_pmf_label1() = {g.pmf_positive.begin(), g.pmf_positive.end()};
+      out->set_mass_label0(g.mass_negative);
+      out->set_mass_label1(g.mass_positive);
+      out->set_derived_fpr(g.derived_fpr);
+      out->set_derived_tpr(g.derived_tpr);
+    }
+    eo->set_noisy_error(solution.noisy_error);
+    for (const auto& w : solution.warnings) eo->add_warnings(w);
+    ASSIGN_OR_RETURN(const double bound, internal::DecisionLogRatioBound(*artifact));
+    eo->set_decision_log_ratio_bound(bound);
+    // Account, dataset and ledger seq: the store takes them from the charge's rows.
+    return std::optional<storage::ArtifactRecord>(charge_internal::ArtifactRecordOf(
+        *artifact, caller, /*dataset_id=*/0, clock_->NowMicros()));
+  };
   // 2. Replay before anything else, so a retry works after the table expired.
   ASSIGN_OR_RETURN(auto replay, Replay<v1::FitEqualizedOddsScoresResponse>(caller, release));
   if (replay) return *std::move(replay);
@@ -69,19 +110,15 @@ absl::StatusOr<v1::FitEqualizedOddsScoresResponse> Vault::FitEqualizedOddsScores
   // Sizes are public (schema and grid): refused before the charge.
   RETURN_IF_ERROR(pp::CheckEoScoresProblemSize(joined.num_groups, grid, options));
 
-  // 4-5. The charge, then the release inside its transaction.
+  // 4. The charge, and the noisy histogram stored inside its transaction.
   return ChargeAndRelease<v1::FitEqualizedOddsScoresResponse>(
       caller, release,
       [&](const Noises& noises, int64_t seq, v1::FitEqualizedOddsScoresResponse* resp)
           -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
-        std::vector<int64_t> noisy;
-        ASSIGN_OR_RETURN(auto solution,
-                         pp::FitEqualizedOddsFromScores(counts, joined.num_groups, grid, m, options,
-                                                        *noises[0], gen_, &noisy));
+        const std::vector<int64_t> noisy = internal::AddNoiseToEach(counts, *noises[0], gen_);
         v1::Artifact* artifact = resp->mutable_artifact();
-        const int64_t now = clock_->NowMicros();
-        charge_internal::FillArtifactEnvelope(caller, scored.table.dataset.name, seq, now,
-                                              artifact);
+        charge_internal::FillArtifactEnvelope(caller, scored.table.dataset.name, seq,
+                                              clock_->NowMicros(), artifact);
         v1::EqualizedOddsScoresPostProcessor* eo = artifact->mutable_equalized_odds_scores();
         for (const auto& a : joined.attributes) eo->add_attributes(a);
         eo->set_lo(grid.lo);
@@ -93,31 +130,18 @@ absl::StatusOr<v1::FitEqualizedOddsScoresResponse> Vault::FitEqualizedOddsScores
         eo->set_reference_group(options.all_pairs ? -1 : 0);
         eo->set_monotone(options.monotone);
         for (int a = 0; a < joined.num_groups; ++a) {
-          const pp::EoScoresGroup& g = solution.groups[a];
           v1::EqualizedOddsScoresGroup* out = eo->add_groups();
           out->set_group(joined.group_labels[a]);
-          *out->mutable_p_positive() = {g.p.begin(), g.p.end()};
           for (int j = 0; j < grid.k; ++j) {
             out->add_noisy_counts_label0(noisy[pp::EoScoreCell(a, 0, j, grid.k)]);
             out->add_noisy_counts_label1(noisy[pp::EoScoreCell(a, 1, j, grid.k)]);
           }
-          *out->mutable_pmf_label0() = {g.pmf_negative.begin(), g.pmf_negative.end()};
-          *out->mutable_pmf_label1() = {g.pmf_positive.begin(), g.pmf_positive.end()};
-          out->set_mass_label0(g.mass_negative);
-          out->set_mass_label1(g.mass_positive);
-          out->set_derived_fpr(g.derived_fpr);
-          out->set_derived_tpr(g.derived_tpr);
         }
-        eo->set_noisy_error(solution.noisy_error);
         eo->set_scores_clipped(clipped);
-        for (const auto& w : solution.warnings) eo->add_warnings(w);
         eo->set_decision_floor(options.decision_floor);
-        ASSIGN_OR_RETURN(const double bound, internal::DecisionLogRatioBound(*artifact));
-        eo->set_decision_log_ratio_bound(bound);
         resp->set_rows_dropped(joined.dropped);
         resp->set_scores_clipped(clipped);
-        return std::optional<storage::ArtifactRecord>(
-            charge_internal::ArtifactRecordOf(*artifact, caller, scored.table.dataset.id, now));
+        return std::optional<storage::ArtifactRecord>();
       });
 }
 

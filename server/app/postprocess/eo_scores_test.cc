@@ -63,6 +63,45 @@ class VaultEoScoresTest : public VaultTest {
   std::vector<double> scores_;
 };
 
+// The ROC repair and the LP run after the charge commits: when their result cannot be
+// stored, the charge and the noisy histogram stand, and the retry finishes that histogram.
+TEST_F(VaultEoScoresTest, RetryFinishesTheChargedHistogram) {
+  ASSERT_NO_FATAL_FAILURE(FailFinishes());
+  auto req = Request("eos-finish");
+  req.set_epsilon(1);  // noise of scale 2 on 30 subjects: a fresh draw would show
+  auto failed = vault_->FitEqualizedOddsScores(acme_, req);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("the disk is gone"));
+  EXPECT_EQ(BudgetOf(acme_).releases(), 1);
+  const auto charged = PendingRelease<v1::FitEqualizedOddsScoresResponse>(acme_, "eos-finish");
+  const auto& histogram = charged.artifact().equalized_odds_scores();
+  ASSERT_EQ(histogram.groups_size(), 2);
+  EXPECT_EQ(histogram.groups(0).p_positive_size(), 0);  // not solved yet
+
+  ASSERT_NO_FATAL_FAILURE(AllowFinishes());
+  auto retry = vault_->FitEqualizedOddsScores(acme_, req);
+  ASSERT_OK(retry);
+  EXPECT_EQ(BudgetOf(acme_).releases(), 1);
+  EXPECT_EQ(retry->artifact().id(), charged.artifact().id());
+  const auto& eo = retry->artifact().equalized_odds_scores();
+  ASSERT_EQ(eo.groups_size(), 2);
+  for (int a = 0; a < 2; ++a) {
+    EXPECT_THAT(eo.groups(a).noisy_counts_label0(),
+                ::testing::ElementsAreArray(histogram.groups(a).noisy_counts_label0()));
+    EXPECT_THAT(eo.groups(a).noisy_counts_label1(),
+                ::testing::ElementsAreArray(histogram.groups(a).noisy_counts_label1()));
+    EXPECT_EQ(eo.groups(a).p_positive_size(), 4);
+  }
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(retry->artifact().id());
+  auto kept = vault_->GetArtifact(acme_, get);
+  ASSERT_OK(kept);
+  EXPECT_EQ(kept->artifact().SerializeAsString(), retry->artifact().SerializeAsString());
+  auto replay = vault_->FitEqualizedOddsScores(acme_, req);
+  ASSERT_OK(replay);
+  EXPECT_EQ(replay->SerializeAsString(), retry->SerializeAsString());
+}
+
 TEST_F(VaultEoScoresTest, FitIsChargedOnceAndReplaysIdenticalBytes) {
   const int charges_before = ChargeRows();
   auto req = Request("eos-1");

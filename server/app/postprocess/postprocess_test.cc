@@ -1,8 +1,6 @@
 // Tests of the issue-3 use-cases on a real SQLite store: the statistical-parity
 // post-processor, the private audits, and the decision path with its access log. Bad inputs
 // are refused with the field named and nothing charged.
-#include <sqlite3.h>
-
 #include <array>
 #include <cmath>
 #include <limits>
@@ -122,6 +120,50 @@ TEST_F(VaultPostprocessTest, StatisticalParitySolversAgreeOnTheObjective) {
   // Huge epsilon: both fit the same (noise-free) histogram.
   EXPECT_NEAR(lp->artifact().statistical_parity().objective(),
               q->artifact().statistical_parity().objective(), 1e-6);
+}
+
+// The transport is solved after the charge commits. When its response cannot be stored (a
+// failed write, or a process stopped in between), the charge and the noisy histogram stay
+// stored, and the retry finishes that same histogram: no new noise, no second charge.
+TEST_F(VaultPostprocessTest, StatisticalParityRetryFinishesTheChargedHistogram) {
+  ASSERT_NO_FATAL_FAILURE(FailFinishes());
+  auto req = SpRequest("sp-finish");
+  req.set_epsilon(1);  // noise of scale 2 on 30 subjects: a fresh draw would show
+  req.set_solver(v1::SP_SOLVER_LINEAR_PROGRAM);
+  req.set_alpha(0.1);
+  auto failed = vault_->FitStatisticalParity(acme_, req);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("the disk is gone"));
+  EXPECT_EQ(BudgetOf(acme_).releases(), 1);
+  const auto charged = PendingRelease<v1::FitStatisticalParityResponse>(acme_, "sp-finish");
+  const auto& histogram = charged.artifact().statistical_parity();
+  ASSERT_EQ(histogram.groups_size(), 2);
+  EXPECT_EQ(histogram.groups(0).transport_size(), 0);  // not solved yet
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(charged.artifact().id());
+  EXPECT_THAT(vault_->GetArtifact(acme_, get), StatusIs(absl::StatusCode::kNotFound));
+
+  ASSERT_NO_FATAL_FAILURE(AllowFinishes());
+  auto retry = vault_->FitStatisticalParity(acme_, req);
+  ASSERT_OK(retry);
+  EXPECT_EQ(BudgetOf(acme_).releases(), 1);
+  const auto& sp = retry->artifact().statistical_parity();
+  EXPECT_EQ(retry->artifact().id(), charged.artifact().id());
+  EXPECT_EQ(retry->charge().ledger_seq(), charged.charge().ledger_seq());
+  ASSERT_EQ(sp.groups_size(), 2);
+  for (int a = 0; a < 2; ++a) {
+    EXPECT_THAT(sp.groups(a).noisy_counts(),
+                ::testing::ElementsAreArray(histogram.groups(a).noisy_counts()));
+    EXPECT_EQ(sp.groups(a).transport_size(), 25);
+  }
+  EXPECT_EQ(sp.solver(), v1::SP_SOLVER_LINEAR_PROGRAM);
+  auto kept = vault_->GetArtifact(acme_, get);
+  ASSERT_OK(kept);
+  EXPECT_EQ(kept->artifact().SerializeAsString(), retry->artifact().SerializeAsString());
+  auto replay = vault_->FitStatisticalParity(acme_, req);
+  ASSERT_OK(replay);
+  EXPECT_EQ(replay->SerializeAsString(), retry->SerializeAsString());
+  EXPECT_EQ(BudgetOf(acme_).releases(), 1);
 }
 
 TEST_F(VaultPostprocessTest, StatisticalParityRefusesBadInputsWithoutCharging) {
@@ -420,16 +462,12 @@ TEST_F(VaultPostprocessTest, DecideChargesTheLicenceOncePinsDecisionsAndLogsEver
 TEST_F(VaultPostprocessTest, DecideHonoursDecisionsStoredByKeyBeforeBatches) {
   const v1::Artifact artifact = FitEo(/*floor=*/0.1);
   // 0.5 cannot be a fresh equalized-odds decision (0 or 1): seeing it proves the stored row.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  sqlite3_busy_timeout(db, 10'000);
   // As a server before version 7 wrote them (the guard against new ones lifted).
-  const std::string insert = absl::StrCat(
-      "DROP TRIGGER decisions_read_only; "
-      "INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES('", artifact.id(),
-      "', '", subjects_[3].key, "', ", rows_[3].pred, ", 0.5)");
-  EXPECT_EQ(sqlite3_exec(db, insert.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
+  EXPECT_EQ(RawSql(absl::StrCat(
+                "DROP TRIGGER decisions_read_only; "
+                "INSERT INTO decisions(artifact_id, subject_key, input, output) VALUES('",
+                artifact.id(), "', '", subjects_[3].key, "', ", rows_[3].pred, ", 0.5)")),
+            "");
 
   auto decided = vault_->Decide(acme_, DecideAll(artifact.id(), /*eo=*/true));
   ASSERT_OK(decided);

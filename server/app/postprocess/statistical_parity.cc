@@ -75,6 +75,62 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
   release.request = &req;
   release.epsilon = req.epsilon();
   release.parts = {{"histogram", 2.0}};  // one subject moves between two (group, bin) cells
+  const double floor = req.decision_floor();
+  // Steps 4-5, after the charge: the transport from the stored noisy histogram alone (the LP
+  // at its size limit takes about 26 s, which no other charge waits for).
+  release.finish = [&caller, grid, options, floor, this](google::protobuf::Message* message)
+      -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+    auto* resp = static_cast<v1::FitStatisticalParityResponse*>(message);
+    v1::Artifact* artifact = resp->mutable_artifact();
+    v1::StatisticalParityPostProcessor* sp = artifact->mutable_statistical_parity();
+    const int num_groups = sp->groups_size();
+    const double n = static_cast<double>(sp->n());
+    std::vector<double> masses;
+    masses.reserve(static_cast<size_t>(num_groups) * grid.k);
+    for (const v1::StatisticalParityGroup& g : sp->groups()) {
+      if (g.noisy_counts_size() != grid.k) {
+        return absl::DataLossError("the stored release's histogram does not match its bins");
+      }
+      for (int64_t c : g.noisy_counts()) masses.push_back(static_cast<double>(c) / n);
+    }
+    ASSIGN_OR_RETURN(auto solution, pp::SolveStatisticalParity(masses, num_groups, grid, options));
+    const double noise_scale = resp->charge().cost().noise_scale();
+    for (int a = 0; a < num_groups; ++a) {
+      v1::StatisticalParityGroup* g = sp->mutable_groups(a);
+      g->set_weight(solution.weights[a]);
+      int64_t total = 0;
+      for (int64_t c : g->noisy_counts()) total += std::max<int64_t>(0, c);
+      *g->mutable_pmf() = {solution.pmf[a].begin(), solution.pmf[a].end()};
+      *g->mutable_target() = {solution.targets[a].begin(), solution.targets[a].end()};
+      // Mixing every row with the uniform distribution keeps the groups' outputs at parity
+      // with one another and bounds what a single decision reveals.
+      for (double t : solution.transport[a]) {
+        g->add_transport((1 - floor) * t + floor / grid.k);
+      }
+      // Post-processing of the noisy histogram: a group whose noisy mass is comparable to
+      // the noise in its bins has a repaired pmf that is mostly noise.
+      if (total < 10 * noise_scale * std::sqrt(static_cast<double>(grid.k))) {
+        sp->add_warnings(absl::StrCat(
+            "group '", g->group(), "' has a noisy count of ", total,
+            ", within the noise of its ", grid.k,
+            " bins: its transport is fitted mostly to noise; use fewer bins or a larger "
+            "epsilon"));
+      }
+    }
+    *sp->mutable_barycenter() = {solution.barycenter.begin(), solution.barycenter.end()};
+    sp->set_objective(solution.objective);
+    sp->set_solver(ToProto(solution.used));
+    ASSIGN_OR_RETURN(const double bound, internal::DecisionLogRatioBound(*artifact));
+    sp->set_decision_log_ratio_bound(bound);
+    if (options.alpha == 0) {
+      sp->add_warnings(
+          "alpha = 0: statistical parity holds for the noisy histogram; on the true data it "
+          "holds only up to the noise (exact fairness is impossible under DP)");
+    }
+    // Account, dataset and ledger seq: the store takes them from the charge's rows.
+    return std::optional<storage::ArtifactRecord>(charge_internal::ArtifactRecordOf(
+        *artifact, caller, /*dataset_id=*/0, clock_->NowMicros()));
+  };
   ASSIGN_OR_RETURN(auto replay, Replay<v1::FitStatisticalParityResponse>(caller, release));
   if (replay) return *std::move(replay);
 
@@ -94,21 +150,16 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
         " transport entries exceed the artifact limit of ", kMaxTransportEntries,
         "; use fewer bins or attributes"));
   }
-  const double floor = req.decision_floor();
 
+  // Steps 1-3 inside the charge: the noisy histogram, stored before anything is solved.
   return ChargeAndRelease<v1::FitStatisticalParityResponse>(
       caller, release,
       [&](const Noises& noises, int64_t seq, v1::FitStatisticalParityResponse* resp)
           -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
         const std::vector<int64_t> noisy = internal::AddNoiseToEach(counts, *noises[0], gen_);
-        std::vector<double> masses(noisy.size());
-        for (size_t i = 0; i < noisy.size(); ++i) masses[i] = static_cast<double>(noisy[i]) / n;
-        ASSIGN_OR_RETURN(auto solution,
-                         pp::SolveStatisticalParity(masses, joined.num_groups, grid, options));
         v1::Artifact* artifact = resp->mutable_artifact();
-        const int64_t now = clock_->NowMicros();
-        charge_internal::FillArtifactEnvelope(caller, scored.table.dataset.name, seq, now,
-                                              artifact);
+        charge_internal::FillArtifactEnvelope(caller, scored.table.dataset.name, seq,
+                                              clock_->NowMicros(), artifact);
         v1::StatisticalParityPostProcessor* sp = artifact->mutable_statistical_parity();
         for (const auto& a : joined.attributes) sp->add_attributes(a);
         sp->set_lo(grid.lo);
@@ -117,49 +168,16 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
         sp->set_alpha(options.alpha);
         sp->set_epsilon(req.epsilon());
         sp->set_n(n);
-        const double noise_scale = noises[0]->Scale();
         for (int a = 0; a < joined.num_groups; ++a) {
           v1::StatisticalParityGroup* g = sp->add_groups();
           g->set_group(joined.group_labels[a]);
-          g->set_weight(solution.weights[a]);
-          int64_t total = 0;
-          for (int j = 0; j < grid.k; ++j) {
-            g->add_noisy_counts(noisy[a * grid.k + j]);
-            total += std::max<int64_t>(0, noisy[a * grid.k + j]);
-          }
-          *g->mutable_pmf() = {solution.pmf[a].begin(), solution.pmf[a].end()};
-          *g->mutable_target() = {solution.targets[a].begin(), solution.targets[a].end()};
-          // Mixing every row with the uniform distribution keeps the groups' outputs at parity
-          // with one another and bounds what a single decision reveals.
-          for (double t : solution.transport[a]) {
-            g->add_transport((1 - floor) * t + floor / grid.k);
-          }
-          // Post-processing of the noisy histogram: a group whose noisy mass is comparable to
-          // the noise in its bins has a repaired pmf that is mostly noise.
-          if (total < 10 * noise_scale * std::sqrt(static_cast<double>(grid.k))) {
-            sp->add_warnings(absl::StrCat(
-                "group '", joined.group_labels[a], "' has a noisy count of ", total,
-                ", within the noise of its ", grid.k,
-                " bins: its transport is fitted mostly to noise; use fewer bins or a larger "
-                "epsilon"));
-          }
+          for (int j = 0; j < grid.k; ++j) g->add_noisy_counts(noisy[a * grid.k + j]);
         }
-        *sp->mutable_barycenter() = {solution.barycenter.begin(), solution.barycenter.end()};
-        sp->set_objective(solution.objective);
-        sp->set_solver(ToProto(solution.used));
         sp->set_scores_clipped(clipped);
         sp->set_decision_floor(floor);
-        ASSIGN_OR_RETURN(const double bound, internal::DecisionLogRatioBound(*artifact));
-        sp->set_decision_log_ratio_bound(bound);
-        if (options.alpha == 0) {
-          sp->add_warnings(
-              "alpha = 0: statistical parity holds for the noisy histogram; on the true data it "
-              "holds only up to the noise (exact fairness is impossible under DP)");
-        }
         resp->set_rows_dropped(joined.dropped);
         resp->set_scores_clipped(clipped);
-        return std::optional<storage::ArtifactRecord>(
-            charge_internal::ArtifactRecordOf(*artifact, caller, scored.table.dataset.id, now));
+        return std::optional<storage::ArtifactRecord>();
       });
 }
 

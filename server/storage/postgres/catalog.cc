@@ -119,6 +119,10 @@ absl::Status PgStore::DeleteDataset(int64_t dataset_id) {
   return c->InTransaction([&]() -> absl::Status {
     // Grants and spend are what the filter reads: change them under the ledger's lock.
     RETURN_IF_ERROR(c->LockHead("ledger"));
+    // The dataset's row first: a release finished after its charge (FinishRelease) holds it
+    // shared while it stores its artifact, so the artifact is deleted below, or not stored.
+    RETURN_IF_ERROR(
+        c->Run("SELECT id FROM datasets WHERE id=$1 FOR UPDATE", Params().Int(dataset_id)));
     for (const char* sql :
          {"DELETE FROM subject_batches WHERE dataset_id=$1",
           "DELETE FROM company_tables WHERE dataset_id=$1",

@@ -114,12 +114,69 @@ absl::StatusOr<StoredResponse> PgStore::GetStoredResponse(int64_t account_id,
                                                           const std::string& key) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   ASSIGN_OR_RETURN(Result r, c->Exec("SELECT request_kind, params_digest, ledger_seq, payload, "
-                                     "error_code, error_message FROM responses "
+                                     "error_code, error_message, pending FROM responses "
                                      "WHERE account_id=$1 AND idempotency_key=$2",
                                      Params().Int(account_id).Text(key)));
   RETURN_IF_ERROR(NotFoundIfEmpty(r, "no stored response"));
   return StoredResponse{r.Text(0, 0), r.Text(0, 1), r.Int(0, 2), r.Text(0, 3),
-                        absl::Status(static_cast<absl::StatusCode>(r.Int(0, 4)), r.Text(0, 5))};
+                        absl::Status(static_cast<absl::StatusCode>(r.Int(0, 4)), r.Text(0, 5)),
+                        r.Int(0, 6) != 0};
+}
+
+// A transaction of its own after the charge's (it does not take the ledger head's lock, so
+// no charge waits for it); the response's row lock orders concurrent finishes of one release,
+// in any process.
+absl::StatusOr<StoredResponse> PgStore::FinishRelease(int64_t account_id, const std::string& key,
+                                                      const std::string& payload,
+                                                      const absl::Status& failure,
+                                                      std::optional<ArtifactRecord> artifact) {
+  ASSIGN_OR_RETURN(Borrowed c, Borrow());
+  StoredResponse stored;
+  RETURN_IF_ERROR(c->InTransaction([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(
+        Result r,
+        c->Exec("SELECT r.request_kind, r.params_digest, r.ledger_seq, r.payload, r.error_code, "
+                "r.error_message, r.pending, l.dataset_id, l.time_micros FROM responses r JOIN "
+                "ledger l ON l.seq = r.ledger_seq WHERE r.account_id=$1 AND "
+                "r.idempotency_key=$2 FOR UPDATE OF r",
+                Params().Int(account_id).Text(key)));
+    RETURN_IF_ERROR(NotFoundIfEmpty(r, "no stored response"));
+    stored = StoredResponse{
+        r.Text(0, 0), r.Text(0, 1), r.Int(0, 2), r.Text(0, 3),
+        absl::Status(static_cast<absl::StatusCode>(r.Int(0, 4)), r.Text(0, 5)), r.Int(0, 6) != 0};
+    if (!stored.pending) return absl::OkStatus();  // finished first by another call
+    const int64_t dataset_id = r.Int(0, 7);
+    // The dataset's row, shared-locked against DeleteDataset (which locks it first): deleted
+    // since the charge, it took its artifacts along and this one is not stored either.
+    ASSIGN_OR_RETURN(Result dataset, c->Exec("SELECT id FROM datasets WHERE id=$1 FOR SHARE",
+                                             Params().Int(dataset_id)));
+    RETURN_IF_ERROR(c->Run(
+        "UPDATE responses SET payload=$1, error_code=$2, error_message=$3, pending=0 WHERE "
+        "account_id=$4 AND idempotency_key=$5",
+        Params()
+            .Bytes(failure.ok() ? payload : std::string())
+            .Int(static_cast<int64_t>(failure.code()))
+            .Text(std::string(failure.message()))
+            .Int(account_id)
+            .Text(key)));
+    if (artifact && failure.ok() && dataset.rows() > 0) {
+      RETURN_IF_ERROR(c->Run(
+          "INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, created_micros, "
+          "payload) VALUES($1,$2,$3,$4,$5,$6)",
+          Params()
+              .Text(artifact->id)
+              .Int(account_id)
+              .Int(dataset_id)
+              .Int(stored.ledger_seq)
+              .Int(r.Int(0, 8))
+              .Bytes(artifact->payload)));
+    }
+    stored.payload = failure.ok() ? payload : std::string();
+    stored.failure = failure;
+    stored.pending = false;
+    return absl::OkStatus();
+  }));
+  return stored;
 }
 
 absl::StatusOr<ChargeOutcome> PgStore::Charge(const ChargeRequest& request, int64_t now_micros,
@@ -164,7 +221,7 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
   std::vector<Query> reads;
   Params replay;
   replay.Int(request.account_id).Text(request.idempotency_key);
-  reads.push_back(Query{"SELECT params_digest, payload, error_code, error_message "
+  reads.push_back(Query{"SELECT params_digest, payload, error_code, error_message, pending "
                         "FROM responses WHERE account_id=$1 AND idempotency_key=$2",
                         std::move(replay)});
   reads.push_back(postgres::AdmissionQuery(request.account_id, request.dataset_id));
@@ -177,7 +234,7 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
     }
     RETURN_IF_ERROR(
         absl::Status(static_cast<absl::StatusCode>(stored.Int(0, 2)), stored.Text(0, 3)));
-    return ChargeOutcome{stored.Text(0, 1), true};
+    return ChargeOutcome{stored.Text(0, 1), true, stored.Int(0, 4) != 0};
   }
 
   // 2. The privacy filter, on the declared cost only, and the job limit. Jobs are created
@@ -220,7 +277,8 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
           .Bytes(nonpure)));
   RETURN_IF_ERROR(
       conn.Defer("INSERT INTO responses(account_id, idempotency_key, request_kind, params_digest, "
-             "ledger_seq, payload, error_code, error_message) VALUES($1,$2,$3,$4,$5,$6,$7,$8)",
+             "ledger_seq, payload, error_code, error_message, pending) "
+             "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)",
              Params()
                  .Int(request.account_id)
                  .Text(request.idempotency_key)
@@ -229,7 +287,8 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
                  .Int(seq)
                  .Bytes(result.response_payload)
                  .Int(static_cast<int64_t>(failure->code()))
-                 .Text(std::string(failure->message()))));
+                 .Text(std::string(failure->message()))
+                 .Int(result.pending && failure->ok() ? 1 : 0)));
   if (result.artifact) {
     const ArtifactRecord& a = *result.artifact;
     RETURN_IF_ERROR(
@@ -259,7 +318,7 @@ absl::StatusOr<ChargeOutcome> PgStore::ChargeOne(Conn& conn, const ChargeRequest
                            p));
   }
   RETURN_IF_ERROR(conn.Flush());
-  return ChargeOutcome{std::move(result.response_payload), false};
+  return ChargeOutcome{std::move(result.response_payload), false, result.pending};
 }
 
 

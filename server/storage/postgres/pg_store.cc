@@ -42,7 +42,7 @@ using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate brings a database to (table schema_version). The PostgreSQL schema
 // started at the SQLite schema's version 4 (job leases), so the numbers mean the same on both.
-constexpr int64_t kSchemaVersion = 9;
+constexpr int64_t kSchemaVersion = 10;
 
 // Applied under an advisory lock; every statement is idempotent.
 constexpr char kSchema[] = R"sql(
@@ -94,6 +94,9 @@ CREATE TABLE IF NOT EXISTS responses(
   params_digest TEXT NOT NULL, ledger_seq BIGINT NOT NULL, payload BYTEA NOT NULL,
   error_code BIGINT NOT NULL DEFAULT 0, error_message TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(account_id, idempotency_key));
+-- Version 10: a charged release whose post-processing is still to be stored (1); rows from
+-- before are finished.
+ALTER TABLE responses ADD COLUMN IF NOT EXISTS pending BIGINT NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS access_log(
   seq BIGINT PRIMARY KEY, time_micros BIGINT NOT NULL, account TEXT NOT NULL,
   dataset TEXT NOT NULL, artifact_id TEXT NOT NULL, rows BIGINT NOT NULL,
@@ -368,7 +371,8 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& connin
     }
     // Version 5 (a job's validation_table_handle, issue 22) and version 6 (the ledger's actor,
     // issue 23) are kSchema's idempotent ALTER TABLE ... ADD COLUMN IF NOT EXISTS; version 7
-    // (decision_batches, issue 24) a new table. Steps that
+    // (decision_batches, issue 24) a new table, version 10 (responses.pending) an ALTER again.
+    // Steps that
     // cannot be written so go here, each idempotent.
     // Version 8: the ledger's Merkle tree (issue 25); the rows written before join it, in order.
     RETURN_IF_ERROR(postgres::BackfillTree(*c));

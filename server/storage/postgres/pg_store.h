@@ -94,6 +94,10 @@ class PgStore final : public Store {
 
   absl::StatusOr<StoredResponse> GetStoredResponse(int64_t account_id,
                                                    const std::string& key) override;
+  absl::StatusOr<StoredResponse> FinishRelease(int64_t account_id, const std::string& key,
+                                               const std::string& payload,
+                                               const absl::Status& failure,
+                                               std::optional<ArtifactRecord> artifact) override;
   absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& request, int64_t now_micros,
                                        const ChargeBody& body) override;
   void SetChargeCommitObserver(std::function<void(int64_t charges)> observer) override;

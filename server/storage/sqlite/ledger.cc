@@ -195,12 +195,68 @@ absl::StatusOr<StoredResponse> SqliteStore::GetStoredResponse(int64_t account_id
                                                               const std::string& key) {
   return Reading([&](sqlite::StmtCache& cache) -> absl::StatusOr<StoredResponse> {
     Stmt s(cache,
-           "SELECT request_kind, params_digest, ledger_seq, payload, error_code, error_message "
-           "FROM responses WHERE account_id=? AND idempotency_key=?");
+           "SELECT request_kind, params_digest, ledger_seq, payload, error_code, error_message, "
+           "pending FROM responses WHERE account_id=? AND idempotency_key=?");
     s.Bind(1, account_id).Bind(2, key);
     RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no stored response"));
-    return StoredResponse{s.Text(0), s.Text(1), s.Int(2), s.Text(3), StoredFailure(s, 4)};
+    return StoredResponse{s.Text(0), s.Text(1), s.Int(2), s.Text(3), StoredFailure(s, 4),
+                          s.Int(6) != 0};
   });
+}
+
+// A transaction of its own (one sync), after the charge's: the charges queued meanwhile were
+// not held up by the post-processing that produced `payload`.
+absl::StatusOr<StoredResponse> SqliteStore::FinishRelease(int64_t account_id,
+                                                          const std::string& key,
+                                                          const std::string& payload,
+                                                          const absl::Status& failure,
+                                                          std::optional<ArtifactRecord> artifact) {
+  absl::MutexLock lock(&mu_);
+  Transaction txn(db_);
+  RETURN_IF_ERROR(txn.status());
+  StoredResponse stored;
+  int64_t dataset_id = 0, charged_micros = 0;
+  bool dataset_kept = false;  // a dataset deleted since the charge took its artifacts along
+  {
+    Stmt s(*cache_,
+           "SELECT r.request_kind, r.params_digest, r.ledger_seq, r.payload, r.error_code, "
+           "r.error_message, r.pending, l.dataset_id, l.time_micros, "
+           "EXISTS(SELECT 1 FROM datasets d WHERE d.id = l.dataset_id) FROM responses r JOIN "
+           "ledger l ON l.seq = r.ledger_seq WHERE r.account_id=? AND r.idempotency_key=?");
+    s.Bind(1, account_id).Bind(2, key);
+    RETURN_IF_ERROR(NotFoundIfNoRow(s.Step(), "no stored response"));
+    stored = StoredResponse{s.Text(0), s.Text(1), s.Int(2), s.Text(3), StoredFailure(s, 4),
+                            s.Int(6) != 0};
+    dataset_id = s.Int(7);
+    charged_micros = s.Int(8);
+    dataset_kept = s.Int(9) != 0;
+  }
+  if (!stored.pending) return stored;  // finished first by another call
+  {
+    Stmt s(*cache_,
+           "UPDATE responses SET payload=?, error_code=?, error_message=?, pending=0 WHERE "
+           "account_id=? AND idempotency_key=?");
+    // Bound values must outlive the statement's run (Stmt binds without copying).
+    const std::string kept = failure.ok() ? payload : std::string();
+    const std::string message(failure.message());
+    s.BindBlob(1, kept);
+    s.Bind(2, static_cast<int64_t>(failure.code())).Bind(3, message);
+    s.Bind(4, account_id).Bind(5, key);
+    RETURN_IF_ERROR(s.Run());
+  }
+  if (artifact && failure.ok() && dataset_kept) {
+    Stmt s(*cache_,
+           "INSERT INTO artifacts(id, account_id, dataset_id, ledger_seq, created_micros, payload) "
+           "VALUES(?,?,?,?,?,?)");
+    s.Bind(1, artifact->id).Bind(2, account_id).Bind(3, dataset_id).Bind(4, stored.ledger_seq);
+    s.Bind(5, charged_micros).BindBlob(6, artifact->payload);
+    RETURN_IF_ERROR(s.Run());
+  }
+  RETURN_IF_ERROR(txn.Commit());
+  stored.payload = failure.ok() ? payload : std::string();
+  stored.failure = failure;
+  stored.pending = false;
+  return stored;
 }
 
 absl::StatusOr<ChargeOutcome> SqliteStore::Charge(const ChargeRequest& request, int64_t now_micros,
@@ -231,8 +287,8 @@ absl::StatusOr<ChargeOutcome> SqliteStore::ChargeOneLocked(const ChargeRequest& 
   // 1. Replays return the stored bytes, charged once.
   {
     Stmt s(*cache_,
-           "SELECT params_digest, payload, error_code, error_message FROM responses WHERE "
-           "account_id=? AND idempotency_key=?");
+           "SELECT params_digest, payload, error_code, error_message, pending FROM responses "
+           "WHERE account_id=? AND idempotency_key=?");
     s.Bind(1, request.account_id).Bind(2, request.idempotency_key);
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (row) {
@@ -240,7 +296,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::ChargeOneLocked(const ChargeRequest& 
         return IdempotencyKeyReused(request.idempotency_key);
       }
       RETURN_IF_ERROR(StoredFailure(s, 2));
-      return ChargeOutcome{s.Text(1), true};
+      return ChargeOutcome{s.Text(1), true, s.Int(4) != 0};
     }
   }
 
@@ -282,10 +338,11 @@ absl::StatusOr<ChargeOutcome> SqliteStore::ChargeOneLocked(const ChargeRequest& 
   {
     Stmt s(*cache_,
            "INSERT INTO responses(account_id, idempotency_key, request_kind, params_digest, "
-           "ledger_seq, payload, error_code, error_message) VALUES(?,?,?,?,?,?,?,?)");
+           "ledger_seq, payload, error_code, error_message, pending) VALUES(?,?,?,?,?,?,?,?,?)");
     s.Bind(1, request.account_id).Bind(2, request.idempotency_key).Bind(3, request.request_kind);
     s.Bind(4, request.params_digest).Bind(5, seq).BindBlob(6, result.response_payload);
     s.Bind(7, static_cast<int64_t>(failure->code())).Bind(8, std::string(failure->message()));
+    s.Bind(9, static_cast<int64_t>(result.pending && failure->ok() ? 1 : 0));
     RETURN_IF_ERROR(s.Run());
   }
   if (result.artifact) {
@@ -313,7 +370,7 @@ absl::StatusOr<ChargeOutcome> SqliteStore::ChargeOneLocked(const ChargeRequest& 
     s.Bind(15, j.validation_table_handle);
     RETURN_IF_ERROR(s.Run());
   }
-  return ChargeOutcome{std::move(result.response_payload), false};
+  return ChargeOutcome{std::move(result.response_payload), false, result.pending};
 }
 
 

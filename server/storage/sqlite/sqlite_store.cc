@@ -36,7 +36,7 @@ using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate() brings a database to (PRAGMA user_version).
-constexpr int64_t kSchemaVersion = 9;
+constexpr int64_t kSchemaVersion = 10;
 
 // The checkpointer: a round every kCheckpointPeriod (or when a commit finds the log large).
 // A RESTART checkpoint is tried for kRestartTime (the store's calls wait meanwhile); after a
@@ -108,6 +108,7 @@ CREATE TABLE IF NOT EXISTS responses(
   account_id INTEGER NOT NULL, idempotency_key TEXT NOT NULL, request_kind TEXT NOT NULL,
   params_digest TEXT NOT NULL, ledger_seq INTEGER NOT NULL, payload BLOB NOT NULL,
   error_code INTEGER NOT NULL DEFAULT 0, error_message TEXT NOT NULL DEFAULT '',
+  pending INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY(account_id, idempotency_key));
 CREATE TABLE IF NOT EXISTS access_log(
   seq INTEGER PRIMARY KEY AUTOINCREMENT, time_micros INTEGER NOT NULL, account TEXT NOT NULL,
@@ -526,6 +527,12 @@ absl::Status SqliteStore::Migrate() {
     }
   }
   // Version 9: witnesses' cosignatures of checkpoints (cosignatures, a new table).
+  // Version 10: a charged release whose post-processing is still to be stored
+  // (responses.pending); rows from before are finished.
+  ASSIGN_OR_RETURN(columns, columns_of("responses"));
+  if (!columns.count("pending")) {
+    RETURN_IF_ERROR(Exec("ALTER TABLE responses ADD COLUMN pending INTEGER NOT NULL DEFAULT 0"));
+  }
   return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
 }
 

@@ -114,6 +114,11 @@ class SqliteStore final : public Store {
 
   absl::StatusOr<StoredResponse> GetStoredResponse(int64_t account_id,
                                                    const std::string& key) override;
+  absl::StatusOr<StoredResponse> FinishRelease(int64_t account_id, const std::string& key,
+                                               const std::string& payload,
+                                               const absl::Status& failure,
+                                               std::optional<ArtifactRecord> artifact) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& request, int64_t now_micros,
                                        const ChargeBody& body) override;
   void SetChargeCommitObserver(std::function<void(int64_t charges)> observer) override;
