@@ -1,5 +1,7 @@
 // Kill the server and start it again on the same file: ledger, budgets and chain intact, and
 // a replayed idempotency key returns the same bytes without a new charge.
+#include <sqlite3.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include "client/lib/receipts.h"
 #include "core/testing/status_matchers.h"
 #include "core/transparency/note.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/storage/sqlite/sqlite_store.h"
 #include "tests/charge_checks.h"
@@ -192,6 +195,105 @@ TEST_F(RestartTest, KilledWhileCommittingBatchesOfChargesKeepsEveryAnsweredRowAn
   CheckLedger(*auditor_, *regulator_, replayed);
   std::printf("restart_test batches: %d answered, %d cut off by kill -9; all intact\n", answered,
               cut_off);
+}
+
+// kill -9 after a release's charge committed and before its post-processing was stored: the
+// restarted vault holds the charge and the noisy histogram, not yet finished; the retry
+// finishes that histogram (the same noisy counts and artifact id, no second charge) and a
+// replay returns its bytes.
+TEST_F(RestartTest, KilledBeforeTheFinishWasStoredTheRetryFinishesTheChargedHistogram) {
+  const auto raw = [this](const std::string& sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(server_->db_path().c_str(), &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10'000);
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  };
+  // Storing the finished response takes a minute of the server's CPU (a trigger counting to
+  // 2e9), so the kill lands inside that transaction whatever the machine's speed.
+  raw("CREATE TRIGGER slow_finish BEFORE UPDATE ON responses BEGIN SELECT COUNT(*) FROM "
+      "(WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) "
+      "SELECT x FROM c); END");
+  v1::FitStatisticalParityRequest sp;
+  sp.set_idempotency_key("sp-killed");
+  sp.set_table_handle(table_handle_);
+  sp.set_score_column("prediction");
+  sp.add_attributes("sex");
+  sp.add_attributes("race");
+  sp.set_lo(0);
+  sp.set_hi(1);
+  sp.set_bins(20);
+  sp.set_alpha(0.1);
+  sp.set_solver(v1::SP_SOLVER_LINEAR_PROGRAM);
+  sp.set_epsilon(1);
+  auto before = auditor_->AuditorListLedger();
+  ASSERT_OK(before);
+  const int rows = before->entries_size();
+  absl::Status fit_status;
+  std::thread fit([&] { fit_status = company_->FitStatisticalParityPostProcessor(sp).status(); });
+  // The charge commits first: its ledger row appears, then the kill.
+  bool charged = false;
+  for (int i = 0; i < 2000 && !charged; ++i) {
+    auto ledger = auditor_->AuditorListLedger();
+    charged = ledger.ok() && ledger->entries_size() > rows;
+    if (!charged) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(charged);
+  ASSERT_OK(server_->Kill());
+  fit.join();
+  EXPECT_FALSE(fit_status.ok());  // killed before it answered
+  raw("DROP TRIGGER slow_finish");
+
+  // What the killed server left: the charge and the noisy histogram, pending.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(server_->db_path().c_str(), &db, SQLITE_OPEN_READONLY, nullptr),
+            SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "SELECT pending, payload FROM responses WHERE "
+                               "idempotency_key = 'sp-killed'",
+                               -1, &stmt, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), 1);
+  v1::FitStatisticalParityResponse charged_release;
+  EXPECT_TRUE(charged_release.ParseFromArray(sqlite3_column_blob(stmt, 1),
+                                             sqlite3_column_bytes(stmt, 1)));
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  const auto& histogram = charged_release.artifact().statistical_parity();
+  ASSERT_EQ(histogram.groups_size(), 6);
+  EXPECT_EQ(histogram.groups(0).transport_size(), 0);
+
+  ASSERT_OK(server_->Start());
+  company_ = server_->Connect(company_key_);
+  auditor_ = server_->Connect(auditor_key_);
+  auto retry = company_->FitStatisticalParityPostProcessor(sp);
+  ASSERT_OK(retry);
+  EXPECT_EQ(retry->artifact().id(), charged_release.artifact().id());
+  EXPECT_EQ(retry->charge().ledger_seq(), charged_release.charge().ledger_seq());
+  const auto& finished = retry->artifact().statistical_parity();
+  ASSERT_EQ(finished.groups_size(), 6);
+  for (int a = 0; a < 6; ++a) {
+    EXPECT_THAT(finished.groups(a).noisy_counts(),
+                ::testing::ElementsAreArray(histogram.groups(a).noisy_counts()));
+    EXPECT_EQ(finished.groups(a).transport_size(), 20 * 20);
+  }
+  auto replay = company_->FitStatisticalParityPostProcessor(sp);
+  ASSERT_OK(replay);
+  EXPECT_EQ(replay->SerializeAsString(), retry->SerializeAsString());
+  v1::GetArtifactRequest get;
+  get.set_artifact_id(retry->artifact().id());
+  auto artifact = company_->GetArtifact(get);
+  ASSERT_OK(artifact);
+  EXPECT_EQ(artifact->artifact().SerializeAsString(), retry->artifact().SerializeAsString());
+  auto after = auditor_->AuditorListLedger();
+  ASSERT_OK(after);
+  EXPECT_EQ(after->entries_size(), rows + 1);  // one charge
+  auto verify = auditor_->AuditorVerifyLedger();
+  ASSERT_OK(verify);
+  EXPECT_TRUE(verify->ok()) << verify->message();
 }
 
 // An online backup taken while the server runs restores to a vault with the same ledger (verified
