@@ -11,7 +11,8 @@ done
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/deploy/install-deps.sh" clang libclang-rt-14-dev
 build="$root/build-tsan"
-tests=(tsan_canary_test job_runner_test vault_jobs_test store_test charge_batcher_test sqlite_wal_test)
+tests=(tsan_canary_test job_runner_test vault_jobs_test store_test charge_batcher_test sqlite_wal_test
+  finish_gate_test)
 # Configured every time (quick): a target added since the last run is then known.
 CXX=clang++ cmake -S "$root" -B "$build" -DFAIRVAULT_TSAN=ON -DFAIRVAULT_WHOLE_TREE=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -210,7 +210,7 @@ TEST_F(RestartTest, KilledBeforeTheFinishWasStoredTheRetryFinishesTheChargedHist
         << sqlite3_errmsg(db);
     sqlite3_close(db);
   };
-  // Storing the finished response takes a minute of the server's CPU (a trigger counting to
+  // Storing the finished response takes minutes of the server's CPU (a trigger counting to
   // 2e9), so the kill lands inside that transaction whatever the machine's speed.
   raw("CREATE TRIGGER slow_finish BEFORE UPDATE ON responses BEGIN SELECT COUNT(*) FROM "
       "(WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000000) "
@@ -239,9 +239,9 @@ TEST_F(RestartTest, KilledBeforeTheFinishWasStoredTheRetryFinishesTheChargedHist
     charged = ledger.ok() && ledger->entries_size() > rows;
     if (!charged) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_TRUE(charged);
   ASSERT_OK(server_->Kill());
   fit.join();
+  ASSERT_TRUE(charged) << "the charge's ledger row never appeared";
   EXPECT_FALSE(fit_status.ok());  // killed before it answered
   raw("DROP TRIGGER slow_finish");
 

@@ -6,26 +6,45 @@ namespace fairvault::server {
 
 FinishGate::FinishGate(int limit) : limit_(std::max(1, limit)) {}
 
-bool FinishGate::Enter(const std::string& release) {
+void FinishGate::Hold(const std::string& release) {
   absl::MutexLock lock(&mu_);
-  bool held_by_another = false;
-  while (held_.contains(release) || static_cast<int>(held_.size()) >= limit_) {
-    held_by_another = held_by_another || held_.contains(release);
-    left_.Wait(&mu_);
-  }
+  ++waiting_;
+  while (held_.contains(release)) changed_.Wait(&mu_);
+  --waiting_;
   held_.insert(release);
-  return held_by_another;
 }
 
-void FinishGate::Leave(const std::string& release) {
+void FinishGate::Drop(const std::string& release) {
   absl::MutexLock lock(&mu_);
   held_.erase(release);
-  left_.SignalAll();
+  changed_.SignalAll();
 }
 
-int FinishGate::Running() {
+void FinishGate::AcquireSlot() {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(held_.size());
+  const uint64_t ticket = next_ticket_++;
+  ++waiting_;
+  while (ticket != serving_ || slots_taken_ >= limit_) changed_.Wait(&mu_);
+  --waiting_;
+  ++serving_;
+  ++slots_taken_;
+  changed_.SignalAll();  // the next ticket may fit in another free slot
+}
+
+void FinishGate::ReleaseSlot() {
+  absl::MutexLock lock(&mu_);
+  --slots_taken_;
+  changed_.SignalAll();
+}
+
+int FinishGate::Waiting() {
+  absl::MutexLock lock(&mu_);
+  return waiting_;
+}
+
+int FinishGate::SlotsTaken() {
+  absl::MutexLock lock(&mu_);
+  return slots_taken_;
 }
 
 }  // namespace fairvault::server

@@ -1,10 +1,12 @@
-// Bounds the post-processing that runs after a charge (Vault::PreparedRelease::finish): at
-// most `limit` at once in this process, and one at a time per release (account and
-// idempotency key), so that retries of a release being finished wait for that finish instead
-// of each running its own long solve.
+// Bounds the post-processing that runs after a charge (Vault::PreparedRelease::finish). A
+// call first holds its release (account and idempotency key): one call at a time per release,
+// so that a retry of a release being finished waits for that finish, then reads the store and
+// finds it done. A call that still has to solve then takes one of `limit` slots, granted in
+// the order asked, so that at most `limit` long solves run at once in the process.
 #ifndef FAIRVAULT_SERVER_APP_FINISH_GATE_H_
 #define FAIRVAULT_SERVER_APP_FINISH_GATE_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -17,20 +19,28 @@ class FinishGate {
  public:
   explicit FinishGate(int limit);
 
-  // Waits until no other call holds `release` and fewer than `limit` calls hold any, then
-  // holds `release` until Leave. Returns whether another call held `release` meanwhile (it
-  // may have stored the finished response: read it before finishing again).
-  bool Enter(const std::string& release) ABSL_LOCKS_EXCLUDED(mu_);
-  void Leave(const std::string& release) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits while another call holds `release`, then holds it until Drop.
+  void Hold(const std::string& release) ABSL_LOCKS_EXCLUDED(mu_);
+  void Drop(const std::string& release) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // How many calls hold a release now (for tests).
-  int Running() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for a slot, first come first served, and keeps it until ReleaseSlot.
+  void AcquireSlot() ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseSlot() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // For tests: calls waiting in Hold or AcquireSlot, and slots taken.
+  int Waiting() ABSL_LOCKS_EXCLUDED(mu_);
+  int SlotsTaken() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const int limit_;
   absl::Mutex mu_;
-  absl::CondVar left_;
+  absl::CondVar changed_;
   absl::flat_hash_set<std::string> held_ ABSL_GUARDED_BY(mu_);
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  int slots_taken_ ABSL_GUARDED_BY(mu_) = 0;
+  // Tickets for slots: the next to hand out, and the next to be served.
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t serving_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fairvault::server

@@ -6,66 +6,68 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace fairvault::server {
 namespace {
 
-// Waits (up to 10 s) for `done`; the tests check states that other threads reach.
+// Waits (up to 60 s) for `done`: the tests check states other threads reach.
 bool Eventually(const std::function<bool()>& done) {
-  for (int i = 0; i < 10'000 && !done(); ++i) absl::SleepFor(absl::Milliseconds(1));
+  for (int i = 0; i < 60'000 && !done(); ++i) absl::SleepFor(absl::Milliseconds(1));
   return done();
 }
 
-TEST(FinishGateTest, ARetryWaitsForTheFinishOfItsReleaseAndIsToldSo) {
+TEST(FinishGateTest, ARetryWaitsForTheCallHoldingItsReleaseAndOthersDoNot) {
   FinishGate gate(4);
-  EXPECT_FALSE(gate.Enter("acme/k1"));
-  std::atomic<int> stage{0};
-  bool told = false;
+  gate.Hold("acme/k1");
+  std::atomic<bool> entered{false};
   std::thread retry([&] {
-    told = gate.Enter("acme/k1");
-    stage = 1;
-    gate.Leave("acme/k1");
+    gate.Hold("acme/k1");
+    entered = true;
+    gate.Drop("acme/k1");
   });
-  // Another release goes ahead meanwhile.
-  EXPECT_FALSE(gate.Enter("acme/k2"));
-  gate.Leave("acme/k2");
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(stage, 0);  // still waiting for the first finish of k1
-  gate.Leave("acme/k1");
+  ASSERT_TRUE(Eventually([&] { return gate.Waiting() == 1; }));
+  gate.Hold("acme/k2");  // another release does not wait
+  gate.Drop("acme/k2");
+  EXPECT_FALSE(entered);
+  EXPECT_EQ(gate.Waiting(), 1);
+  gate.Drop("acme/k1");
   retry.join();
-  EXPECT_EQ(stage, 1);
-  EXPECT_TRUE(told);
-  EXPECT_EQ(gate.Running(), 0);
+  EXPECT_TRUE(entered);
+  EXPECT_EQ(gate.Waiting(), 0);
 }
 
-TEST(FinishGateTest, AtMostTheLimitRunAtOnce) {
+TEST(FinishGateTest, SlotsAreBoundedAndGrantedInTheOrderAsked) {
   FinishGate gate(2);
-  std::atomic<int> inside{0}, most{0};
-  absl::Notification release;
+  gate.AcquireSlot();
+  gate.AcquireSlot();
+  absl::Mutex mu;
+  std::vector<int> order;
   std::vector<std::thread> threads;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < 4; ++i) {
+    // One after another into the queue, so that the order asked is 0, 1, 2, 3.
     threads.emplace_back([&, i] {
-      const std::string key = "acme/k" + std::to_string(i);
-      EXPECT_FALSE(gate.Enter(key));
-      const int now = ++inside;
-      int seen = most;
-      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      gate.AcquireSlot();
+      {
+        absl::MutexLock lock(&mu);
+        order.push_back(i);
       }
-      release.WaitForNotification();
-      --inside;
-      gate.Leave(key);
     });
+    ASSERT_TRUE(Eventually([&] { return gate.Waiting() == i + 1; }));
   }
-  ASSERT_TRUE(Eventually([&] { return gate.Running() == 2; }));
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(gate.Running(), 2);  // four wait for a slot
-  release.Notify();
+  EXPECT_EQ(gate.SlotsTaken(), 2);
+  for (int freed = 0; freed < 4; ++freed) {
+    gate.ReleaseSlot();
+    ASSERT_TRUE(Eventually([&] { return gate.Waiting() == 3 - freed; }));
+    EXPECT_EQ(gate.SlotsTaken(), 2);  // never more than the limit
+  }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(most, 2);
-  EXPECT_EQ(gate.Running(), 0);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  gate.ReleaseSlot();
+  gate.ReleaseSlot();
+  EXPECT_EQ(gate.SlotsTaken(), 0);
 }
 
 }  // namespace

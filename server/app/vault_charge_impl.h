@@ -145,33 +145,37 @@ absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
 template <typename Response>
 absl::StatusOr<Response> Vault::FinishCharged(const Caller& caller, const PreparedRelease& release,
                                               Response pending) {
-  // Every error from here on comes after the charge (which stands): counted with it.
-  const std::string flight = absl::StrCat(caller.account_id, "/", release.idempotency_key);
-  const bool waited = finish_gate_.Enter(flight);
-  absl::Cleanup leave = [&] { finish_gate_.Leave(flight); };
-  if (waited) {
-    // Another call of this release was finishing it: its stored response, if it was stored.
-    absl::StatusOr<storage::StoredResponse> stored =
-        store_->GetStoredResponse(caller.account_id, release.idempotency_key);
-    if (!stored.ok()) return MarkCounted(stored.status());
-    if (!stored->pending) {
-      RETURN_IF_ERROR(MarkCounted(stored->failure));
-      return charge_internal::ParseStored<Response>(stored->payload);
+  // Every error from here on comes after the charge (which stands): marked as counted with it.
+  absl::StatusOr<Response> finished = [&]() -> absl::StatusOr<Response> {
+    const std::string held = absl::StrCat(caller.account_id, "/", release.idempotency_key);
+    finish_gate_.Hold(held);
+    absl::Cleanup drop = [&] { finish_gate_.Drop(held); };
+    // Another call of this release (here, or on another replica) may have finished it since
+    // this one read it: then its stored response.
+    ASSIGN_OR_RETURN(storage::StoredResponse now,
+                     store_->GetStoredResponse(caller.account_id, release.idempotency_key));
+    if (!now.pending) {
+      RETURN_IF_ERROR(now.failure);
+      return charge_internal::ParseStored<Response>(now.payload);
     }
-  }
-  absl::StatusOr<std::optional<storage::ArtifactRecord>> artifact = release.finish(&pending);
-  const absl::Status failure =
-      artifact.ok() ? absl::OkStatus() : storage::ChargedFailure(artifact.status());
-  const std::string payload =
-      failure.ok() ? charge_internal::SerializeDeterministic(pending) : std::string();
-  absl::StatusOr<storage::StoredResponse> stored =
-      store_->FinishRelease(caller.account_id, release.idempotency_key, payload, failure,
-                            artifact.ok() ? *std::move(artifact) : std::nullopt);
-  // Not stored (the store failed): the charge stands and a retry finishes the stored release.
-  if (!stored.ok()) return MarkCounted(stored.status());
-  RETURN_IF_ERROR(MarkCounted(stored->failure));
-  if (stored->payload == payload) return pending;
-  return charge_internal::ParseStored<Response>(stored->payload);
+    finish_gate_.AcquireSlot();
+    absl::Cleanup release_slot = [&] { finish_gate_.ReleaseSlot(); };
+    absl::StatusOr<std::optional<storage::ArtifactRecord>> artifact = release.finish(&pending);
+    const absl::Status failure =
+        artifact.ok() ? absl::OkStatus() : storage::ChargedFailure(artifact.status());
+    const std::string payload =
+        failure.ok() ? charge_internal::SerializeDeterministic(pending) : std::string();
+    // Not stored (the store failed): the charge stands and a retry finishes the stored release.
+    ASSIGN_OR_RETURN(
+        storage::StoredResponse stored,
+        store_->FinishRelease(caller.account_id, release.idempotency_key, payload, failure,
+                              artifact.ok() ? *std::move(artifact) : std::nullopt));
+    RETURN_IF_ERROR(stored.failure);
+    if (stored.payload == payload) return pending;
+    return charge_internal::ParseStored<Response>(stored.payload);
+  }();
+  if (!finished.ok()) return MarkCounted(finished.status());
+  return finished;
 }
 
 template <typename Response>
@@ -310,16 +314,18 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
   Metrics* metrics = options_.metrics;
   if (outcome.ok() && outcome->pending) {
     // The release is charged and durable; its post-processing runs now, outside the batch.
-    Response pending;
-    if (!outcome->replayed && stored_whole) {
-      pending = std::move(resp);
+    absl::StatusOr<Response> finished =
+        !outcome->replayed && stored_whole
+            ? std::move(resp)
+            : charge_internal::ParseStored<Response>(outcome->response_payload);
+    if (finished.ok()) {
+      if (outcome->replayed && caller.outputs != nullptr) {
+        caller.outputs->replayed_ledger_seq = finished->charge().ledger_seq();
+      }
+      finished = FinishCharged(caller, release, *std::move(finished));
     } else {
-      ASSIGN_OR_RETURN(pending, charge_internal::ParseStored<Response>(outcome->response_payload));
+      finished = MarkCounted(finished.status());
     }
-    if (outcome->replayed && caller.outputs != nullptr) {
-      caller.outputs->replayed_ledger_seq = pending.charge().ledger_seq();
-    }
-    absl::StatusOr<Response> finished = FinishCharged(caller, release, std::move(pending));
     if (metrics != nullptr) {  // the charge stands whatever the finish did
       if (outcome->replayed) {
         metrics->RecordReplay(release.request_kind);

@@ -474,6 +474,7 @@ TEST_P(StoreTest, APendingReleaseIsFinishedOnceAndItsChargeStands) {
   EXPECT_EQ(kept->account_id, acme_.id);
   EXPECT_EQ(kept->dataset_id, census_.id);
   EXPECT_EQ(kept->ledger_seq, seq);
+  EXPECT_EQ(kept->created_micros, Ledger().back().time_micros);  // the charge's time
   EXPECT_EQ(kept->payload, "the artifact");
 
   // A second finish (a concurrent retry's) gets the first one's response; its artifact is

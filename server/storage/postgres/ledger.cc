@@ -146,10 +146,11 @@ absl::StatusOr<StoredResponse> PgStore::FinishRelease(int64_t account_id, const 
         absl::Status(static_cast<absl::StatusCode>(r.Int(0, 4)), r.Text(0, 5)), r.Int(0, 6) != 0};
     if (!stored.pending) return absl::OkStatus();  // finished first by another call
     const int64_t dataset_id = r.Int(0, 7);
-    // The dataset's row, shared-locked against DeleteDataset (which locks it first): deleted
+    // The dataset's row, key-share-locked against DeleteDataset (which locks it first): deleted
     // since the charge, it took its artifacts along and this one is not stored either.
-    ASSIGN_OR_RETURN(Result dataset, c->Exec("SELECT id FROM datasets WHERE id=$1 FOR SHARE",
-                                             Params().Int(dataset_id)));
+    ASSIGN_OR_RETURN(Result dataset,
+                     c->Exec("SELECT id FROM datasets WHERE id=$1 FOR KEY SHARE",
+                             Params().Int(dataset_id)));
     RETURN_IF_ERROR(c->Run(
         "UPDATE responses SET payload=$1, error_code=$2, error_message=$3, pending=0 WHERE "
         "account_id=$4 AND idempotency_key=$5",
