@@ -9,7 +9,10 @@ FinishGate::FinishGate(int limit) : limit_(std::max(1, limit)) {}
 void FinishGate::Hold(const std::string& release) {
   absl::MutexLock lock(&mu_);
   ++waiting_;
-  while (held_.contains(release)) changed_.Wait(&mu_);
+  auto free = [this, &release]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !held_.contains(release);
+  };
+  mu_.Await(absl::Condition(&free));
   --waiting_;
   held_.insert(release);
 }
@@ -17,24 +20,24 @@ void FinishGate::Hold(const std::string& release) {
 void FinishGate::Drop(const std::string& release) {
   absl::MutexLock lock(&mu_);
   held_.erase(release);
-  changed_.SignalAll();
 }
 
 void FinishGate::AcquireSlot() {
   absl::MutexLock lock(&mu_);
   const uint64_t ticket = next_ticket_++;
   ++waiting_;
-  while (ticket != serving_ || slots_taken_ >= limit_) changed_.Wait(&mu_);
+  auto served = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ticket == serving_ && slots_taken_ < limit_;
+  };
+  mu_.Await(absl::Condition(&served));
   --waiting_;
   ++serving_;
   ++slots_taken_;
-  changed_.SignalAll();  // the next ticket may fit in another free slot
 }
 
 void FinishGate::ReleaseSlot() {
   absl::MutexLock lock(&mu_);
   --slots_taken_;
-  changed_.SignalAll();
 }
 
 int FinishGate::Waiting() {

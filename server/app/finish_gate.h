@@ -33,8 +33,8 @@ class FinishGate {
 
  private:
   const int limit_;
+  // Waits are Await with a condition (the mutex re-evaluates it at every unlock).
   absl::Mutex mu_;
-  absl::CondVar changed_;
   absl::flat_hash_set<std::string> held_ ABSL_GUARDED_BY(mu_);
   int waiting_ ABSL_GUARDED_BY(mu_) = 0;
   int slots_taken_ ABSL_GUARDED_BY(mu_) = 0;
