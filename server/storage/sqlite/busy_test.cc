@@ -216,13 +216,15 @@ TEST_F(SqliteBusyTest, VerificationsBesideChargesAlwaysVerify) {
       }
     });
   }
-  // Verifications until at least 200 charges committed while they ran, and at least 100 of
-  // them (a minute at most).
+  // Verifications until at least 200 charges committed while they ran, and at least 20 of
+  // them (a minute at most). Each takes longer as the charges lengthen the ledger: under ASan on
+  // a loaded machine, 90 took the whole minute. Without the snapshot, 76 of 100 failed, so 20
+  // that all verify are what a snapshot gives.
   int bad = 0, verifications = 0;
   std::string first_bad;
   const int committed_before = committed.load();
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while ((verifications < 100 || committed.load() - committed_before < 200) &&
+  while ((verifications < 20 || committed.load() - committed_before < 200) &&
          absl::Now() < deadline) {
     auto verified = store_->VerifyLedger();
     ++verifications;
@@ -234,7 +236,7 @@ TEST_F(SqliteBusyTest, VerificationsBesideChargesAlwaysVerify) {
   stop = true;
   for (std::thread& t : charging) t.join();
   EXPECT_EQ(bad, 0) << first_bad << " (" << bad << " of " << verifications << ")";
-  EXPECT_GE(verifications, 100);
+  EXPECT_GE(verifications, 20);
   EXPECT_GE(committed_meanwhile, 200);
 }
 
