@@ -94,9 +94,6 @@ CREATE TABLE IF NOT EXISTS responses(
   params_digest TEXT NOT NULL, ledger_seq BIGINT NOT NULL, payload BYTEA NOT NULL,
   error_code BIGINT NOT NULL DEFAULT 0, error_message TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(account_id, idempotency_key));
--- Version 10: a charged release whose post-processing is still to be stored (1); rows from
--- before are finished.
-ALTER TABLE responses ADD COLUMN IF NOT EXISTS pending BIGINT NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS access_log(
   seq BIGINT PRIMARY KEY, time_micros BIGINT NOT NULL, account TEXT NOT NULL,
   dataset TEXT NOT NULL, artifact_id TEXT NOT NULL, rows BIGINT NOT NULL,
@@ -376,6 +373,18 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& connin
     // cannot be written so go here, each idempotent.
     // Version 8: the ledger's Merkle tree (issue 25); the rows written before join it, in order.
     RETURN_IF_ERROR(postgres::BackfillTree(*c));
+    // Version 10: responses.pending (1: a charged release whose post-processing is still to be
+    // stored; rows from before are finished). Added only where it is missing: ALTER TABLE takes
+    // the table's exclusive lock even when the column exists, and at every start it deadlocked
+    // with another replica's charges (which read responses, then the ledger).
+    ASSIGN_OR_RETURN(Result pending,
+                     c->Exec("SELECT 1 FROM information_schema.columns WHERE "
+                             "table_schema = current_schema() AND table_name = 'responses' "
+                             "AND column_name = 'pending'"));
+    if (pending.rows() == 0) {
+      RETURN_IF_ERROR(
+          c->Run("ALTER TABLE responses ADD COLUMN pending BIGINT NOT NULL DEFAULT 0"));
+    }
     if (v.rows() == 0) {
       return c->Run("INSERT INTO schema_version(version) VALUES($1)", Params().Int(kSchemaVersion));
     }
