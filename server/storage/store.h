@@ -304,7 +304,8 @@ class Store {
   // Composed spend of all companies on a dataset.
   virtual absl::StatusOr<core::accounting::Spend> GetDatasetSpend(int64_t dataset_id) = 0;
 
-  // Company tables.
+  // Company tables. NotFound, nothing stored, if the table's dataset no longer exists (deleted
+  // after the caller read it): a deleted dataset leaves no table behind.
   virtual absl::Status PutTable(const TableRecord& table) = 0;
   virtual absl::StatusOr<TableRecord> GetTable(const std::string& handle) = 0;
   // The same record without its payload (which can be hundreds of megabytes): for a table the
@@ -366,7 +367,8 @@ class Store {
   virtual absl::Status UpdateJobProgress(const std::string& id, const std::string& owner,
                                          int64_t done, int64_t total) = 0;
   // A running job's artifact and its state succeeded, in one transaction; FailedPrecondition
-  // (nothing stored) unless the job is running under `owner` (cancelled or taken over).
+  // (nothing stored) unless the job is running under `owner` (cancelled or taken over);
+  // NotFound if the job went with its dataset (the artifact is not stored).
   virtual absl::Status FinishJob(const std::string& id, const std::string& owner,
                                  const ArtifactRecord& artifact, int64_t now_micros) = 0;
   // A running job failed: state failed with `error`; FailedPrecondition unless running under
@@ -392,7 +394,8 @@ class Store {
       const std::string& artifact_id, const std::function<absl::Status(const DecisionRow&)>& fn) = 0;
   // Appends the call's access-log row and, unless `payload` is empty, decision batch `batch`
   // of the artifact, in one transaction; returns the log row's seq. Neither is stored without
-  // the other. Aborted if batch `batch` exists (another process decided meanwhile: reread).
+  // the other. Aborted if batch `batch` exists (another process decided meanwhile: reread);
+  // NotFound if the artifact no longer exists (deleted with its dataset during the call).
   virtual absl::StatusOr<int64_t> RecordDecisionBatch(const std::string& artifact_id,
                                                       int64_t batch, const std::string& payload,
                                                       const AccessLogRow& log) = 0;

@@ -124,6 +124,11 @@ absl::Status DecidedConcurrently() {
       "stored decisions will be returned)");
 }
 
+absl::Status DeletedWithItsDataset(const std::string& what) {
+  return absl::NotFoundError(absl::StrCat(
+      what, " belongs to a dataset that was deleted during this call; nothing was stored"));
+}
+
 absl::Status DatabaseUnavailable() {
   return absl::UnavailableError("the vault's database is unavailable; retry shortly");
 }

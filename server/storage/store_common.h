@@ -123,6 +123,10 @@ absl::StatusOr<LedgerVerification> VerifyLedgerFrom(LedgerReader& reader);
 // this call was stored or returned.
 absl::Status DecidedConcurrently();
 
+// NotFound: `what` (a table, an artifact's decisions) belongs to a dataset deleted while the
+// call ran; nothing of the call was stored.
+absl::Status DeletedWithItsDataset(const std::string& what);
+
 // Error texts shared by the backends.
 std::string UnknownJob(const std::string& id);
 const char* JobStateName(JobState state);

@@ -3,6 +3,10 @@
 // with their artifact, listed, purged and kept across reopen.
 #include "server/storage/store_test_fixture.h"
 
+#include <libpq-fe.h>
+
+#include <chrono>
+
 namespace fairvault::server::storage::store_testing {
 namespace {
 
@@ -479,6 +483,73 @@ TEST_P(StoreJobTest, DeletedDatasetTakesItsJobsWithIt) {
               StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(store_->GetArtifact("art_c"), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_TRUE(Verify().ok);
+}
+
+// PostgreSQL, where another process may delete the dataset while a job finishes, a Decide
+// records its decisions or an upload stores its table: each of those holds the dataset's row
+// (key share) in the order DeleteDataset takes its locks, so it waits for a deletion under way
+// and then stores nothing. Before, each went ahead beside the deletion and left a row of a
+// deleted dataset (an artifact, decisions, a table) that nothing would ever remove. A second
+// connection plays DeleteDataset's statements with a pause between its deletes.
+TEST_P(StoreJobTest, WritesBesideADatasetsDeletionWaitForItAndStoreNothing) {
+  if (GetParam() != Backend::kPostgres) GTEST_SKIP() << "SQLite has one writer at a time";
+  bool called = false;
+  ASSERT_OK(
+      store_->Charge(Request(acme_, census_, "k_art", 100'000), ++now_,
+                     Body(&called, ArtifactRecord{"art_c", acme_.id, census_.id, 0, 1, "c"})));
+  ASSERT_GT(Submit(NewJob("job_c", acme_, census_)), 0);
+  ASSERT_OK(store_->StartJob("job_c", Lease(now_)));
+
+  PGconn* deleter = PQconnectdb(path_.c_str());
+  ASSERT_EQ(PQstatus(deleter), CONNECTION_OK);
+  auto run = [&](const std::string& sql) {
+    PGresult* r = PQexec(deleter, sql.c_str());
+    const ExecStatusType status = PQresultStatus(r);
+    EXPECT_TRUE(status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
+        << sql << ": " << PQerrorMessage(deleter);
+    PQclear(r);
+  };
+  const std::string id = absl::StrCat(census_.id);
+  run("BEGIN");
+  run("SELECT name FROM heads WHERE name='ledger' FOR UPDATE");
+  run("SELECT id FROM datasets WHERE id=" + id + " FOR UPDATE");
+  run("DELETE FROM company_tables WHERE dataset_id=" + id);
+  run("DELETE FROM decision_batches WHERE artifact_id IN (SELECT id FROM artifacts WHERE "
+      "dataset_id=" + id + ")");
+  run("DELETE FROM artifacts WHERE dataset_id=" + id);
+
+  absl::Status finished, decided, uploaded;
+  std::thread job([&] {
+    finished = store_->FinishJob("job_c", kOwner,
+                                 ArtifactRecord{"art_j", acme_.id, census_.id, 0, now_, "m"}, now_);
+  });
+  std::thread decide([&] {
+    decided = store_->RecordDecisionBatch(
+        "art_c", 1, "decisions", AccessLogRow{0, now_, "acme", "census", "art_c", 2, 2}).status();
+  });
+  std::thread upload([&] {
+    uploaded = store_->PutTable(TableRecord{"t_late", acme_.id, census_.id, 1, now_ + 1, "t"});
+  });
+  // Long enough for each write to have committed, had it not waited for the dataset's row.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  run("DELETE FROM jobs WHERE dataset_id=" + id);
+  run("DELETE FROM grants WHERE dataset_id=" + id);
+  run("DELETE FROM spend WHERE dataset_id=" + id);
+  run("DELETE FROM datasets WHERE id=" + id);
+  run("COMMIT");
+  job.join();
+  decide.join();
+  upload.join();
+  PQfinish(deleter);
+
+  EXPECT_THAT(finished, StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(decided, StatusIs(absl::StatusCode::kNotFound, "dataset that was deleted"));
+  EXPECT_THAT(uploaded, StatusIs(absl::StatusCode::kNotFound, "dataset that was deleted"));
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM artifacts"), 0);
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM decision_batches"), 0);
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM access_log"), 0);
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM company_tables"), 0);
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM jobs"), 0);
 }
 
 TEST_P(StoreJobTest, JobsSurviveCloseAndReopen) {

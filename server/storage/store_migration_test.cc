@@ -53,6 +53,7 @@ TEST_P(SqliteMigrationTest, AccessLogFromVersion1IsMigratedOnOpen) {
                 "PRAGMA user_version=1"),
             "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact("art", acme_, census_));
   ASSERT_OK(store_->RecordDecisionBatch("art", 1, "decided",
                                         AccessLogRow{0, 8, "acme", "census", "art", 1, 1}));
   auto log = store_->ListAccessLog(LedgerFilter{});

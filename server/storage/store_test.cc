@@ -144,10 +144,46 @@ TEST_P(StoreTest, DeletedDatasetTakesItsArtifactsDecisionsWithIt) {
   EXPECT_EQ(Scalar("SELECT COUNT(*) FROM decisions"), 1);
 }
 
+// What a caller read before the regulator deleted its dataset (the dataset for an upload or a
+// grant, the artifact for a Decide) no longer lets it store anything under that dataset: no
+// table, grant, cap or decision outlives the deletion, and no ledger or access-log row names it
+// afterwards.
+TEST_P(StoreTest, ADeletedDatasetTakesNoLaterTableGrantCapOrDecision) {
+  Grant(acme_, census_, 1'000'000);
+  bool called = false;
+  ASSERT_OK(
+      store_->Charge(Request(acme_, census_, "k1", 100'000), ++now_,
+                     Body(&called, ArtifactRecord{"art_c", acme_.id, census_.id, 0, 1, "c"})));
+  ASSERT_OK(store_->DeleteDataset(census_.id));
+  const size_t ledger_rows = Ledger().size();
+
+  EXPECT_THAT(store_->PutTable(TableRecord{"t_late", acme_.id, census_.id, 1, now_ + 1, "t"}),
+              StatusIs(absl::StatusCode::kNotFound, "dataset that was deleted"));
+  EXPECT_THAT(store_->SetGrant(GrantRecord{globex_.id, census_.id, 1'000'000, 0}, globex_.name,
+                               census_.name, "regulator", ++now_),
+              StatusIs(absl::StatusCode::kNotFound, "dataset that was deleted"));
+  EXPECT_THAT(store_->SetCap(census_.id, census_.name, 5'000'000, 0, "regulator", ++now_),
+              StatusIs(absl::StatusCode::kNotFound, "dataset that was deleted"));
+  const AccessLogRow log{0, now_, "acme", "census", "art_c", 2, 2};
+  EXPECT_THAT(store_->RecordDecisionBatch("art_c", 1, "late decisions", log),
+              StatusIs(absl::StatusCode::kNotFound, "artifact 'art_c'"));
+  EXPECT_THAT(store_->RecordDecisionBatch("art_c", 1, "", log),
+              StatusIs(absl::StatusCode::kNotFound, "artifact 'art_c'"));
+
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM company_tables"), 0);
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM grants"), 0);
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM decision_batches"), 0);
+  EXPECT_EQ(Scalar("SELECT COUNT(*) FROM access_log"), 0);
+  EXPECT_EQ(Ledger().size(), ledger_rows);
+  EXPECT_TRUE(Verify().ok);
+}
+
 // A decision batch and its access-log row are one transaction: a batch the store refuses (its
 // number taken: another process decided first) leaves no log row and is Aborted, so that the
 // caller rereads; a call that decided nobody new logs its row alone.
 TEST_P(StoreTest, DecisionBatchesAndTheirAccessLogRowCommitTogether) {
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact("art", acme_, census_));
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact("art_g", globex_, census_));
   auto seq = store_->RecordDecisionBatch("art", 1, "first",
                                          AccessLogRow{0, 5, "acme", "census", "art", 3, 2});
   ASSERT_OK(seq);

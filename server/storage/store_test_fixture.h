@@ -230,6 +230,14 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
     };
   }
 
+  // Artifact `id` of `a` on `d`, stored by a charge of 0.1 under a grant of 1 (set here).
+  void MakeArtifact(const std::string& id, const AccountRecord& a, const DatasetRecord& d) {
+    Grant(a, d, 1'000'000);
+    bool called = false;
+    ASSERT_OK(store_->Charge(Request(a, d, "artifact-" + id, 100'000), ++now_,
+                             Body(&called, ArtifactRecord{id, a.id, d.id, 0, 1, id})));
+  }
+
   absl::StatusOr<ChargeOutcome> Charge(const ChargeRequest& r) {
     bool called = false;
     return store_->Charge(r, ++now_, Body(&called));

@@ -114,6 +114,12 @@ absl::Status PgStore::FinishJob(const std::string& id, const std::string& owner,
                                 const ArtifactRecord& artifact, int64_t now_micros) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   return c->InTransaction([&]() -> absl::Status {
+    // The job's dataset first, key-share-locked in DeleteDataset's order (the dataset, then
+    // its artifacts and jobs): a dataset deleted meanwhile took the job along and the artifact
+    // is not stored (JobIn finds no job).
+    RETURN_IF_ERROR(c->Run("SELECT d.id FROM datasets d JOIN jobs j ON j.dataset_id=d.id "
+                           "WHERE j.id=$1 FOR KEY SHARE OF d",
+                           Params().Text(id)));
     ASSIGN_OR_RETURN(JobRecord job, JobIn(*c, id, /*for_update=*/true));
     RETURN_IF_ERROR(RequireLeaseHolder(job, owner, "finish"));
     // The artifact was paid for by the job's charge.

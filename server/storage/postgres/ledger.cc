@@ -50,6 +50,10 @@ absl::StatusOr<GrantRecord> PgStore::SetGrant(const GrantRecord& grant,
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   RETURN_IF_ERROR(c->InTransaction([&]() -> absl::Status {
     RETURN_IF_ERROR(c->LockHead("ledger"));
+    // DeleteDataset holds the same lock: the dataset is there or gone for the whole grant.
+    ASSIGN_OR_RETURN(Result d, c->Exec("SELECT id FROM datasets WHERE id=$1",
+                                       Params().Int(grant.dataset_id)));
+    if (d.rows() == 0) return DeletedWithItsDataset("the grant");
     RETURN_IF_ERROR(c->Run(
         "INSERT INTO grants(account_id, dataset_id, epsilon_micro, delta) VALUES($1,$2,$3,$4) "
         "ON CONFLICT(account_id, dataset_id) DO UPDATE SET "
@@ -82,8 +86,10 @@ absl::Status PgStore::SetCap(int64_t dataset_id, const std::string& dataset_name
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   return c->InTransaction([&]() -> absl::Status {
     RETURN_IF_ERROR(c->LockHead("ledger"));
-    RETURN_IF_ERROR(c->Run("UPDATE datasets SET cap_micro=$1, cap_delta=$2 WHERE id=$3",
-                           Params().Int(epsilon_micro).Double(delta).Int(dataset_id)));
+    ASSIGN_OR_RETURN(Result u,
+                     c->Exec("UPDATE datasets SET cap_micro=$1, cap_delta=$2 WHERE id=$3",
+                             Params().Int(epsilon_micro).Double(delta).Int(dataset_id)));
+    if (u.changed() == 0) return DeletedWithItsDataset("the cap");
     LedgerRow row = CapLedgerRow(dataset_name, epsilon_micro, delta, actor, now_micros);
     return AppendLedger(*c, row, 0, dataset_id);
   });

@@ -26,16 +26,23 @@ using postgres::NotFoundIfEmpty;
 
 absl::Status PgStore::PutTable(const TableRecord& table) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
-  return c->Run(
-      "INSERT INTO company_tables(handle, account_id, dataset_id, rows, expires_micros, payload) "
-      "VALUES($1,$2,$3,$4,$5,$6)",
-      Params()
-          .Text(table.handle)
-          .Int(table.account_id)
-          .Int(table.dataset_id)
-          .Int(table.rows)
-          .Int(table.expires_micros)
-          .Bytes(table.payload));
+  return c->InTransaction([&]() -> absl::Status {
+    // Only beside its dataset, whose row DeleteDataset locks before it deletes the tables: one
+    // deleted after the upload read it takes nothing along.
+    ASSIGN_OR_RETURN(Result d, c->Exec("SELECT id FROM datasets WHERE id=$1 FOR KEY SHARE",
+                                       Params().Int(table.dataset_id)));
+    if (d.rows() == 0) return DeletedWithItsDataset("the table");
+    return c->Run(
+        "INSERT INTO company_tables(handle, account_id, dataset_id, rows, expires_micros, "
+        "payload) VALUES($1,$2,$3,$4,$5,$6)",
+        Params()
+            .Text(table.handle)
+            .Int(table.account_id)
+            .Int(table.dataset_id)
+            .Int(table.rows)
+            .Int(table.expires_micros)
+            .Bytes(table.payload));
+  });
 }
 
 absl::StatusOr<TableRecord> PgStore::GetTable(const std::string& handle) {

@@ -81,6 +81,13 @@ absl::StatusOr<int64_t> SqliteStore::RecordDecisionBatch(const std::string& arti
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
+  {
+    // The artifact goes with its dataset: after that, nothing more is recorded for it.
+    Stmt a(*cache_, "SELECT 1 FROM artifacts WHERE id=?");
+    a.Bind(1, artifact_id);
+    ASSIGN_OR_RETURN(bool found, a.Step());
+    if (!found) return DeletedWithItsDataset(absl::StrCat("artifact '", artifact_id, "'"));
+  }
   if (!payload.empty()) {
     Stmt s(*cache_,
            "INSERT INTO decision_batches(artifact_id, batch, payload) VALUES(?,?,?)");

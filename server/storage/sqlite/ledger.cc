@@ -95,6 +95,12 @@ absl::StatusOr<GrantRecord> SqliteStore::SetGrant(const GrantRecord& grant,
   absl::MutexLock lock(&mu_);
   Transaction txn(db_);
   RETURN_IF_ERROR(txn.status());
+  {
+    Stmt d(*cache_, "SELECT 1 FROM datasets WHERE id=?");
+    d.Bind(1, grant.dataset_id);
+    ASSIGN_OR_RETURN(bool found, d.Step());
+    if (!found) return DeletedWithItsDataset("the grant");
+  }
   Stmt s(*cache_,
          "INSERT INTO grants(account_id, dataset_id, epsilon_micro, delta) VALUES(?,?,?,?) "
          "ON CONFLICT(account_id, dataset_id) DO UPDATE SET epsilon_micro=excluded.epsilon_micro, "
@@ -127,6 +133,7 @@ absl::Status SqliteStore::SetCap(int64_t dataset_id, const std::string& dataset_
   Stmt s(*cache_, "UPDATE datasets SET cap_micro=?, cap_delta=? WHERE id=?");
   s.Bind(1, epsilon_micro).Bind(2, delta).Bind(3, dataset_id);
   RETURN_IF_ERROR(s.Run());
+  if (sqlite3_changes(db_) == 0) return DeletedWithItsDataset("the cap");
   LedgerRow row = CapLedgerRow(dataset_name, epsilon_micro, delta, actor, now_micros);
   RETURN_IF_ERROR(AppendLedgerLocked(row, 0, dataset_id));
   return txn.Commit();

@@ -24,12 +24,15 @@ using sqlite::NotFoundIfNoRow;
 
 absl::Status SqliteStore::PutTable(const TableRecord& table) {
   absl::MutexLock lock(&mu_);
+  // Only beside its dataset: one deleted after the upload read it takes nothing along.
   Stmt s(*cache_,
          "INSERT INTO company_tables(handle, account_id, dataset_id, rows, expires_micros, "
-         "payload) VALUES(?,?,?,?,?,?)");
+         "payload) SELECT ?1,?2,?3,?4,?5,?6 WHERE EXISTS(SELECT 1 FROM datasets WHERE id=?3)");
   s.Bind(1, table.handle).Bind(2, table.account_id).Bind(3, table.dataset_id);
   s.Bind(4, table.rows).Bind(5, table.expires_micros).BindBlob(6, table.payload);
-  return s.Run();
+  RETURN_IF_ERROR(s.Run());
+  if (sqlite3_changes(db_) == 0) return DeletedWithItsDataset("the table");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TableRecord> SqliteStore::GetTable(const std::string& handle) {
