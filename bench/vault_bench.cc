@@ -671,38 +671,25 @@ void BM_HealthChecks(benchmark::State& state) {
 }
 BENCHMARK(BM_HealthChecks)->Threads(1)->Threads(8)->Threads(32)->UseRealTime()->MinTime(3);
 
-// Charges beside a long post-processing: one client fits the statistical-parity
-// post-processor with the LP at state.range(0) bins on the 1,000-row table (4 groups; 200 bins
-// are 160,000 coupling variables, about 5 s of LP) while another sends small NoisyCounts
-// charges one after another until the fit returns. The fit's noisy histogram is charged in a
-// batch like any other; its LP runs after that commit, so the charges beside it need not wait
-// for it. Counters: the charges made during the fit, the longest of them, the fit's time.
-void BM_ChargesBesideALongFit(benchmark::State& state) {
-  ChargeWorld& w = GetChargeWorld(kSqlite);
+// Runs `long_call` (which returns whether it succeeded) on one thread while this one sends
+// small NoisyCounts charges one after another until it returns; counters: the charges made
+// meanwhile, the longest of them, and the long call's time.
+void ChargesBeside(benchmark::State& state, ChargeWorld& w,
+                   const std::function<bool(int key)>& long_call) {
   static std::atomic<int> counter{0};
-  double charges = 0, longest_ms = 0, fit_s = 0;
+  double charges = 0, longest_ms = 0, long_s = 0;
   for (auto _ : state) {
-    std::atomic<bool> fitting{true};
-    bool fit_ok = false;
-    std::thread fit([&] {
-      v1::FitStatisticalParityRequest req;
-      req.set_idempotency_key(absl::StrCat("long-fit-", counter++));
-      req.set_table_handle(w.table);
-      req.set_score_column("score");
-      req.set_lo(0);
-      req.set_hi(1);
-      req.set_bins(static_cast<int>(state.range(0)));
-      req.set_alpha(0.1);
-      req.set_solver(v1::SP_SOLVER_LINEAR_PROGRAM);
-      req.set_epsilon(1);
+    std::atomic<bool> running{true};
+    bool long_ok = false;
+    std::thread beside([&] {
       const absl::Time start = absl::Now();
-      fit_ok = w.company->FitStatisticalParityPostProcessor(req).ok();
-      fit_s = absl::ToDoubleSeconds(absl::Now() - start);
-      fitting = false;
+      long_ok = long_call(counter++);
+      long_s = absl::ToDoubleSeconds(absl::Now() - start);
+      running = false;
     });
     charges = 0;
     longest_ms = 0;
-    while (fitting) {
+    while (running) {
       v1::NoisyCountsRequest req;
       req.set_idempotency_key(absl::StrCat("beside-", counter++));
       req.set_table_handle(w.table);
@@ -712,14 +699,58 @@ void BM_ChargesBesideALongFit(benchmark::State& state) {
       longest_ms = std::max(longest_ms, absl::ToDoubleMilliseconds(absl::Now() - start));
       ++charges;
     }
-    fit.join();
-    if (!fit_ok) state.SkipWithError("the fit failed");
+    beside.join();
+    if (!long_ok) state.SkipWithError("the long request failed");
   }
   state.counters["charges_during_fit"] = charges;
   state.counters["longest_charge_ms"] = longest_ms;
-  state.counters["fit_s"] = fit_s;
+  state.counters["fit_s"] = long_s;
+}
+
+// Charges beside a long post-processing: one client fits the statistical-parity
+// post-processor with the LP at state.range(0) bins on the 1,000-row table (4 groups; 200 bins
+// are 160,000 coupling variables, about 5 s of LP) while another sends small NoisyCounts
+// charges one after another until the fit returns. The fit's noisy histogram is charged in a
+// batch like any other; its LP runs after that commit, so the charges beside it need not wait
+// for it.
+void BM_ChargesBesideALongFit(benchmark::State& state) {
+  ChargeWorld& w = GetChargeWorld(kSqlite);
+  ChargesBeside(state, w, [&](int key) {
+    v1::FitStatisticalParityRequest req;
+    req.set_idempotency_key(absl::StrCat("long-fit-", key));
+    req.set_table_handle(w.table);
+    req.set_score_column("score");
+    req.set_lo(0);
+    req.set_hi(1);
+    req.set_bins(static_cast<int>(state.range(0)));
+    req.set_alpha(0.1);
+    req.set_solver(v1::SP_SOLVER_LINEAR_PROGRAM);
+    req.set_epsilon(1);
+    return w.company->FitStatisticalParityPostProcessor(req).ok();
+  });
 }
 BENCHMARK(BM_ChargesBesideALongFit)->Arg(200)->Iterations(1)->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The same beside a regressor audit at state.range(0) bins on the 1,000-row table (4 groups:
+// 1,000 bins are the audits' limit of 4,000 cells, whose bootstrap makes 100 draws of every
+// cell in each of its two passes). The audit's noisy counts and sums are charged in a batch;
+// its bootstrap runs after that commit.
+void BM_ChargesBesideALongAudit(benchmark::State& state) {
+  ChargeWorld& w = GetChargeWorld(kSqlite);
+  ChargesBeside(state, w, [&](int key) {
+    v1::AuditRegressorRequest req;
+    req.set_idempotency_key(absl::StrCat("long-audit-", key));
+    req.set_table_handle(w.table);
+    req.set_score_column("score");
+    req.set_lo(0);
+    req.set_hi(1);
+    req.set_bins(static_cast<int>(state.range(0)));
+    req.set_epsilon(1);
+    return w.company->AuditRegressor(req).ok();
+  });
+}
+BENCHMARK(BM_ChargesBesideALongAudit)->Arg(1000)->Iterations(1)->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -64,7 +64,7 @@ struct VaultOptions {
   // process (or the restarted one) after at most this long.
   int64_t job_lease_micros = 30'000'000;
   int max_pending_jobs = 16;
-  // Post-processings after a charge (PreparedRelease::finish: the post-processors' LPs) that
+  // Post-processings after a charge (PreparedRelease::finish: LPs, the audits' bootstrap) that
   // run at once in this process; more wait for a slot, and retries of one release wait for
   // its finish.
   int max_concurrent_finishes = 2;
@@ -307,7 +307,7 @@ class Vault {
     v1::Cost composed_cost;
     // Set by a fill that creates a training job: stored with the charge (ledger_seq filled in).
     std::optional<storage::JobRecord>* job_out = nullptr;
-    // A release whose post-processing is long (an LP): the fill stores the charged release
+    // A release whose post-processing is long (an LP, a bootstrap): the fill stores the release
     // alone and returns no artifact; `finish` completes the response after the charge has
     // committed, outside the transaction every other charge waits for, and returns its
     // artifact (id, time and payload; the store adds account, dataset and ledger seq). It reads

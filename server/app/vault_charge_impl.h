@@ -97,6 +97,14 @@ absl::StatusOr<Response> ParseStored(const std::string& payload) {
   return resp;
 }
 
+// A pending release (PreparedRelease::finish) this build does not finish: a newer replica
+// charged it, and finishes it on a retry that reaches one.
+inline absl::Status StoredByANewerServer() {
+  return absl::UnavailableError(
+      "this release was charged by a newer vault server, which finishes it; retry (it will not "
+      "be charged again)");
+}
+
 }  // namespace charge_internal
 
 template <typename Response>
@@ -136,7 +144,7 @@ absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
   ASSIGN_OR_RETURN(Response resp, charge_internal::ParseStored<Response>(stored->payload));
   // A charged release whose call did not store its post-processing (the process stopped, or
   // the store failed, in between): finished now from the stored release, with no new noise.
-  if (stored->pending && release.finish) {
+  if (stored->pending) {
     ASSIGN_OR_RETURN(resp, FinishCharged(caller, release, std::move(resp)));
   }
   return std::optional<Response>(std::move(resp));
@@ -158,6 +166,9 @@ absl::StatusOr<Response> Vault::FinishCharged(const Caller& caller, const Prepar
       RETURN_IF_ERROR(now.failure);
       return charge_internal::ParseStored<Response>(now.payload);
     }
+    // A release this build charges whole, left pending by a newer build (replicas of two
+    // versions): not this build's to finish, nor to return unfinished.
+    if (!release.finish) return charge_internal::StoredByANewerServer();
     finish_gate_.AcquireSlot();
     absl::Cleanup release_slot = [&] { finish_gate_.ReleaseSlot(); };
     absl::StatusOr<std::optional<storage::ArtifactRecord>> artifact = release.finish(&pending);

@@ -1,6 +1,7 @@
 // Tests of the issue-3 use-cases on a real SQLite store: the statistical-parity
 // post-processor, the private audits, and the decision path with its access log. Bad inputs
 // are refused with the field named and nothing charged.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -260,6 +261,89 @@ TEST_F(VaultPostprocessTest, RegressorAuditIsOneComposedRelease) {
   EXPECT_EQ(cost.parts(1).name(), "sums");
   EXPECT_DOUBLE_EQ(cost.parts(1).epsilon(), 1);
   EXPECT_EQ(ChargeRows(), 1);
+}
+
+// The audits' bootstrap runs after the charge, from the stored noisy counts (and sums): a
+// finish that could not be stored leaves the charged release pending, and the retry finishes
+// that release (the same noisy values, one charge) instead of drawing fresh noise.
+TEST_F(VaultPostprocessTest, AuditRetriesFinishTheChargedRelease) {
+  ASSERT_NO_FATAL_FAILURE(FailFinishes());
+  v1::AuditClassifierRequest c;
+  c.set_idempotency_key("audit-c-finish");
+  c.set_table_handle(handle_);
+  c.set_prediction_column("pred");
+  c.set_label_column("label");
+  c.add_attributes("sex");
+  c.set_epsilon(1);  // noise of scale 2 on 30 subjects: a fresh draw would show
+  v1::AuditRegressorRequest r;
+  r.set_idempotency_key("audit-r-finish");
+  r.set_table_handle(score_handle_);
+  r.set_score_column("score");
+  r.add_attributes("sex");
+  r.set_lo(0);
+  r.set_hi(1);
+  r.set_bins(4);
+  r.set_epsilon(1);
+  auto c_failed = vault_->AuditClassifier(acme_, c);
+  auto r_failed = vault_->AuditRegressor(acme_, r);
+  ASSERT_FALSE(c_failed.ok());
+  ASSERT_FALSE(r_failed.ok());
+  EXPECT_THAT(std::string(c_failed.status().message()), HasSubstr("the disk is gone"));
+  EXPECT_THAT(std::string(r_failed.status().message()), HasSubstr("the disk is gone"));
+  EXPECT_EQ(BudgetOf(acme_).releases(), 2);
+  const auto classifier = PendingRelease<v1::AuditClassifierResponse>(acme_, "audit-c-finish");
+  const auto regressor = PendingRelease<v1::AuditRegressorResponse>(acme_, "audit-r-finish");
+  ASSERT_EQ(classifier.report().groups_size(), 2);
+  ASSERT_EQ(regressor.report().groups_size(), 2);
+  // The release alone: no interval, no repaired histogram yet.
+  EXPECT_FALSE(classifier.report().has_demographic_parity_violation());
+  EXPECT_FALSE(classifier.report().groups(0).has_selection_rate());
+  EXPECT_FALSE(regressor.report().has_max_ks());
+  EXPECT_EQ(regressor.report().groups(0).histogram_size(), 0);
+  EXPECT_EQ(regressor.report().groups(0).noisy_counts_size(), 4);
+  EXPECT_GT(regressor.report().score_sum_granularity(), 0);
+
+  ASSERT_NO_FATAL_FAILURE(AllowFinishes());
+  auto c_retry = vault_->AuditClassifier(acme_, c);
+  auto r_retry = vault_->AuditRegressor(acme_, r);
+  ASSERT_OK(c_retry);
+  ASSERT_OK(r_retry);
+  EXPECT_EQ(BudgetOf(acme_).releases(), 2);
+  EXPECT_EQ(c_retry->charge().ledger_seq(), classifier.charge().ledger_seq());
+  EXPECT_EQ(r_retry->charge().ledger_seq(), regressor.charge().ledger_seq());
+  for (int a = 0; a < 2; ++a) {
+    const auto& g = c_retry->report().groups(a);
+    const auto& charged = classifier.report().groups(a);
+    EXPECT_EQ(g.noisy_pred0_label0(), charged.noisy_pred0_label0());
+    EXPECT_EQ(g.noisy_pred0_label1(), charged.noisy_pred0_label1());
+    EXPECT_EQ(g.noisy_pred1_label0(), charged.noisy_pred1_label0());
+    EXPECT_EQ(g.noisy_pred1_label1(), charged.noisy_pred1_label1());
+    EXPECT_EQ(g.noisy_rows(), charged.noisy_pred0_label0() + charged.noisy_pred0_label1() +
+                                  charged.noisy_pred1_label0() + charged.noisy_pred1_label1());
+    EXPECT_LE(g.selection_rate().lo(), g.selection_rate().hi());
+    const auto& rg = r_retry->report().groups(a);
+    EXPECT_THAT(rg.noisy_counts(),
+                ::testing::ElementsAreArray(regressor.report().groups(a).noisy_counts()));
+    EXPECT_EQ(rg.noisy_score_sum(), regressor.report().groups(a).noisy_score_sum());
+    EXPECT_EQ(rg.histogram_size(), 4);
+    // The mean is the stored sum over the stored counts (api.md), clamped to the range.
+    int64_t n = 0;
+    for (int64_t count : rg.noisy_counts()) n += count;
+    const double mean = std::clamp(rg.noisy_score_sum() * r_retry->report().score_sum_granularity() /
+                                       static_cast<double>(std::max<int64_t>(n, 1)),
+                                   0.0, 1.0);
+    EXPECT_DOUBLE_EQ(rg.mean().estimate(), mean);
+  }
+  EXPECT_TRUE(c_retry->report().has_demographic_parity_violation());
+  EXPECT_TRUE(r_retry->report().has_max_ks());
+  // Finished once: a replay returns the stored bytes.
+  auto c_replay = vault_->AuditClassifier(acme_, c);
+  auto r_replay = vault_->AuditRegressor(acme_, r);
+  ASSERT_OK(c_replay);
+  ASSERT_OK(r_replay);
+  EXPECT_EQ(c_replay->SerializeAsString(), c_retry->SerializeAsString());
+  EXPECT_EQ(r_replay->SerializeAsString(), r_retry->SerializeAsString());
+  EXPECT_EQ(BudgetOf(acme_).releases(), 2);
 }
 
 TEST_F(VaultPostprocessTest, AuditsRefuseBadInputsWithoutCharging) {

@@ -2,9 +2,12 @@
 // release through the common charge path, every value with its confidence interval.
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/dp/granularity.h"
+#include "core/dp/integer_noise.h"
 #include "core/fairness/audit.h"
 #include "core/postprocess/equalized_odds.h"
 #include "core/postprocess/statistical_parity.h"
@@ -24,13 +27,14 @@ namespace fairness = core::fairness;
 
 namespace {
 
-// The audits' bootstrap runs inside the charge, whose transaction holds every other charge of
-// the store until it commits. Its work is (histogram cells) x (draws), a noise draw from the
-// secure stream per cell and draw (about 2.3 us each on the reference machine, twice for the
-// regressor's two passes), so it is bounded: 1,000 draws up to 400 cells, fewer (never under
-// 100) up to kMaxAuditCells, and larger audits are refused before the charge. Both the cell
-// count (groups from the dataset's public schema, bins from the request) and so the draws are
-// public. Before, 100,000 cells took 224 s inside the charge.
+// The audits' bootstrap runs after the charge (PreparedRelease::finish), from the stored noisy
+// counts and sums alone: the charge stores the release, and no other charge of the store waits
+// for the bootstrap. Its work is (histogram cells) x (draws), a noise draw from the secure
+// stream per cell and draw (about 2.3 us each on the reference machine, twice for the
+// regressor's two passes), so it is still bounded, since the caller waits for it: 1,000 draws
+// up to 400 cells, fewer (never under 100) up to kMaxAuditCells, and larger audits are refused
+// before the charge. Both the cell count (groups from the dataset's public schema, bins from
+// the request) and so the draws are public. 100,000 cells once took 224 s.
 constexpr int64_t kBootstrapCellDraws = 400'000;
 constexpr int kMostDraws = 1'000;
 constexpr int kFewestDraws = 100;
@@ -57,6 +61,16 @@ absl::Status FitDrawsToCells(int64_t cells, const char* what, const char* fix,
   options.bootstrap_draws = static_cast<int>(std::clamp<int64_t>(
       kBootstrapCellDraws / std::max<int64_t>(cells, 1), kFewestDraws, kMostDraws));
   return options.Validate();
+}
+
+// The discrete Laplace noise a stored charge's cost (or one of its parts) names: the
+// bootstrap's simulated DP error after the charge, at the public scale the release was drawn at.
+absl::StatusOr<std::unique_ptr<core::dp::IntegerNoise>> StoredLaplaceNoise(const v1::Cost& cost) {
+  if (cost.mechanism() != "discrete_laplace") {
+    return absl::DataLossError(absl::StrCat("the stored audit names noise '", cost.mechanism(),
+                                            "'; audits draw discrete Laplace noise"));
+  }
+  return core::dp::MakeDiscreteLaplaceNoise(cost.noise_scale());
 }
 
 // Draws of one noise part, for the audits' bootstrap of the DP error.
@@ -99,6 +113,44 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
   release.request = &req;
   release.epsilon = req.epsilon();
   release.parts = {{"counts", 2.0}};  // the (ŷ, a, y) table
+  // After the charge: the intervals, from the stored noisy counts and public inputs alone.
+  release.finish = [audit_options, this](google::protobuf::Message* message)
+      -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+    auto* resp = static_cast<v1::AuditClassifierResponse*>(message);
+    v1::ClassifierAuditReport* report = resp->mutable_report();
+    const int K = report->groups_size();
+    fairness::AuditOptions options = audit_options;
+    RETURN_IF_ERROR(FitDrawsToCells(4 * static_cast<int64_t>(K), "groups x outcome cells",
+                                    "attributes", options));
+    std::vector<int64_t> noisy(4 * static_cast<size_t>(K));
+    for (int a = 0; a < K; ++a) {
+      const v1::ClassifierGroupReport& g = report->groups(a);
+      noisy[(0 * K + a) * 2 + 0] = g.noisy_pred0_label0();
+      noisy[(0 * K + a) * 2 + 1] = g.noisy_pred0_label1();
+      noisy[(1 * K + a) * 2 + 0] = g.noisy_pred1_label0();
+      noisy[(1 * K + a) * 2 + 1] = g.noisy_pred1_label1();
+    }
+    ASSIGN_OR_RETURN(auto noise, StoredLaplaceNoise(resp->charge().cost()));
+    const double scale = resp->charge().cost().noise_scale();  // the release's, as charged
+    ASSIGN_OR_RETURN(auto audit,
+                     fairness::AuditClassifier(noisy, K, scale, DrawOf(*noise), options, gen_));
+    for (int a = 0; a < K; ++a) {
+      v1::ClassifierGroupReport* g = report->mutable_groups(a);
+      CopyInterval(audit.groups[a].selection_rate, g->mutable_selection_rate());
+      CopyInterval(audit.groups[a].tpr, g->mutable_tpr());
+      CopyInterval(audit.groups[a].fpr, g->mutable_fpr());
+      CopyInterval(audit.groups[a].error, g->mutable_error());
+      g->set_noisy_rows(static_cast<int64_t>(audit.groups[a].noisy_rows));
+      g->set_small_group(audit.groups[a].small_group);
+    }
+    report->set_small_group_threshold(fairness::SmallGroupThreshold(scale, 4));
+    CopyInterval(audit.demographic_parity_violation,
+                 report->mutable_demographic_parity_violation());
+    CopyInterval(audit.equalized_odds_violation, report->mutable_equalized_odds_violation());
+    CopyInterval(audit.tpr_difference, report->mutable_tpr_difference());
+    CopyInterval(audit.fpr_difference, report->mutable_fpr_difference());
+    return std::optional<storage::ArtifactRecord>();
+  };
   ASSIGN_OR_RETURN(auto replay, Replay<v1::AuditClassifierResponse>(caller, release));
   if (replay) return *std::move(replay);
 
@@ -116,34 +168,19 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
       caller, release,
       [&](const Noises& noises, int64_t, v1::AuditClassifierResponse* resp)
           -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+        // The release alone, stored pending; the intervals come after the commit (finish).
         const std::vector<int64_t> noisy = internal::AddNoiseToEach(counts.n, *noises[0], gen_);
-        ASSIGN_OR_RETURN(const double scale, LaplaceScaleOf(*noises[0]));
-        ASSIGN_OR_RETURN(auto audit,
-                         fairness::AuditClassifier(noisy, joined.num_groups, scale,
-                                                   DrawOf(*noises[0]), audit_options, gen_));
         v1::ClassifierAuditReport* report = resp->mutable_report();
         for (const auto& a : joined.attributes) report->add_attributes(a);
         const int K = joined.num_groups;
         for (int a = 0; a < K; ++a) {
           v1::ClassifierGroupReport* g = report->add_groups();
           g->set_group(joined.group_labels[a]);
-          CopyInterval(audit.groups[a].selection_rate, g->mutable_selection_rate());
-          CopyInterval(audit.groups[a].tpr, g->mutable_tpr());
-          CopyInterval(audit.groups[a].fpr, g->mutable_fpr());
-          CopyInterval(audit.groups[a].error, g->mutable_error());
           g->set_noisy_pred0_label0(noisy[(0 * K + a) * 2 + 0]);
           g->set_noisy_pred0_label1(noisy[(0 * K + a) * 2 + 1]);
           g->set_noisy_pred1_label0(noisy[(1 * K + a) * 2 + 0]);
           g->set_noisy_pred1_label1(noisy[(1 * K + a) * 2 + 1]);
-          g->set_noisy_rows(static_cast<int64_t>(audit.groups[a].noisy_rows));
-          g->set_small_group(audit.groups[a].small_group);
         }
-        report->set_small_group_threshold(fairness::SmallGroupThreshold(scale, 4));
-        CopyInterval(audit.demographic_parity_violation,
-                     report->mutable_demographic_parity_violation());
-        CopyInterval(audit.equalized_odds_violation, report->mutable_equalized_odds_violation());
-        CopyInterval(audit.tpr_difference, report->mutable_tpr_difference());
-        CopyInterval(audit.fpr_difference, report->mutable_fpr_difference());
         report->set_confidence(audit_options.confidence);
         report->set_m(static_cast<int64_t>(joined.table_rows.size()));
         report->set_epsilon(req.epsilon());
@@ -173,6 +210,44 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
   release.request = &req;
   release.epsilon = req.epsilon();
   release.parts = {{"histogram", 2.0, 0.5}, {"sums", 2.0 * max_steps, 0.5}};
+  // After the charge: the means, histograms and intervals, from the stored noisy counts and
+  // sums and public inputs alone.
+  release.finish = [audit_options, grid, granularity, this](google::protobuf::Message* message)
+      -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+    auto* resp = static_cast<v1::AuditRegressorResponse*>(message);
+    v1::RegressorAuditReport* report = resp->mutable_report();
+    const int K = report->groups_size();
+    fairness::AuditOptions options = audit_options;
+    RETURN_IF_ERROR(FitDrawsToCells(static_cast<int64_t>(K) * grid.k, "groups x bins",
+                                    "bins or attributes", options));
+    std::vector<int64_t> noisy_counts, noisy_sums;
+    noisy_counts.reserve(static_cast<size_t>(K) * grid.k);
+    for (const v1::RegressorGroupReport& g : report->groups()) {
+      if (g.noisy_counts_size() != grid.k) {
+        return absl::DataLossError("the stored audit's histogram does not match its bins");
+      }
+      noisy_counts.insert(noisy_counts.end(), g.noisy_counts().begin(), g.noisy_counts().end());
+      noisy_sums.push_back(g.noisy_score_sum());
+    }
+    const v1::Cost& cost = resp->charge().cost();
+    if (cost.parts_size() != 2) {
+      return absl::DataLossError("the stored audit's charge does not list its two parts");
+    }
+    ASSIGN_OR_RETURN(auto count_noise, StoredLaplaceNoise(cost.parts(0)));
+    ASSIGN_OR_RETURN(auto sum_noise, StoredLaplaceNoise(cost.parts(1)));
+    ASSIGN_OR_RETURN(auto audit,
+                     fairness::AuditRegressor(noisy_counts, noisy_sums, K, grid.lo, grid.hi,
+                                              grid.k, granularity, DrawOf(*count_noise),
+                                              DrawOf(*sum_noise), options, gen_));
+    for (int a = 0; a < K; ++a) {
+      v1::RegressorGroupReport* g = report->mutable_groups(a);
+      CopyInterval(audit.groups[a].mean, g->mutable_mean());
+      *g->mutable_histogram() = {audit.groups[a].histogram.begin(),
+                                 audit.groups[a].histogram.end()};
+    }
+    CopyInterval(audit.max_ks, report->mutable_max_ks());
+    return std::optional<storage::ArtifactRecord>();
+  };
   ASSIGN_OR_RETURN(auto replay, Replay<v1::AuditRegressorResponse>(caller, release));
   if (replay) return *std::move(replay);
 
@@ -196,12 +271,9 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
       caller, release,
       [&](const Noises& noises, int64_t, v1::AuditRegressorResponse* resp)
           -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
+        // The release alone, stored pending; the audit comes after the commit (finish).
         const std::vector<int64_t> noisy_counts = internal::AddNoiseToEach(counts, *noises[0], gen_);
         const std::vector<int64_t> noisy_sums = internal::AddNoiseToEach(sums, *noises[1], gen_);
-        ASSIGN_OR_RETURN(auto audit, fairness::AuditRegressor(
-                                         noisy_counts, noisy_sums, joined.num_groups, grid.lo,
-                                         grid.hi, grid.k, granularity, DrawOf(*noises[0]),
-                                         DrawOf(*noises[1]), audit_options, gen_));
         // Public: the histogram noise's scale and the bin count, never the data.
         ASSIGN_OR_RETURN(const double count_scale, LaplaceScaleOf(*noises[0]));
         const double small_below = fairness::SmallGroupThreshold(count_scale, grid.k);
@@ -210,9 +282,7 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
         for (int a = 0; a < joined.num_groups; ++a) {
           v1::RegressorGroupReport* g = report->add_groups();
           g->set_group(joined.group_labels[a]);
-          CopyInterval(audit.groups[a].mean, g->mutable_mean());
-          *g->mutable_histogram() = {audit.groups[a].histogram.begin(),
-                                     audit.groups[a].histogram.end()};
+          g->set_noisy_score_sum(noisy_sums[a]);
           int64_t noisy_rows = 0;
           for (int j = 0; j < grid.k; ++j) {
             g->add_noisy_counts(noisy_counts[a * grid.k + j]);
@@ -222,7 +292,7 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
           g->set_small_group(static_cast<double>(noisy_rows) < small_below);
         }
         report->set_small_group_threshold(small_below);
-        CopyInterval(audit.max_ks, report->mutable_max_ks());
+        report->set_score_sum_granularity(granularity);
         report->set_confidence(audit_options.confidence);
         report->set_n(static_cast<int64_t>(joined.table_rows.size()));
         report->set_epsilon(req.epsilon());

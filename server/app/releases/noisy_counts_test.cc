@@ -326,6 +326,21 @@ TEST_F(VaultTest, NoisyCountsReplayReturnsTheSameResponseAndChargesOnce) {
   EXPECT_EQ(BudgetOf(acme_).epsilon_spent(), 1.0);
 }
 
+// A release stored pending that this build charges whole (a newer replica's, with a finish
+// this build does not have) is neither returned unfinished nor finished here: the call is told
+// to retry, and nothing more is charged.
+TEST_F(VaultTest, APendingReleaseThisBuildDoesNotFinishIsRetriedElsewhere) {
+  v1::NoisyCountsRequest req = CountsRequest("p1");
+  req.set_epsilon(0.5);
+  ASSERT_OK(vault_->NoisyCounts(acme_, req));
+  const int charges = ChargeRows();
+  ASSERT_EQ(RawSql("UPDATE responses SET pending=1 WHERE idempotency_key='p1'"), "");
+  EXPECT_THAT(vault_->NoisyCounts(acme_, req),
+              StatusIs(absl::StatusCode::kUnavailable, "charged by a newer vault server"));
+  EXPECT_EQ(ChargeRows(), charges);
+  EXPECT_EQ(BudgetOf(acme_).releases(), 1);
+}
+
 TEST_F(VaultTest, DiscreteGaussianWithDeltaGrantComposesBelowThePureSum) {
   auto table = Upload(globex_, TableHeaderFor("census"), {Chunk(rows_)});
   ASSERT_OK(table);
