@@ -530,8 +530,16 @@ TEST_P(StoreJobTest, WritesBesideADatasetsDeletionWaitForItAndStoreNothing) {
   std::thread upload([&] {
     uploaded = store_->PutTable(TableRecord{"t_late", acme_.id, census_.id, 1, now_ + 1, "t"});
   });
-  // Long enough for each write to have committed, had it not waited for the dataset's row.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Until the three wait for the dataset's row (at most 10 s: without that wait each would
+  // have committed by then).
+  int64_t waiting = 0;
+  for (int i = 0; i < 200; ++i) {
+    waiting = Scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+                     "datname = current_database()");
+    if (waiting >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(waiting, 3);
   run("DELETE FROM jobs WHERE dataset_id=" + id);
   run("DELETE FROM grants WHERE dataset_id=" + id);
   run("DELETE FROM spend WHERE dataset_id=" + id);

@@ -80,17 +80,17 @@ absl::StatusOr<int64_t> PgStore::RecordDecisionBatch(const std::string& artifact
                                                      const AccessLogRow& log) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   absl::StatusOr<int64_t> seq = c->InTransaction([&]() -> absl::StatusOr<int64_t> {
-    // The artifact's dataset, key-share-locked against DeleteDataset (which locks it first and
-    // then deletes the artifact and its decisions): nothing is recorded for a deleted artifact.
-    ASSIGN_OR_RETURN(Result d, c->Exec("SELECT d.id FROM datasets d JOIN artifacts a ON "
-                                       "a.dataset_id=d.id WHERE a.id=$1 FOR KEY SHARE OF d",
-                                       Params().Text(artifact_id)));
-    if (d.rows() == 0) return DeletedWithItsDataset(absl::StrCat("artifact '", artifact_id, "'"));
     if (!payload.empty()) {
       RETURN_IF_ERROR(c->Run(
           "INSERT INTO decision_batches(artifact_id, batch, payload) VALUES($1,$2,$3)",
           Params().Text(artifact_id).Int(batch).Bytes(payload)));
     }
+    // The artifact's dataset, after the batch (see RequireDatasetUntilCommit): nothing is
+    // recorded for an artifact deleted with its dataset.
+    ASSIGN_OR_RETURN(Result d, c->Exec("SELECT d.id FROM datasets d JOIN artifacts a ON "
+                                       "a.dataset_id=d.id WHERE a.id=$1 FOR KEY SHARE OF d",
+                                       Params().Text(artifact_id)));
+    if (d.rows() == 0) return DeletedWithItsDataset(absl::StrCat("artifact '", artifact_id, "'"));
     // Access-log rows get consecutive seqs in commit order (a sequence would leave gaps and
     // commit out of order, and an auditor paging by seq could miss a row).
     RETURN_IF_ERROR(c->LockHead("access_log"));

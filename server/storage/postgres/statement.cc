@@ -114,6 +114,13 @@ absl::StatusOr<DatasetRecord> DatasetById(Conn& c, int64_t id) {
   return ReadDataset(r, 0);
 }
 
+absl::Status RequireDatasetUntilCommit(Conn& c, int64_t id, const std::string& what) {
+  ASSIGN_OR_RETURN(Result r, c.Exec("SELECT id FROM datasets WHERE id=$1 FOR KEY SHARE",
+                                    Params().Int(id)));
+  if (r.rows() == 0) return DeletedWithItsDataset(what);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GrantRecord> GrantIn(Conn& c, int64_t account_id, int64_t dataset_id) {
   ASSIGN_OR_RETURN(Result r, c.Exec("SELECT epsilon_micro, delta FROM grants "
                                     "WHERE account_id=$1 AND dataset_id=$2",

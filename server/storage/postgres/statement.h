@@ -417,6 +417,13 @@ JobRecord ReadJob(const Result& r, int i);
 absl::Status NotFoundIfEmpty(const Result& r, const std::string& what);
 absl::StatusOr<JobRecord> JobIn(Conn& c, const std::string& id, bool for_update);
 absl::StatusOr<DatasetRecord> DatasetById(Conn& c, int64_t id);
+// Holds dataset `id`'s row key-shared until the transaction ends, or DeletedWithItsDataset(what)
+// if it is gone. DeleteDataset locks the row (after the ledger's lock) before its deletes, each
+// a statement of its own: whichever is second waits for the other to commit, so the rows
+// written before this call are either deleted with the dataset or never committed. Call it
+// after the transaction's large writes, so that a deletion (and every charge queued behind
+// its ledger lock) waits at most for the commit.
+absl::Status RequireDatasetUntilCommit(Conn& c, int64_t id, const std::string& what);
 absl::StatusOr<GrantRecord> GrantIn(Conn& c, int64_t account_id, int64_t dataset_id);
 absl::StatusOr<core::accounting::Spend> SpendIn(Conn& c, int64_t account_id, int64_t dataset_id);
 absl::StatusOr<core::accounting::Spend> DatasetSpendIn(Conn& c, int64_t dataset_id);

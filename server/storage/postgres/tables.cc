@@ -27,12 +27,7 @@ using postgres::NotFoundIfEmpty;
 absl::Status PgStore::PutTable(const TableRecord& table) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
   return c->InTransaction([&]() -> absl::Status {
-    // Only beside its dataset, whose row DeleteDataset locks before it deletes the tables: one
-    // deleted after the upload read it takes nothing along.
-    ASSIGN_OR_RETURN(Result d, c->Exec("SELECT id FROM datasets WHERE id=$1 FOR KEY SHARE",
-                                       Params().Int(table.dataset_id)));
-    if (d.rows() == 0) return DeletedWithItsDataset("the table");
-    return c->Run(
+    RETURN_IF_ERROR(c->Run(
         "INSERT INTO company_tables(handle, account_id, dataset_id, rows, expires_micros, "
         "payload) VALUES($1,$2,$3,$4,$5,$6)",
         Params()
@@ -41,7 +36,8 @@ absl::Status PgStore::PutTable(const TableRecord& table) {
             .Int(table.dataset_id)
             .Int(table.rows)
             .Int(table.expires_micros)
-            .Bytes(table.payload));
+            .Bytes(table.payload)));
+    return postgres::RequireDatasetUntilCommit(*c, table.dataset_id, "the table");
   });
 }
 
