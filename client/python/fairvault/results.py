@@ -159,18 +159,22 @@ class RegressorAudit(Release):
     """An AuditRegressor release.
 
     ``groups``: one row per group with ``mean``, ``mean_lo``, ``mean_hi``, ``noisy_rows``,
-    ``small_group`` and ``histogram`` (the repaired pmf, a list); ``max_ks``: the interval of
-    the largest KS distance between groups.
+    ``small_group``, ``histogram`` (the repaired pmf, a list), ``noisy_counts`` (the released
+    counts per bin) and ``noisy_sum`` (the released sum of ``score - lo`` over the group, whose
+    quotient by ``noisy_rows`` is the mean's estimate); ``max_ks``: the interval of the largest
+    KS distance between groups.
     """
 
     @property
     def groups(self) -> pd.DataFrame:
         rows = []
+        step = self.response.report.score_sum_granularity
         for g in self.response.report.groups:
             row: Dict[str, Any] = {"group": g.group}
             row.update(_interval("mean", g.mean))
             row.update({"noisy_rows": g.noisy_rows, "small_group": g.small_group,
-                        "histogram": list(g.histogram), "noisy_counts": list(g.noisy_counts)})
+                        "histogram": list(g.histogram), "noisy_counts": list(g.noisy_counts),
+                        "noisy_sum": g.noisy_score_sum * step})
             rows.append(row)
         return pd.DataFrame(rows).set_index("group") if rows else pd.DataFrame()
 

@@ -90,6 +90,10 @@ def test_audit_regressor_frames(company, table) -> None:
     assert list(audit.groups.index) == ["F", "M"]
     assert all(len(h) == 10 for h in audit.groups.histogram)
     assert audit.max_ks["lo"] <= audit.max_ks["estimate"] <= audit.max_ks["hi"]
+    # The mean's estimate is the released sum over the released size (lo = 0), in [lo, hi].
+    for g in audit.groups.itertuples():
+        assert g.noisy_rows > 0
+        assert g.mean == pytest.approx(min(max(g.noisy_sum / g.noisy_rows, 0.0), 1.0))
 
 
 def test_fit_and_decide(vault_server, company, table) -> None:
