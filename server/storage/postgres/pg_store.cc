@@ -44,7 +44,8 @@ using core::accounting::SpentEpsilonMicro;
 // started at the SQLite schema's version 4 (job leases), so the numbers mean the same on both.
 constexpr int64_t kSchemaVersion = 10;
 
-// Applied under an advisory lock; every statement is idempotent.
+// Applied under an advisory lock; every statement is idempotent. Any change to it bumps
+// kSchemaVersion: a database at the current version is not given the script again (Open).
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS schema_version(version BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS accounts(
@@ -353,6 +354,23 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& connin
   PQconninfoFree(parsed);
   std::unique_ptr<PgStore> store(new PgStore(conninfo, pool_size));
   ASSIGN_OR_RETURN(Borrowed c, store->Borrow());
+  // A database already at this version gets nothing of the script: its DDL locks the tables
+  // even where it changes nothing (ALTER TABLE ... ADD COLUMN IF NOT EXISTS takes the table's
+  // exclusive lock, CREATE OR REPLACE TRIGGER and CREATE INDEX IF NOT EXISTS keep writers
+  // out), all held to the end of one transaction, so a replica (re)starting beside another
+  // one's charges and jobs waited for them, held them up, and could deadlock with them.
+  ASSIGN_OR_RETURN(Result exists,
+                   c->Exec("SELECT COUNT(to_regclass('schema_version'))"));
+  bool current = false;
+  if (exists.rows() == 1 && exists.Int(0, 0) == 1) {
+    ASSIGN_OR_RETURN(Result v, c->Exec("SELECT 1 FROM schema_version WHERE version = $1",
+                                       Params().Int(kSchemaVersion)));
+    current = v.rows() > 0;
+  }
+  if (current) {
+    std::cerr << "fairvault: database schema at version " << kSchemaVersion << " (current)\n";
+    return store;
+  }
   int64_t found = 0;  // the version the database had when this process took the lock
   RETURN_IF_ERROR(c->InTransaction([&]() -> absl::Status {
     // One process applies the schema at a time (CREATE ... IF NOT EXISTS races otherwise).

@@ -8,10 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -241,6 +244,47 @@ TEST_F(PgConnTest, TimeoutsAreErrorsToRetry) {
   EXPECT_THAT(charge.Run("SELECT pg_sleep(5)"),
               StatusIs(absl::StatusCode::kDeadlineExceeded, "statement timeout"));
   EXPECT_TRUE(charge.reusable());
+}
+
+// A replica (re)starting beside another one's writes: a database already at the current version
+// does not get the schema script again, whose DDL (ALTER TABLE ... ADD COLUMN IF NOT EXISTS,
+// CREATE OR REPLACE TRIGGER, CREATE INDEX IF NOT EXISTS) locks tables even where it changes
+// nothing, so that Open waited for the writes below (and, holding its locks, could deadlock
+// with them). A database at an older version still gets the script and its migrations.
+TEST_F(PgConnTest, ACurrentDatabaseOpensBesideOpenWritesAndAnOlderOneIsMigrated) {
+  const std::unique_ptr<PgStore::Conn> conn = Connect();
+  PgStore::Conn& writer = *conn;
+  ASSERT_TRUE(writer.ok());
+  ASSERT_OK(writer.Run("BEGIN"));
+  // What a charge and a finishing job hold until they commit.
+  ASSERT_OK(writer.Run("LOCK TABLE ledger, merkle_nodes, responses, jobs, artifacts, access_log "
+                       "IN ROW EXCLUSIVE MODE"));
+  std::atomic<bool> opened{false};
+  absl::Status status;
+  std::thread open([&] {
+    status = PgStore::Open(uri_).status();
+    opened = true;
+  });
+  for (int i = 0; i < 100 && !opened; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(opened) << "Open waited 5 s for another process's open writes";
+  ASSERT_OK(writer.Run("ROLLBACK"));
+  open.join();
+  EXPECT_OK(status);
+
+  // Version 9, without responses.pending: the script and migration 10 run again.
+  ASSERT_OK(writer.Run("ALTER TABLE responses DROP COLUMN pending"));
+  ASSERT_OK(writer.Run("UPDATE schema_version SET version = 9"));
+  ASSERT_OK(PgStore::Open(uri_).status());
+  auto column = writer.Exec(
+      "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'responses' AND "
+      "column_name = 'pending'");
+  ASSERT_OK(column);
+  EXPECT_EQ(column->Int(0, 0), 1);
+  auto version = writer.Exec("SELECT version FROM schema_version");
+  ASSERT_OK(version);
+  EXPECT_EQ(version->Int(0, 0), 10);
 }
 
 // A company's ledger listing searches ledger_by_account, its access log access_log_by_account
