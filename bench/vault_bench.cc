@@ -707,6 +707,22 @@ void ChargesBeside(benchmark::State& state, ChargeWorld& w,
   state.counters["fit_s"] = long_s;
 }
 
+// A request on the table's "score" column over [0, 1] in state.range(0) bins at epsilon 1,
+// under key `prefix``key`: what the long requests beside the charges share.
+template <typename Request>
+Request ScoresOnTheTable(const ChargeWorld& w, const char* prefix, int key,
+                         const benchmark::State& state) {
+  Request req;
+  req.set_idempotency_key(absl::StrCat(prefix, key));
+  req.set_table_handle(w.table);
+  req.set_score_column("score");
+  req.set_lo(0);
+  req.set_hi(1);
+  req.set_bins(static_cast<int>(state.range(0)));
+  req.set_epsilon(1);
+  return req;
+}
+
 // Charges beside a long post-processing: one client fits the statistical-parity
 // post-processor with the LP at state.range(0) bins on the 1,000-row table (4 groups; 200 bins
 // are 160,000 coupling variables, about 5 s of LP) while another sends small NoisyCounts
@@ -716,16 +732,9 @@ void ChargesBeside(benchmark::State& state, ChargeWorld& w,
 void BM_ChargesBesideALongFit(benchmark::State& state) {
   ChargeWorld& w = GetChargeWorld(kSqlite);
   ChargesBeside(state, w, [&](int key) {
-    v1::FitStatisticalParityRequest req;
-    req.set_idempotency_key(absl::StrCat("long-fit-", key));
-    req.set_table_handle(w.table);
-    req.set_score_column("score");
-    req.set_lo(0);
-    req.set_hi(1);
-    req.set_bins(static_cast<int>(state.range(0)));
+    auto req = ScoresOnTheTable<v1::FitStatisticalParityRequest>(w, "long-fit-", key, state);
     req.set_alpha(0.1);
     req.set_solver(v1::SP_SOLVER_LINEAR_PROGRAM);
-    req.set_epsilon(1);
     return w.company->FitStatisticalParityPostProcessor(req).ok();
   });
 }
@@ -739,14 +748,7 @@ BENCHMARK(BM_ChargesBesideALongFit)->Arg(200)->Iterations(1)->UseRealTime()
 void BM_ChargesBesideALongAudit(benchmark::State& state) {
   ChargeWorld& w = GetChargeWorld(kSqlite);
   ChargesBeside(state, w, [&](int key) {
-    v1::AuditRegressorRequest req;
-    req.set_idempotency_key(absl::StrCat("long-audit-", key));
-    req.set_table_handle(w.table);
-    req.set_score_column("score");
-    req.set_lo(0);
-    req.set_hi(1);
-    req.set_bins(static_cast<int>(state.range(0)));
-    req.set_epsilon(1);
+    const auto req = ScoresOnTheTable<v1::AuditRegressorRequest>(w, "long-audit-", key, state);
     return w.company->AuditRegressor(req).ok();
   });
 }
