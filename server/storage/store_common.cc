@@ -9,6 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/util/status_macros.h"
 #include "core/util/truncate.h"
 #include "server/storage/ledger_chain.h"
@@ -173,6 +174,22 @@ ListingQuery ListingAfterCursor(const LedgerFilter& filter, char style, bool by_
   if (filter.account) add("account", *filter.account);
   if (by_dataset && filter.dataset) add("dataset", *filter.dataset);
   absl::StrAppend(&q.sql, " ORDER BY seq LIMIT ", next());
+  return q;
+}
+
+JobListingQuery JobsNewestFirst(const JobFilter& filter, char style) {
+  JobListingQuery q;
+  std::vector<std::string> conditions;
+  auto next = [&] { return absl::StrCat(std::string(1, style), q.params.size()); };
+  auto add = [&](const char* column, int64_t value) {
+    q.params.push_back(value);
+    conditions.push_back(absl::StrCat(column, " = ", next()));
+  };
+  if (filter.account_id) add("account_id", *filter.account_id);
+  if (filter.dataset_id) add("dataset_id", *filter.dataset_id);
+  if (!conditions.empty()) q.sql = absl::StrCat(" WHERE ", absl::StrJoin(conditions, " AND "));
+  q.params.push_back(filter.limit);
+  absl::StrAppend(&q.sql, " ORDER BY ledger_seq DESC LIMIT ", next());
   return q;
 }
 

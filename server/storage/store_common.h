@@ -113,6 +113,16 @@ struct ListingQuery {
 };
 ListingQuery ListingAfterCursor(const LedgerFilter& filter, char style, bool by_dataset);
 
+// The end of a listing of jobs, newest first: " WHERE account_id = p AND dataset_id = p ORDER
+// BY ledger_seq DESC LIMIT p" with only the filters that are set, so that a company's listing
+// searches jobs_by_account and a dataset's jobs_by_dataset (schema version 11) instead of
+// walking every job from the newest. Its parameters, in order: the filters' values, the limit.
+struct JobListingQuery {
+  std::string sql;
+  std::vector<int64_t> params;
+};
+JobListingQuery JobsNewestFirst(const JobFilter& filter, char style);
+
 // Recomputes the hash chain and the spend totals from the ledger rows and checks the grants,
 // caps and totals the filter reads against them (both ways: a missing spend row would reset a
 // budget), and the stored Merkle tree against the rows: every leaf and complete subtree, none

@@ -35,7 +35,7 @@ TEST_P(SqliteMigrationTest, DatabaseFromBeforeStoredFailuresIsMigratedOnOpen) {
   EXPECT_EQ(replay->response_payload, payload);
   ASSERT_OK(Charge(Request(acme_, census_, "k2", 100'000)));
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 10);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 11);
   // Opening again is a no-op.
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(SpentMicro(acme_, census_), 200'000);
@@ -62,7 +62,7 @@ TEST_P(SqliteMigrationTest, AccessLogFromVersion1IsMigratedOnOpen) {
   EXPECT_EQ((*log)[0].rows, 40);
   EXPECT_EQ((*log)[0].new_decisions, -1);  // not recorded then
   EXPECT_EQ((*log)[1].new_decisions, 1);
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 10);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 11);
 }
 
 TEST_P(SqliteMigrationTest, LedgerFromVersion5KeepsVerifyingAndNewGrantsNameTheirActor) {
@@ -76,7 +76,7 @@ TEST_P(SqliteMigrationTest, LedgerFromVersion5KeepsVerifyingAndNewGrantsNameThei
   ASSERT_EQ(Raw("ALTER TABLE ledger DROP COLUMN actor; PRAGMA user_version=5"), "");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 10);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 11);
   LedgerVerification v = Verify();
   EXPECT_TRUE(v.ok) << v.message;
   EXPECT_EQ(v.head_hash, head);
@@ -106,7 +106,7 @@ TEST_P(SqliteMigrationTest, AVersion7LedgerJoinsTheMerkleTreeInOrder) {
   // As version 7 left it: no tree at all.
   ASSERT_EQ(Raw("DROP TABLE merkle_nodes; DROP TABLE checkpoints; PRAGMA user_version=7"), "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 10);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 11);
   ASSERT_OK(Charge(Request(acme_, census_, "after", 1000)));
   ASSERT_OK(store_->ReadTree([&](int64_t size, core::transparency::NodeReader read) {
     EXPECT_EQ(size, 6);
@@ -132,7 +132,7 @@ TEST_P(SqliteJobMigrationTest, DatabaseFromVersion2GainsTheJobsTableOnOpen) {
   store_.reset();
   ASSERT_EQ(Raw("DROP TABLE jobs; PRAGMA user_version=2"), "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 10);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 11);
   ASSERT_GT(Submit(NewJob("job_a", acme_, census_)), 0);
   EXPECT_EQ(Job("job_a").state, JobState::kQueued);
 }
@@ -144,7 +144,7 @@ TEST_P(SqliteJobMigrationTest, DatabaseFromVersion3GainsJobLeasesOnOpen) {
                 "ALTER TABLE jobs DROP COLUMN lease_expires_micros; PRAGMA user_version=3"),
             "");
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar("PRAGMA user_version"), 10);
+  EXPECT_EQ(Scalar("PRAGMA user_version"), 11);
   auto started = store_->StartJob("job_a", Lease(5'000));
   ASSERT_OK(started);
   EXPECT_EQ(started->lease_owner, kOwner);

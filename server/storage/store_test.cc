@@ -295,9 +295,9 @@ TEST_P(StoreTest, PurgeExpiredTablesRemovesOnlyExpiredOnes) {
 TEST_P(StoreTest, SchemaVersionIsRecordedAndReopeningKeepsIt) {
   const std::string query =
       GetParam() == Backend::kSqlite ? "PRAGMA user_version" : "SELECT version FROM schema_version";
-  EXPECT_EQ(Scalar(query), 10);
+  EXPECT_EQ(Scalar(query), 11);
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(Scalar(query), 10);
+  EXPECT_EQ(Scalar(query), 11);
   if (GetParam() == Backend::kPostgres) {
     EXPECT_EQ(Scalar("SELECT COUNT(*) FROM schema_version"), 1);
   }

@@ -604,14 +604,15 @@ TEST_F(ContainerTest, AnUpgradeServesThePreviousReleasesDatabaseWithBothReplicas
     migrated += absl::StrContains(line, "database schema migrated from version");
   }
   EXPECT_EQ(current + migrated, 2) << logs;
-  // The fixture is schema version 4; this release's is 10 (a job's validation table, issue 22;
+  // The fixture is schema version 4; this release's is 11 (a job's validation table, issue 22;
   // the ledger's actor, issue 23; decision batches, issue 24; the ledger's Merkle tree, issue
-  // 25; its witnesses' cosignatures; pending releases): exactly one replica migrates it, the other finds it current.
+  // 25; its witnesses' cosignatures; pending releases; the jobs' indexes by company and
+  // dataset): exactly one replica migrates it, the other finds it current.
   EXPECT_EQ(migrated, 1) << logs;
   const CommandResult version = stack().Compose(
       "exec -T postgres psql -U fairvault -d fairvault -At -c "
       "'SELECT count(*), max(version) FROM schema_version'");
-  EXPECT_EQ(absl::StripAsciiWhitespace(version.output), "1|10");
+  EXPECT_EQ(absl::StripAsciiWhitespace(version.output), "1|11");
 
   // The previous release's stored release replays as it printed it, on either replica; its
   // ledger verifies with the same head.

@@ -39,16 +39,11 @@ absl::StatusOr<JobRecord> PgStore::GetJob(const std::string& id) {
 
 absl::StatusOr<std::vector<JobRecord>> PgStore::ListJobs(const JobFilter& filter) {
   ASSIGN_OR_RETURN(Borrowed c, Borrow());
-  ASSIGN_OR_RETURN(Result r, c->Exec(absl::StrCat("SELECT ", kJobCols,
-                                                  " FROM jobs WHERE ($1::bigint IS NULL OR "
-                                                  "account_id = $1) AND ($2::bigint IS NULL OR "
-                                                  "dataset_id = $2) ORDER BY ledger_seq DESC "
-                                                  "LIMIT $3")
-                                         .c_str(),
-                                     Params()
-                                         .OptionalInt(filter.account_id)
-                                         .OptionalInt(filter.dataset_id)
-                                         .Int(filter.limit)));
+  const JobListingQuery q = JobsNewestFirst(filter, '$');
+  Params params;
+  for (int64_t v : q.params) params.Int(v);
+  ASSIGN_OR_RETURN(Result r,
+                   c->Exec(absl::StrCat("SELECT ", kJobCols, " FROM jobs", q.sql).c_str(), params));
   std::vector<JobRecord> out;
   for (int i = 0; i < r.rows(); ++i) out.push_back(ReadJob(r, i));
   return out;

@@ -42,7 +42,7 @@ using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate brings a database to (table schema_version). The PostgreSQL schema
 // started at the SQLite schema's version 4 (job leases), so the numbers mean the same on both.
-constexpr int64_t kSchemaVersion = 10;
+constexpr int64_t kSchemaVersion = 11;
 
 // Applied under an advisory lock; every statement is idempotent. Any change to it bumps
 // kSchemaVersion: a database at the current version is not given the script again (Open).
@@ -160,6 +160,8 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS validation_table_handle TEXT NOT NULL 
 CREATE INDEX IF NOT EXISTS jobs_by_seq ON jobs(ledger_seq);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, ledger_seq);
 CREATE INDEX IF NOT EXISTS jobs_by_table ON jobs(table_handle, state);
+CREATE INDEX IF NOT EXISTS jobs_by_account ON jobs(account_id, ledger_seq);
+CREATE INDEX IF NOT EXISTS jobs_by_dataset ON jobs(dataset_id, ledger_seq);
 )sql";
 
 constexpr char kRedacted[] = "********";
@@ -386,9 +388,8 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& connin
     }
     // Version 5 (a job's validation_table_handle, issue 22) and version 6 (the ledger's actor,
     // issue 23) are kSchema's idempotent ALTER TABLE ... ADD COLUMN IF NOT EXISTS; version 7
-    // (decision_batches, issue 24) a new table, version 10 (responses.pending) an ALTER again.
-    // Steps that
-    // cannot be written so go here, each idempotent.
+    // (decision_batches, issue 24) a new table; version 11 (jobs_by_account, jobs_by_dataset)
+    // two CREATE INDEX IF NOT EXISTS. Steps that cannot be written so go here, each idempotent.
     // Version 8: the ledger's Merkle tree (issue 25); the rows written before join it, in order.
     RETURN_IF_ERROR(postgres::BackfillTree(*c));
     // Version 10: responses.pending (1: a charged release whose post-processing is still to be

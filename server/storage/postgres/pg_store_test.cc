@@ -273,8 +273,10 @@ TEST_F(PgConnTest, ACurrentDatabaseOpensBesideOpenWritesAndAnOlderOneIsMigrated)
   open.join();
   EXPECT_OK(status);
 
-  // Version 9, without responses.pending: the script and migration 10 run again.
+  // Version 9, without responses.pending and version 11's indexes: the script and the
+  // migrations run again.
   ASSERT_OK(writer.Run("ALTER TABLE responses DROP COLUMN pending"));
+  ASSERT_OK(writer.Run("DROP INDEX jobs_by_account, jobs_by_dataset"));
   ASSERT_OK(writer.Run("UPDATE schema_version SET version = 9"));
   ASSERT_OK(PgStore::Open(uri_).status());
   auto column = writer.Exec(
@@ -282,9 +284,14 @@ TEST_F(PgConnTest, ACurrentDatabaseOpensBesideOpenWritesAndAnOlderOneIsMigrated)
       "column_name = 'pending'");
   ASSERT_OK(column);
   EXPECT_EQ(column->Int(0, 0), 1);
+  auto indexes = writer.Exec(
+      "SELECT COUNT(*) FROM pg_indexes WHERE indexname IN ('jobs_by_account', "
+      "'jobs_by_dataset')");
+  ASSERT_OK(indexes);
+  EXPECT_EQ(indexes->Int(0, 0), 2);
   auto version = writer.Exec("SELECT version FROM schema_version");
   ASSERT_OK(version);
-  EXPECT_EQ(version->Int(0, 0), 10);
+  EXPECT_EQ(version->Int(0, 0), 11);
 }
 
 // A company's ledger listing searches ledger_by_account, its access log access_log_by_account
@@ -325,6 +332,20 @@ TEST_F(PgConnTest, ACompanysLedgerListingSearchesItsIndex) {
   EXPECT_THAT(generic_plan(ListingAfterCursor(LedgerFilter{"acme"}, '$', false).sql,
                            "bigint, text, bigint", "0, 'acme', 100", "access_log"),
               ::testing::HasSubstr("Index Scan using access_log_by_account"));
+  // A company's jobs, and a dataset's, newest first from their own index (schema version 11).
+  JobFilter jobs;
+  jobs.account_id = 7;
+  EXPECT_THAT(generic_plan(JobsNewestFirst(jobs, '$').sql, "bigint, bigint", "7, 100", "jobs"),
+              ::testing::HasSubstr("Index Scan Backward using jobs_by_account"));
+  jobs.account_id.reset();
+  jobs.dataset_id = 3;
+  EXPECT_THAT(generic_plan(JobsNewestFirst(jobs, '$').sql, "bigint, bigint", "3, 100", "jobs"),
+              ::testing::HasSubstr("Index Scan Backward using jobs_by_dataset"));
+  // The text every filter used to share could not.
+  EXPECT_THAT(generic_plan(" WHERE ($1::bigint IS NULL OR account_id = $1) AND ($2::bigint IS "
+                           "NULL OR dataset_id = $2) ORDER BY ledger_seq DESC LIMIT $3",
+                           "bigint, bigint, bigint", "7, NULL, 100", "jobs"),
+              ::testing::Not(::testing::HasSubstr("jobs_by_account")));
 }
 
 // Whether `pid` runs (a zombie, exited and not yet reaped by its parent, does not).

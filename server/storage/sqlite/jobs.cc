@@ -47,13 +47,9 @@ absl::StatusOr<JobRecord> SqliteStore::GetJob(const std::string& id) {
 absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& filter) {
   return Listing([&](sqlite::StmtCache& cache) -> absl::StatusOr<std::vector<JobRecord>> {
     // ledger_seq orders jobs by creation (each has its own charge row), unlike a wall clock.
-    Stmt s(cache, absl::StrCat("SELECT ", kJobCols,
-                               " FROM jobs WHERE (?1 IS NULL OR account_id = ?1) AND "
-                               "(?2 IS NULL OR dataset_id = ?2) ORDER BY ledger_seq DESC LIMIT ?3")
-                      .c_str());
-    s.BindOptional(1, filter.account_id);
-    s.BindOptional(2, filter.dataset_id);
-    s.Bind(3, static_cast<int64_t>(filter.limit));
+    const JobListingQuery q = JobsNewestFirst(filter, '?');
+    Stmt s(cache, absl::StrCat("SELECT ", kJobCols, " FROM jobs", q.sql).c_str());
+    for (size_t i = 0; i < q.params.size(); ++i) s.Bind(static_cast<int>(i + 1), q.params[i]);
     return AllRows(s, ReadJob);
   });
 }

@@ -1,7 +1,7 @@
-// The store's listings reach a company's ledger rows through ledger_by_account, and its
-// access-log rows through access_log_by_account, whatever the table's size: the query SQLite
-// plans for ListingAfterCursor's text, read with EXPLAIN QUERY PLAN on a database the store
-// created.
+// The store's listings reach a company's ledger rows through ledger_by_account, its
+// access-log rows through access_log_by_account and its jobs through jobs_by_account, whatever
+// the table's size: the query SQLite plans for ListingAfterCursor's and JobsNewestFirst's
+// text, read with EXPLAIN QUERY PLAN on a database the store created.
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -72,6 +72,42 @@ TEST_F(SqliteQueryPlanTest, ACompanysAccessLogListingSearchesItsIndex) {
   company.account = "acme";
   EXPECT_THAT(Plan("SELECT * FROM access_log" + ListingAfterCursor(company, '?', false).sql),
               ::testing::HasSubstr("USING INDEX access_log_by_account (account=? AND seq>?)"));
+}
+
+TEST_F(SqliteQueryPlanTest, ACompanysOrADatasetsJobListingSearchesItsIndex) {
+  JobFilter jobs;
+  jobs.account_id = 7;
+  EXPECT_THAT(Plan("SELECT * FROM jobs" + JobsNewestFirst(jobs, '?').sql),
+              ::testing::HasSubstr("USING INDEX jobs_by_account (account_id=?)"));
+  jobs.dataset_id = 3;
+  EXPECT_THAT(Plan("SELECT * FROM jobs" + JobsNewestFirst(jobs, '?').sql),
+              ::testing::HasSubstr("USING INDEX jobs_by_"));
+  jobs.account_id.reset();
+  EXPECT_THAT(Plan("SELECT * FROM jobs" + JobsNewestFirst(jobs, '?').sql),
+              ::testing::HasSubstr("USING INDEX jobs_by_dataset (dataset_id=?)"));
+  // The text every filter used to share walked every job from the newest.
+  EXPECT_THAT(Plan("SELECT * FROM jobs WHERE (?1 IS NULL OR account_id = ?1) AND (?2 IS NULL OR "
+                   "dataset_id = ?2) ORDER BY ledger_seq DESC LIMIT ?3"),
+              ::testing::HasSubstr("SCAN jobs USING INDEX jobs_by_seq"));
+  // The operator's listing of every job walks them newest first.
+  EXPECT_THAT(Plan("SELECT * FROM jobs" + JobsNewestFirst(JobFilter(), '?').sql),
+              ::testing::HasSubstr("SCAN jobs USING INDEX jobs_by_seq"));
+}
+
+TEST(JobsNewestFirstTest, NumbersOnlyTheFiltersThatAreSet) {
+  JobFilter filter;
+  filter.limit = 5;
+  JobListingQuery q = JobsNewestFirst(filter, '?');
+  EXPECT_EQ(q.sql, " ORDER BY ledger_seq DESC LIMIT ?1");
+  EXPECT_THAT(q.params, ::testing::ElementsAre(5));
+  filter.dataset_id = 3;
+  q = JobsNewestFirst(filter, '$');
+  EXPECT_EQ(q.sql, " WHERE dataset_id = $1 ORDER BY ledger_seq DESC LIMIT $2");
+  EXPECT_THAT(q.params, ::testing::ElementsAre(3, 5));
+  filter.account_id = 7;
+  q = JobsNewestFirst(filter, '?');
+  EXPECT_EQ(q.sql, " WHERE account_id = ?1 AND dataset_id = ?2 ORDER BY ledger_seq DESC LIMIT ?3");
+  EXPECT_THAT(q.params, ::testing::ElementsAre(7, 3, 5));
 }
 
 TEST(ListingAfterCursorTest, NumbersOnlyTheFiltersThatAreSet) {

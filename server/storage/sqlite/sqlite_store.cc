@@ -36,7 +36,7 @@ using core::accounting::Spend;
 using core::accounting::SpentEpsilonMicro;
 
 // The schema version Migrate() brings a database to (PRAGMA user_version).
-constexpr int64_t kSchemaVersion = 10;
+constexpr int64_t kSchemaVersion = 11;
 
 // The checkpointer: a round every kCheckpointPeriod (or when a commit finds the log large).
 // A RESTART checkpoint is tried for kRestartTime (the store's calls wait meanwhile); after a
@@ -160,6 +160,8 @@ CREATE TABLE IF NOT EXISTS jobs(
 CREATE INDEX IF NOT EXISTS jobs_by_seq ON jobs(ledger_seq);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, ledger_seq);
 CREATE INDEX IF NOT EXISTS jobs_by_table ON jobs(table_handle, state);
+CREATE INDEX IF NOT EXISTS jobs_by_account ON jobs(account_id, ledger_seq);
+CREATE INDEX IF NOT EXISTS jobs_by_dataset ON jobs(dataset_id, ledger_seq);
 )sql";
 
 }  // namespace
@@ -533,6 +535,8 @@ absl::Status SqliteStore::Migrate() {
   if (!columns.count("pending")) {
     RETURN_IF_ERROR(Exec("ALTER TABLE responses ADD COLUMN pending INTEGER NOT NULL DEFAULT 0"));
   }
+  // Version 11: the jobs' indexes by company and by dataset (kSchema's CREATE INDEX IF NOT
+  // EXISTS), which a company's ListJobs and a dataset's deletion search.
   return Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
 }
 
