@@ -58,12 +58,13 @@ echo "fuzz.sh: built ${targets[*]} in $(($(date +%s) - start)) s (ASan, UBSan, l
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-failed=0
-printf '%-20s %8s %10s %9s %7s %7s  %s\n' target seconds runs exec/s edges corpus result
-for t in "${targets[@]}"; do
-  corpus="$root/tests/fuzz/corpus/$t"
+# One target per core at a time (each libFuzzer run is one process on one core); the table is
+# printed in the targets' order once all have run.
+results="$(mktemp -d)"
+trap 'rm -rf "$results"' EXIT
+run_target() {
+  local t="$1" corpus="$root/tests/fuzz/corpus/$1" work crashes="$build/crashes/$1" begin status
   work="$(mktemp -d)"
-  crashes="$build/crashes/$t"
   mkdir -p "$crashes"
   begin=$(date +%s)
   set +e
@@ -72,25 +73,36 @@ for t in "${targets[@]}"; do
     "$work" "$corpus" >"$build/$t.log" 2>&1
   status=$?
   set -e
-  seconds=$(($(date +%s) - begin))
+  local seconds=$(($(date +%s) - begin)) runs rate edges size result=ok
   runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$build/$t.log" | tail -1)"
   rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$build/$t.log" | tail -1)"
   edges="$(grep -o 'cov: [0-9]*' "$build/$t.log" | tail -1 | cut -d' ' -f2 || true)"
   size="$(grep -o 'corp: [0-9]*' "$build/$t.log" | tail -1 | cut -d' ' -f2 || true)"
-  result=ok
-  if ((status != 0)); then
-    result="FAILED (see $build/$t.log; input in $crashes/)"
-    failed=1
-  fi
+  if ((status != 0)); then result="FAILED (see $build/$t.log; input in $crashes/)"; fi
   printf '%-20s %8s %10s %9s %7s %7s  %s\n' "$t" "$seconds" "${runs:-?}" "${rate:-?}" \
-    "${edges:-?}" "${size:-?}" "$result"
+    "${edges:-?}" "${size:-?}" "$result" >"$results/$t.line"
   if ((status != 0)); then
     grep -m 5 -E 'contract broken|ERROR: (Address|Undefined|libFuzzer)|runtime error' \
-      "$build/$t.log" >&2 || true
-  fi
-  if ((merge && status == 0)); then
+      "$build/$t.log" >"$results/$t.findings" || true
+    touch "$results/$t.failed"
+  elif ((merge)); then
     "$build/tests/fuzz/$t" -merge=1 "$corpus" "$work" >/dev/null 2>&1
   fi
   rm -rf "$work"
+}
+cores="$(nproc)"
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= cores)); do wait -n || true; done
+  run_target "$t" &
+done
+wait
+failed=0
+printf '%-20s %8s %10s %9s %7s %7s  %s\n' target seconds runs exec/s edges corpus result
+for t in "${targets[@]}"; do
+  cat "$results/$t.line" 2>/dev/null || echo "$t: no result (see $build/$t.log)"
+  if [[ -e $results/$t.failed || ! -e $results/$t.line ]]; then
+    failed=1
+    cat "$results/$t.findings" >&2 2>/dev/null || true
+  fi
 done
 exit "$failed"

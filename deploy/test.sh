@@ -49,5 +49,6 @@ export FAIRVAULT_REQUIRE_GO=1
 export FAIRVAULT_REQUIRE_DOCKER=1
 ctest --output-on-failure -j2 --timeout 900
 # Then every fuzz target for 30 s from its committed corpus (its regression inputs first), in the
-# ASan/UBSan build the `sanitize` label made (build-fuzz/): about 4 minutes.
+# ASan/UBSan build the `sanitize` label made (build-fuzz/), two at a time on two cores: about
+# 2 minutes.
 "$root/deploy/fuzz.sh" --seconds 30
