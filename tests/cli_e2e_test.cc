@@ -15,6 +15,7 @@
 
 #include "core/testing/files.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -246,6 +247,54 @@ TEST_F(CliEndToEndTest, AReplaySaysSoAndAFreshChargeDoesNot) {
   EXPECT_FALSE(Field(charged, "replayed").bool_value());
   EXPECT_EQ(Field(charged, "replayed_ledger_seq").number_value(), 0);
   EXPECT_DOUBLE_EQ(Budget().epsilon_spent(), 1.0);
+}
+
+// A call that ends before its answer (here its deadline passes during the statistical-parity
+// LP, which the vault solves after the charge) with a key the CLI drew at random: the error
+// names the key, and repeating the command with it returns the charged release, finished, with
+// no second charge.
+TEST_F(CliEndToEndTest, ACallCutOffAfterItsChargeNamesItsKeyWhichGetsTheOutcome) {
+  // A score spread over every bin, so that the LP has work to do: 6 groups x 258 bins (the most
+  // the LP's size limit allows them), 1.2 s alone on the reference machine, against the call's
+  // 0.3 s deadline.
+  const Population pop = MakePopulation(400, 12);
+  const std::string csv = ::testing::TempDir() + "/fv-cut-scores.csv";
+  std::string rows = "id,score\n";
+  for (size_t i = 0; i < pop.keys.size(); ++i) {
+    absl::StrAppend(&rows, pop.keys[i], ",", (i * 7919 % 400) / 400.0 + pop.sex[i] * 0.001, "\n");
+  }
+  std::ofstream(csv) << rows;
+  CliRun upload = Cli(Company() + "table upload --dataset pop --csv " + csv +
+                      " --key-column id --numeric score");
+  ASSERT_EQ(upload.exit_code, 0) << upload.err;
+  const std::string handle(absl::StripAsciiWhitespace(upload.out));  // the handle alone
+  const std::string fit = "postprocess regression --table " + handle +
+                          " --score-column score --lo 0 --hi 1 --bins 258 --alpha 0.1 "
+                          "--solver lp --attributes sex,race ";
+  CliRun cut = Cli(Company() + "--deadline 0.3 " + fit + "--epsilon 0.5");
+  ASSERT_EQ(cut.exit_code, 6) << cut.out << cut.err;
+  EXPECT_THAT(cut.err, HasSubstr("DEADLINE_EXCEEDED"));
+  const size_t at = cut.err.find("repeat the command with --idempotency-key ");
+  ASSERT_NE(at, std::string::npos) << cut.err;
+  const std::string tail = cut.err.substr(at + 42);
+  const std::string key = tail.substr(0, tail.find(' '));
+  ASSERT_TRUE(absl::StartsWith(key, "cli-")) << cut.err;
+  EXPECT_DOUBLE_EQ(Budget().epsilon_spent(), 0.5);  // charged before the deadline passed
+
+  CliRun again = Cli(Company() + fit + "--epsilon 0.5 --idempotency-key " + key);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.err, HasSubstr("stored release from ledger seq"));
+  EXPECT_THAT(again.out, HasSubstr("artifact"));
+  EXPECT_DOUBLE_EQ(Budget().epsilon_spent(), 0.5);
+
+  // A key the user gave is not repeated back; a refusal names none.
+  CliRun given =
+      Cli(Company() + "--deadline 0.3 " + fit + "--epsilon 0.5 --idempotency-key cli-given-1");
+  EXPECT_EQ(given.exit_code, 6) << given.err;
+  EXPECT_THAT(given.err, Not(HasSubstr("idempotency key:")));
+  CliRun refused = Cli(Company() + fit + "--epsilon 100");
+  EXPECT_EQ(refused.exit_code, 3) << refused.err;
+  EXPECT_THAT(refused.err, Not(HasSubstr("idempotency key")));
 }
 
 TEST_F(CliEndToEndTest, DryRunChargesNothingAndPricesWhatTheCallCharges) {

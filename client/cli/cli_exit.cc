@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,6 +13,13 @@
 
 namespace fairvault::client::cli {
 namespace {
+
+constexpr char kDrawnKeyPayload[] = "fairvault.cli/drawn-idempotency-key";
+
+std::string DrawnKey(const absl::Status& status) {
+  const auto payload = status.GetPayload(kDrawnKeyPayload);
+  return payload.has_value() ? std::string(*payload) : std::string();
+}
 
 // A proto field path at the start of `text`: [a-z][a-z0-9_]* segments joined by '.', each
 // optionally indexed ("groups[2]"). Returns its length, or 0.
@@ -85,6 +93,13 @@ std::string Hint(const absl::Status& status) {
   }
 }
 
+std::string DrawnKeyNote(const std::string& key) {
+  return absl::StrCat("idempotency key: ", key,
+                      " (if the vault charged this call before it failed, repeat the command "
+                      "with --idempotency-key ",
+                      key, " to get its outcome without a second charge)");
+}
+
 std::string ReplayNote(int64_t seq) {
   return absl::StrCat("stored failure from ledger seq ", seq,
                       ": this idempotency key's first call was charged and failed; this call "
@@ -92,6 +107,25 @@ std::string ReplayNote(int64_t seq) {
 }
 
 }  // namespace
+
+absl::Status WithDrawnIdempotencyKey(absl::Status status, const std::string& key) {
+  if (key.empty() || status.ok() || IsUsageError(status) || ReplayedLedgerSeq(status) > 0) {
+    return status;
+  }
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kDataLoss:
+      status.SetPayload(kDrawnKeyPayload, absl::Cord(key));
+      return status;
+    default:
+      return status;
+  }
+}
 
 int ExitCodeFor(const absl::Status& status) {
   if (status.ok()) return kExitOk;
@@ -159,7 +193,10 @@ std::string ExitStatusHelp() {
          "  `health` exits 0 when SERVING and 1 otherwise (2 on a usage error).\n"
          "Errors go to stderr as \"error: <CODE>: <message>\"; with --json as one line of JSON,\n"
          "  {\"error\": {code, exit_code, class, message, from_vault, [field,]\n"
-         "             [replayed, replayed_ledger_seq,] [hint]}}\n";
+         "             [replayed, replayed_ledger_seq,] [idempotency_key,] [hint]}}\n"
+         "  A spending call sent with a random key (no --idempotency-key) that ends in an\n"
+         "  error after which it may have been charged prints that key: repeat the command\n"
+         "  with it to get the outcome without a second charge.\n";
 }
 
 std::string FieldOf(const absl::Status& status) {
@@ -241,6 +278,9 @@ std::string ErrorJson(const absl::Status& status, int exit_code) {
   if (const int64_t seq = ReplayedLedgerSeq(status); seq > 0) {
     absl::StrAppend(&out, ",\"replayed\":true,\"replayed_ledger_seq\":", seq);
   }
+  if (const std::string key = DrawnKey(status); !key.empty()) {
+    absl::StrAppend(&out, ",\"idempotency_key\":", JsonString(key));
+  }
   const std::string hint = Hint(status);
   if (!hint.empty()) absl::StrAppend(&out, ",\"hint\":", JsonString(hint));
   out += "}}\n";
@@ -254,6 +294,9 @@ std::string ErrorText(const absl::Status& status) {
                                        status.message(), "\n");
   if (const int64_t seq = ReplayedLedgerSeq(status); seq > 0) {
     absl::StrAppend(&out, ReplayNote(seq), "\n");
+  }
+  if (const std::string key = DrawnKey(status); !key.empty()) {
+    absl::StrAppend(&out, DrawnKeyNote(key), "\n");
   }
   const std::string hint = Hint(status);
   if (!hint.empty()) absl::StrAppend(&out, "(", hint, ")\n");

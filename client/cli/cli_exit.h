@@ -47,16 +47,26 @@ std::string ExitStatusHelp();
 // error starting "--<flag>", or a budget refusal ("request costs epsilon=...": "epsilon").
 std::string FieldOf(const absl::Status& status);
 
+// `status` with the idempotency key `key` attached when a spending call sent a key the user
+// never saw (drawn at random) and failed with a code after which the vault may have charged it
+// (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, UNKNOWN, INTERNAL, ABORTED, DATA_LOSS): repeating
+// the command with --idempotency-key KEY returns the charged call's outcome (finishing it if
+// it was left unfinished) instead of charging a new one. A refusal (INVALID_ARGUMENT,
+// RESOURCE_EXHAUSTED, PERMISSION_DENIED, ...) charges nothing, and a replayed stored failure
+// is the same again: `status` unchanged.
+absl::Status WithDrawnIdempotencyKey(absl::Status status, const std::string& key);
+
 // A JSON string literal ("..." with escapes); invalid UTF-8 bytes become U+FFFD.
 std::string JsonString(absl::string_view text);
 
 // The error as one line of JSON (newline-terminated):
 // {"error":{"code":"RESOURCE_EXHAUSTED","exit_code":3,"class":"budget","message":"...",
 //  "from_vault":true[,"field":"epsilon"][,"replayed":true,"replayed_ledger_seq":N]
-//  [,"hint":"..."]}}
+//  [,"idempotency_key":"..."][,"hint":"..."]}}
 std::string ErrorJson(const absl::Status& status, int exit_code);
 // The error as text: "error: <CODE>: <message>" ("error: usage: ..." for a usage error), then
-// the replay note for a replayed stored failure and a hint line where one helps.
+// the replay note for a replayed stored failure, the idempotency key to repeat the call with
+// (WithDrawnIdempotencyKey) and a hint line where one helps.
 std::string ErrorText(const absl::Status& status);
 
 }  // namespace fairvault::client::cli

@@ -6,6 +6,7 @@
 #include "client/cli/cli_flags.h"
 #include "client/lib/client.h"
 #include "grpcpp/grpcpp.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace fairvault::client::cli {
@@ -125,6 +126,44 @@ TEST(ErrorOutputTest, AReplayedStoredFailureSaysSo) {
             "\"message\":\"glpk: the LP failed\",\"from_vault\":true,"
             "\"replayed\":true,\"replayed_ledger_seq\":9}}\n");
   server->Shutdown();
+}
+
+// A random idempotency key the user never saw is named where the call may have been charged
+// (so that repeating the command with it gets the outcome without a second charge), and only
+// there: a refusal charges nothing, a replay is already the stored outcome.
+TEST(WithDrawnIdempotencyKeyTest, NamesTheKeyOnlyWhereTheCallMayHaveBeenCharged) {
+  const absl::Status timed_out =
+      WithDrawnIdempotencyKey(Vault(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"),
+                              "cli-0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(ErrorText(timed_out),
+            "error: DEADLINE_EXCEEDED: Deadline Exceeded\nidempotency key: "
+            "cli-0123456789abcdef0123456789abcdef (if the vault charged this call before it "
+            "failed, repeat the command with --idempotency-key "
+            "cli-0123456789abcdef0123456789abcdef to get its outcome without a second charge)\n");
+  EXPECT_EQ(ErrorJson(timed_out, ExitCodeFor(timed_out)),
+            "{\"error\":{\"code\":\"DEADLINE_EXCEEDED\",\"exit_code\":6,\"class\":"
+            "\"unavailable\",\"message\":\"Deadline Exceeded\",\"from_vault\":true,"
+            "\"idempotency_key\":\"cli-0123456789abcdef0123456789abcdef\"}}\n");
+  for (grpc::StatusCode code :
+       {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED, grpc::StatusCode::UNKNOWN,
+        grpc::StatusCode::INTERNAL, grpc::StatusCode::ABORTED, grpc::StatusCode::DATA_LOSS}) {
+    EXPECT_THAT(ErrorText(WithDrawnIdempotencyKey(Vault(code, "failed"), "cli-k")),
+                ::testing::HasSubstr("--idempotency-key cli-k"))
+        << code;
+  }
+  for (grpc::StatusCode code :
+       {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::FAILED_PRECONDITION,
+        grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::PERMISSION_DENIED,
+        grpc::StatusCode::UNAUTHENTICATED, grpc::StatusCode::NOT_FOUND,
+        grpc::StatusCode::ALREADY_EXISTS, grpc::StatusCode::OUT_OF_RANGE}) {
+    const absl::Status refused = Vault(code, "refused");
+    EXPECT_EQ(ErrorText(WithDrawnIdempotencyKey(refused, "cli-k")), ErrorText(refused)) << code;
+  }
+  // No key drawn (the user gave --idempotency-key, or the command sends none), a usage error.
+  const absl::Status unavailable = Vault(grpc::StatusCode::UNAVAILABLE, "failed to connect");
+  EXPECT_EQ(ErrorText(WithDrawnIdempotencyKey(unavailable, "")), ErrorText(unavailable));
+  EXPECT_EQ(ErrorText(WithDrawnIdempotencyKey(UsageError("--table is required"), "cli-k")),
+            "error: usage: --table is required\n");
 }
 
 TEST(ErrorTextTest, SaysCodeMessageAndHint) {

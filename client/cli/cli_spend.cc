@@ -114,6 +114,7 @@ std::string FormatPreview(const v1::PreviewReleaseResponse& p) {
 
 absl::Status RunPreview(Context& ctx, const v1::PreviewReleaseRequest& req,
                         absl::string_view note) {
+  ForgetDrawnIdempotencyKey();  // a preview charges nothing: no key to repeat it with
   absl::StatusOr<Client*> client = ctx.client();
   if (!client.ok()) return client.status();
   absl::StatusOr<v1::PreviewReleaseResponse> preview = (*client)->PreviewRelease(req);

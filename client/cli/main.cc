@@ -190,7 +190,10 @@ int Main(const std::vector<std::string>& args) {
   Context context(*std::move(parsed));
   absl::Status status = command->run(context);
   std::cout.flush();
-  if (!status.ok()) return Fail(status, hint, json, command->binary_exit);
+  if (!status.ok()) {
+    return Fail(WithDrawnIdempotencyKey(std::move(status), DrawnIdempotencyKey()), hint, json,
+                command->binary_exit);
+  }
   return 0;
 }
 
