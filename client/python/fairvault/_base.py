@@ -9,6 +9,8 @@ import warnings
 import secrets
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import grpc
+
 from fairvault import errors
 from fairvault._proto import enum_value, pb
 from fairvault.connection import Connection
@@ -20,6 +22,15 @@ __all__ = ["VaultBase", "TableHandle", "new_idempotency_key", "ChargedAgainWarni
 
 #: A file name: ``hmac_secret_file=``, ``key_file=``.
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+# Failures after which a spending call may have been charged (the connection dropped, the
+# deadline passed during a solve after the charge, the store failed after it): its key gets
+# the outcome back. A refusal is never charged.
+_MAY_HAVE_BEEN_CHARGED = frozenset({
+    grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.ABORTED,
+    grpc.StatusCode.DATA_LOSS})
 
 
 def new_idempotency_key() -> str:
@@ -199,6 +210,7 @@ class VaultBase:
     def _spend(self, method: str, request: Any, result: type, idempotency_key: Optional[str],
                preview: bool) -> Any:
         digest = self.request_digest(method, request)
+        drawn = idempotency_key is None
         if idempotency_key is None:
             idempotency_key = self._key_for(method, digest)
             earlier = self._charged.get(digest) if self._warn_charged_again else None
@@ -216,7 +228,17 @@ class VaultBase:
             response, call = self._conn.call(getattr(self._conn.company, method), request,
                                              retry=True)
         except errors.BudgetExhausted as refusal:
+            refusal.idempotency_key = request.idempotency_key
             self._explain_budget(refusal, getattr(request, "table_handle", ""))
+            raise
+        except errors.FairvaultError as failure:
+            failure.idempotency_key = request.idempotency_key
+            if drawn and failure.code in _MAY_HAVE_BEEN_CHARGED:
+                # The caller never saw this key, and only it gets a charged outcome back.
+                said = f"{failure.hint}; " if failure.hint else ""
+                failure.hint = (f"{said}if the vault charged this call before it failed, call "
+                                f"again with idempotency_key='{request.idempotency_key}' to "
+                                "get its outcome without a second charge")
             raise
         released = result(response, request.idempotency_key, call.trailing_metadata())
         charge = getattr(response, "charge", None)

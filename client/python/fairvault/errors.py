@@ -60,10 +60,15 @@ class FairvaultError(Exception):
         retryable: whether repeating the same call (with the same idempotency key) may
             succeed. The client retries these itself a few times before raising.
         hint: what to do, when the status alone does not say (or ""); shown by ``str``.
+        idempotency_key: the key a spending call was sent with (None for other calls). After
+            a failure that may have come after the charge (UNAVAILABLE, DEADLINE_EXCEEDED,
+            CANCELLED, UNKNOWN, INTERNAL, ABORTED, DATA_LOSS), calling again with it returns
+            the charged call's outcome without a second charge.
     """
 
     retryable = False
     hint = ""
+    idempotency_key: Optional[str] = None
 
     def __init__(self, code: grpc.StatusCode, message: str, details: Any = None) -> None:
         super().__init__(f"{code.name}: {message}")

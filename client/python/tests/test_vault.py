@@ -96,6 +96,28 @@ def test_audit_regressor_frames(company, table) -> None:
         assert g.mean == pytest.approx(min(max(g.noisy_sum / g.noisy_rows, 0.0), 1.0))
 
 
+def test_a_call_cut_off_after_its_charge_names_its_key(vault_server, company, table) -> None:
+    # The deadline passes during the statistical-parity LP, which the vault solves after the
+    # charge (6 groups x 258 bins, the most its size limit allows them: over a second here).
+    hurried = vault_server.vault(vault_server.keys[company.name], deadline=0.3)
+    fit = dict(table=table, score_column="score", lo=0, hi=1, bins=258, epsilon=0.5,
+               attributes=["sex", "race"], alpha=0.1, solver="linear_program")
+    with pytest.raises(fairvault.errors.DeadlineExceeded) as cut:
+        hurried.fit_statistical_parity(**fit)
+    key = cut.value.idempotency_key
+    assert key and key.startswith("py-")
+    assert f"call again with idempotency_key='{key}'" in str(cut.value)
+    assert company.get_budget().epsilon_spent.sum() == pytest.approx(0.5)
+    # The key gets the charged release, finished, without a second charge.
+    again = company.fit_statistical_parity(**fit, idempotency_key=key)
+    assert again.replayed and again.artifact.id
+    assert company.get_budget().epsilon_spent.sum() == pytest.approx(0.5)
+    # A refusal names no key to repeat it with (it charged nothing).
+    with pytest.raises(fairvault.errors.BudgetExhausted) as refused:
+        company.fit_statistical_parity(**dict(fit, epsilon=5000))
+    assert "call again with idempotency_key" not in str(refused.value)
+
+
 def test_fit_and_decide(vault_server, company, table) -> None:
     fit = company.fit_equalized_odds(table, "prediction", "label", epsilon=20, gamma=0.05,
                                      attributes=["sex"], decision_floor=0.05)
