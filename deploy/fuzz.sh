@@ -61,7 +61,10 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # One target per core at a time (each libFuzzer run is one process on one core); the table is
 # printed in the targets' order once all have run.
 results="$(mktemp -d)"
-trap 'rm -rf "$results"' EXIT
+# Stopped (Ctrl-C, SIGTERM) or done: no fuzzer outlives the script.
+trap 'for job in $(jobs -p); do pkill -TERM -P "$job" || true; kill "$job" || true; done 2>/dev/null
+      rm -rf "$results"' EXIT
+trap 'exit 130' INT TERM
 run_target() {
   local t="$1" corpus="$root/tests/fuzz/corpus/$1" work crashes="$build/crashes/$1" begin status
   work="$(mktemp -d)"
@@ -85,8 +88,9 @@ run_target() {
     grep -m 5 -E 'contract broken|ERROR: (Address|Undefined|libFuzzer)|runtime error' \
       "$build/$t.log" >"$results/$t.findings" || true
     touch "$results/$t.failed"
-  elif ((merge)); then
-    "$build/tests/fuzz/$t" -merge=1 "$corpus" "$work" >/dev/null 2>&1
+  elif ((merge)) && ! "$build/tests/fuzz/$t" -merge=1 "$corpus" "$work" >/dev/null 2>&1; then
+    echo "$t: merging its new inputs into $corpus failed" >"$results/$t.findings"
+    touch "$results/$t.failed"
   fi
   rm -rf "$work"
 }

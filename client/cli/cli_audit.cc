@@ -107,7 +107,7 @@ template <typename Response>
 absl::Status Finish(Context& ctx, const Response& resp, const CallInfo& info,
                     const std::string& report_text, const std::string& key) {
   const std::string out_path = ctx.flags().Get("out");
-  if (!out_path.empty()) RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp)));
+  if (!out_path.empty()) RETURN_IF_ERROR(WriteSpendingOutput(out_path, ToJson(resp), key));
   std::string text = absl::StrCat(report_text, "rows dropped as unmatched: ", resp.rows_dropped(),
                                   "\n", FormatCharge(resp.charge()), ReplayHint(key));
   if (!out_path.empty()) {

@@ -281,6 +281,13 @@ absl::StatusOr<double> RequiredEpsilon(const ParsedFlags& flags);
 void PrintSpending(Context& ctx, const google::protobuf::Message& resp, const v1::Charge& charge,
                    const CallInfo& info, const std::string& text);
 
+// Writes a spending call's --out file, after the call: a failure says that the call itself
+// succeeded and names `key`, its idempotency key (which the user may never have seen), to get
+// the stored outcome again without a second charge ("" for a call that charged nothing:
+// the failure as it is) (cli_spend.cc).
+absl::Status WriteSpendingOutput(const std::string& path, absl::string_view content,
+                                 const std::string& key);
+
 // Prints the response of a score post-processor fit (`postprocess regression`,
 // `postprocess eo-scores`): JSON with --json, else the artifact, rows dropped and scores
 // clipped, the charge and the hints (and whether it was a replay, from `info`); the artifact
@@ -291,7 +298,7 @@ absl::Status PrintScoreFit(Context& ctx, const Response& resp, const CallInfo& i
                            double decision_log_ratio_bound, bool applicable_locally) {
   // The artifact alone: `fairvault apply-eo --artifact` reads it back.
   if (!out_path.empty()) {
-    absl::Status written = WriteStringToFile(out_path, ToJson(resp.artifact()));
+    absl::Status written = WriteSpendingOutput(out_path, ToJson(resp.artifact()), idempotency_key);
     if (!written.ok()) return written;
   }
   std::string text =

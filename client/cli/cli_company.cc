@@ -150,8 +150,9 @@ absl::Status Counts(Context& ctx) {
     rows.push_back(std::move(row));
   }
   if (!out_path.empty()) {
-    RETURN_IF_ERROR(WriteStringToFile(
-        out_path, IsJsonPath(out_path) ? ToJson(resp) : FormatCsv(csv_header, rows)));
+    RETURN_IF_ERROR(WriteSpendingOutput(
+        out_path, IsJsonPath(out_path) ? ToJson(resp) : FormatCsv(csv_header, rows),
+        req.idempotency_key()));
   }
   std::vector<std::string> upper;
   for (const std::string& h : csv_header) upper.push_back(absl::AsciiStrToUpper(h));
@@ -199,7 +200,8 @@ absl::Status PostprocessEo(Context& ctx) {
                    client->FitEqualizedOddsPostProcessor(req, &info));
   if (!out_path.empty()) {
     // The artifact alone: `fairvault apply-eo --artifact` reads it back.
-    RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp.artifact())));
+    RETURN_IF_ERROR(
+        WriteSpendingOutput(out_path, ToJson(resp.artifact()), req.idempotency_key()));
   }
   std::string text = absl::StrCat(
       FormatArtifact(resp.artifact()), "rows dropped as unmatched: ", resp.rows_dropped(), "\n",

@@ -125,6 +125,8 @@ TEST(ErrorOutputTest, AReplayedStoredFailureSaysSo) {
             "{\"error\":{\"code\":\"INTERNAL\",\"exit_code\":1,\"class\":\"error\","
             "\"message\":\"glpk: the LP failed\",\"from_vault\":true,"
             "\"replayed\":true,\"replayed_ledger_seq\":9}}\n");
+  // The stored outcome itself: no key to repeat the call with.
+  EXPECT_EQ(ErrorText(WithDrawnIdempotencyKey(failed, "cli-k")), ErrorText(failed));
   server->Shutdown();
 }
 

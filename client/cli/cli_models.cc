@@ -115,7 +115,10 @@ absl::Status BestResponse(Context& ctx) {
   CallInfo info;
   ASSIGN_OR_RETURN(const v1::BestResponseResponse resp, client->BestResponse(req, &info));
   const std::string out_path = flags.Get("out");
-  if (!out_path.empty()) RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp.artifact())));
+  if (!out_path.empty()) {
+    RETURN_IF_ERROR(
+        WriteSpendingOutput(out_path, ToJson(resp.artifact()), req.idempotency_key()));
+  }
   if (from_sums) {
     std::string text = absl::StrCat(
         "best response from the cell sums of ledger seq ", resp.charge().ledger_seq(),
@@ -157,7 +160,9 @@ absl::Status CellSums(Context& ctx) {
   CallInfo info;
   ASSIGN_OR_RETURN(const v1::CellSumsResponse resp, client->ReleaseCellSums(req, &info));
   const std::string out_path = flags.Get("out");
-  if (!out_path.empty()) RETURN_IF_ERROR(WriteStringToFile(out_path, ToJson(resp)));
+  if (!out_path.empty()) {
+    RETURN_IF_ERROR(WriteSpendingOutput(out_path, ToJson(resp), req.idempotency_key()));
+  }
   std::string text =
       absl::StrCat("released ", resp.cells_size(), " cells x ", resp.feature_names_size(),
                    " feature sums over ", resp.rows_used(), " rows (dropped as unmatched: ",

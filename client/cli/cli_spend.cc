@@ -149,8 +149,23 @@ std::string WithLeadingJsonFields(const std::string& json, const std::string& fi
                       json.substr(open + 1));
 }
 
+absl::Status WriteSpendingOutput(const std::string& path, absl::string_view content,
+                                 const std::string& key) {
+  absl::Status written = WriteStringToFile(path, content);
+  if (written.ok() || key.empty()) return written;
+  return absl::Status(
+      written.code(),
+      absl::StrCat(written.message(),
+                   "; the call itself succeeded and its outcome is stored: repeat the command "
+                   "with --idempotency-key ",
+                   key, " and a writable --out to get it again without a second charge"));
+}
+
 void PrintSpending(Context& ctx, const google::protobuf::Message& resp, const v1::Charge& charge,
                    const CallInfo& info, const std::string& text) {
+  // The call succeeded and its outcome is printed: a later failure (`model fit --wait`) is not
+  // one after which this call may have been charged.
+  ForgetDrawnIdempotencyKey();
   const int64_t seq = info.replayed_ledger_seq;
   std::optional<v1::Budget> now;
   if (seq > 0) now = BudgetNow(ctx, charge.budget_after().dataset());
