@@ -125,10 +125,11 @@ class VaultBase:
                  **options: Any) -> None:
         self._conn = Connection(server, key=key, key_file=key_file, tls_ca=tls_ca, **options)
         # What this client learned: each uploaded table's dataset and content digest, and the
-        # requests it charged (content digest → (idempotency key, ledger seq)).
+        # requests it charged (content digest → (idempotency key, ledger seq); seq None: the
+        # call failed where it may have been charged).
         self._table_datasets: Dict[str, str] = {}
         self._table_digests: Dict[str, str] = {}
-        self._charged: Dict[str, Tuple[str, int]] = {}
+        self._charged: Dict[str, Tuple[str, Optional[int]]] = {}
 
     @property
     def server(self) -> str:
@@ -215,12 +216,17 @@ class VaultBase:
             idempotency_key = self._key_for(method, digest)
             earlier = self._charged.get(digest) if self._warn_charged_again else None
             if earlier is not None and earlier[0] != idempotency_key and not preview:
+                before = (f"charged the same request before (ledger seq {earlier[1]}, "
+                          f"idempotency key '{earlier[0]}'); with a fresh key it is charged "
+                          "again" if earlier[1] is not None else
+                          f"sent the same request before with idempotency key '{earlier[0]}' "
+                          "and it failed where it may have been charged; with a fresh key it "
+                          "may be charged twice")
                 warnings.warn(
-                    f"{method}: this client charged the same request before (ledger seq "
-                    f"{earlier[1]}, idempotency key '{earlier[0]}'); with a fresh key it is "
-                    f"charged again. To replay it instead pass idempotency_key='{earlier[0]}', "
-                    "or work in a session (vault.session('name')), whose keys follow the "
-                    "content", ChargedAgainWarning, stacklevel=3)
+                    f"{method}: this client {before}. To replay it instead pass "
+                    f"idempotency_key='{earlier[0]}', or work in a session "
+                    "(vault.session('name')), whose keys follow the content",
+                    ChargedAgainWarning, stacklevel=3)
         request.idempotency_key = idempotency_key
         if preview:
             return self.preview_release(request)
@@ -234,7 +240,9 @@ class VaultBase:
         except errors.FairvaultError as failure:
             failure.idempotency_key = request.idempotency_key
             if drawn and failure.code in _MAY_HAVE_BEEN_CHARGED:
-                # The caller never saw this key, and only it gets a charged outcome back.
+                # The caller never saw this key, and only it gets a charged outcome back: kept
+                # for the warning should the same request be sent again without it.
+                self._charged.setdefault(digest, (request.idempotency_key, None))
                 said = f"{failure.hint}; " if failure.hint else ""
                 failure.hint = (f"{said}if the vault charged this call before it failed, call "
                                 f"again with idempotency_key='{request.idempotency_key}' to "
@@ -242,8 +250,9 @@ class VaultBase:
             raise
         released = result(response, request.idempotency_key, call.trailing_metadata())
         charge = getattr(response, "charge", None)
-        if charge is not None and charge.ledger_seq:
-            self._charged.setdefault(digest, (request.idempotency_key, charge.ledger_seq))
+        if charge is not None and charge.ledger_seq and \
+                self._charged.get(digest, ("", None))[1] is None:
+            self._charged[digest] = (request.idempotency_key, charge.ledger_seq)
         return released
 
     def _explain_budget(self, refusal: errors.BudgetExhausted, table: str) -> None:

@@ -134,6 +134,11 @@ def test_a_call_cut_off_after_its_charge_names_its_key(vault_server, company, ta
     with pytest.raises(fairvault.errors.BudgetExhausted) as refused:
         company.fit_statistical_parity(**dict(fit, epsilon=5000))
     assert "call again with idempotency_key" not in str(refused.value)
+    # The client that was cut off remembers the key: the same request sent again without one
+    # is warned about (it may be charged twice).
+    with pytest.warns(fairvault.ChargedAgainWarning, match=f"idempotency_key='{key}'"):
+        with pytest.raises(fairvault.errors.DeadlineExceeded):
+            hurried.fit_statistical_parity(**fit)
 
 
 def test_fit_and_decide(vault_server, company, table) -> None:
