@@ -120,22 +120,9 @@ v1::UnmatchedKeys Unmatched(const ParsedFlags& flags) {
   return flags.GetBool("drop-unmatched") ? v1::UNMATCHED_KEYS_DROP : v1::UNMATCHED_KEYS_REJECT;
 }
 
-namespace {
-std::string& DrawnKey() {
-  static std::string* const key = new std::string();
-  return *key;
-}
-}  // namespace
-
 std::string IdempotencyKey(const ParsedFlags& flags) {
-  if (flags.Has("idempotency-key")) return flags.Get("idempotency-key");
-  DrawnKey() = RandomIdempotencyKey();
-  return DrawnKey();
+  return flags.Has("idempotency-key") ? flags.Get("idempotency-key") : RandomIdempotencyKey();
 }
-
-const std::string& DrawnIdempotencyKey() { return DrawnKey(); }
-
-void ForgetDrawnIdempotencyKey() { DrawnKey().clear(); }
 
 std::string ReplayHint(const std::string& key) {
   return absl::StrCat("idempotency key: ", key,

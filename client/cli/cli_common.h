@@ -112,14 +112,9 @@ v1::UnmatchedKeys Unmatched(const ParsedFlags& flags);
 // Whether an API key is configured (--key, --key-file or FAIRVAULT_API_KEY), for a command
 // that calls the vault only when it has one.
 bool HasApiKey(const ParsedFlags& flags);
-// --idempotency-key, or a fresh random key, which is then kept as DrawnIdempotencyKey.
+// --idempotency-key, or a fresh random key (which a failed call's error names: main.cc,
+// WithDrawnIdempotencyKey).
 std::string IdempotencyKey(const ParsedFlags& flags);
-// The key IdempotencyKey last drew at random in this process ("" if none, or forgotten): the
-// error of a failed spending call names it (main.cc, WithDrawnIdempotencyKey), since the user
-// never saw it and only it gets a charged call's outcome without a second charge. A command
-// that replaces the drawn key with keys of its own (`sweep`) forgets it.
-const std::string& DrawnIdempotencyKey();
-void ForgetDrawnIdempotencyKey();
 // One line saying what the idempotency key does (whether this call was a replay is said
 // separately, from the response's trailing metadata: PrintSpending).
 std::string ReplayHint(const std::string& key);

@@ -84,10 +84,7 @@ absl::Status BestResponse(Context& ctx) {
   if (req.feature_columns().empty()) return UsageError("pass --features a,b,...");
   req.set_masses_key(flags.Get("masses-key"));
   req.set_sums_key(flags.Get("sums-key"));
-  if (from_sums) {
-    req.clear_idempotency_key();  // nothing is stored under a key
-    ForgetDrawnIdempotencyKey();
-  }
+  if (from_sums) req.clear_idempotency_key();  // nothing is stored under a key
   for (const std::string& item : flags.GetList("lambda")) {
     double value = 0;
     if (!absl::SimpleAtod(item, &value) || !std::isfinite(value) || value < 0) {

@@ -114,7 +114,6 @@ std::string FormatPreview(const v1::PreviewReleaseResponse& p) {
 
 absl::Status RunPreview(Context& ctx, const v1::PreviewReleaseRequest& req,
                         absl::string_view note) {
-  ForgetDrawnIdempotencyKey();  // a preview charges nothing: no key to repeat it with
   absl::StatusOr<Client*> client = ctx.client();
   if (!client.ok()) return client.status();
   absl::StatusOr<v1::PreviewReleaseResponse> preview = (*client)->PreviewRelease(req);
@@ -163,9 +162,6 @@ absl::Status WriteSpendingOutput(const std::string& path, absl::string_view cont
 
 void PrintSpending(Context& ctx, const google::protobuf::Message& resp, const v1::Charge& charge,
                    const CallInfo& info, const std::string& text) {
-  // The call succeeded and its outcome is printed: a later failure (`model fit --wait`) is not
-  // one after which this call may have been charged.
-  ForgetDrawnIdempotencyKey();
   const int64_t seq = info.replayed_ledger_seq;
   std::optional<v1::Budget> now;
   if (seq > 0) now = BudgetNow(ctx, charge.budget_after().dataset());

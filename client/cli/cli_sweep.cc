@@ -436,7 +436,6 @@ class Sweep {
 
   absl::Status PlanModel() {
     ASSIGN_OR_RETURN(model_request_, ReadModelFitRequest(flags_, /*with_epsilon=*/false));
-    ForgetDrawnIdempotencyKey();  // each point's keys derive from --id instead
     ASSIGN_OR_RETURN(const std::vector<double> lambdas, PositiveList(flags_, "lambdas", true));
     const std::string name = AlgorithmName(model_request_.algorithm());
     if (!lambdas.empty()) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -191,7 +192,14 @@ int Main(const std::vector<std::string>& args) {
   absl::Status status = command->run(context);
   std::cout.flush();
   if (!status.ok()) {
-    return Fail(WithDrawnIdempotencyKey(std::move(status), DrawnIdempotencyKey()), hint, json,
+    // A key the command drew at random (it takes --idempotency-key, which was not given) is
+    // one the user never saw: the error names it where the call may have been charged.
+    const bool takes_key = absl::c_any_of(
+        command->flags, [](const FlagSpec& f) { return f.name == "idempotency-key"; });
+    const std::string drawn = takes_key && !context.flags().Has("idempotency-key")
+                                  ? SentIdempotencyKey(status)
+                                  : std::string();
+    return Fail(WithDrawnIdempotencyKey(std::move(status), drawn), hint, json,
                 command->binary_exit);
   }
   return 0;

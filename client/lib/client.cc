@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/cord.h"
@@ -19,6 +20,14 @@ namespace {
 
 constexpr char kFromVaultPayload[] = "type.fairvault/client.from-vault";
 constexpr char kReplayedPayload[] = "type.fairvault/client.replayed-ledger-seq";
+constexpr char kSentKeyPayload[] = "type.fairvault/client.sent-idempotency-key";
+
+// Whether a request type carries an idempotency key (the spending requests).
+template <typename Req, typename = void>
+struct HasIdempotencyKey : std::false_type {};
+template <typename Req>
+struct HasIdempotencyKey<Req, std::void_t<decltype(std::declval<const Req&>().idempotency_key())>>
+    : std::true_type {};
 
 // The replayed ledger seq in a finished call's trailing metadata, or 0 (absent or malformed).
 int64_t ReplayedSeqOf(const grpc::ClientContext& context) {
@@ -33,7 +42,7 @@ int64_t ReplayedSeqOf(const grpc::ClientContext& context) {
 }
 
 // Calls a unary stub method and converts the outcome. A replay in the trailing metadata goes
-// to `info` (if any) and onto a failed call's status.
+// to `info` (if any) and onto a failed call's status, as does a spending request's key.
 template <typename Stub, typename Req, typename Resp>
 absl::StatusOr<Resp> CallUnary(
     Stub* stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
@@ -48,6 +57,11 @@ absl::StatusOr<Resp> CallUnary(
   if (!status.ok()) {
     absl::Status converted = FromGrpcStatus(status);
     if (replayed > 0) converted.SetPayload(kReplayedPayload, absl::Cord(absl::StrCat(replayed)));
+    if constexpr (HasIdempotencyKey<Req>::value) {
+      if (!request.idempotency_key().empty()) {
+        converted.SetPayload(kSentKeyPayload, absl::Cord(request.idempotency_key()));
+      }
+    }
     return converted;
   }
   return response;
@@ -158,6 +172,11 @@ absl::Status WithMessage(const absl::Status& status, absl::string_view message) 
 
 bool IsFromVault(const absl::Status& status) {
   return status.GetPayload(kFromVaultPayload).has_value();
+}
+
+std::string SentIdempotencyKey(const absl::Status& status) {
+  const auto payload = status.GetPayload(kSentKeyPayload);
+  return payload.has_value() ? std::string(*payload) : std::string();
 }
 
 int64_t ReplayedLedgerSeq(const absl::Status& status) {

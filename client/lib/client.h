@@ -66,6 +66,9 @@ struct CallInfo {
 // The replayed ledger seq a failed spending call's status carries (the vault returned a
 // stored failure again, charging nothing), or 0.
 int64_t ReplayedLedgerSeq(const absl::Status& status);
+// The idempotency key a failed spending call was sent with ("" for a call that sends none):
+// after a failure that may have come after the charge, the key that gets its outcome.
+std::string SentIdempotencyKey(const absl::Status& status);
 
 // Rows per Decide call used by Client::DecideInChunks unless told otherwise: about 15 MB of
 // request with 64-character pseudonyms, well under the default message limit.

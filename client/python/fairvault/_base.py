@@ -212,7 +212,7 @@ class VaultBase:
                preview: bool) -> Any:
         digest = self.request_digest(method, request)
         drawn = idempotency_key is None
-        if idempotency_key is None:
+        if drawn:
             idempotency_key = self._key_for(method, digest)
             earlier = self._charged.get(digest) if self._warn_charged_again else None
             if earlier is not None and earlier[0] != idempotency_key and not preview:
