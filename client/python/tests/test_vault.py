@@ -2,6 +2,7 @@
 audits, decisions, jobs, auditor views, health."""
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -139,6 +140,41 @@ def test_a_call_cut_off_after_its_charge_names_its_key(vault_server, company, ta
     with pytest.warns(fairvault.ChargedAgainWarning, match=f"idempotency_key='{key}'"):
         with pytest.raises(fairvault.errors.DeadlineExceeded):
             hurried.fit_statistical_parity(**fit)
+
+
+def test_a_call_interrupted_after_it_was_sent_names_its_key(vault_server, company, table,
+                                                            monkeypatch) -> None:
+    # Ctrl-C while a spending call is out: the request reached the vault (here it was answered,
+    # then the interrupt arrived before the client returned), so the call may have been charged.
+    interrupted = vault_server.vault(vault_server.keys[company.name])
+    sent = interrupted._conn.call
+
+    def call_then_interrupt(method, request, **kwargs):
+        sent(method, request, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(interrupted._conn, "call", call_then_interrupt)
+    spent = company.get_budget().epsilon_spent.sum()
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        interrupted.noisy_counts(table, epsilon=0.25, attributes=["sex"])
+    notes = getattr(stopped.value, "__notes__", [])
+    assert len(notes) == 1, notes
+    key = re.search(r"idempotency_key='(py-[^']+)'", notes[0]).group(1)
+    assert company.get_budget().epsilon_spent.sum() == pytest.approx(spent + 0.25)
+    # The key in the note gets the charged release back without a second charge.
+    again = company.noisy_counts(table, epsilon=0.25, attributes=["sex"], idempotency_key=key)
+    assert again.replayed
+    assert company.get_budget().epsilon_spent.sum() == pytest.approx(spent + 0.25)
+    # And the interrupted client warns when the same request is sent again without a key.
+    monkeypatch.setattr(interrupted._conn, "call", sent)
+    with pytest.warns(fairvault.ChargedAgainWarning, match=f"idempotency_key='{key}'"):
+        interrupted.noisy_counts(table, epsilon=0.25, attributes=["sex"])
+    # A key the caller gave is theirs: no note.
+    monkeypatch.setattr(interrupted._conn, "call", call_then_interrupt)
+    with pytest.raises(KeyboardInterrupt) as given:
+        interrupted.noisy_counts(table, epsilon=0.25, attributes=["sex"],
+                                 idempotency_key="py-given-2")
+    assert not getattr(given.value, "__notes__", [])
 
 
 def test_fit_and_decide(vault_server, company, table) -> None:
