@@ -233,6 +233,7 @@ class VaultBase:
         try:
             response, call = self._conn.call(getattr(self._conn.company, method), request,
                                              retry=True)
+            released = result(response, request.idempotency_key, call.trailing_metadata())
         except errors.BudgetExhausted as refusal:
             refusal.idempotency_key = request.idempotency_key
             self._explain_budget(refusal, getattr(request, "table_handle", ""))
@@ -248,20 +249,19 @@ class VaultBase:
                                 f"again with idempotency_key='{request.idempotency_key}' to "
                                 "get its outcome without a second charge")
             raise
-        except BaseException as interrupted:
-            # Ctrl-C (KeyboardInterrupt), or anything else the client does not wrap, while the
-            # call was out: its outcome is unknown, so a drawn key is kept and named the same
-            # way (the note prints under the traceback; Python 3.11 and later).
+        except (KeyboardInterrupt, SystemExit) as interrupted:
+            # Ctrl-C while the call was out (or its answer was being read): its outcome is
+            # unknown, so a drawn key is kept and named the same way (the note prints under the
+            # traceback; Python 3.11 and later).
             if drawn:
                 self._charged.setdefault(digest, (request.idempotency_key, None))
                 note = getattr(interrupted, "add_note", None)
                 if note is not None:
-                    note(f"fairvault: {method} was interrupted after it was sent; if the vault "
-                         f"charged it, call again with idempotency_key="
+                    note(f"fairvault: {method} was interrupted after it may have been sent; if "
+                         f"the vault charged it, call again with idempotency_key="
                          f"'{request.idempotency_key}' to get its outcome without a second "
                          "charge")
             raise
-        released = result(response, request.idempotency_key, call.trailing_metadata())
         charge = getattr(response, "charge", None)
         if charge is not None and charge.ledger_seq and \
                 self._charged.get(digest, ("", None))[1] is None:
