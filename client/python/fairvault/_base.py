@@ -241,32 +241,34 @@ class VaultBase:
         except errors.FairvaultError as failure:
             failure.idempotency_key = request.idempotency_key
             if drawn and failure.code in _MAY_HAVE_BEEN_CHARGED:
-                # The caller never saw this key, and only it gets a charged outcome back: kept
-                # for the warning should the same request be sent again without it.
-                self._charged.setdefault(digest, (request.idempotency_key, None))
                 said = f"{failure.hint}; " if failure.hint else ""
-                failure.hint = (f"{said}if the vault charged this call before it failed, call "
-                                f"again with idempotency_key='{request.idempotency_key}' to "
-                                "get its outcome without a second charge")
+                failure.hint = said + self._unknown_outcome(
+                    digest, request.idempotency_key, "before it failed")
             raise
         except (KeyboardInterrupt, SystemExit) as interrupted:
-            # Ctrl-C while the call was out (or its answer was being read): its outcome is
-            # unknown, so a drawn key is kept and named the same way (the note prints under the
-            # traceback; Python 3.11 and later).
+            # Ctrl-C while the call was out (or its answer was being read): the same (the note
+            # prints under the traceback; Python 3.11 and later).
             if drawn:
-                self._charged.setdefault(digest, (request.idempotency_key, None))
+                said = self._unknown_outcome(digest, request.idempotency_key,
+                                             "before it was interrupted")
                 note = getattr(interrupted, "add_note", None)
                 if note is not None:
-                    note(f"fairvault: {method} was interrupted after it may have been sent; if "
-                         f"the vault charged it, call again with idempotency_key="
-                         f"'{request.idempotency_key}' to get its outcome without a second "
-                         "charge")
+                    note(f"fairvault: {method} was interrupted after it may have been sent; "
+                         f"{said}")
             raise
         charge = getattr(response, "charge", None)
         if charge is not None and charge.ledger_seq and \
                 self._charged.get(digest, ("", None))[1] is None:
             self._charged[digest] = (request.idempotency_key, charge.ledger_seq)
         return released
+
+    def _unknown_outcome(self, digest: str, key: str, when: str) -> str:
+        """A call with a drawn key whose outcome the caller did not get: the caller never saw
+        the key, and only it gets a charged outcome back. Kept for the warning should the same
+        request be sent again without it; returns the sentence that names it."""
+        self._charged.setdefault(digest, (key, None))
+        return (f"if the vault charged this call {when}, call again with idempotency_key="
+                f"'{key}' to get its outcome without a second charge")
 
     def _explain_budget(self, refusal: errors.BudgetExhausted, table: str) -> None:
         """Fills in what is left when the refusal's message did not say, from GetBudget."""
