@@ -479,19 +479,20 @@ class Vault {
   static constexpr size_t kDecisionTables = 8;
   std::list<std::pair<std::string, std::shared_ptr<DecisionTable>>> decision_tables_
       ABSL_GUARDED_BY(decide_mu_);
-  // Accounts as read by Authenticate, each with the time it was read, reused for
-  // kAccountReuseMicros: no call changes or removes an account, so a busy caller's key costs
-  // one read a second instead of one a call, and a hash overwritten in the database (the
-  // emergency revocation in docs/operations.md) stops the key within that second on every
-  // server. The key is checked against the hash on every call. Only accounts that exist are
-  // kept: at most one entry per account.
+  // Keys Authenticate checked against the store, by the SHA-256 of the whole key, each with
+  // its account as read and the time it was read, reused for kAccountReuseMicros: no call
+  // changes or removes an account, so a busy caller's key costs one read a second instead of
+  // one a call, and a hash overwritten in the database (the emergency revocation in
+  // docs/operations.md) stops the key within that second on every server. Only a key that
+  // checked out is kept, so any other key is checked against the store on every call, whoever
+  // else used its account.
   static constexpr int64_t kAccountReuseMicros = 1'000'000;
   struct KnownAccount {
     storage::AccountRecord record;
     int64_t read_micros;
   };
   absl::Mutex accounts_mu_;
-  absl::flat_hash_map<int64_t, KnownAccount> accounts_ ABSL_GUARDED_BY(accounts_mu_);
+  absl::flat_hash_map<std::string, KnownAccount> accounts_ ABSL_GUARDED_BY(accounts_mu_);
   absl::Mutex index_mu_;
   std::map<int64_t, std::shared_ptr<IndexSlot>> indexes_ ABSL_GUARDED_BY(index_mu_);
   static constexpr int64_t kTableRecordMarginMicros = 300'000'000;  // CachedTable::record

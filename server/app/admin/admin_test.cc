@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/util/clock.h"
+#include "server/util/crypto.h"
 #include "server/app/vault_test_fixture.h"
 #include "server/storage/sqlite/sqlite_store.h"
 
@@ -92,6 +93,49 @@ TEST_F(VaultTest, AnOverwrittenKeyHashStopsTheKeyWithinASecond) {
   EXPECT_OK(vault_->Authenticate(acme_key_));  // still the record read before
   clock_.Advance(1);
   EXPECT_THAT(vault_->Authenticate(acme_key_), StatusIs(absl::StatusCode::kUnauthenticated));
+}
+
+// A key is reused from memory only once it has checked out against the store: within the
+// second after acme's key was read, a different key for acme's id is still checked against
+// the store, not against the record read for the first key. So how fast a wrong key is
+// refused does not tell whether its account was used in the last second. Here the store's
+// hash is overwritten to match a second key: that key is accepted at once, and the first key,
+// read within the second, still works until its second is over.
+TEST_F(VaultTest, AKeyNotYetCheckedIsCheckedAgainstTheStoreWhoeverUsedItsAccount) {
+  clock_.Advance(1'000'000);
+  ASSERT_OK(vault_->Authenticate(acme_key_));
+  const std::string second_secret(64, 'b');
+  const std::string second_key = absl::StrCat("fv_", acme_.account_id, "_", second_secret);
+  EXPECT_THAT(vault_->Authenticate(second_key), StatusIs(absl::StatusCode::kUnauthenticated));
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* read = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT key_salt FROM accounts WHERE id = ?", -1, &read,
+                               nullptr),
+            SQLITE_OK);
+  sqlite3_bind_int64(read, 1, acme_.account_id);
+  ASSERT_EQ(sqlite3_step(read), SQLITE_ROW);
+  const std::string salt(static_cast<const char*>(sqlite3_column_blob(read, 0)),
+                         sqlite3_column_bytes(read, 0));
+  sqlite3_finalize(read);
+  const std::string hash = Sha256(salt + second_secret);
+  sqlite3_stmt* write = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE accounts SET key_hash = ? WHERE id = ?", -1, &write,
+                               nullptr),
+            SQLITE_OK);
+  sqlite3_bind_blob(write, 1, hash.data(), static_cast<int>(hash.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(write, 2, acme_.account_id);
+  ASSERT_EQ(sqlite3_step(write), SQLITE_DONE);
+  sqlite3_finalize(write);
+  sqlite3_close(db);
+  clock_.Advance(500'000);
+  auto second = vault_->Authenticate(second_key);
+  ASSERT_OK(second);
+  EXPECT_EQ(second->account_id, acme_.account_id);
+  EXPECT_OK(vault_->Authenticate(acme_key_));  // read 0.5 s ago: reused
+  clock_.Advance(500'000);
+  EXPECT_THAT(vault_->Authenticate(acme_key_), StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_OK(vault_->Authenticate(second_key));
 }
 
 TEST_F(VaultTest, CompanyMayNotAdministrate) {

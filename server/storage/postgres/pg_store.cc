@@ -166,59 +166,6 @@ CREATE INDEX IF NOT EXISTS jobs_by_dataset ON jobs(dataset_id, ledger_seq);
 
 constexpr char kRedacted[] = "********";
 
-// Where the password is in `conninfo`: [begin, end) spans, as libpq reads a URI (userinfo up
-// to the first '@' before any '/', "user:password"; a `password` query parameter) or a
-// key=value string (`password = value`, the value possibly single-quoted).
-std::vector<std::pair<size_t, size_t>> PasswordSpans(const std::string& conninfo) {
-  std::vector<std::pair<size_t, size_t>> spans;
-  if (IsPostgresUri(conninfo)) {
-    const size_t start = conninfo.find("://") + 3;
-    size_t rest = start;
-    const size_t at = conninfo.find_first_of("@/", start);
-    if (at != std::string::npos && conninfo[at] == '@') {
-      const size_t colon = conninfo.find(':', start);
-      if (colon < at) spans.emplace_back(colon + 1, at);
-      rest = at + 1;
-    }
-    size_t param = conninfo.find('?', rest);
-    while (param != std::string::npos) {
-      const size_t begin = param + 1;
-      const size_t end = std::min(conninfo.find('&', begin), conninfo.size());
-      const size_t eq = conninfo.find('=', begin);
-      if (eq < end && conninfo.compare(begin, eq - begin, "password") == 0) {
-        spans.emplace_back(eq + 1, end);
-      }
-      param = end < conninfo.size() ? end : std::string::npos;
-    }
-    return spans;
-  }
-  const auto space = [&](size_t i) {
-    return i < conninfo.size() && std::isspace(static_cast<unsigned char>(conninfo[i]));
-  };
-  size_t i = 0;
-  while (i < conninfo.size()) {
-    while (space(i)) ++i;
-    const size_t key = i;
-    while (i < conninfo.size() && conninfo[i] != '=' && !space(i)) ++i;
-    const bool is_password = conninfo.compare(key, i - key, "password") == 0;
-    while (space(i)) ++i;
-    if (i >= conninfo.size() || conninfo[i] != '=') break;  // malformed: libpq refuses it
-    ++i;
-    while (space(i)) ++i;
-    const size_t value = i;
-    if (i < conninfo.size() && conninfo[i] == '\'') {
-      for (++i; i < conninfo.size() && conninfo[i] != '\''; ++i) {
-        if (conninfo[i] == '\\') ++i;
-      }
-      i = std::min(i + 1, conninfo.size());
-    } else {
-      while (i < conninfo.size() && !space(i)) ++i;
-    }
-    if (is_password) spans.emplace_back(value, i);
-  }
-  return spans;
-}
-
 // The text of a URI component with %XX decoded; itself if it does not decode.
 std::string PercentDecoded(const std::string& text) {
   std::string out;
@@ -237,14 +184,111 @@ std::string PercentDecoded(const std::string& text) {
   return out;
 }
 
+// The connection keywords libpq itself hides when it displays them (`dispchar` '*': password,
+// sslpassword, and whatever a later libpq adds).
+const std::vector<std::string>& SecretKeywords() {
+  static const auto* const keywords = [] {
+    auto* out = new std::vector<std::string>;
+    PQconninfoOption* defaults = PQconndefaults();
+    for (PQconninfoOption* o = defaults; o != nullptr && o->keyword != nullptr; ++o) {
+      if (o->dispchar != nullptr && std::strchr(o->dispchar, '*') != nullptr) {
+        out->push_back(o->keyword);
+      }
+    }
+    PQconninfoFree(defaults);
+    if (out->empty()) *out = {"password", "sslpassword"};  // out of memory: libpq's own list
+    return out;
+  }();
+  return *keywords;
+}
+
+bool IsSecretKeyword(const std::string& keyword) {
+  const auto& secrets = SecretKeywords();
+  return std::find(secrets.begin(), secrets.end(), keyword) != secrets.end();
+}
+
+// The values of `conninfo`'s secret keywords as libpq reads them (decoded, unquoted); none if
+// it does not parse.
+std::vector<std::string> SecretValues(const std::string& conninfo) {
+  std::vector<std::string> values;
+  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), nullptr);
+  for (PQconninfoOption* o = parsed; o != nullptr && o->keyword != nullptr; ++o) {
+    if (o->val != nullptr && *o->val != '\0' && IsSecretKeyword(o->keyword)) {
+      values.push_back(o->val);
+    }
+  }
+  PQconninfoFree(parsed);
+  return values;
+}
+
+// Where the secrets are in `conninfo`: [begin, end) spans, as libpq reads a URI (userinfo up
+// to the first '@' before any '/', "user:password"; a secret keyword's query parameter, its
+// name possibly percent-encoded) or a key=value string (`password = value`, the value possibly
+// single-quoted).
+std::vector<std::pair<size_t, size_t>> PasswordSpans(const std::string& conninfo) {
+  std::vector<std::pair<size_t, size_t>> spans;
+  if (IsPostgresUri(conninfo)) {
+    const size_t start = conninfo.find("://") + 3;
+    size_t rest = start;
+    const size_t at = conninfo.find_first_of("@/", start);
+    if (at != std::string::npos && conninfo[at] == '@') {
+      const size_t colon = conninfo.find(':', start);
+      if (colon < at) spans.emplace_back(colon + 1, at);
+      rest = at + 1;
+    }
+    size_t param = conninfo.find('?', rest);
+    while (param != std::string::npos) {
+      const size_t begin = param + 1;
+      const size_t end = std::min(conninfo.find('&', begin), conninfo.size());
+      const size_t eq = conninfo.find('=', begin);
+      if (eq < end && IsSecretKeyword(PercentDecoded(conninfo.substr(begin, eq - begin)))) {
+        spans.emplace_back(eq + 1, end);
+      }
+      param = end < conninfo.size() ? end : std::string::npos;
+    }
+    return spans;
+  }
+  const auto space = [&](size_t i) {
+    return i < conninfo.size() && std::isspace(static_cast<unsigned char>(conninfo[i]));
+  };
+  size_t i = 0;
+  while (i < conninfo.size()) {
+    while (space(i)) ++i;
+    const size_t key = i;
+    while (i < conninfo.size() && conninfo[i] != '=' && !space(i)) ++i;
+    const bool is_secret = IsSecretKeyword(conninfo.substr(key, i - key));
+    while (space(i)) ++i;
+    if (i >= conninfo.size() || conninfo[i] != '=') break;  // malformed: libpq refuses it
+    ++i;
+    while (space(i)) ++i;
+    const size_t value = i;
+    if (i < conninfo.size() && conninfo[i] == '\'') {
+      for (++i; i < conninfo.size() && conninfo[i] != '\''; ++i) {
+        if (conninfo[i] == '\\') ++i;
+      }
+      i = std::min(i + 1, conninfo.size());
+    } else {
+      while (i < conninfo.size() && !space(i)) ++i;
+    }
+    if (is_secret) spans.emplace_back(value, i);
+  }
+  return spans;
+}
+
 // `text` (a libpq message) without `conninfo`'s password, as written or decoded, and as one
 // line.
 std::string Scrubbed(std::string text, const std::string& conninfo) {
+  std::vector<std::string> secrets = SecretValues(conninfo);
   for (const auto& [begin, end] : PasswordSpans(conninfo)) {
     const std::string raw = conninfo.substr(begin, end - begin);
-    for (const std::string& secret : {raw, PercentDecoded(raw)}) {
-      if (!secret.empty()) text = absl::StrReplaceAll(text, {{secret, kRedacted}});
-    }
+    secrets.push_back(raw);
+    secrets.push_back(PercentDecoded(raw));
+  }
+  // Longest first, so that a secret inside another is not left half replaced.
+  std::sort(secrets.begin(), secrets.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  for (const std::string& secret : secrets) {
+    if (!secret.empty()) text = absl::StrReplaceAll(text, {{secret, kRedacted}});
   }
   text = absl::StrReplaceAll(text, {{"\n\t", " "}, {"\n", " "}, {"\t", " "}});
   while (!text.empty() && text.back() == ' ') text.pop_back();
@@ -262,6 +306,11 @@ std::string RedactedConnInfo(const std::string& conninfo) {
   const auto spans = PasswordSpans(conninfo);
   for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
     out.replace(it->first, it->second - it->first, kRedacted);
+  }
+  // A form the spans did not foresee: libpq's own reading decides. If a secret's value, as
+  // libpq reads it, is still in the text, none of the text is shown.
+  for (const std::string& secret : SecretValues(conninfo)) {
+    if (absl::StrContains(out, secret)) return "(a connection string that holds a secret)";
   }
   return out;
 }

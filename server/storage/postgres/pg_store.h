@@ -31,9 +31,11 @@ namespace fairvault::server::storage {
 // True for a --db value that names a PostgreSQL database (a postgresql:// or postgres:// URI).
 bool IsPostgresUri(const std::string& db);
 
-// `conninfo` (a libpq connection URI or key=value string) with its password, if it has one,
-// replaced by "********": the userinfo password of a URI, its `password` query parameter, or
-// a `password=` keyword. For anything printed or logged.
+// `conninfo` (a libpq connection URI or key=value string) with its secrets, if it has any,
+// replaced by "********": the userinfo password of a URI, and the value of every keyword libpq
+// itself hides (`password`, `sslpassword`) as a query parameter (its name possibly
+// percent-encoded) or a `keyword=` pair. If a secret, as libpq reads it, would still show, a
+// placeholder instead of the text. For anything printed or logged.
 std::string RedactedConnInfo(const std::string& conninfo);
 
 // What a migration from SQLite copied.

@@ -428,6 +428,24 @@ TEST(RedactedConnInfoTest, ReplacesEveryFormOfPassword) {
   EXPECT_EQ(RedactedConnInfo("host=db user=vault password='hun ter\\'2' dbname=v"),
             "host=db user=vault password=******** dbname=v");
   EXPECT_EQ(RedactedConnInfo("host=db password = hunter2"), "host=db password = ********");
+  // libpq's other secret (a client key's passphrase), and keywords written percent-encoded,
+  // which libpq decodes.
+  EXPECT_EQ(RedactedConnInfo("postgresql://vault@db/v?sslpassword=hunter2&sslmode=require"),
+            "postgresql://vault@db/v?sslpassword=********&sslmode=require");
+  EXPECT_EQ(RedactedConnInfo("postgresql://vault@db/v?%70assword=hunter2"),
+            "postgresql://vault@db/v?%70assword=********");
+  EXPECT_EQ(RedactedConnInfo("postgresql://vault@db/v?passwor%64=hunter2"),
+            "postgresql://vault@db/v?passwor%64=********");
+  EXPECT_EQ(RedactedConnInfo("host=db sslpassword='hunter 2' dbname=v"),
+            "host=db sslpassword=******** dbname=v");
+  // Whatever the form, what libpq would use as the secret never shows.
+  for (const char* form :
+       {"postgresql://vault@db/v?%73slpassword=hunter2", "postgresql://vault:hunter2@db/v",
+        "postgresql://vault@db/v?sslmode=require&password=hunter2",
+        "postgresql://vault@db/v?password=hun%74er2", "password=hunter2 host=db"}) {
+    EXPECT_THAT(RedactedConnInfo(form), Not(HasSubstr("hunter2"))) << form;
+    EXPECT_THAT(RedactedConnInfo(form), Not(HasSubstr("hun%74er2"))) << form;
+  }
   // Nothing to hide: unchanged (a passfile names a file, not the secret).
   for (const char* plain :
        {"postgresql://vault@db:5432/v?passfile=/etc/fairvault/pgpass", "postgresql:///v?host=/tmp",
