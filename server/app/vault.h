@@ -307,6 +307,10 @@ class Vault {
     v1::Cost composed_cost;
     // Set by a fill that creates a training job: stored with the charge (ledger_seq filled in).
     std::optional<storage::JobRecord>* job_out = nullptr;
+    // Set by ChargeAndRelease when it returns a response: whether it is one the store already
+    // held under the key (a concurrent call, perhaps on another replica, charged it after this
+    // call's Replay found nothing) rather than this call's own charge.
+    bool* replayed_out = nullptr;
     // A release whose post-processing is long (an LP, a bootstrap): the fill stores the release
     // alone and returns no artifact; `finish` completes the response after the charge has
     // committed, outside the transaction every other charge waits for, and returns its
@@ -375,6 +379,10 @@ class Vault {
                                           std::shared_ptr<const CompanyTable> table,
                                           std::shared_ptr<const std::vector<int32_t>> join,
                                           int64_t joined_subjects);
+  // Evicts least recently used tables, never `keep`, until the cache is within its table count
+  // and byte budget, and reports its size to the metrics. Run whenever a cached table's bytes
+  // grow: when it is cached, and when its join or a dictionary is (re)built.
+  void TrimTableCache(const CachedTable* keep) ABSL_LOCKS_EXCLUDED(table_cache_mu_);
   // The dataset's subject count now.
   static int64_t IndexSize(IndexSlot& slot);
   // Appends the subject row of each key it is given (-1: not a subject) to *subject_of_row,

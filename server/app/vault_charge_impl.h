@@ -323,6 +323,7 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
         return result;
       });
   Metrics* metrics = options_.metrics;
+  if (outcome.ok() && release.replayed_out != nullptr) *release.replayed_out = outcome->replayed;
   if (outcome.ok() && outcome->pending) {
     // The release is charged and durable; its post-processing runs now, outside the batch.
     absl::StatusOr<Response> finished =

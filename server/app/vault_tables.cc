@@ -254,9 +254,12 @@ absl::Status Vault::RefreshJoin(const ResolvedTable& table, IndexSlot& slot) {
   auto join = std::make_shared<std::vector<int32_t>>();
   join->reserve(full.rows);
   RETURN_IF_ERROR(CompanyTable::ReadKeys(full.payload, full.rows, JoinInto(slot, join.get())));
-  absl::MutexLock cache_lock(&table.cached->mu);
-  // Two refreshes overlapping an import may finish out of order: keep the newer join.
-  if (subjects > table.cached->joined_subjects) table.cached->SetJoin(std::move(join), subjects);
+  {
+    absl::MutexLock cache_lock(&table.cached->mu);
+    // Two refreshes overlapping an import may finish out of order: keep the newer join.
+    if (subjects > table.cached->joined_subjects) table.cached->SetJoin(std::move(join), subjects);
+  }
+  TrimTableCache(table.cached.get());
   return absl::OkStatus();
 }
 
@@ -284,21 +287,30 @@ std::shared_ptr<Vault::CachedTable> Vault::CacheTable(
     absl::MutexLock lock(&cached->mu);
     cached->SetJoin(std::move(join), joined_subjects);
   }
+  {
+    absl::MutexLock lock(&table_cache_mu_);
+    table_cache_.emplace_front(handle, cached);
+  }
+  TrimTableCache(cached.get());  // never the table just cached: its request needs it
+  return cached;
+}
+
+void Vault::TrimTableCache(const CachedTable* keep) {
   absl::MutexLock lock(&table_cache_mu_);
-  table_cache_.emplace_front(handle, cached);
-  // Least recently used out first, never the table just cached (its request needs it).
   int64_t bytes = 0;
   for (const auto& [unused, t] : table_cache_) bytes += t->Bytes();
-  while (table_cache_.size() > 1 &&
-         (static_cast<int>(table_cache_.size()) > std::max(options_.table_cache_size, 1) ||
-          bytes > options_.table_cache_bytes)) {
-    bytes -= table_cache_.back().second->Bytes();
-    table_cache_.pop_back();
+  const size_t most = static_cast<size_t>(std::max(options_.table_cache_size, 1));
+  // Least recently used out first.
+  for (auto it = table_cache_.end(); it != table_cache_.begin();) {
+    if (table_cache_.size() <= most && bytes <= options_.table_cache_bytes) break;
+    --it;
+    if (it->second.get() == keep) continue;
+    bytes -= it->second->Bytes();
+    it = table_cache_.erase(it);
   }
   if (options_.metrics != nullptr) {
     options_.metrics->SetTableCache(static_cast<int64_t>(table_cache_.size()), bytes);
   }
-  return cached;
 }
 
 void Vault::CachedTable::SetJoin(std::shared_ptr<const std::vector<int32_t>> join,
@@ -315,14 +327,18 @@ std::shared_ptr<const ColumnDictionary> Vault::Dictionary(const ResolvedTable& t
                                                           int column) {
   CachedTable& cached = *table.cached;
   if (!cached.table->numeric(column)) return cached.table->categories(column);
-  absl::MutexLock lock(&cached.mu);
-  auto& slot = cached.dictionaries[column];
-  if (slot != nullptr) return slot;
-  auto dict = std::make_shared<const ColumnDictionary>(
-      NumericDictionary(cached.table->numbers(column)));
-  cached.derived_bytes += dict->Bytes();
-  slot = dict;
-  return slot;
+  std::shared_ptr<const ColumnDictionary> dict;
+  {
+    absl::MutexLock lock(&cached.mu);
+    auto& slot = cached.dictionaries[column];
+    if (slot != nullptr) return slot;
+    slot = std::make_shared<const ColumnDictionary>(
+        NumericDictionary(cached.table->numbers(column)));
+    cached.derived_bytes += slot->Bytes();
+    dict = slot;
+  }
+  TrimTableCache(&cached);
+  return dict;
 }
 
 absl::StatusOr<GroupSpec> ResolveGroups(

@@ -149,5 +149,54 @@ TEST_F(VaultTest, TheTableCacheEvictsByItsByteBudgetAndReportsItsSize) {
   }
 }
 
+// What a cached table grows by after it is cached (here a numeric column's dictionary, built
+// by the first release that crosses the column) counts against the byte budget and shows in
+// the metric at once: with room for both tables before the dictionary and not after, the other
+// table is evicted, and the metric always equals what the cache holds.
+TEST_F(VaultTest, ATableThatGrowsInTheCacheCountsAgainstItsBudget) {
+  auto second = Upload(acme_, TableHeaderFor("census"), {Chunk(rows_)});
+  ASSERT_OK(second);
+  auto counts = [&](Vault& vault, const std::string& handle, const std::string& column,
+                    const std::string& key) {
+    v1::NoisyCountsRequest req = CountsRequest(key);
+    req.set_table_handle(handle);
+    req.clear_columns();
+    req.add_columns(column);
+    return vault.NoisyCounts(acme_, req).status();
+  };
+  // Measured with room for everything: each table, then one grown by its dictionary.
+  double one = 0, two = 0, grown = 0;
+  {
+    Metrics metrics({});
+    VaultOptions options;
+    options.metrics = &metrics;
+    Vault vault(store_.get(), &clock_, absl::BitGenRef(gen_), options);
+    ASSERT_OK(counts(vault, handle_, "tier", "measure-1"));
+    one = MetricValue(metrics, "fairvault_table_cache_bytes");
+    ASSERT_OK(counts(vault, second->table_handle(), "tier", "measure-2"));
+    two = MetricValue(metrics, "fairvault_table_cache_bytes");
+    ASSERT_OK(counts(vault, handle_, "pred", "measure-3"));
+    grown = MetricValue(metrics, "fairvault_table_cache_bytes");
+    EXPECT_EQ(MetricValue(metrics, "fairvault_table_cache_tables"), 2);
+  }
+  ASSERT_GT(one, 0);
+  EXPECT_EQ(two, 2 * one);
+  ASSERT_GT(grown, two) << "the dictionary's bytes did not reach the metric";
+  ASSERT_LE(grown - two, one) << "the test needs a dictionary smaller than a table";
+
+  Metrics metrics({});
+  VaultOptions options;
+  options.metrics = &metrics;
+  options.table_cache_bytes = static_cast<int64_t>(two);
+  Vault vault(store_.get(), &clock_, absl::BitGenRef(gen_), options);
+  ASSERT_OK(counts(vault, second->table_handle(), "tier", "budget-1"));
+  ASSERT_OK(counts(vault, handle_, "tier", "budget-2"));
+  EXPECT_EQ(MetricValue(metrics, "fairvault_table_cache_tables"), 2);
+  ASSERT_OK(counts(vault, handle_, "pred", "budget-3"));
+  EXPECT_EQ(MetricValue(metrics, "fairvault_table_cache_tables"), 1);
+  EXPECT_EQ(MetricValue(metrics, "fairvault_table_cache_bytes"), grown - one);
+  EXPECT_LE(MetricValue(metrics, "fairvault_table_cache_bytes"), two);
+}
+
 }  // namespace
 }  // namespace fairvault::server::testing

@@ -276,14 +276,19 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     licence.dataset_id = dataset->id;
     licence.dataset_name = dataset->name;
     ASSIGN_OR_RETURN(auto paid, Replay<v1::DecideResponse>(caller, licence));
-    const bool licence_charged = !paid.has_value();
+    bool licence_charged = !paid.has_value();
     if (licence_charged) {
+      // Another replica may pay the licence between the Replay above and this charge: then
+      // the store returns its licence and this call charged nothing.
+      bool paid_by_another = false;
+      licence.replayed_out = &paid_by_another;
       ASSIGN_OR_RETURN(paid, ChargeAndRelease<v1::DecideResponse>(
                                  caller, licence,
                                  [](const Noises&, int64_t, v1::DecideResponse*)
                                      -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
                                    return std::optional<storage::ArtifactRecord>();
                                  }));
+      licence_charged = !paid_by_another;
     }
 
     v1::DecideResponse resp;

@@ -5,7 +5,9 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "server/app/vault_test_fixture.h"
@@ -615,6 +617,62 @@ TEST_F(VaultPostprocessTest, DecideSeesTheDecisionsAnotherVaultStored) {
   EXPECT_EQ(again->rows_already_decided(), 30);
   for (int i = 0; i < 30; ++i) EXPECT_EQ(again->outputs(i), by_this->outputs(i)) << i;
   EXPECT_FALSE(again->licence_charged());
+}
+
+// A clock that, the first time it is read, runs `once` (here: another replica's Decide).
+class ClockThatRunsOnce final : public Clock {
+ public:
+  ClockThatRunsOnce(const Clock* base, std::function<void()> once)
+      : base_(base), once_(std::move(once)) {}
+  int64_t NowMicros() const override {
+    std::function<void()> run;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      run = std::move(once_);
+      once_ = nullptr;
+    }
+    if (run) run();
+    return base_->NowMicros();
+  }
+
+ private:
+  const Clock* base_;
+  mutable std::mutex mu_;
+  mutable std::function<void()> once_;
+};
+
+// Two replicas deciding with one artifact for the first time at once: the other replica pays
+// the licence after this one found it unpaid and before this one charges it (a Decide by keys
+// first reads the clock for its charge, which is where the other runs here), and stops before
+// storing its decisions (as if it died then: had it stored them, this call would restart on
+// the taken batch and find the licence paid). The store returns the other's licence; this call
+// charged nothing and says so.
+TEST_F(VaultPostprocessTest, DecideSaysTheLicenceWasNotChargedWhenAnotherReplicaPaidItFirst) {
+  const v1::Artifact artifact = FitEo(/*floor=*/0.1);
+  const v1::Budget before = BudgetOf(acme_);
+  Vault other(store_.get(), &clock_, absl::BitGenRef(gen_));
+  v1::DecideRequest first_ten;
+  first_ten.set_artifact_id(artifact.id());
+  for (int i = 0; i < 10; ++i) {
+    first_ten.add_subject_keys(subjects_[i].key);
+    first_ten.add_values(rows_[i].pred);
+  }
+  absl::StatusOr<v1::DecideResponse> by_other;
+  ClockThatRunsOnce racing(&clock_, [&] {
+    by_other = other.Decide(acme_, first_ten);
+    EXPECT_EQ(RawSql(absl::StrCat("DELETE FROM decision_batches WHERE artifact_id = '",
+                                  artifact.id(), "'")),
+              "");
+  });
+  Vault vault(store_.get(), &racing, absl::BitGenRef(gen_));
+  auto by_this = vault.Decide(acme_, DecideAll(artifact.id(), /*eo=*/true));
+  ASSERT_OK(by_other);
+  ASSERT_OK(by_this);
+  EXPECT_TRUE(by_other->licence_charged());
+  EXPECT_FALSE(by_this->licence_charged());
+  EXPECT_EQ(by_this->charge().ledger_seq(), by_other->charge().ledger_seq());
+  EXPECT_EQ(BudgetOf(acme_).releases(), before.releases() + 1);
+  EXPECT_EQ(by_this->outputs_size(), 30);
 }
 
 TEST_F(VaultPostprocessTest, DecideFrequenciesFollowTheArtifact) {
