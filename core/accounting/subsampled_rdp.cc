@@ -103,7 +103,7 @@ double Theorem9(absl::FunctionRef<double(int64_t)> base, double eps_inf, double 
 // the log-integrand is concave on each side of s/2, so each side stops once past its peak and
 // 60 below it (the neglected tail is < e^{-60} of the sum). The result is raised by a relative
 // 1e-9 (kQuadratureMargin) to cover rounding. +inf (the caller then keeps Theorem 9) if s is too
-// small for the grid (s h < 1e-200) or the walk does not end.
+// small for the grid (s h < 1e-200), if e^{s k h} overflows, or if the walk does not end.
 constexpr double kQuadratureStep = 0.05;
 constexpr double kQuadratureMargin = 1e-9;
 constexpr double kLogSqrt2Pi = 0.91893853320467274;
@@ -129,6 +129,9 @@ double LogGaussianPearsonVajda(double s, int64_t l) {
       const double z = z0 + dir * kh;
       const double v =
           -z * z / 2 + static_cast<double>(l) * std::log(std::fabs(std::expm1(dir * s * kh)));
+      // e^{s kh} overflowed before the peak: the walk could not end (+inf after kMaxSteps, seconds
+      // later), so +inf now.
+      if (!(v < kInf)) return kInf;
       add(v);
       side_top = std::max(side_top, v);
       if (v < previous && v < side_top - 60) break;
