@@ -327,11 +327,12 @@ std::pair<std::string, int> RunServer(const std::string& args) {
 // Issue 19 §2: what the server prints when it cannot open its PostgreSQL database names the
 // database by its URI, with the password replaced, and libpq's detail without it.
 TEST(PostgresStartupTest, TheServerNeverPrintsTheDatabasePassword) {
-  // libpq quotes a malformed part of the URI, here the password.
+  // libpq quotes a malformed part of the URI, here the password. A string libpq cannot parse
+  // is not shown at all (the server cannot tell where in it a password is).
   auto [malformed, status] =
       RunServer("bootstrap --name r --db 'postgresql://vault:s3cr%zzet@/ledger?host=/nowhere'");
   EXPECT_EQ(status, 1) << malformed;
-  EXPECT_THAT(malformed, HasSubstr("postgresql://vault:********@/ledger?host=/nowhere"));
+  EXPECT_THAT(malformed, HasSubstr("PostgreSQL database (a connection string not shown"));
   EXPECT_THAT(malformed, HasSubstr("does not parse"));
   EXPECT_THAT(malformed, Not(HasSubstr("s3cr")));
 

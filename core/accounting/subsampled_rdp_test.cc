@@ -267,6 +267,11 @@ TEST(GaussianPearsonVajdaMomentTest, MatchesTheBinomialExpansionInExactArithmeti
   EXPECT_DOUBLE_EQ(GaussianPearsonVajdaMoment(0.3, 2), std::expm1(0.09));
   EXPECT_EQ(GaussianPearsonVajdaMoment(0.3, 3), kInf);
   EXPECT_EQ(GaussianPearsonVajdaMoment(0, 4), kInf);
+  // e^{s k h} overflows before the integrand's peak (s = 2 and l = 256: the peak near z = 512,
+  // e^{2 z} past the doubles at z = 355; s = 40, l = 4: past them at z = 18): +inf, and the
+  // caller keeps Theorem 9.
+  EXPECT_EQ(GaussianPearsonVajdaMoment(2.0, 256), kInf);
+  EXPECT_EQ(GaussianPearsonVajdaMoment(40.0, 4), kInf);
 }
 
 TEST(SubsampledContinuousGaussianRdpTest, NeverAboveTheorem9AndVanishesWithSigma) {

@@ -383,6 +383,7 @@ class Vault {
   // and byte budget, and reports its size to the metrics. Run whenever a cached table's bytes
   // grow: when it is cached, and when its join or a dictionary is (re)built.
   void TrimTableCache(const CachedTable* keep) ABSL_LOCKS_EXCLUDED(table_cache_mu_);
+  void TrimTableCacheLocked(const CachedTable* keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(table_cache_mu_);
   // The dataset's subject count now.
   static int64_t IndexSize(IndexSlot& slot);
   // Appends the subject row of each key it is given (-1: not a subject) to *subject_of_row,
@@ -501,6 +502,7 @@ class Vault {
   };
   absl::Mutex accounts_mu_;
   absl::flat_hash_map<std::string, KnownAccount> accounts_ ABSL_GUARDED_BY(accounts_mu_);
+  size_t accounts_sweep_at_ ABSL_GUARDED_BY(accounts_mu_) = 64;
   absl::Mutex index_mu_;
   std::map<int64_t, std::shared_ptr<IndexSlot>> indexes_ ABSL_GUARDED_BY(index_mu_);
   static constexpr int64_t kTableRecordMarginMicros = 300'000'000;  // CachedTable::record

@@ -287,16 +287,18 @@ std::shared_ptr<Vault::CachedTable> Vault::CacheTable(
     absl::MutexLock lock(&cached->mu);
     cached->SetJoin(std::move(join), joined_subjects);
   }
-  {
-    absl::MutexLock lock(&table_cache_mu_);
-    table_cache_.emplace_front(handle, cached);
-  }
-  TrimTableCache(cached.get());  // never the table just cached: its request needs it
+  absl::MutexLock lock(&table_cache_mu_);
+  table_cache_.emplace_front(handle, cached);
+  TrimTableCacheLocked(cached.get());  // never the table just cached: its request needs it
   return cached;
 }
 
 void Vault::TrimTableCache(const CachedTable* keep) {
   absl::MutexLock lock(&table_cache_mu_);
+  TrimTableCacheLocked(keep);
+}
+
+void Vault::TrimTableCacheLocked(const CachedTable* keep) {
   int64_t bytes = 0;
   for (const auto& [unused, t] : table_cache_) bytes += t->Bytes();
   const size_t most = static_cast<size_t>(std::max(options_.table_cache_size, 1));

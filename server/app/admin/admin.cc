@@ -114,8 +114,10 @@ absl::StatusOr<Caller> Vault::Authenticate(const std::string& api_key) {
       "regulator");
   std::vector<std::string> parts = absl::StrSplit(api_key, absl::MaxSplits('_', 2));
   int64_t id = 0;
+  // The id as the vault writes it (no sign, no leading zeros): one text per key, so that
+  // variants of a key cannot each take a place in the cache below.
   if (parts.size() != 3 || parts[0] != "fv" || !absl::SimpleAtoi(parts[1], &id) ||
-      parts[2].size() != 64) {
+      absl::StrCat(id) != parts[1] || parts[2].size() != 64) {
     return bad;
   }
   // Remembered by the whole key's digest, and only once the key has checked out: a key that
@@ -137,12 +139,15 @@ absl::StatusOr<Caller> Vault::Authenticate(const std::string& api_key) {
   RETURN_IF_ERROR(account.status());
   if (!ConstantTimeEquals(Sha256(account->key_salt + parts[2]), account->key_hash)) return bad;
   absl::MutexLock lock(&accounts_mu_);
-  // Entries past their second are dropped as they are passed: the map holds the keys used in
-  // the last second, not every key ever used.
-  absl::erase_if(accounts_, [now](const auto& entry) {
-    return now < entry.second.read_micros ||
-           now - entry.second.read_micros >= kAccountReuseMicros;
-  });
+  // Entries past their second are dropped whenever the map has doubled since the last sweep:
+  // it holds about the keys used in the last second, at a constant cost per insert.
+  if (accounts_.size() >= accounts_sweep_at_) {
+    absl::erase_if(accounts_, [now](const auto& entry) {
+      return now < entry.second.read_micros ||
+             now - entry.second.read_micros >= kAccountReuseMicros;
+    });
+    accounts_sweep_at_ = std::max<size_t>(64, 2 * accounts_.size());
+  }
   accounts_.insert_or_assign(digest, KnownAccount{*account, now});
   return Caller{account->id, account->name, account->role};
 }

@@ -43,8 +43,10 @@ TEST_F(VaultTest, AuthenticateAcceptsIssuedKey) {
   EXPECT_THAT(acme_key_, ::testing::StartsWith("fv_"));
 }
 
-// acme has authenticated (MakeCompany), so its record is held in memory: the secret is still
-// checked on every call.
+// acme's key has just checked out (MakeCompany), so it is held in memory: no other key for its
+// account is taken from there, each is refused, and refused again (a refused key is never
+// remembered). An id written otherwise than the vault writes it (sign, leading zeros) is
+// refused too, with the right secret.
 TEST_F(VaultTest, AuthenticateRejectsWrongOrMalformedKeys) {
   std::string wrong = acme_key_;
   wrong.back() = wrong.back() == '0' ? '1' : '0';
@@ -56,10 +58,15 @@ TEST_F(VaultTest, AuthenticateRejectsWrongOrMalformedKeys) {
        {wrong, swapped, std::string(), std::string("fv_"), absl::StrCat("Bearer ", acme_key_),
         absl::StrCat("fv_x_", secret), absl::StrCat("fv_999_", secret),
         absl::StrCat("xx_", acme_.account_id, "_", secret),
-        acme_key_.substr(0, acme_key_.size() - 1), acme_key_ + "0"}) {
+        acme_key_.substr(0, acme_key_.size() - 1), acme_key_ + "0",
+        absl::StrCat("fv_+", acme_.account_id, "_", secret),
+        absl::StrCat("fv_0", acme_.account_id, "_", secret),
+        absl::StrCat("fv_ ", acme_.account_id, "_", secret)}) {
     SCOPED_TRACE(key);
     EXPECT_THAT(vault_->Authenticate(key), StatusIs(absl::StatusCode::kUnauthenticated));
+    EXPECT_THAT(vault_->Authenticate(key), StatusIs(absl::StatusCode::kUnauthenticated));
   }
+  EXPECT_OK(vault_->Authenticate(acme_key_));
 }
 
 // Only accounts that exist are remembered: a key naming an id not yet issued is refused, and
@@ -106,6 +113,7 @@ TEST_F(VaultTest, AKeyNotYetCheckedIsCheckedAgainstTheStoreWhoeverUsedItsAccount
   ASSERT_OK(vault_->Authenticate(acme_key_));
   const std::string second_secret(64, 'b');
   const std::string second_key = absl::StrCat("fv_", acme_.account_id, "_", second_secret);
+  EXPECT_THAT(vault_->Authenticate(second_key), StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(vault_->Authenticate(second_key), StatusIs(absl::StatusCode::kUnauthenticated));
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);

@@ -204,6 +204,8 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     }
     RETURN_IF_ERROR(RefreshJoin(table, *slot));
   }
+  // Whether this call paid the licence, in any attempt (a later attempt finds it paid).
+  bool licence_charged = false;
   for (int attempt = 1;; ++attempt) {
     ASSIGN_OR_RETURN(const std::shared_ptr<DecisionTable> decided, Decisions(artifact.id(), *slot));
 
@@ -276,8 +278,7 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
     licence.dataset_id = dataset->id;
     licence.dataset_name = dataset->name;
     ASSIGN_OR_RETURN(auto paid, Replay<v1::DecideResponse>(caller, licence));
-    bool licence_charged = !paid.has_value();
-    if (licence_charged) {
+    if (!paid.has_value()) {
       // Another replica may pay the licence between the Replay above and this charge: then
       // the store returns its licence and this call charged nothing.
       bool paid_by_another = false;
@@ -288,7 +289,7 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
                                      -> absl::StatusOr<std::optional<storage::ArtifactRecord>> {
                                    return std::optional<storage::ArtifactRecord>();
                                  }));
-      licence_charged = !paid_by_another;
+      if (!paid_by_another) licence_charged = true;
     }
 
     v1::DecideResponse resp;

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -619,17 +619,19 @@ TEST_F(VaultPostprocessTest, DecideSeesTheDecisionsAnotherVaultStored) {
   EXPECT_FALSE(again->licence_charged());
 }
 
-// A clock that, the first time it is read, runs `once` (here: another replica's Decide).
+// A clock that, at its `at`-th read, first runs `once` (here: another replica's Decide). A
+// Decide by keys reads the vault's clock twice: for the licence's charge, just after its replay
+// check found the licence unpaid, and for the access-log row, just before its decisions are
+// stored.
 class ClockThatRunsOnce final : public Clock {
  public:
-  ClockThatRunsOnce(const Clock* base, std::function<void()> once)
-      : base_(base), once_(std::move(once)) {}
+  ClockThatRunsOnce(const Clock* base, int at, std::function<void()> once)
+      : base_(base), at_(at), once_(std::move(once)) {}
   int64_t NowMicros() const override {
     std::function<void()> run;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      run = std::move(once_);
-      once_ = nullptr;
+      if (++reads_ == at_) run = std::move(once_);
     }
     if (run) run();
     return base_->NowMicros();
@@ -637,42 +639,79 @@ class ClockThatRunsOnce final : public Clock {
 
  private:
   const Clock* base_;
+  const int at_;
   mutable std::mutex mu_;
+  mutable int reads_ = 0;
   mutable std::function<void()> once_;
 };
 
+// The first `rows` subjects of the fixture with their predictions, for `artifact_id`.
+v1::DecideRequest FirstRows(const std::string& artifact_id, int rows,
+                            const std::vector<Subject>& subjects,
+                            const std::vector<Row>& table) {
+  v1::DecideRequest req;
+  req.set_artifact_id(artifact_id);
+  for (int i = 0; i < rows; ++i) {
+    req.add_subject_keys(subjects[i].key);
+    req.add_values(table[i].pred);
+  }
+  return req;
+}
+
 // Two replicas deciding with one artifact for the first time at once: the other replica pays
-// the licence after this one found it unpaid and before this one charges it (a Decide by keys
-// first reads the clock for its charge, which is where the other runs here), and stops before
+// the licence after this one found it unpaid and before this one charges it, and stops before
 // storing its decisions (as if it died then: had it stored them, this call would restart on
-// the taken batch and find the licence paid). The store returns the other's licence; this call
-// charged nothing and says so.
+// the taken batch and find the licence paid). The store returns the other's licence (a replay,
+// as the metrics show); this call charged nothing and says so.
 TEST_F(VaultPostprocessTest, DecideSaysTheLicenceWasNotChargedWhenAnotherReplicaPaidItFirst) {
   const v1::Artifact artifact = FitEo(/*floor=*/0.1);
   const v1::Budget before = BudgetOf(acme_);
   Vault other(store_.get(), &clock_, absl::BitGenRef(gen_));
-  v1::DecideRequest first_ten;
-  first_ten.set_artifact_id(artifact.id());
-  for (int i = 0; i < 10; ++i) {
-    first_ten.add_subject_keys(subjects_[i].key);
-    first_ten.add_values(rows_[i].pred);
-  }
   absl::StatusOr<v1::DecideResponse> by_other;
-  ClockThatRunsOnce racing(&clock_, [&] {
-    by_other = other.Decide(acme_, first_ten);
+  ClockThatRunsOnce racing(&clock_, /*at=*/1, [&] {
+    by_other = other.Decide(acme_, FirstRows(artifact.id(), 10, subjects_, rows_));
     EXPECT_EQ(RawSql(absl::StrCat("DELETE FROM decision_batches WHERE artifact_id = '",
                                   artifact.id(), "'")),
               "");
   });
-  Vault vault(store_.get(), &racing, absl::BitGenRef(gen_));
+  Metrics metrics({});
+  VaultOptions options;
+  options.metrics = &metrics;
+  Vault vault(store_.get(), &racing, absl::BitGenRef(gen_), options);
   auto by_this = vault.Decide(acme_, DecideAll(artifact.id(), /*eo=*/true));
   ASSERT_OK(by_other);
   ASSERT_OK(by_this);
+  // The other paid inside this call's charge, not before its replay check.
+  EXPECT_THAT(metrics.Text(), HasSubstr("fairvault_replays_total{kind=\"DecisionLicence\"} 1"));
   EXPECT_TRUE(by_other->licence_charged());
   EXPECT_FALSE(by_this->licence_charged());
   EXPECT_EQ(by_this->charge().ledger_seq(), by_other->charge().ledger_seq());
   EXPECT_EQ(BudgetOf(acme_).releases(), before.releases() + 1);
   EXPECT_EQ(by_this->outputs_size(), 30);
+}
+
+// The other way round: this call pays the licence, then another replica stores its decisions
+// first (this call's decision batch is taken, so it starts over and its replay check now finds
+// the licence paid). It still says it paid, as it did.
+TEST_F(VaultPostprocessTest, DecideSaysItPaidTheLicenceWhenItStartedOverAfterPaying) {
+  const v1::Artifact artifact = FitEo(/*floor=*/0.1);
+  const v1::Budget before = BudgetOf(acme_);
+  Vault other(store_.get(), &clock_, absl::BitGenRef(gen_));
+  absl::StatusOr<v1::DecideResponse> by_other;
+  ClockThatRunsOnce racing(&clock_, /*at=*/2, [&] {
+    by_other = other.Decide(acme_, FirstRows(artifact.id(), 10, subjects_, rows_));
+  });
+  Vault vault(store_.get(), &racing, absl::BitGenRef(gen_));
+  auto by_this = vault.Decide(acme_, DecideAll(artifact.id(), /*eo=*/true));
+  ASSERT_OK(by_other);
+  ASSERT_OK(by_this);
+  EXPECT_FALSE(by_other->licence_charged());
+  EXPECT_TRUE(by_this->licence_charged());
+  EXPECT_EQ(by_this->charge().ledger_seq(), by_other->charge().ledger_seq());
+  EXPECT_EQ(BudgetOf(acme_).releases(), before.releases() + 1);
+  // Started over: the other's ten decisions are this call's too.
+  EXPECT_EQ(by_this->rows_already_decided(), 10);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(by_this->outputs(i), by_other->outputs(i)) << i;
 }
 
 TEST_F(VaultPostprocessTest, DecideFrequenciesFollowTheArtifact) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/base/internal/endian.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -221,19 +222,25 @@ std::vector<std::string> SecretValues(const std::string& conninfo) {
   return values;
 }
 
-// Where the secrets are in `conninfo`: [begin, end) spans, as libpq reads a URI (userinfo up
-// to the first '@' before any '/', "user:password"; a secret keyword's query parameter, its
-// name possibly percent-encoded) or a key=value string (`password = value`, the value possibly
-// single-quoted).
-std::vector<std::pair<size_t, size_t>> PasswordSpans(const std::string& conninfo) {
-  std::vector<std::pair<size_t, size_t>> spans;
+// A secret in `conninfo`: its value at [begin, end), and [cut_begin, cut_end) the text that
+// names it (the value with its keyword and '=', or a URI's ":password@").
+struct SecretSpan {
+  size_t cut_begin, begin, end, cut_end;
+};
+
+// Where the secrets are in `conninfo`, as libpq reads a URI (userinfo up to the first '@'
+// before any '/', "user:password"; a secret keyword's query parameter, its name possibly
+// percent-encoded) or a key=value string (`password = value`, the value possibly
+// single-quoted, backslash escapes in either form).
+std::vector<SecretSpan> PasswordSpans(const std::string& conninfo) {
+  std::vector<SecretSpan> spans;
   if (IsPostgresUri(conninfo)) {
     const size_t start = conninfo.find("://") + 3;
     size_t rest = start;
     const size_t at = conninfo.find_first_of("@/", start);
     if (at != std::string::npos && conninfo[at] == '@') {
       const size_t colon = conninfo.find(':', start);
-      if (colon < at) spans.emplace_back(colon + 1, at);
+      if (colon < at) spans.push_back({colon, colon + 1, at, at + 1});
       rest = at + 1;
     }
     size_t param = conninfo.find('?', rest);
@@ -242,7 +249,7 @@ std::vector<std::pair<size_t, size_t>> PasswordSpans(const std::string& conninfo
       const size_t end = std::min(conninfo.find('&', begin), conninfo.size());
       const size_t eq = conninfo.find('=', begin);
       if (eq < end && IsSecretKeyword(PercentDecoded(conninfo.substr(begin, eq - begin)))) {
-        spans.emplace_back(eq + 1, end);
+        spans.push_back({begin, eq + 1, end, end});
       }
       param = end < conninfo.size() ? end : std::string::npos;
     }
@@ -266,21 +273,98 @@ std::vector<std::pair<size_t, size_t>> PasswordSpans(const std::string& conninfo
       for (++i; i < conninfo.size() && conninfo[i] != '\''; ++i) {
         if (conninfo[i] == '\\') ++i;
       }
-      i = std::min(i + 1, conninfo.size());
+      ++i;
     } else {
-      while (i < conninfo.size() && !space(i)) ++i;
+      for (; i < conninfo.size() && !space(i); ++i) {
+        if (conninfo[i] == '\\') ++i;
+      }
     }
-    if (is_secret) spans.emplace_back(value, i);
+    i = std::min(i, conninfo.size());
+    if (is_secret) spans.push_back({key, value, i, i});
   }
   return spans;
+}
+
+// A key=value string's value as libpq reads it: quotes removed, backslash escapes undone.
+std::string KeywordValueDecoded(const std::string& raw) {
+  std::string out;
+  const bool quoted = !raw.empty() && raw[0] == '\'';
+  for (size_t i = quoted ? 1 : 0; i < raw.size(); ++i) {
+    if (quoted && raw[i] == '\'') break;
+    if (raw[i] == '\\' && i + 1 < raw.size()) ++i;
+    out += raw[i];
+  }
+  return out;
+}
+
+// `conninfo` with its secrets replaced by kRedacted; an error if that would not hide every
+// secret: libpq cannot parse it (its own reading is unknown), a secret libpq reads is not a
+// value the spans found, or the rest still names a password or holds a second '@' (a password
+// with an unencoded '@', '/', '?' or '&' that libpq reads as something else).
+absl::StatusOr<std::string> Redacted(const std::string& conninfo) {
+  const absl::Status hidden = absl::InvalidArgumentError(
+      "the connection string's password is not where libpq reads one (percent-encode any '@', "
+      "'/', '?', '&' or '%' in it), so the string is not shown; correct it, or name a passfile");
+  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), nullptr);
+  if (parsed == nullptr) return hidden;
+  std::vector<std::string> secrets;
+  for (PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
+    if (o->val != nullptr && *o->val != '\0' && IsSecretKeyword(o->keyword)) {
+      secrets.push_back(o->val);
+    }
+  }
+  PQconninfoFree(parsed);
+  const bool uri = IsPostgresUri(conninfo);
+  const std::vector<SecretSpan> spans = PasswordSpans(conninfo);
+  std::vector<std::string> found;
+  for (const SecretSpan& span : spans) {
+    const std::string raw = conninfo.substr(span.begin, span.end - span.begin);
+    found.push_back(uri ? PercentDecoded(raw) : KeywordValueDecoded(raw));
+  }
+  for (const std::string& secret : secrets) {
+    if (std::find(found.begin(), found.end(), secret) == found.end()) return hidden;
+  }
+  std::string out = conninfo, rest = conninfo;
+  for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+    out.replace(it->begin, it->end - it->begin, kRedacted);
+    rest.erase(it->cut_begin, it->cut_end - it->cut_begin);
+  }
+  rest = absl::AsciiStrToLower(uri ? PercentDecoded(rest) : rest);
+  if (absl::StrContains(rest, "password")) return hidden;
+  if (uri) {  // one '@' at most, and only as the userinfo's end
+    const size_t start = conninfo.find("://") + 3;
+    const size_t at = conninfo.find('@', start);
+    if (at != std::string::npos &&
+        (conninfo.find('@', at + 1) != std::string::npos ||
+         conninfo.find_first_of("@/", start) != at)) {
+      return hidden;
+    }
+  }
+  return out;
+}
+
+// libpq's message about a string it cannot parse, with every quoted part (which may be a piece
+// of the password) replaced by kRedacted.
+std::string WithoutQuotedParts(const std::string& message) {
+  std::string out;
+  bool quoted = false;
+  for (char c : message) {
+    if (c == '"') {
+      out += quoted ? "\"" : absl::StrCat("\"", kRedacted);
+      quoted = !quoted;
+    } else if (!quoted) {
+      out += c;
+    }
+  }
+  return out;
 }
 
 // `text` (a libpq message) without `conninfo`'s password, as written or decoded, and as one
 // line.
 std::string Scrubbed(std::string text, const std::string& conninfo) {
   std::vector<std::string> secrets = SecretValues(conninfo);
-  for (const auto& [begin, end] : PasswordSpans(conninfo)) {
-    const std::string raw = conninfo.substr(begin, end - begin);
+  for (const SecretSpan& span : PasswordSpans(conninfo)) {
+    const std::string raw = conninfo.substr(span.begin, span.end - span.begin);
     secrets.push_back(raw);
     secrets.push_back(PercentDecoded(raw));
   }
@@ -302,17 +386,8 @@ bool IsPostgresUri(const std::string& db) {
 }
 
 std::string RedactedConnInfo(const std::string& conninfo) {
-  std::string out = conninfo;
-  const auto spans = PasswordSpans(conninfo);
-  for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-    out.replace(it->first, it->second - it->first, kRedacted);
-  }
-  // A form the spans did not foresee: libpq's own reading decides. If a secret's value, as
-  // libpq reads it, is still in the text, none of the text is shown.
-  for (const std::string& secret : SecretValues(conninfo)) {
-    if (absl::StrContains(out, secret)) return "(a connection string that holds a secret)";
-  }
-  return out;
+  absl::StatusOr<std::string> shown = Redacted(conninfo);
+  return shown.ok() ? *std::move(shown) : "(a connection string not shown: see the error)";
 }
 
 // ---- connections and schema ------------------------------------------------------------------
@@ -399,10 +474,13 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Open(const std::string& connin
     const std::string message = parse_error != nullptr ? parse_error : "out of memory";
     PQfreemem(parse_error);
     return absl::InvalidArgumentError(absl::StrCat(
-        "the connection string does not parse (", Scrubbed(message, conninfo),
+        "the connection string does not parse (",
+        Scrubbed(WithoutQuotedParts(message), conninfo),
         "); correct it (a libpq URI: postgresql://USER@HOST:PORT/NAME?passfile=PATH)"));
   }
   PQconninfoFree(parsed);
+  // Nor is one served whose password could not be hidden in what the server prints.
+  RETURN_IF_ERROR(Redacted(conninfo).status());
   std::unique_ptr<PgStore> store(new PgStore(conninfo, pool_size));
   ASSIGN_OR_RETURN(Borrowed c, store->Borrow());
   // A database already at this version gets nothing of the script: its DDL locks the tables

@@ -421,8 +421,8 @@ TEST(PgStoreUnavailableTest, APasswordReachesNeitherTheStatusNorTheLog) {
 TEST(RedactedConnInfoTest, ReplacesEveryFormOfPassword) {
   EXPECT_EQ(RedactedConnInfo("postgresql://vault:hunter2@db.internal:5432/v?sslmode=require"),
             "postgresql://vault:********@db.internal:5432/v?sslmode=require");
-  EXPECT_EQ(RedactedConnInfo("postgres://vault@db/v?sslmode=require&password=hunter2&x=1"),
-            "postgres://vault@db/v?sslmode=require&password=********&x=1");
+  EXPECT_EQ(RedactedConnInfo("postgres://vault@db/v?sslmode=require&password=hunter2&connect_timeout=5"),
+            "postgres://vault@db/v?sslmode=require&password=********&connect_timeout=5");
   EXPECT_EQ(RedactedConnInfo("postgresql://vault:a%40b@db/v?password=c"),
             "postgresql://vault:********@db/v?password=********");
   EXPECT_EQ(RedactedConnInfo("host=db user=vault password='hun ter\\'2' dbname=v"),
@@ -438,6 +438,27 @@ TEST(RedactedConnInfoTest, ReplacesEveryFormOfPassword) {
             "postgresql://vault@db/v?passwor%64=********");
   EXPECT_EQ(RedactedConnInfo("host=db sslpassword='hunter 2' dbname=v"),
             "host=db sslpassword=******** dbname=v");
+  EXPECT_EQ(RedactedConnInfo("host=db password=hun\\ ter2 dbname=v"),
+            "host=db password=******** dbname=v");
+  // A password that libpq reads as something else, or a string it cannot parse: nothing of the
+  // string is shown (and Open refuses it, below).
+  const std::string hidden = "(a connection string not shown: see the error)";
+  for (const char* ambiguous :
+       {"postgresql://u@db/v?password=hun&ter2", "postgresql://u:hun/ter2@db/v",
+        "postgresql://db.internal?password=p@ss", "postgresql://u:p@ss@db/v",
+        "PASSWORD=hunter2 host=db", "postgresql://u@db/v?%70assword%=hunter2",
+        "postgresql://u@db/v?sslmode=require&Password=hunter2"}) {
+    EXPECT_EQ(RedactedConnInfo(ambiguous), hidden) << ambiguous;
+    const auto opened = PgStore::Open(ambiguous);
+    EXPECT_THAT(opened, StatusIs(absl::StatusCode::kInvalidArgument)) << ambiguous;
+    EXPECT_THAT(opened.status().message(), Not(HasSubstr("ter2"))) << ambiguous;
+    EXPECT_THAT(opened.status().message(), Not(HasSubstr("hun"))) << ambiguous;
+    EXPECT_THAT(opened.status().message(), Not(HasSubstr("ss@"))) << ambiguous;
+  }
+  // A password equal to another part of the string is hidden like any other (no placeholder
+  // that would tell so).
+  EXPECT_EQ(RedactedConnInfo("postgresql://postgres:postgres@db/postgres"),
+            "postgresql://postgres:********@db/postgres");
   // Whatever the form, what libpq would use as the secret never shows.
   for (const char* form :
        {"postgresql://vault@db/v?%73slpassword=hunter2", "postgresql://vault:hunter2@db/v",
