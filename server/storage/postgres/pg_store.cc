@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "absl/base/internal/endian.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -222,10 +221,9 @@ std::vector<std::string> SecretValues(const std::string& conninfo) {
   return values;
 }
 
-// A secret in `conninfo`: its value at [begin, end), and [cut_begin, cut_end) the text that
-// names it (the value with its keyword and '=', or a URI's ":password@").
+// A secret's value in `conninfo`, at [begin, end).
 struct SecretSpan {
-  size_t cut_begin, begin, end, cut_end;
+  size_t begin, end;
 };
 
 // Where the secrets are in `conninfo`, as libpq reads a URI (userinfo up to the first '@'
@@ -240,7 +238,7 @@ std::vector<SecretSpan> PasswordSpans(const std::string& conninfo) {
     const size_t at = conninfo.find_first_of("@/", start);
     if (at != std::string::npos && conninfo[at] == '@') {
       const size_t colon = conninfo.find(':', start);
-      if (colon < at) spans.push_back({colon, colon + 1, at, at + 1});
+      if (colon < at) spans.push_back({colon + 1, at});
       rest = at + 1;
     }
     size_t param = conninfo.find('?', rest);
@@ -249,7 +247,7 @@ std::vector<SecretSpan> PasswordSpans(const std::string& conninfo) {
       const size_t end = std::min(conninfo.find('&', begin), conninfo.size());
       const size_t eq = conninfo.find('=', begin);
       if (eq < end && IsSecretKeyword(PercentDecoded(conninfo.substr(begin, eq - begin)))) {
-        spans.push_back({begin, eq + 1, end, end});
+        spans.push_back({eq + 1, end});
       }
       param = end < conninfo.size() ? end : std::string::npos;
     }
@@ -280,7 +278,7 @@ std::vector<SecretSpan> PasswordSpans(const std::string& conninfo) {
       }
     }
     i = std::min(i, conninfo.size());
-    if (is_secret) spans.push_back({key, value, i, i});
+    if (is_secret) spans.push_back({value, i});
   }
   return spans;
 }
@@ -297,23 +295,38 @@ std::string KeywordValueDecoded(const std::string& raw) {
   return out;
 }
 
-// `conninfo` with its secrets replaced by kRedacted; an error if that would not hide every
-// secret: libpq cannot parse it (its own reading is unknown), a secret libpq reads is not a
-// value the spans found, or the rest still names a password or holds a second '@' (a password
-// with an unencoded '@', '/', '?' or '&' that libpq reads as something else).
+// `conninfo` with its secrets replaced by kRedacted; an error (which quotes none of it) if that
+// might not hide every secret: libpq cannot parse it (its own reading is unknown), a secret
+// libpq reads is not a value the spans found, or libpq reads a part of it as a port that is not
+// a number or as a user or host holding '@', '?' or '=': a password with an unencoded '/', '@'
+// or '?' that libpq takes for something else, which the string would then show.
 absl::StatusOr<std::string> Redacted(const std::string& conninfo) {
-  const absl::Status hidden = absl::InvalidArgumentError(
-      "the connection string's password is not where libpq reads one (percent-encode any '@', "
-      "'/', '?', '&' or '%' in it), so the string is not shown; correct it, or name a passfile");
   PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), nullptr);
-  if (parsed == nullptr) return hidden;
+  if (parsed == nullptr) {
+    return absl::InvalidArgumentError("the connection string does not parse; correct it");
+  }
   std::vector<std::string> secrets;
+  absl::Status misread;
   for (PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
-    if (o->val != nullptr && *o->val != '\0' && IsSecretKeyword(o->keyword)) {
-      secrets.push_back(o->val);
+    if (o->val == nullptr || *o->val == '\0') continue;
+    const std::string keyword = o->keyword, value = o->val;
+    if (IsSecretKeyword(keyword)) secrets.push_back(value);
+    if (keyword == "port" &&
+        value.find_first_not_of("0123456789,") != std::string::npos) {
+      misread = absl::InvalidArgumentError(
+          "the connection string's port is not a number (a '/' in a password must be "
+          "percent-encoded, %2F); correct it");
+    }
+    if ((keyword == "host" || keyword == "hostaddr" || keyword == "user") &&
+        value.find_first_of(keyword == "user" ? "?=" : "@?=") != std::string::npos) {
+      misread = absl::InvalidArgumentError(absl::StrCat(
+          "the connection string's ", keyword, " holds '", keyword == "user" ? "" : "@', '",
+          "?' or '=' (an '@' or '?' in a password must be percent-encoded, %40 and %3F); "
+          "correct it"));
     }
   }
   PQconninfoFree(parsed);
+  RETURN_IF_ERROR(misread);
   const bool uri = IsPostgresUri(conninfo);
   const std::vector<SecretSpan> spans = PasswordSpans(conninfo);
   std::vector<std::string> found;
@@ -322,41 +335,27 @@ absl::StatusOr<std::string> Redacted(const std::string& conninfo) {
     found.push_back(uri ? PercentDecoded(raw) : KeywordValueDecoded(raw));
   }
   for (const std::string& secret : secrets) {
-    if (std::find(found.begin(), found.end(), secret) == found.end()) return hidden;
+    if (std::find(found.begin(), found.end(), secret) == found.end()) {
+      return absl::InvalidArgumentError(
+          "the connection string has a password where the server cannot hide it when it prints "
+          "the string; write it percent-encoded as postgresql://USER:PASSWORD@HOST/NAME or "
+          "?password=, or better name a passfile");
+    }
   }
-  std::string out = conninfo, rest = conninfo;
+  std::string out = conninfo;
   for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
     out.replace(it->begin, it->end - it->begin, kRedacted);
-    rest.erase(it->cut_begin, it->cut_end - it->cut_begin);
-  }
-  rest = absl::AsciiStrToLower(uri ? PercentDecoded(rest) : rest);
-  if (absl::StrContains(rest, "password")) return hidden;
-  if (uri) {  // one '@' at most, and only as the userinfo's end
-    const size_t start = conninfo.find("://") + 3;
-    const size_t at = conninfo.find('@', start);
-    if (at != std::string::npos &&
-        (conninfo.find('@', at + 1) != std::string::npos ||
-         conninfo.find_first_of("@/", start) != at)) {
-      return hidden;
-    }
   }
   return out;
 }
 
-// libpq's message about a string it cannot parse, with every quoted part (which may be a piece
-// of the password) replaced by kRedacted.
+// libpq's message about a string it cannot parse, from its first quote on replaced by a quoted
+// kRedacted: what it quotes is a piece of the string, which may be of the password (and may
+// itself hold quotes).
 std::string WithoutQuotedParts(const std::string& message) {
-  std::string out;
-  bool quoted = false;
-  for (char c : message) {
-    if (c == '"') {
-      out += quoted ? "\"" : absl::StrCat("\"", kRedacted);
-      quoted = !quoted;
-    } else if (!quoted) {
-      out += c;
-    }
-  }
-  return out;
+  const size_t quote = message.find('"');
+  if (quote == std::string::npos) return message;
+  return absl::StrCat(message.substr(0, quote), "\"", kRedacted, "\"");
 }
 
 // `text` (a libpq message) without `conninfo`'s password, as written or decoded, and as one

@@ -34,10 +34,10 @@ bool IsPostgresUri(const std::string& db);
 // `conninfo` (a libpq connection URI or key=value string) with its secrets, if it has any,
 // replaced by "********": the userinfo password of a URI, and the value of every keyword libpq
 // itself hides (`password`, `sslpassword`) as a query parameter (its name possibly
-// percent-encoded) or a `keyword=` pair. A placeholder instead of the text unless that hides
-// every secret libpq reads and nothing else names a password (a string libpq cannot parse, a
-// password with an unencoded '@' or '/', which libpq reads as something else): PgStore::Open
-// refuses those. For anything printed or logged.
+// percent-encoded) or a `keyword=` pair. A placeholder instead of the text unless libpq parses
+// it, that hides every secret libpq reads, and libpq reads no part of it as a port that is not a
+// number or a user or host holding '@', '?' or '=' (a password with an unencoded '/', '@' or
+// '?', taken for something else): PgStore::Open refuses those. For anything printed or logged.
 std::string RedactedConnInfo(const std::string& conninfo);
 
 // What a migration from SQLite copied.

@@ -455,6 +455,28 @@ TEST(RedactedConnInfoTest, ReplacesEveryFormOfPassword) {
     EXPECT_THAT(opened.status().message(), Not(HasSubstr("hun"))) << ambiguous;
     EXPECT_THAT(opened.status().message(), Not(HasSubstr("ss@"))) << ambiguous;
   }
+  // libpq's message about a string it cannot parse quotes a piece of it, which may hold quotes
+  // itself: nothing from the first quote on is shown.
+  for (const char* quoted :
+       {"postgresql://u@h/db?password=se\"cr3t%zz", "postgresql://u:se\"cr3t@[::1]x/db",
+        "postgresql://u:p\"cr3t@[::1/db"}) {
+    const auto opened = PgStore::Open(quoted);
+    EXPECT_THAT(opened, StatusIs(absl::StatusCode::kInvalidArgument)) << quoted;
+    EXPECT_THAT(opened.status().message(), Not(HasSubstr("cr3t"))) << quoted;
+    EXPECT_THAT(RedactedConnInfo(quoted), Not(HasSubstr("cr3t"))) << quoted;
+  }
+  // What operators write is shown as it is: an '@' or "password" where libpq reads it as
+  // nothing secret (a passfile's path, a user name, a database, an application name).
+  for (const char* ordinary :
+       {"postgresql://fairvault@postgres:5432/fairvault?passfile=/run/secrets/pgpass",
+        "postgresql://fairvault@db/v?passfile=/run/secrets/db_password&sslmode=verify-full",
+        "postgresql://db/v?user=me@azuresrv&passfile=/p",
+        "postgresql://fairvault@db/v?application_name=vault@replica1",
+        "postgresql://password_reader@db/passwords", "postgresql:///fairvault?host=/var/run/postgresql",
+        "postgresql://u@h1:5432,h2:5433/v", "postgresql://u@[::1]:5432/v"}) {
+    EXPECT_EQ(RedactedConnInfo(ordinary), ordinary);
+  }
+  EXPECT_EQ(RedactedConnInfo("postgresql://u:pw@h1,h2/db"), "postgresql://u:********@h1,h2/db");
   // A password equal to another part of the string is hidden like any other (no placeholder
   // that would tell so).
   EXPECT_EQ(RedactedConnInfo("postgresql://postgres:postgres@db/postgres"),
