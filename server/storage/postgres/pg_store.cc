@@ -12,6 +12,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -207,17 +208,28 @@ bool IsSecretKeyword(const std::string& keyword) {
   return std::find(secrets.begin(), secrets.end(), keyword) != secrets.end();
 }
 
+// The options libpq reads from `conninfo` that it sets, as (keyword, value); nullopt if it does
+// not parse.
+std::optional<std::vector<std::pair<std::string, std::string>>> LibpqOptions(
+    const std::string& conninfo) {
+  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), nullptr);
+  if (parsed == nullptr) return std::nullopt;
+  std::vector<std::pair<std::string, std::string>> options;
+  for (PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
+    if (o->val != nullptr && *o->val != '\0') options.emplace_back(o->keyword, o->val);
+  }
+  PQconninfoFree(parsed);
+  return options;
+}
+
 // The values of `conninfo`'s secret keywords as libpq reads them (decoded, unquoted); none if
 // it does not parse.
 std::vector<std::string> SecretValues(const std::string& conninfo) {
   std::vector<std::string> values;
-  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), nullptr);
-  for (PQconninfoOption* o = parsed; o != nullptr && o->keyword != nullptr; ++o) {
-    if (o->val != nullptr && *o->val != '\0' && IsSecretKeyword(o->keyword)) {
-      values.push_back(o->val);
-    }
+  for (const auto& [keyword, value] : LibpqOptions(conninfo).value_or(
+           std::vector<std::pair<std::string, std::string>>())) {
+    if (IsSecretKeyword(keyword)) values.push_back(value);
   }
-  PQconninfoFree(parsed);
   return values;
 }
 
@@ -301,15 +313,13 @@ std::string KeywordValueDecoded(const std::string& raw) {
 // a number or as a user or host holding '@', '?' or '=': a password with an unencoded '/', '@'
 // or '?' that libpq takes for something else, which the string would then show.
 absl::StatusOr<std::string> Redacted(const std::string& conninfo) {
-  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), nullptr);
-  if (parsed == nullptr) {
+  const auto options = LibpqOptions(conninfo);
+  if (!options) {
     return absl::InvalidArgumentError("the connection string does not parse; correct it");
   }
   std::vector<std::string> secrets;
   absl::Status misread;
-  for (PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
-    if (o->val == nullptr || *o->val == '\0') continue;
-    const std::string keyword = o->keyword, value = o->val;
+  for (const auto& [keyword, value] : *options) {
     if (IsSecretKeyword(keyword)) secrets.push_back(value);
     if (keyword == "port" &&
         value.find_first_not_of("0123456789,") != std::string::npos) {
@@ -325,7 +335,6 @@ absl::StatusOr<std::string> Redacted(const std::string& conninfo) {
           "correct it"));
     }
   }
-  PQconninfoFree(parsed);
   RETURN_IF_ERROR(misread);
   const bool uri = IsPostgresUri(conninfo);
   const std::vector<SecretSpan> spans = PasswordSpans(conninfo);
