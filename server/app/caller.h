@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/time/time.h"
 #include "fairvault/v1/fairvault.pb.h"
 #include "server/storage/store.h"
 
@@ -28,6 +29,9 @@ struct Caller {
   storage::Role role = storage::Role::kCompany;
   // Per-call outputs of a spending use-case; null where nobody reads them.
   CallOutputs* outputs = nullptr;
+  // The call's deadline: a use-case waiting for another call's work (FinishGate) stops
+  // waiting at it, so that a client gone does not keep a server thread.
+  absl::Time deadline = absl::InfiniteFuture();
 
   bool Previewing() const { return outputs != nullptr && outputs->preview != nullptr; }
 };

@@ -6,15 +6,16 @@ namespace fairvault::server {
 
 FinishGate::FinishGate(int limit) : limit_(std::max(1, limit)) {}
 
-void FinishGate::Hold(const std::string& release) {
+bool FinishGate::Hold(const std::string& release, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   ++waiting_;
   auto free = [this, &release]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !held_.contains(release);
   };
-  mu_.Await(absl::Condition(&free));
+  const bool held = mu_.AwaitWithDeadline(absl::Condition(&free), deadline);
   --waiting_;
-  held_.insert(release);
+  if (held) held_.insert(release);
+  return held;
 }
 
 void FinishGate::Drop(const std::string& release) {
@@ -22,17 +23,24 @@ void FinishGate::Drop(const std::string& release) {
   held_.erase(release);
 }
 
-void FinishGate::AcquireSlot() {
+bool FinishGate::AcquireSlot(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   const uint64_t ticket = next_ticket_++;
   ++waiting_;
   auto served = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return ticket == serving_ && slots_taken_ < limit_;
   };
-  mu_.Await(absl::Condition(&served));
+  const bool granted = mu_.AwaitWithDeadline(absl::Condition(&served), deadline);
   --waiting_;
-  ++serving_;
-  ++slots_taken_;
+  if (granted) {
+    ++slots_taken_;
+  } else {
+    abandoned_.insert(ticket);
+  }
+  // The next ticket to serve: past this one if granted, and past every one given up.
+  if (granted) ++serving_;
+  while (abandoned_.erase(serving_) > 0) ++serving_;
+  return granted;
 }
 
 void FinishGate::ReleaseSlot() {

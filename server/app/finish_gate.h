@@ -2,7 +2,9 @@
 // call first holds its release (account and idempotency key): one call at a time per release,
 // so that a retry of a release being finished waits for that finish, then reads the store and
 // finds it done. A call that still has to solve then takes one of `limit` slots, granted in
-// the order asked, so that at most `limit` long solves run at once in the process.
+// the order asked, so that at most `limit` long solves run at once in the process. A wait
+// gives up at the calling RPC's deadline (its thread is not kept for a client that stopped
+// waiting); a ticket given up is skipped.
 #ifndef FAIRVAULT_SERVER_APP_FINISH_GATE_H_
 #define FAIRVAULT_SERVER_APP_FINISH_GATE_H_
 
@@ -12,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace fairvault::server {
 
@@ -19,12 +22,15 @@ class FinishGate {
  public:
   explicit FinishGate(int limit);
 
-  // Waits while another call holds `release`, then holds it until Drop.
-  void Hold(const std::string& release) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits while another call holds `release`, then holds it until Drop and returns true; or
+  // returns false, holding nothing, if `deadline` passes first.
+  bool Hold(const std::string& release, absl::Time deadline = absl::InfiniteFuture())
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Drop(const std::string& release) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Waits for a slot, first come first served, and keeps it until ReleaseSlot.
-  void AcquireSlot() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for a slot, first come first served, and keeps it until ReleaseSlot (true); or
+  // gives its place up if `deadline` passes first (false).
+  bool AcquireSlot(absl::Time deadline = absl::InfiniteFuture()) ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseSlot() ABSL_LOCKS_EXCLUDED(mu_);
 
   // For tests: calls waiting in Hold or AcquireSlot, and slots taken.
@@ -41,6 +47,8 @@ class FinishGate {
   // Tickets for slots: the next to hand out, and the next to be served.
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t serving_ ABSL_GUARDED_BY(mu_) = 0;
+  // Tickets whose callers gave up before being served: skipped when their turn comes.
+  absl::flat_hash_set<uint64_t> abandoned_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fairvault::server

@@ -70,5 +70,46 @@ TEST(FinishGateTest, SlotsAreBoundedAndGrantedInTheOrderAsked) {
   EXPECT_EQ(gate.SlotsTaken(), 0);
 }
 
+TEST(FinishGateTest, AWaitForAHeldReleaseEndsAtItsDeadlineHoldingNothing) {
+  FinishGate gate(4);
+  gate.Hold("acme/k1");
+  EXPECT_FALSE(gate.Hold("acme/k1", absl::Now() + absl::Milliseconds(20)));
+  EXPECT_FALSE(gate.Hold("acme/k1", absl::Now() - absl::Seconds(1)));  // already passed
+  EXPECT_EQ(gate.Waiting(), 0);
+  gate.Drop("acme/k1");
+  // The calls that gave up hold nothing: the release is free at once.
+  EXPECT_TRUE(gate.Hold("acme/k1", absl::Now() - absl::Seconds(1)));
+  gate.Drop("acme/k1");
+}
+
+TEST(FinishGateTest, ACallThatGivesUpItsPlaceInTheQueueDoesNotHoldUpTheOnesBehindIt) {
+  FinishGate gate(1);
+  ASSERT_TRUE(gate.AcquireSlot());
+  // Ticket 1 waits with a short deadline; ticket 2 behind it with a long one.
+  std::atomic<bool> first_granted{true};
+  std::thread first([&] { first_granted = gate.AcquireSlot(absl::Now() + absl::Milliseconds(200)); });
+  ASSERT_TRUE(Eventually([&] { return gate.Waiting() == 1; }));
+  std::atomic<bool> second_granted{false};
+  std::thread second(
+      [&] { second_granted = gate.AcquireSlot(absl::Now() + absl::Seconds(60)); });
+  ASSERT_TRUE(Eventually([&] { return gate.Waiting() == 2; }));
+  first.join();  // its deadline passes while the only slot is taken
+  EXPECT_FALSE(first_granted);
+  EXPECT_EQ(gate.Waiting(), 1);
+  EXPECT_EQ(gate.SlotsTaken(), 1);
+  gate.ReleaseSlot();
+  second.join();  // served although the ticket before it was never served
+  EXPECT_TRUE(second_granted);
+  EXPECT_EQ(gate.SlotsTaken(), 1);
+  gate.ReleaseSlot();
+  // A ticket given up at the head of the queue is skipped too.
+  ASSERT_TRUE(gate.AcquireSlot());
+  EXPECT_FALSE(gate.AcquireSlot(absl::Now() + absl::Milliseconds(20)));
+  gate.ReleaseSlot();
+  EXPECT_TRUE(gate.AcquireSlot(absl::Now() + absl::Seconds(60)));
+  gate.ReleaseSlot();
+  EXPECT_EQ(gate.SlotsTaken(), 0);
+}
+
 }  // namespace
 }  // namespace fairvault::server

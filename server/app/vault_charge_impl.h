@@ -105,6 +105,15 @@ inline absl::Status StoredByANewerServer() {
       "be charged again)");
 }
 
+// A charged release whose finish this call stopped waiting for at its deadline: the charge
+// stands and the release stays pending until a retry finishes it.
+inline absl::Status DeadlinePassedBeforeFinish(absl::string_view waiting_for) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "the call's deadline passed while waiting for ", waiting_for,
+      "; the release is charged: retry with the same idempotency key to get it (it will not be "
+      "charged again)"));
+}
+
 }  // namespace charge_internal
 
 template <typename Response>
@@ -156,7 +165,9 @@ absl::StatusOr<Response> Vault::FinishCharged(const Caller& caller, const Prepar
   // Every error from here on comes after the charge (which stands): marked as counted with it.
   absl::StatusOr<Response> finished = [&]() -> absl::StatusOr<Response> {
     const std::string held = absl::StrCat(caller.account_id, "/", release.idempotency_key);
-    finish_gate_.Hold(held);
+    if (!finish_gate_.Hold(held, caller.deadline)) {
+      return charge_internal::DeadlinePassedBeforeFinish("another call's finish of this release");
+    }
     absl::Cleanup drop = [&] { finish_gate_.Drop(held); };
     // Another call of this release (here, or on another replica) may have finished it since
     // this one read it: then its stored response.
@@ -169,7 +180,9 @@ absl::StatusOr<Response> Vault::FinishCharged(const Caller& caller, const Prepar
     // A release this build charges whole, left pending by a newer build (replicas of two
     // versions): not this build's to finish, nor to return unfinished.
     if (!release.finish) return charge_internal::StoredByANewerServer();
-    finish_gate_.AcquireSlot();
+    if (!finish_gate_.AcquireSlot(caller.deadline)) {
+      return charge_internal::DeadlinePassedBeforeFinish("a free post-processing slot");
+    }
     absl::Cleanup release_slot = [&] { finish_gate_.ReleaseSlot(); };
     absl::StatusOr<std::optional<storage::ArtifactRecord>> artifact = release.finish(&pending);
     const absl::Status failure =

@@ -18,6 +18,7 @@ template <typename Response, typename UseCase>
 absl::Status Run(Vault& vault, grpc::ServerContext* ctx, Response* resp, UseCase use_case) {
   absl::StatusOr<Caller> caller = AuthenticateCall(vault, *ctx);
   if (!caller.ok()) return caller.status();
+  caller->deadline = absl::FromChrono(ctx->deadline());
   absl::StatusOr<Response> result = use_case(*caller);
   if (!result.ok()) return result.status();
   *resp = *std::move(result);

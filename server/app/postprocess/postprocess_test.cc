@@ -645,6 +645,50 @@ class ClockThatRunsOnce final : public Clock {
   mutable std::function<void()> once_;
 };
 
+// A call that waits for another call's finish, or for a post-processing slot, stops at its
+// deadline: the charge stands, the release stays pending, and a retry gets it. The vault's
+// first clock read in a retry of a pending statistical-parity release is its finish's (the
+// artifact's time), made while the retry holds the release and one slot.
+TEST_F(VaultPostprocessTest, AWaitForAFinishEndsAtTheCallsDeadlineAndTheRetryGetsTheRelease) {
+  ASSERT_NO_FATAL_FAILURE(FailFinishes());
+  auto a = SpRequest("sp-wait-a");
+  auto b = SpRequest("sp-wait-b");
+  b.set_bins(4);
+  ASSERT_FALSE(vault_->FitStatisticalParity(acme_, a).ok());
+  ASSERT_FALSE(vault_->FitStatisticalParity(acme_, b).ok());
+  ASSERT_NO_FATAL_FAILURE(AllowFinishes());
+  EXPECT_EQ(BudgetOf(acme_).releases(), 2);
+
+  Vault* vault = nullptr;
+  absl::StatusOr<v1::FitStatisticalParityResponse> same_release, other_release;
+  ClockThatRunsOnce racing(&clock_, /*at=*/1, [&] {
+    Caller hurried = acme_;
+    hurried.deadline = absl::Now() + absl::Milliseconds(50);
+    same_release = vault->FitStatisticalParity(hurried, a);
+    hurried.deadline = absl::Now() + absl::Milliseconds(50);
+    other_release = vault->FitStatisticalParity(hurried, b);
+  });
+  VaultOptions options;
+  options.max_concurrent_finishes = 1;
+  Vault one_slot(store_.get(), &racing, absl::BitGenRef(gen_), options);
+  vault = &one_slot;
+  auto finished = one_slot.FitStatisticalParity(acme_, a);
+  ASSERT_OK(finished);
+  EXPECT_THAT(same_release, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                     "another call's finish of this release"));
+  EXPECT_THAT(other_release, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                      "a free post-processing slot"));
+  EXPECT_TRUE(IsCounted(same_release.status()));  // after the charge: not a refusal
+  EXPECT_TRUE(IsCounted(other_release.status()));
+  // b is still pending; its retry finishes it, and neither retry is charged.
+  PendingRelease<v1::FitStatisticalParityResponse>(acme_, "sp-wait-b");
+  ASSERT_OK(one_slot.FitStatisticalParity(acme_, b));
+  auto again = one_slot.FitStatisticalParity(acme_, a);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->SerializeAsString(), finished->SerializeAsString());
+  EXPECT_EQ(BudgetOf(acme_).releases(), 2);
+}
+
 // The first `rows` subjects of the fixture with their predictions, for `artifact_id`.
 v1::DecideRequest FirstRows(const std::string& artifact_id, int rows,
                             const std::vector<Subject>& subjects,
