@@ -49,10 +49,18 @@ class Release {
     ASSIGN_OR_RETURN(r.noise_, factory(plan.std_steps));
     return r;
   }
+  // The sum is exact (it depends on the attribute): a failure to snap it says nothing of its
+  // value. Clipped terms keep a finite sum on the grid, so only a model whose outputs are no
+  // longer numbers (NaN, from parameters that overflowed) gets here.
   absl::Status Apply(Eigen::Ref<Eigen::VectorXd> sum, absl::BitGenRef gen) const {
     for (Eigen::Index j = 0; j < sum.size(); ++j) {
-      ASSIGN_OR_RETURN(const int64_t steps, dp::SnapToGrid(sum(j), plan_.grid));
-      sum(j) = dp::FromGrid(noise_->AddNoise(steps, gen), plan_.grid);
+      absl::StatusOr<int64_t> steps = dp::SnapToGrid(sum(j), plan_.grid);
+      if (!steps.ok()) {
+        return absl::InternalError(
+            "the model diverged: its outputs are no longer numbers; lower the step sizes "
+            "(lr_theta, lr_w, dual_lr) or the clips");
+      }
+      sum(j) = dp::FromGrid(noise_->AddNoise(*steps, gen), plan_.grid);
     }
     return absl::OkStatus();
   }
@@ -123,13 +131,29 @@ absl::StatusOr<NoisySumPlan> PlanNoisySum(double change_bound, double term_bound
   return plan;
 }
 
+// The step sizes, clips and W's radius scale every update: above this cap a few steps
+// overflow the model's parameters, a failure a request's parameters show before its charge.
+// (Within it a model can still diverge, from the noise drawn: that failure is post-processing
+// of the releases, and the job says so.)
+namespace {
+
+constexpr double kMaxStepScale = 1000;
+
+absl::Status ValidateStepSize(double value, absl::string_view field) {
+  return ValidateIsPositiveAtMost(value, kMaxStepScale, field,
+                                  "larger values overflow the model's parameters within a few "
+                                  "steps; the defaults are 0.1 to 5");
+}
+
+}  // namespace
+
 absl::Status FermiOptions::Validate() const {
   RETURN_IF_ERROR(ValidateSchedule(epochs, batch_size));
-  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lr_theta, "lr_theta"));
-  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lr_w, "lr_w"));
-  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(w_radius, "w_radius"));
-  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(clip_theta, "clip_theta"));
-  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(clip_w, "clip_w"));
+  RETURN_IF_ERROR(ValidateStepSize(lr_theta, "lr_theta"));
+  RETURN_IF_ERROR(ValidateStepSize(lr_w, "lr_w"));
+  RETURN_IF_ERROR(ValidateStepSize(w_radius, "w_radius"));
+  RETURN_IF_ERROR(ValidateStepSize(clip_theta, "clip_theta"));
+  RETURN_IF_ERROR(ValidateStepSize(clip_w, "clip_w"));
   RETURN_IF_ERROR(ValidateIsFiniteAndNonNegative(lambda, "fairness_lambda"));
   if (fairness == Fairness::kAccuracyParity) {
     return absl::InvalidArgumentError(
@@ -141,9 +165,9 @@ absl::Status FermiOptions::Validate() const {
 
 absl::Status PfldOptions::Validate() const {
   RETURN_IF_ERROR(ValidateSchedule(epochs, batch_size));
-  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lr_theta, "lr_theta"));
-  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(clip, "clip_theta"));
-  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(dual_lr, "dual_lr"));
+  RETURN_IF_ERROR(ValidateStepSize(lr_theta, "lr_theta"));
+  RETURN_IF_ERROR(ValidateStepSize(clip, "clip_theta"));
+  RETURN_IF_ERROR(ValidateStepSize(dual_lr, "dual_lr"));
   RETURN_IF_ERROR(ValidateIsFiniteAndNonNegative(target, "gamma"));
   if (target > 1) {
     return absl::InvalidArgumentError(

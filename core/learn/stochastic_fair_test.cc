@@ -13,8 +13,10 @@
 #include "core/learn/stochastic_fair.h"
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/testing/status_matchers.h"
@@ -276,7 +278,7 @@ TEST(StochasticFairTest, DpFermiReleasesMoveByAtMostTheSensitivity) {
       options.lambda = 1;
       options.clip_theta = 0.02;  // binding, so the bound is tight
       options.clip_w = 0.5;
-      options.lr_w = 1e6;  // W far from 0 after the first step (then projected to radius 1)
+      options.lr_w = 1000;  // W far from 0 after the first step (then projected to radius 1)
       options.fairness = fairness;
       ASSERT_OK_AND_ASSIGN(FermiPlan plan, PlanDpFermi(shape, 2, 64, options, 3.0));
       // The same released marginals for both (public constants).
@@ -573,6 +575,40 @@ TEST(StochasticFairTest, RejectsBadOptions) {
   pfld = PfldOptions();
   pfld.epochs = 0;
   EXPECT_THAT(pfld.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "epochs"));
+  // Steps and clips above 1,000 overflow the parameters: refused, each by its name.
+  for (double FermiOptions::*field : {&FermiOptions::lr_theta, &FermiOptions::lr_w,
+                                      &FermiOptions::w_radius, &FermiOptions::clip_theta,
+                                      &FermiOptions::clip_w}) {
+    fermi = FermiOptions();
+    fermi.*field = 1000;
+    EXPECT_OK(fermi.Validate());
+    fermi.*field = 1e308;
+    EXPECT_THAT(fermi.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "must be in (0, 1000]"));
+  }
+  for (double PfldOptions::*field : {&PfldOptions::lr_theta, &PfldOptions::clip,
+                                     &PfldOptions::dual_lr}) {
+    pfld = PfldOptions();
+    pfld.*field = 1000;
+    EXPECT_OK(pfld.Validate());
+    pfld.*field = 1001;
+    EXPECT_THAT(pfld.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "must be in (0, 1000]"));
+  }
+}
+
+// A model whose outputs are no longer numbers fails with one message, whatever the exact sum
+// it could not release (which depends on the groups) was.
+TEST(StochasticFairTest, ADivergedModelSaysSoWithoutTheSumItCouldNotRelease) {
+  const StochasticData d = Synthetic(200, 11);
+  const NetworkShape shape{3, {}, 1};
+  const FermiOptions options = FastFermi(3);
+  ASSERT_OK_AND_ASSIGN(FermiPlan plan, PlanDpFermi(shape, 2, d.n(), options, 1.0));
+  Network net(shape);
+  net.params().setConstant(std::numeric_limits<double>::quiet_NaN());
+  std::mt19937_64 gen(4);
+  const absl::Status status = TrainDpFermi(d, Marginals(d, options.fairness, false), options,
+                                           plan, ZeroNoise(), gen, nullptr, &net, nullptr);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInternal, "the model diverged"));
+  EXPECT_THAT(std::string(status.message()), ::testing::Not(::testing::HasSubstr("nan")));
 }
 
 }  // namespace

@@ -49,6 +49,17 @@ inline absl::Status ValidateInOpenRange(double value, double lo, double hi,
   return absl::OkStatus();
 }
 
+// InvalidArgument unless 0 < value <= hi, naming why the cap exists: "lr_theta must be in
+// (0, 1000] (got 1e+308): <why>".
+inline absl::Status ValidateIsPositiveAtMost(double value, double hi, absl::string_view field,
+                                             absl::string_view why) {
+  if (!(value > 0 && value <= hi)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " must be in (0, ", hi, "] (got ", value, "): ", why));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace fairvault::core
 
 #endif  // FAIRVAULT_CORE_UTIL_VALIDATE_H_

@@ -390,6 +390,20 @@ TEST_F(VaultModelsTest, PfldAndMlpJobsTrainAndBadParametersAreRefused) {
   ExpectRefusedWithoutCharge(
       globex_, [&] { return vault_->FitFairModel(globex_, bad).status(); },
       absl::StatusCode::kInvalidArgument, "dual_lr");
+  // A step that overflows the parameters is known before the charge (a job failing after it
+  // for that reason would waste the company's budget).
+  bad.set_dual_lr(0);
+  bad.set_lr_theta(1e308);
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->FitFairModel(globex_, bad).status(); },
+      absl::StatusCode::kInvalidArgument, "lr_theta must be in (0, 1000]");
+  bad.set_lr_theta(0);
+  bad.set_algorithm(v1::FAIR_MODEL_ALGORITHM_DP_FERMI);
+  bad.set_fairness(v1::FAIRNESS_NOTION_DEMOGRAPHIC_PARITY);
+  bad.set_w_radius(5000);
+  ExpectRefusedWithoutCharge(
+      globex_, [&] { return vault_->FitFairModel(globex_, bad).status(); },
+      absl::StatusCode::kInvalidArgument, "w_radius must be in (0, 1000]");
   bad = req;
   bad.set_idempotency_key("bad-4");
   bad.set_algorithm(v1::FAIR_MODEL_ALGORITHM_DP_FERMI);
