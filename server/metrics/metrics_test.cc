@@ -151,8 +151,8 @@ TEST(MetricsTest, ClassifiesThePrivacyFiltersRefusals) {
                 "has epsilon 0.5 left of 5; ask for less or for a larger grant")),
             Refusal::kBudgetExhausted);
   EXPECT_EQ(FilterRefusal(absl::ResourceExhaustedError(
-                "request costs epsilon=1 but the dataset-wide cap on 'pop' has epsilon 0 left of "
-                "3 across all companies; ask the regulator")),
+                "request costs epsilon=1 but the dataset-wide cap on 'pop' (all companies "
+                "together) does not admit it; ask the regulator")),
             Refusal::kCapExhausted);
   EXPECT_EQ(FilterRefusal(absl::ResourceExhaustedError(
                 "the vault is running its limit of 16 training jobs; retry later (nothing was "

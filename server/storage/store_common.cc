@@ -47,7 +47,6 @@ absl::StatusOr<Admission> AdmitCharge(
   RETURN_IF_ERROR(dataset.status());
   if (dataset->cap_micro) {
     ASSIGN_OR_RETURN(Spend all, dataset_spend());
-    const int64_t all_before = SpentEpsilonMicro(all, dataset->cap_delta);
     all.Add(request.cost);
     if (!request.cost.pure_epsilon_micro && dataset->cap_delta <= 0) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -56,11 +55,12 @@ absl::StatusOr<Admission> AdmitCharge(
           "NOISE_KIND_DISCRETE_LAPLACE or ask the regulator for a cap with delta > 0"));
     }
     if (SpentEpsilonMicro(all, dataset->cap_delta) > *dataset->cap_micro) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "request costs epsilon=", request.epsilon, " but the dataset-wide cap on '",
-          request.dataset_name, "' has epsilon ",
-          MicroToEpsilon(std::max<int64_t>(0, *dataset->cap_micro - all_before)), " left of ",
-          MicroToEpsilon(*dataset->cap_micro), " across all companies; ask the regulator"));
+      // Neither the cap nor what is left of it: that is every company's spend together, which
+      // companies do not see (ListDatasets shows the cap to the regulator and auditors only).
+      return absl::ResourceExhaustedError(
+          absl::StrCat("request costs epsilon=", request.epsilon, " but the dataset-wide cap on '",
+                       request.dataset_name,
+                       "' (all companies together) does not admit it; ask the regulator"));
     }
   }
   if (request.job_limit) {

@@ -124,10 +124,10 @@ class BudgetExhausted(FairvaultError):
 
     Attributes:
         requested: the epsilon the request stated, when the message says it.
-        remaining: epsilon left on the grant (or on the cap, see ``scope``). Parsed from the
-            message; when the message does not say, the client asks ``GetBudget`` for it
-            (None if that fails too).
-        granted: the grant's (or cap's) total epsilon, when known.
+        remaining: epsilon left on the grant. Parsed from the message; when the message does
+            not say, the client asks ``GetBudget`` for it (None if that fails too). None for the
+            cap, whose remainder (every company's spend together) the vault does not show.
+        granted: the grant's total epsilon, when known.
         dataset: the dataset the budget is on, when known.
         scope: ``"grant"`` (the company's own grant) or ``"cap"`` (the dataset-wide cap over
             all companies), when known.
@@ -148,14 +148,26 @@ class BudgetExhausted(FairvaultError):
         self._parse(message)
 
     # request costs epsilon=<e> (delta=<d>) but the grant on dataset '<ds>' has epsilon <left>
-    # left of <granted>; ... / ... but the dataset-wide cap on '<ds>' has epsilon <left> left
-    # of <cap> across all companies; ...
+    # left of <granted>; ... / request costs epsilon=<e> but the dataset-wide cap on '<ds>' (all
+    # companies together) does not admit it; ...
     _PATTERN = re.compile(
         r"request costs epsilon=(?P<requested>[-+0-9.eE]+).*? but the "
-        r"(?P<scope>grant on dataset|dataset-wide cap on) '(?P<dataset>[^']*)' has epsilon "
+        r"grant on dataset '(?P<dataset>[^']*)' has epsilon "
         r"(?P<remaining>[-+0-9.eE]+) left of (?P<granted>[-+0-9.eE]+)")
+    _CAP_PATTERN = re.compile(
+        r"request costs epsilon=(?P<requested>[-+0-9.eE]+) but the dataset-wide cap on "
+        r"'(?P<dataset>[^']*)'")
 
     def _parse(self, message: str) -> None:
+        cap = self._CAP_PATTERN.search(message)
+        if cap is not None:
+            try:
+                self.requested = float(cap["requested"])
+            except ValueError:
+                return
+            self.dataset = cap["dataset"]
+            self.scope = "cap"
+            return
         match = self._PATTERN.search(message)
         if match is None:
             return
@@ -166,7 +178,7 @@ class BudgetExhausted(FairvaultError):
         except ValueError:
             return
         self.dataset = match["dataset"]
-        self.scope = "grant" if match["scope"].startswith("grant") else "cap"
+        self.scope = "grant"
 
     def _text(self) -> str:
         text = super()._text()

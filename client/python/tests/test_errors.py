@@ -33,7 +33,11 @@ def test_cap_refusal_says_cap(vault_server) -> None:
     handle = company.upload_table(vault_server.population, "capped", "key", numeric=["label"])
     with pytest.raises(fairvault.BudgetExhausted) as refused:
         company.noisy_counts(handle, epsilon=0.6)
-    assert refused.value.scope == "cap" and refused.value.remaining == pytest.approx(0.5)
+    # The cap's remainder is every company's spend together: not shown to a company.
+    e = refused.value
+    assert (e.scope, e.dataset, e.requested) == ("cap", "capped", pytest.approx(0.6))
+    assert e.remaining is None and e.granted is None and e.budget is None
+    assert "0.5" not in str(e)
 
 
 def test_invalid_argument_names_the_field(company, table) -> None:
