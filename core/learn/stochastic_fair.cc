@@ -57,8 +57,8 @@ class Release {
       absl::StatusOr<int64_t> steps = dp::SnapToGrid(sum(j), plan_.grid);
       if (!steps.ok()) {
         return absl::InternalError(
-            "the model diverged: its outputs are no longer numbers; lower the step sizes "
-            "(lr_theta, lr_w, dual_lr) or the clips");
+            "the model diverged: its outputs are no longer numbers; lower its step sizes or "
+            "clips");
       }
       sum(j) = dp::FromGrid(noise_->AddNoise(*steps, gen), plan_.grid);
     }
@@ -147,13 +147,27 @@ absl::Status ValidateStepSize(double value, absl::string_view field) {
 
 }  // namespace
 
-absl::Status FermiOptions::Validate() const {
-  RETURN_IF_ERROR(ValidateSchedule(epochs, batch_size));
+absl::Status FermiOptions::ValidateStepScales() const {
   RETURN_IF_ERROR(ValidateStepSize(lr_theta, "lr_theta"));
   RETURN_IF_ERROR(ValidateStepSize(lr_w, "lr_w"));
   RETURN_IF_ERROR(ValidateStepSize(w_radius, "w_radius"));
   RETURN_IF_ERROR(ValidateStepSize(clip_theta, "clip_theta"));
-  RETURN_IF_ERROR(ValidateStepSize(clip_w, "clip_w"));
+  return ValidateStepSize(clip_w, "clip_w");
+}
+
+absl::Status PfldOptions::ValidateStepScales() const {
+  RETURN_IF_ERROR(ValidateStepSize(lr_theta, "lr_theta"));
+  RETURN_IF_ERROR(ValidateStepSize(clip, "clip_theta"));
+  return ValidateStepSize(dual_lr, "dual_lr");
+}
+
+absl::Status FermiOptions::Validate() const {
+  RETURN_IF_ERROR(ValidateSchedule(epochs, batch_size));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lr_theta, "lr_theta"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lr_w, "lr_w"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(w_radius, "w_radius"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(clip_theta, "clip_theta"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(clip_w, "clip_w"));
   RETURN_IF_ERROR(ValidateIsFiniteAndNonNegative(lambda, "fairness_lambda"));
   if (fairness == Fairness::kAccuracyParity) {
     return absl::InvalidArgumentError(
@@ -165,9 +179,9 @@ absl::Status FermiOptions::Validate() const {
 
 absl::Status PfldOptions::Validate() const {
   RETURN_IF_ERROR(ValidateSchedule(epochs, batch_size));
-  RETURN_IF_ERROR(ValidateStepSize(lr_theta, "lr_theta"));
-  RETURN_IF_ERROR(ValidateStepSize(clip, "clip_theta"));
-  RETURN_IF_ERROR(ValidateStepSize(dual_lr, "dual_lr"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(lr_theta, "lr_theta"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(clip, "clip_theta"));
+  RETURN_IF_ERROR(ValidateIsFiniteAndPositive(dual_lr, "dual_lr"));
   RETURN_IF_ERROR(ValidateIsFiniteAndNonNegative(target, "gamma"));
   if (target > 1) {
     return absl::InvalidArgumentError(

@@ -96,6 +96,9 @@ struct FermiOptions {
   double lambda = 0.5;
   Fairness fairness = Fairness::kDemographicParity;
   absl::Status Validate() const;
+  // lr_theta, lr_w, w_radius, clip_theta and clip_w at most 1,000 (kMaxStepScale): a new
+  // request's check. Not part of Validate, which a job charged before the cap also passes.
+  absl::Status ValidateStepScales() const;
 };
 
 struct PfldOptions {
@@ -110,6 +113,8 @@ struct PfldOptions {
   double target = 0;
   Fairness fairness = Fairness::kDemographicParity;
   absl::Status Validate() const;
+  // lr_theta, clip (clip_theta) and dual_lr at most 1,000, as FermiOptions'.
+  absl::Status ValidateStepScales() const;
 };
 
 // Steps of a schedule: epochs × ceil(n / min(batch, n)).

@@ -581,17 +581,21 @@ TEST(StochasticFairTest, RejectsBadOptions) {
                                       &FermiOptions::clip_w}) {
     fermi = FermiOptions();
     fermi.*field = 1000;
-    EXPECT_OK(fermi.Validate());
+    EXPECT_OK(fermi.ValidateStepScales());
     fermi.*field = 1e308;
-    EXPECT_THAT(fermi.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "must be in (0, 1000]"));
+    EXPECT_THAT(fermi.ValidateStepScales(),
+                StatusIs(absl::StatusCode::kInvalidArgument, "must be in (0, 1000]"));
+    EXPECT_OK(fermi.Validate());  // a job charged before the cap still runs
   }
   for (double PfldOptions::*field : {&PfldOptions::lr_theta, &PfldOptions::clip,
                                      &PfldOptions::dual_lr}) {
     pfld = PfldOptions();
     pfld.*field = 1000;
-    EXPECT_OK(pfld.Validate());
+    EXPECT_OK(pfld.ValidateStepScales());
     pfld.*field = 1001;
-    EXPECT_THAT(pfld.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "must be in (0, 1000]"));
+    EXPECT_THAT(pfld.ValidateStepScales(),
+                StatusIs(absl::StatusCode::kInvalidArgument, "must be in (0, 1000]"));
+    EXPECT_OK(pfld.Validate());
   }
 }
 

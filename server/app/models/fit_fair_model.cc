@@ -224,6 +224,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   if (replay) return *std::move(replay);
   // Checks added after releases were stored come after the replay: a stored release replays.
   RETURN_IF_ERROR(RefuseUnreadParameters(req));
+  if (stochastic) RETURN_IF_ERROR(ValidateStochasticStepScales(job_request));
 
   // 3. The table, the join and the columns, checked before charging (the company's own data;
   // nothing here depends on a).

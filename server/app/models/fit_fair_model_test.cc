@@ -445,6 +445,11 @@ TEST_F(VaultModelsTest, PfldAndMlpJobsTrainAndBadParametersAreRefused) {
       EXPECT_EQ(model.network().layers(1).bias_size(), 1);
       EXPECT_EQ(model.released_marginals_size(), 4);  // (label, group) cells
     }
+    // The step cap comes after the replay check, so a key charged before the cap answers from
+    // its stored release: here the key's parameters differ, which that check reports.
+    fit.set_lr_theta(2000);
+    EXPECT_THAT(vault_->FitFairModel(globex_, fit),
+                StatusIs(absl::StatusCode::kFailedPrecondition, "different parameters"));
   }
 }
 

@@ -140,6 +140,11 @@ absl::Status FillStochasticDefaults(v1::FitFairModelRequest* req) {
   return pfld ? PfldOptionsOf(*req).Validate() : FermiOptionsOf(*req).Validate();
 }
 
+absl::Status ValidateStochasticStepScales(const v1::FitFairModelRequest& filled) {
+  return IsPfld(filled) ? PfldOptionsOf(filled).ValidateStepScales()
+                        : FermiOptionsOf(filled).ValidateStepScales();
+}
+
 int ClassesOf(const v1::FitFairModelRequest& req, int max_label) {
   if (req.model() == v1::MODEL_FAMILY_LOGISTIC_REGRESSION) return 2;
   return std::max(2, max_label + 1);

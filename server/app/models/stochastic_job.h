@@ -22,6 +22,9 @@ bool IsStochasticAlgorithm(v1::FairModelAlgorithm algorithm);
 // The request's parameters with the papers' defaults filled in (in place), validated: nothing
 // here reads data.
 absl::Status FillStochasticDefaults(v1::FitFairModelRequest* req);
+// The filled request's step sizes and clips at most 1,000 (larger ones overflow the model):
+// checked after the replay, so that a job charged before this check replays.
+absl::Status ValidateStochasticStepScales(const v1::FitFairModelRequest& filled);
 
 // The number of classes the label column must hold: 2 for logistic regression, else the
 // company's own largest label + 1 (public), at least 2. `max_label` is that largest label.
