@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "absl/time/time.h"
 #include "fairvault/v1/fairvault.pb.h"
+#include "server/app/finish_gate.h"
 #include "server/storage/store.h"
 
 namespace fairvault::server {
@@ -29,9 +29,10 @@ struct Caller {
   storage::Role role = storage::Role::kCompany;
   // Per-call outputs of a spending use-case; null where nobody reads them.
   CallOutputs* outputs = nullptr;
-  // The call's deadline: a use-case waiting for another call's work (FinishGate) stops
-  // waiting at it, so that a client gone does not keep a server thread.
-  absl::Time deadline = absl::InfiniteFuture();
+  // The RPC's deadline and cancellation: a call that waits for other calls' work without
+  // having charged anything (a retry waiting for a finish, FinishGate) stops waiting by them,
+  // so that a client gone does not keep a server thread.
+  WaitLimit wait_limit;
 
   bool Previewing() const { return outputs != nullptr && outputs->preview != nullptr; }
 };

@@ -6,13 +6,23 @@ namespace fairvault::server {
 
 FinishGate::FinishGate(int limit) : limit_(std::max(1, limit)) {}
 
-bool FinishGate::Hold(const std::string& release, absl::Time deadline) {
+bool FinishGate::Await(const absl::Condition& ready, const WaitLimit& limit) {
+  const absl::Time give_up = limit.deadline - kAnswerMargin;
+  while (true) {
+    const absl::Time until =
+        limit.cancelled ? std::min(give_up, absl::Now() + kCancelPoll) : give_up;
+    if (mu_.AwaitWithDeadline(ready, until)) return true;
+    if (absl::Now() >= give_up || (limit.cancelled && limit.cancelled())) return false;
+  }
+}
+
+bool FinishGate::Hold(const std::string& release, const WaitLimit& limit) {
   absl::MutexLock lock(&mu_);
   ++waiting_;
   auto free = [this, &release]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !held_.contains(release);
   };
-  const bool held = mu_.AwaitWithDeadline(absl::Condition(&free), deadline);
+  const bool held = Await(absl::Condition(&free), limit);
   --waiting_;
   if (held) held_.insert(release);
   return held;
@@ -23,14 +33,14 @@ void FinishGate::Drop(const std::string& release) {
   held_.erase(release);
 }
 
-bool FinishGate::AcquireSlot(absl::Time deadline) {
+bool FinishGate::AcquireSlot(const WaitLimit& limit) {
   absl::MutexLock lock(&mu_);
   const uint64_t ticket = next_ticket_++;
   ++waiting_;
   auto served = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return ticket == serving_ && slots_taken_ < limit_;
   };
-  const bool granted = mu_.AwaitWithDeadline(absl::Condition(&served), deadline);
+  const bool granted = Await(absl::Condition(&served), limit);
   --waiting_;
   if (granted) {
     ++slots_taken_;

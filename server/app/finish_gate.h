@@ -2,13 +2,15 @@
 // call first holds its release (account and idempotency key): one call at a time per release,
 // so that a retry of a release being finished waits for that finish, then reads the store and
 // finds it done. A call that still has to solve then takes one of `limit` slots, granted in
-// the order asked, so that at most `limit` long solves run at once in the process. A wait
-// gives up at the calling RPC's deadline (its thread is not kept for a client that stopped
-// waiting); a ticket given up is skipped.
+// the order asked, so that at most `limit` long solves run at once in the process. A retry's
+// wait gives up a second before its RPC's deadline, or when its client cancels (its thread is
+// not kept for a client that stopped waiting, and the client gets the reason); a ticket given
+// up is skipped.
 #ifndef FAIRVAULT_SERVER_APP_FINISH_GATE_H_
 #define FAIRVAULT_SERVER_APP_FINISH_GATE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -18,19 +20,29 @@
 
 namespace fairvault::server {
 
+// How long a call waits for other calls' work: until a second before its deadline (so that its
+// client still gets the answer saying why), or until `cancelled` says its client gave up
+// (asked every kCancelPoll). The default waits for good.
+struct WaitLimit {
+  absl::Time deadline = absl::InfiniteFuture();
+  std::function<bool()> cancelled;
+};
+
 class FinishGate {
  public:
   explicit FinishGate(int limit);
 
+  static constexpr absl::Duration kAnswerMargin = absl::Seconds(1);
+  static constexpr absl::Duration kCancelPoll = absl::Milliseconds(250);
+
   // Waits while another call holds `release`, then holds it until Drop and returns true; or
-  // returns false, holding nothing, if `deadline` passes first.
-  bool Hold(const std::string& release, absl::Time deadline = absl::InfiniteFuture())
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // returns false, holding nothing, if `limit` ends the wait first.
+  bool Hold(const std::string& release, const WaitLimit& limit = {}) ABSL_LOCKS_EXCLUDED(mu_);
   void Drop(const std::string& release) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits for a slot, first come first served, and keeps it until ReleaseSlot (true); or
-  // gives its place up if `deadline` passes first (false).
-  bool AcquireSlot(absl::Time deadline = absl::InfiniteFuture()) ABSL_LOCKS_EXCLUDED(mu_);
+  // gives its place up if `limit` ends the wait first (false).
+  bool AcquireSlot(const WaitLimit& limit = {}) ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseSlot() ABSL_LOCKS_EXCLUDED(mu_);
 
   // For tests: calls waiting in Hold or AcquireSlot, and slots taken.
@@ -38,6 +50,10 @@ class FinishGate {
   int SlotsTaken() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // Awaits `ready` within `limit`: true once it holds, false if the limit ended the wait.
+  bool Await(const absl::Condition& ready, const WaitLimit& limit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const int limit_;
   // Waits are Await with a condition (the mutex re-evaluates it at every unlock).
   absl::Mutex mu_;

@@ -70,30 +70,39 @@ TEST(FinishGateTest, SlotsAreBoundedAndGrantedInTheOrderAsked) {
   EXPECT_EQ(gate.SlotsTaken(), 0);
 }
 
-TEST(FinishGateTest, AWaitForAHeldReleaseEndsAtItsDeadlineHoldingNothing) {
+TEST(FinishGateTest, AWaitForAHeldReleaseEndsBeforeItsDeadlineHoldingNothing) {
   FinishGate gate(4);
   gate.Hold("acme/k1");
-  EXPECT_FALSE(gate.Hold("acme/k1", absl::Now() + absl::Milliseconds(20)));
-  EXPECT_FALSE(gate.Hold("acme/k1", absl::Now() - absl::Seconds(1)));  // already passed
+  // The wait ends a second before the deadline, so that the answer still reaches the client.
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + FinishGate::kAnswerMargin + absl::Milliseconds(300);
+  EXPECT_FALSE(gate.Hold("acme/k1", {deadline}));
+  EXPECT_LT(absl::Now(), deadline);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
+  EXPECT_FALSE(gate.Hold("acme/k1", {absl::Now() - absl::Seconds(1)}));  // already passed
   EXPECT_EQ(gate.Waiting(), 0);
   gate.Drop("acme/k1");
   // The calls that gave up hold nothing: the release is free at once.
-  EXPECT_TRUE(gate.Hold("acme/k1", absl::Now() - absl::Seconds(1)));
+  EXPECT_TRUE(gate.Hold("acme/k1", {absl::Now() - absl::Seconds(1)}));
   gate.Drop("acme/k1");
 }
 
 TEST(FinishGateTest, ACallThatGivesUpItsPlaceInTheQueueDoesNotHoldUpTheOnesBehindIt) {
   FinishGate gate(1);
   ASSERT_TRUE(gate.AcquireSlot());
-  // Ticket 1 waits with a short deadline; ticket 2 behind it with a long one.
+  // Ticket 1 waits until its client cancels; ticket 2 behind it waits for good.
+  std::atomic<bool> cancel_first{false};
   std::atomic<bool> first_granted{true};
-  std::thread first([&] { first_granted = gate.AcquireSlot(absl::Now() + absl::Milliseconds(200)); });
+  std::thread first([&] {
+    first_granted = gate.AcquireSlot({absl::InfiniteFuture(), [&] { return cancel_first.load(); }});
+  });
   ASSERT_TRUE(Eventually([&] { return gate.Waiting() == 1; }));
   std::atomic<bool> second_granted{false};
   std::thread second(
-      [&] { second_granted = gate.AcquireSlot(absl::Now() + absl::Seconds(60)); });
+      [&] { second_granted = gate.AcquireSlot({absl::Now() + absl::Seconds(60)}); });
   ASSERT_TRUE(Eventually([&] { return gate.Waiting() == 2; }));
-  first.join();  // its deadline passes while the only slot is taken
+  cancel_first = true;
+  first.join();  // its client cancelled while the only slot was taken
   EXPECT_FALSE(first_granted);
   EXPECT_EQ(gate.Waiting(), 1);
   EXPECT_EQ(gate.SlotsTaken(), 1);
@@ -104,9 +113,9 @@ TEST(FinishGateTest, ACallThatGivesUpItsPlaceInTheQueueDoesNotHoldUpTheOnesBehin
   gate.ReleaseSlot();
   // A ticket given up at the head of the queue is skipped too.
   ASSERT_TRUE(gate.AcquireSlot());
-  EXPECT_FALSE(gate.AcquireSlot(absl::Now() + absl::Milliseconds(20)));
+  EXPECT_FALSE(gate.AcquireSlot({absl::Now()}));
   gate.ReleaseSlot();
-  EXPECT_TRUE(gate.AcquireSlot(absl::Now() + absl::Seconds(60)));
+  EXPECT_TRUE(gate.AcquireSlot({absl::Now() + absl::Seconds(60)}));
   gate.ReleaseSlot();
   EXPECT_EQ(gate.SlotsTaken(), 0);
 }

@@ -359,9 +359,11 @@ class Vault {
                                             const ReleaseFill<Response>& fill);
   // Finishes a charged `pending` release (PreparedRelease::finish) and stores it; returns the
   // stored response (another call's, if it stored one first), or the charged failure stored.
+  // Waits for the release's other finishes and a solve slot within `limit`: the caller's for
+  // a retry, none for the call that charged (its finish runs whatever its client does).
   template <typename Response>
   absl::StatusOr<Response> FinishCharged(const Caller& caller, const PreparedRelease& release,
-                                         Response pending);
+                                         Response pending, const WaitLimit& limit);
 
   absl::StatusOr<std::shared_ptr<IndexSlot>> LoadIndex(const storage::DatasetRecord& dataset);
   // `artifact_id`'s decisions by subject row of `slot`'s index, with every batch the store

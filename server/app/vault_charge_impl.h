@@ -105,13 +105,19 @@ inline absl::Status StoredByANewerServer() {
       "be charged again)");
 }
 
-// A charged release whose finish this call stopped waiting for at its deadline: the charge
-// stands and the release stays pending until a retry finishes it.
-inline absl::Status DeadlinePassedBeforeFinish(absl::string_view waiting_for) {
-  return absl::DeadlineExceededError(absl::StrCat(
-      "the call's deadline passed while waiting for ", waiting_for,
+// A retry that stopped waiting for a charged release's finish (its client cancelled, or its
+// deadline is a second away): the charge stands and the release is finished by the call that
+// charged it or by a later retry.
+inline absl::Status StoppedWaitingForFinish(const WaitLimit& limit,
+                                            absl::string_view waiting_for) {
+  const std::string rest = absl::StrCat(
+      " while waiting for ", waiting_for,
       "; the release is charged: retry with the same idempotency key to get it (it will not be "
-      "charged again)"));
+      "charged again)");
+  if (limit.cancelled && limit.cancelled()) {
+    return absl::CancelledError(absl::StrCat("the client cancelled the call", rest));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("the call's deadline was near", rest));
 }
 
 }  // namespace charge_internal
@@ -154,19 +160,19 @@ absl::StatusOr<std::optional<Response>> Vault::Replay(const Caller& caller,
   // A charged release whose call did not store its post-processing (the process stopped, or
   // the store failed, in between): finished now from the stored release, with no new noise.
   if (stored->pending) {
-    ASSIGN_OR_RETURN(resp, FinishCharged(caller, release, std::move(resp)));
+    ASSIGN_OR_RETURN(resp, FinishCharged(caller, release, std::move(resp), caller.wait_limit));
   }
   return std::optional<Response>(std::move(resp));
 }
 
 template <typename Response>
 absl::StatusOr<Response> Vault::FinishCharged(const Caller& caller, const PreparedRelease& release,
-                                              Response pending) {
+                                              Response pending, const WaitLimit& limit) {
   // Every error from here on comes after the charge (which stands): marked as counted with it.
   absl::StatusOr<Response> finished = [&]() -> absl::StatusOr<Response> {
     const std::string held = absl::StrCat(caller.account_id, "/", release.idempotency_key);
-    if (!finish_gate_.Hold(held, caller.deadline)) {
-      return charge_internal::DeadlinePassedBeforeFinish("another call's finish of this release");
+    if (!finish_gate_.Hold(held, limit)) {
+      return charge_internal::StoppedWaitingForFinish(limit, "another call's finish of this release");
     }
     absl::Cleanup drop = [&] { finish_gate_.Drop(held); };
     // Another call of this release (here, or on another replica) may have finished it since
@@ -180,8 +186,8 @@ absl::StatusOr<Response> Vault::FinishCharged(const Caller& caller, const Prepar
     // A release this build charges whole, left pending by a newer build (replicas of two
     // versions): not this build's to finish, nor to return unfinished.
     if (!release.finish) return charge_internal::StoredByANewerServer();
-    if (!finish_gate_.AcquireSlot(caller.deadline)) {
-      return charge_internal::DeadlinePassedBeforeFinish("a free post-processing slot");
+    if (!finish_gate_.AcquireSlot(limit)) {
+      return charge_internal::StoppedWaitingForFinish(limit, "a free post-processing slot");
     }
     absl::Cleanup release_slot = [&] { finish_gate_.ReleaseSlot(); };
     absl::StatusOr<std::optional<storage::ArtifactRecord>> artifact = release.finish(&pending);
@@ -347,7 +353,10 @@ absl::StatusOr<Response> Vault::ChargeAndRelease(const Caller& caller,
       if (outcome->replayed && caller.outputs != nullptr) {
         caller.outputs->replayed_ledger_seq = finished->charge().ledger_seq();
       }
-      finished = FinishCharged(caller, release, *std::move(finished));
+      // A call that charged finishes its release whatever its client does; one that found
+      // it charged by another (a replay) waits only within its own limit.
+      finished = FinishCharged(caller, release, *std::move(finished),
+                               outcome->replayed ? caller.wait_limit : WaitLimit{});
     } else {
       finished = MarkCounted(finished.status());
     }

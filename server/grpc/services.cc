@@ -18,7 +18,8 @@ template <typename Response, typename UseCase>
 absl::Status Run(Vault& vault, grpc::ServerContext* ctx, Response* resp, UseCase use_case) {
   absl::StatusOr<Caller> caller = AuthenticateCall(vault, *ctx);
   if (!caller.ok()) return caller.status();
-  caller->deadline = absl::FromChrono(ctx->deadline());
+  caller->wait_limit.deadline = absl::FromChrono(ctx->deadline());
+  caller->wait_limit.cancelled = [ctx] { return ctx->IsCancelled(); };
   absl::StatusOr<Response> result = use_case(*caller);
   if (!result.ok()) return result.status();
   *resp = *std::move(result);

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "server/app/vault_test_fixture.h"
 
@@ -645,11 +646,12 @@ class ClockThatRunsOnce final : public Clock {
   mutable std::function<void()> once_;
 };
 
-// A call that waits for another call's finish, or for a post-processing slot, stops at its
-// deadline: the charge stands, the release stays pending, and a retry gets it. The vault's
-// first clock read in a retry of a pending statistical-parity release is its finish's (the
-// artifact's time), made while the retry holds the release and one slot.
-TEST_F(VaultPostprocessTest, AWaitForAFinishEndsAtTheCallsDeadlineAndTheRetryGetsTheRelease) {
+// A retry that waits for another call's finish, or for a post-processing slot, stops by its
+// deadline: the charge stands, the release stays pending, and a later retry gets it. The call
+// that charged finishes whatever its deadline. The vault's first clock read in a retry of a
+// pending statistical-parity release is its finish's (the artifact's time), made while the
+// retry holds the release and the only slot.
+TEST_F(VaultPostprocessTest, ARetryStopsWaitingForAFinishByItsDeadlineTheChargingCallDoesNot) {
   ASSERT_NO_FATAL_FAILURE(FailFinishes());
   auto a = SpRequest("sp-wait-a");
   auto b = SpRequest("sp-wait-b");
@@ -660,19 +662,25 @@ TEST_F(VaultPostprocessTest, AWaitForAFinishEndsAtTheCallsDeadlineAndTheRetryGet
   EXPECT_EQ(BudgetOf(acme_).releases(), 2);
 
   Vault* vault = nullptr;
-  absl::StatusOr<v1::FitStatisticalParityResponse> same_release, other_release;
+  Caller hurried = acme_;
+  hurried.wait_limit.deadline = absl::Now() - absl::Seconds(1);
+  auto c = SpRequest("sp-wait-c");  // charged while the slot is taken
+  c.set_bins(3);
+  absl::StatusOr<v1::FitStatisticalParityResponse> same_release, other_release, charged;
+  std::thread charging;
   ClockThatRunsOnce racing(&clock_, /*at=*/1, [&] {
-    Caller hurried = acme_;
-    hurried.deadline = absl::Now() + absl::Milliseconds(50);
     same_release = vault->FitStatisticalParity(hurried, a);
-    hurried.deadline = absl::Now() + absl::Milliseconds(50);
     other_release = vault->FitStatisticalParity(hurried, b);
+    charging = std::thread([&] { charged = vault->FitStatisticalParity(hurried, c); });
+    // Long enough for c's charge to reach the slot's queue.
+    absl::SleepFor(absl::Milliseconds(500));
   });
   VaultOptions options;
   options.max_concurrent_finishes = 1;
   Vault one_slot(store_.get(), &racing, absl::BitGenRef(gen_), options);
   vault = &one_slot;
   auto finished = one_slot.FitStatisticalParity(acme_, a);
+  charging.join();
   ASSERT_OK(finished);
   EXPECT_THAT(same_release, StatusIs(absl::StatusCode::kDeadlineExceeded,
                                      "another call's finish of this release"));
@@ -680,13 +688,17 @@ TEST_F(VaultPostprocessTest, AWaitForAFinishEndsAtTheCallsDeadlineAndTheRetryGet
                                       "a free post-processing slot"));
   EXPECT_TRUE(IsCounted(same_release.status()));  // after the charge: not a refusal
   EXPECT_TRUE(IsCounted(other_release.status()));
+  // c waited for the slot past its deadline and finished: it charged.
+  ASSERT_OK(charged);
+  EXPECT_EQ(charged->artifact().statistical_parity().groups(0).transport_size(), 9);
+  EXPECT_EQ(BudgetOf(acme_).releases(), 3);
   // b is still pending; its retry finishes it, and neither retry is charged.
   PendingRelease<v1::FitStatisticalParityResponse>(acme_, "sp-wait-b");
   ASSERT_OK(one_slot.FitStatisticalParity(acme_, b));
   auto again = one_slot.FitStatisticalParity(acme_, a);
   ASSERT_OK(again);
   EXPECT_EQ(again->SerializeAsString(), finished->SerializeAsString());
-  EXPECT_EQ(BudgetOf(acme_).releases(), 2);
+  EXPECT_EQ(BudgetOf(acme_).releases(), 3);
 }
 
 // The first `rows` subjects of the fixture with their predictions, for `artifact_id`.
