@@ -32,7 +32,7 @@ struct Caller {
   // The RPC's deadline and cancellation: a call that waits for other calls' work without
   // having charged anything (a retry waiting for a finish, FinishGate) stops waiting by them,
   // so that a client gone does not keep a server thread.
-  WaitLimit wait_limit;
+  WaitLimit wait_limit = {};
 
   bool Previewing() const { return outputs != nullptr && outputs->preview != nullptr; }
 };

@@ -12,7 +12,16 @@ bool FinishGate::Await(const absl::Condition& ready, const WaitLimit& limit) {
     const absl::Time until =
         limit.cancelled ? std::min(give_up, absl::Now() + kCancelPoll) : give_up;
     if (mu_.AwaitWithDeadline(ready, until)) return true;
-    if (absl::Now() >= give_up || (limit.cancelled && limit.cancelled())) return false;
+    if (absl::Now() >= give_up) return false;
+    if (limit.cancelled) {
+      // Asked without the gate's lock, which every finish of the process takes: the callback
+      // is the caller's. A ticket is neither granted nor given up meanwhile, so it keeps its
+      // place.
+      mu_.Unlock();
+      const bool cancelled = limit.cancelled();
+      mu_.Lock();
+      if (cancelled) return false;
+    }
   }
 }
 

@@ -238,6 +238,9 @@ class Vault {
   absl::StatusOr<v1::ListAccessLogResponse> ListAccessLog(const Caller& caller,
                                                           const v1::ListAccessLogRequest& req);
 
+  // For tests: the gate of post-processing after charges, to see who waits in it.
+  FinishGate& finish_gate_for_testing() { return finish_gate_; }
+
  private:
   struct IndexSlot {
     absl::Mutex mu;

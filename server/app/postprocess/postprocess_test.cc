@@ -672,14 +672,17 @@ TEST_F(VaultPostprocessTest, ARetryStopsWaitingForAFinishByItsDeadlineTheChargin
     same_release = vault->FitStatisticalParity(hurried, a);
     other_release = vault->FitStatisticalParity(hurried, b);
     charging = std::thread([&] { charged = vault->FitStatisticalParity(hurried, c); });
-    // Long enough for c's charge to reach the slot's queue.
-    absl::SleepFor(absl::Milliseconds(500));
+    // Until c, charged, waits in the slot's queue (at most 60 s).
+    FinishGate& gate = vault->finish_gate_for_testing();
+    for (int i = 0; i < 60'000 && gate.Waiting() == 0; ++i) absl::SleepFor(absl::Milliseconds(1));
+    EXPECT_EQ(gate.Waiting(), 1);
   });
   VaultOptions options;
   options.max_concurrent_finishes = 1;
   Vault one_slot(store_.get(), &racing, absl::BitGenRef(gen_), options);
   vault = &one_slot;
   auto finished = one_slot.FitStatisticalParity(acme_, a);
+  ASSERT_TRUE(charging.joinable()) << "the retry's first clock read was not its finish's";
   charging.join();
   ASSERT_OK(finished);
   EXPECT_THAT(same_release, StatusIs(absl::StatusCode::kDeadlineExceeded,
