@@ -13,6 +13,7 @@
 #include "core/learn/stochastic_fair.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <random>
@@ -562,6 +563,21 @@ TEST(StochasticFairTest, MlpLearnsWhatALinearModelCannot) {
   EXPECT_GT(acc[1], 0.9);
 }
 
+// Each field at the cap of 1,000 passes ValidateStepScales and `above` it is refused there; a
+// job charged before the cap still runs (Validate).
+template <typename Options>
+void ExpectStepCap(std::initializer_list<double Options::*> fields, double above) {
+  for (double Options::*field : fields) {
+    Options options;
+    options.*field = 1000;
+    EXPECT_OK(options.ValidateStepScales());
+    options.*field = above;
+    EXPECT_THAT(options.ValidateStepScales(),
+                StatusIs(absl::StatusCode::kInvalidArgument, "must be in (0, 1000]"));
+    EXPECT_OK(options.Validate());
+  }
+}
+
 TEST(StochasticFairTest, RejectsBadOptions) {
   FermiOptions fermi;
   fermi.fairness = Fairness::kAccuracyParity;
@@ -576,27 +592,12 @@ TEST(StochasticFairTest, RejectsBadOptions) {
   pfld.epochs = 0;
   EXPECT_THAT(pfld.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "epochs"));
   // Steps and clips above 1,000 overflow the parameters: refused, each by its name.
-  for (double FermiOptions::*field : {&FermiOptions::lr_theta, &FermiOptions::lr_w,
-                                      &FermiOptions::w_radius, &FermiOptions::clip_theta,
-                                      &FermiOptions::clip_w}) {
-    fermi = FermiOptions();
-    fermi.*field = 1000;
-    EXPECT_OK(fermi.ValidateStepScales());
-    fermi.*field = 1e308;
-    EXPECT_THAT(fermi.ValidateStepScales(),
-                StatusIs(absl::StatusCode::kInvalidArgument, "must be in (0, 1000]"));
-    EXPECT_OK(fermi.Validate());  // a job charged before the cap still runs
-  }
-  for (double PfldOptions::*field : {&PfldOptions::lr_theta, &PfldOptions::clip,
-                                     &PfldOptions::dual_lr}) {
-    pfld = PfldOptions();
-    pfld.*field = 1000;
-    EXPECT_OK(pfld.ValidateStepScales());
-    pfld.*field = 1001;
-    EXPECT_THAT(pfld.ValidateStepScales(),
-                StatusIs(absl::StatusCode::kInvalidArgument, "must be in (0, 1000]"));
-    EXPECT_OK(pfld.Validate());
-  }
+  ExpectStepCap<FermiOptions>({&FermiOptions::lr_theta, &FermiOptions::lr_w,
+                               &FermiOptions::w_radius, &FermiOptions::clip_theta,
+                               &FermiOptions::clip_w},
+                              1e308);
+  ExpectStepCap<PfldOptions>({&PfldOptions::lr_theta, &PfldOptions::clip, &PfldOptions::dual_lr},
+                             1001);
 }
 
 // A model whose outputs are no longer numbers fails with one message, whatever the exact sum

@@ -51,13 +51,14 @@ bool FinishGate::AcquireSlot(const WaitLimit& limit) {
   };
   const bool granted = Await(absl::Condition(&served), limit);
   --waiting_;
+  // The next ticket to serve: past this one (granted, or given up and skipped below), and
+  // past every one given up.
   if (granted) {
     ++slots_taken_;
+    ++serving_;
   } else {
     abandoned_.insert(ticket);
   }
-  // The next ticket to serve: past this one if granted, and past every one given up.
-  if (granted) ++serving_;
   while (abandoned_.erase(serving_) > 0) ++serving_;
   return granted;
 }
