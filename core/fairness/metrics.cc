@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/util/status_macros.h"
 
 namespace fairvault::core::fairness {
 namespace {
@@ -34,10 +35,9 @@ double MaxPairwiseGap(absl::Span<const GroupRates> rates, Include include, Value
 
 }  // namespace
 
-absl::StatusOr<std::vector<GroupRates>> ComputeGroupRates(absl::Span<const int> prediction,
-                                                          absl::Span<const int> label,
-                                                          absl::Span<const int> group,
-                                                          int num_groups) {
+absl::StatusOr<std::vector<int64_t>> CountConfusion(absl::Span<const int> prediction,
+                                                    absl::Span<const int> label,
+                                                    absl::Span<const int> group, int num_groups) {
   if (num_groups < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_groups must be >= 1 (got ", num_groups, ")"));
@@ -47,7 +47,7 @@ absl::StatusOr<std::vector<GroupRates>> ComputeGroupRates(absl::Span<const int> 
         absl::StrCat("prediction, label and group must have the same length (got ",
                      prediction.size(), ", ", label.size(), ", ", group.size(), ")"));
   }
-  std::vector<GroupRates> rates(num_groups);
+  std::vector<int64_t> n(4 * static_cast<size_t>(num_groups), 0);
   for (size_t i = 0; i < prediction.size(); ++i) {
     const int yhat = prediction[i], y = label[i], a = group[i];
     if (yhat != 0 && yhat != 1) {
@@ -62,21 +62,29 @@ absl::StatusOr<std::vector<GroupRates>> ComputeGroupRates(absl::Span<const int> 
       return absl::InvalidArgumentError(
           absl::StrCat("group at row ", i, " must be in [0, ", num_groups, ") (got ", a, ")"));
     }
+    ++n[(static_cast<size_t>(yhat) * num_groups + a) * 2 + y];
+  }
+  return n;
+}
+
+absl::StatusOr<std::vector<GroupRates>> ComputeGroupRates(absl::Span<const int> prediction,
+                                                          absl::Span<const int> label,
+                                                          absl::Span<const int> group,
+                                                          int num_groups) {
+  ASSIGN_OR_RETURN(const std::vector<int64_t> n,
+                   CountConfusion(prediction, label, group, num_groups));
+  auto count = [&](int yhat, int a, int y) {
+    return n[(static_cast<size_t>(yhat) * num_groups + a) * 2 + y];
+  };
+  std::vector<GroupRates> rates(num_groups);
+  for (int a = 0; a < num_groups; ++a) {
     GroupRates& r = rates[a];
-    ++r.n;
-    if (y == 1) {
-      ++r.positives;
-    } else {
-      ++r.negatives;
-    }
-    if (yhat == 1) {
-      ++r.predicted_positive;
-      if (y == 1) {
-        ++r.true_positive;
-      } else {
-        ++r.false_positive;
-      }
-    }
+    r.true_positive = count(1, a, 1);
+    r.false_positive = count(1, a, 0);
+    r.positives = count(0, a, 1) + r.true_positive;
+    r.negatives = count(0, a, 0) + r.false_positive;
+    r.predicted_positive = r.true_positive + r.false_positive;
+    r.n = r.positives + r.negatives;
   }
   for (GroupRates& r : rates) {
     r.selection_rate = Ratio(r.predicted_positive, r.n);

@@ -24,7 +24,14 @@ struct GroupRates {
   double error = 0;           // P(ŷ≠y | a); 0 if n = 0
 };
 
-// Per-group rates. prediction and label must be 0/1, group in [0, num_groups), all of the same
+// Counts n[ŷ][a][y] over K = num_groups groups, flattened as ((ŷ * K) + a) * 2 + y (size 4K).
+// prediction and label must be 0/1, group in [0, num_groups), all of the same length;
+// InvalidArgument otherwise (naming the first bad row).
+absl::StatusOr<std::vector<int64_t>> CountConfusion(absl::Span<const int> prediction,
+                                                    absl::Span<const int> label,
+                                                    absl::Span<const int> group, int num_groups);
+
+// Per-group rates, from CountConfusion's counts. prediction and label must be 0/1, group in [0, num_groups), all of the same
 // length; InvalidArgument otherwise (naming the first bad row).
 absl::StatusOr<std::vector<GroupRates>> ComputeGroupRates(absl::Span<const int> prediction,
                                                           absl::Span<const int> label,

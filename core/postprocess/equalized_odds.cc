@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/fairness/metrics.h"
 #include "core/postprocess/glpk_util.h"
 #include "core/util/status_macros.h"
 
@@ -161,34 +162,9 @@ void AddAbsRows(const std::vector<double>& rate, int a, int b, int k, double bou
 
 absl::StatusOr<EoCounts> CountEo(absl::Span<const int> prediction, absl::Span<const int> label,
                                  absl::Span<const int> group, int num_groups) {
-  if (num_groups < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_groups must be >= 1 (got ", num_groups, ")"));
-  }
-  if (label.size() != prediction.size() || group.size() != prediction.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prediction, label and group must have the same length (got ",
-                     prediction.size(), ", ", label.size(), ", ", group.size(), ")"));
-  }
   EoCounts counts;
   counts.num_groups = num_groups;
-  counts.n.assign(4 * static_cast<size_t>(num_groups), 0);
-  for (size_t i = 0; i < prediction.size(); ++i) {
-    const int yhat = prediction[i], y = label[i], a = group[i];
-    if (yhat != 0 && yhat != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("prediction at row ", i, " must be 0 or 1 (got ", yhat, ")"));
-    }
-    if (y != 0 && y != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("label at row ", i, " must be 0 or 1 (got ", y, ")"));
-    }
-    if (a < 0 || a >= num_groups) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("group at row ", i, " must be in [0, ", num_groups, ") (got ", a, ")"));
-    }
-    ++counts.at(yhat, a, y);
-  }
+  ASSIGN_OR_RETURN(counts.n, fairness::CountConfusion(prediction, label, group, num_groups));
   return counts;
 }
 
