@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -285,6 +286,17 @@ class Vault {
   };
   // What a spending use-case hands to the common charge path.
   struct PreparedRelease {
+    // A release of `req` (any request with an idempotency key and an epsilon) of this kind.
+    template <typename Request>
+    static PreparedRelease Of(std::string_view kind, const Request& req) {
+      PreparedRelease release;
+      release.request_kind = std::string(kind);
+      release.idempotency_key = req.idempotency_key();
+      release.request = &req;
+      release.epsilon = req.epsilon();
+      return release;
+    }
+
     std::string request_kind;
     std::string idempotency_key;
     const google::protobuf::Message* request = nullptr;  // for the parameter digest

@@ -80,11 +80,7 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
     return absl::InvalidArgumentError(
         "oracle: use BEST_RESPONSE_ORACLE_LEAST_SQUARES (1) or BEST_RESPONSE_ORACLE_FTPL (2)");
   }
-  PreparedRelease release;
-  release.request_kind = "BestResponse";
-  release.idempotency_key = req.idempotency_key();
-  release.request = &req;
-  release.epsilon = req.epsilon();
+  PreparedRelease release = PreparedRelease::Of("BestResponse", req);
   release.noise = v1::NOISE_KIND_DISCRETE_LAPLACE;
   // 2. Replay first.
   ASSIGN_OR_RETURN(auto replay, Replay<v1::BestResponseResponse>(caller, release));

@@ -57,11 +57,7 @@ absl::StatusOr<v1::CellSumsResponse> Vault::ReleaseCellSums(const Caller& caller
   RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.clip_l1(), "clip_l1"));
   const double counts_share = req.counts_share() == 0 ? kDefaultCountsShare : req.counts_share();
   RETURN_IF_ERROR(core::ValidateInOpenRange(counts_share, 0, 1, "counts_share"));
-  PreparedRelease release;
-  release.request_kind = "CellSums";
-  release.idempotency_key = req.idempotency_key();
-  release.request = &req;
-  release.epsilon = req.epsilon();
+  PreparedRelease release = PreparedRelease::Of("CellSums", req);
   release.noise = v1::NOISE_KIND_DISCRETE_LAPLACE;
   // 2. Replay first.
   ASSIGN_OR_RETURN(auto replay, Replay<v1::CellSumsResponse>(caller, release));

@@ -213,11 +213,7 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
         "(3), FAIR_MODEL_ALGORITHM_DP_FERMI (4), FAIR_MODEL_ALGORITHM_PF_LD (5) or "
         "FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT (6)");
   }
-  PreparedRelease release;
-  release.request_kind = "FitFairModel";
-  release.idempotency_key = req.idempotency_key();
-  release.request = &req;
-  release.epsilon = req.epsilon();
+  PreparedRelease release = PreparedRelease::Of("FitFairModel", req);
   release.mechanism = "discrete_laplace";
   // 2. Replay first: the same job, charged once.
   ASSIGN_OR_RETURN(auto replay, Replay<v1::FitFairModelResponse>(caller, release));

@@ -34,11 +34,7 @@ absl::StatusOr<v1::FitEqualizedOddsScoresResponse> Vault::FitEqualizedOddsScores
   if (req.score_column().empty() || req.label_column().empty()) {
     return absl::InvalidArgumentError("score_column and label_column must be set");
   }
-  PreparedRelease release;
-  release.request_kind = "FitEqualizedOddsScoresPostProcessor";
-  release.idempotency_key = req.idempotency_key();
-  release.request = &req;
-  release.epsilon = req.epsilon();
+  PreparedRelease release = PreparedRelease::Of("FitEqualizedOddsScoresPostProcessor", req);
   release.noise = v1::NOISE_KIND_DISCRETE_LAPLACE;
   // The (a, y, bin) histogram: one subject moves between two cells of the same (y, bin).
   release.parts = {{"histogram", 2.0}};

@@ -33,11 +33,7 @@ absl::StatusOr<v1::FitEqualizedOddsResponse> Vault::FitEqualizedOdds(
   if (req.prediction_column().empty() || req.label_column().empty()) {
     return absl::InvalidArgumentError("prediction_column and label_column must be set");
   }
-  PreparedRelease release;
-  release.request_kind = "FitEqualizedOddsPostProcessor";
-  release.idempotency_key = req.idempotency_key();
-  release.request = &req;
-  release.epsilon = req.epsilon();
+  PreparedRelease release = PreparedRelease::Of("FitEqualizedOddsPostProcessor", req);
   release.noise = v1::NOISE_KIND_DISCRETE_LAPLACE;
   release.parts = {{"counts", 2.0}};  // the (ŷ, a, y) table: one subject moves between two cells
   ASSIGN_OR_RETURN(auto replay, Replay<v1::FitEqualizedOddsResponse>(caller, release));

@@ -69,11 +69,7 @@ absl::StatusOr<v1::FitStatisticalParityResponse> Vault::FitStatisticalParity(
                      "); below that Decide could not draw its outputs exactly, and the "
                      "decision bound would exceed 13 anyway"));
   }
-  PreparedRelease release;
-  release.request_kind = "FitStatisticalParityPostProcessor";
-  release.idempotency_key = req.idempotency_key();
-  release.request = &req;
-  release.epsilon = req.epsilon();
+  PreparedRelease release = PreparedRelease::Of("FitStatisticalParityPostProcessor", req);
   release.parts = {{"histogram", 2.0}};  // one subject moves between two (group, bin) cells
   const double floor = req.decision_floor();
   // Steps 4-5, after the charge: the transport from the stored noisy histogram alone (the LP

@@ -107,11 +107,7 @@ absl::StatusOr<v1::AuditClassifierResponse> Vault::AuditClassifier(
   if (req.prediction_column().empty() || req.label_column().empty()) {
     return absl::InvalidArgumentError("prediction_column and label_column must be set");
   }
-  PreparedRelease release;
-  release.request_kind = "AuditClassifier";
-  release.idempotency_key = req.idempotency_key();
-  release.request = &req;
-  release.epsilon = req.epsilon();
+  PreparedRelease release = PreparedRelease::Of("AuditClassifier", req);
   release.parts = {{"counts", 2.0}};  // the (ŷ, a, y) table
   // After the charge: the intervals, from the stored noisy counts and public inputs alone.
   release.finish = [audit_options, this](google::protobuf::Message* message)
@@ -204,11 +200,7 @@ absl::StatusOr<v1::AuditRegressorResponse> Vault::AuditRegressor(
   ASSIGN_OR_RETURN(const double granularity,
                    core::dp::PowerOfTwoGranularity(grid.hi - grid.lo, 20));
   ASSIGN_OR_RETURN(const int64_t max_steps, core::dp::SnapToGrid(grid.hi - grid.lo, granularity));
-  PreparedRelease release;
-  release.request_kind = "AuditRegressor";
-  release.idempotency_key = req.idempotency_key();
-  release.request = &req;
-  release.epsilon = req.epsilon();
+  PreparedRelease release = PreparedRelease::Of("AuditRegressor", req);
   release.parts = {{"histogram", 2.0, 0.5}, {"sums", 2.0 * max_steps, 0.5}};
   // After the charge: the means, histograms and intervals, from the stored noisy counts and
   // sums and public inputs alone.

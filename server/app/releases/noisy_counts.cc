@@ -40,11 +40,7 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
   if (req.columns_size() > 4) {
     return absl::InvalidArgumentError("columns: at most 4 columns may be crossed");
   }
-  PreparedRelease release;
-  release.request_kind = "NoisyCounts";
-  release.idempotency_key = req.idempotency_key();
-  release.request = &req;
-  release.epsilon = req.epsilon();
+  PreparedRelease release = PreparedRelease::Of("NoisyCounts", req);
   switch (req.noise()) {
     case v1::NOISE_KIND_UNSPECIFIED:
     case v1::NOISE_KIND_DISCRETE_LAPLACE:
