@@ -122,10 +122,26 @@ TEST_F(TransparencyTest, AReceiptVerifiesOfflineAndAnEditedOneDoesNot) {
 
   // The same through the CLI: fetched, written, verified with nothing but the key.
   const std::string file = dir_ + "/receipt.json";
-  CliResult got = RunCli(Company(absl::StrCat("receipt get --idempotency-key release-1 --out ",
-                                              file, " --log-key ", key_file_)));
+  const std::string get = absl::StrCat("receipt get --idempotency-key release-1 --out ", file,
+                                       " --log-key ", key_file_);
+  CliResult got = RunCli(Company(absl::StrCat(get, " --account acme")));
   ASSERT_EQ(got.exit_code, 0) << got.out;
   EXPECT_THAT(got.out, HasSubstr(absl::StrCat("receipt verified: ledger row ", seq)));
+  // Keys are per company: a receipt found by one is checked against the account it names, so
+  // a vault answering with another company's row under the same key is caught. Without the
+  // caller's account name there is nothing to check it against: a usage error.
+  CliResult no_account = RunCli(Company(get));
+  EXPECT_EQ(no_account.exit_code, 2) << no_account.out;
+  EXPECT_THAT(no_account.out, HasSubstr("--account"));
+  CliResult other_account = RunCli(Company(absl::StrCat(get, " --account beta")));
+  EXPECT_EQ(other_account.exit_code, 1) << other_account.out;
+  EXPECT_THAT(other_account.out, HasSubstr("account 'acme'"));
+  EXPECT_THAT(other_account.out, HasSubstr("not the row asked for"));
+  // Witnesses are checked on a verified receipt only.
+  CliResult unverified_witness = RunCli(Company(absl::StrCat(
+      "receipt get --idempotency-key release-1 --account acme --witness ", key_file_)));
+  EXPECT_EQ(unverified_witness.exit_code, 2) << unverified_witness.out;
+  EXPECT_THAT(unverified_witness.out, HasSubstr("--witness needs --log-key"));
   CliResult verified = RunCli(absl::StrCat("receipt verify ", file, " --log-key ",
                                            verifier_.Encoded()));
   EXPECT_EQ(verified.exit_code, 0) << verified.out;
@@ -279,6 +295,40 @@ TEST_F(TransparencyTest, AForkedLogUnderOneKeyIsCaught) {
                                          "/ours.note --log-key ", key_file_));
   EXPECT_EQ(forked.exit_code, 1) << forked.out;
   EXPECT_THAT(forked.out, HasSubstr("NOT consistent"));
+
+  // Receipts of adjacent rows from the two views, cited by checkpoints of different sizes: the
+  // fork's next row does not follow our last one (its prev_hash is another row's hash).
+  v1::GetReceiptRequest next;
+  next.set_seq(ours->checkpoint().size() + 1);
+  auto fork_next = fork_auditor->GetReceipt(next, true);
+  ASSERT_OK(fork_next);
+  std::string json;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(fork_next->receipt(), &json).ok());
+  std::ofstream(dir_ + "/theirs-next.json") << json;
+  CliResult chained = RunCli(absl::StrCat("receipt sum --log-key ", key_file_, " --receipt ",
+                                          dir_, "/ours.json --receipt ", dir_,
+                                          "/theirs-next.json"));
+  EXPECT_EQ(chained.exit_code, 1) << chained.out;
+  EXPECT_THAT(chained.out, HasSubstr("SPLIT VIEW"));
+  EXPECT_THAT(chained.out, HasSubstr("prev_hash"));
+  // Each alone is a valid receipt.
+  CliResult alone = RunCli(absl::StrCat("receipt sum --log-key ", key_file_, " --receipt ", dir_,
+                                        "/theirs-next.json"));
+  EXPECT_EQ(alone.exit_code, 0) << alone.out;
+
+  // An auditor who kept the fork's longer checkpoint is then shown ours, which is shorter: a
+  // rollback, reported as evidence (exit status 1), not as arguments to swap.
+  auto fork_later = fork_auditor->GetCheckpoint(v1::GetCheckpointRequest(), true);
+  ASSERT_OK(fork_later);
+  ASSERT_GT(fork_later->checkpoint().size(), ours->checkpoint().size());
+  std::ofstream(dir_ + "/later.note") << fork_later->checkpoint().note();
+  for (const std::string& to : {std::string(""), absl::StrCat(" --to ", dir_, "/ours.note")}) {
+    CliResult rolled_back = RunCli(Auditor(absl::StrCat(
+        "auditor consistency --from ", dir_, "/later.note --log-key ", key_file_, to)));
+    EXPECT_EQ(rolled_back.exit_code, 1) << to << rolled_back.out;
+    EXPECT_THAT(rolled_back.out, HasSubstr("NOT consistent"));
+    EXPECT_THAT(rolled_back.out, HasSubstr("rolled its ledger back"));
+  }
   EXPECT_OK(fork.Stop());
 }
 
@@ -353,7 +403,7 @@ TEST_F(WitnessTest, ReceiptsWaitForTheQuorumAndVerifyWithIt) {
 
   // The receipt now cites the witnessed checkpoint; both cosignatures verify offline.
   const std::string file = wdir_ + "/receipt.json";
-  CliResult got = RunCli(Company(absl::StrCat("receipt get --idempotency-key r1 --out ", file,
+  CliResult got = RunCli(Company(absl::StrCat("receipt get --idempotency-key r1 --account acme --out ", file,
                                               " --log-key ", key_file_, " --witness ",
                                               witnesses_file_)));
   ASSERT_EQ(got.exit_code, 0) << got.out;
@@ -707,6 +757,21 @@ TEST_F(TransparencyTest, AVaultWithoutALogKeySaysSo) {
   auto status = keyless.Connect(*key)->GetCheckpoint(v1::GetCheckpointRequest(), true).status();
   EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr("log key"));
+  // A budgets report asked to check no checkpoint says there is none; asked to check one (a
+  // vault restored from an older backup and started without its key), it fails.
+  const std::string report = absl::StrCat("--server ", keyless.target(), " --key ", *key,
+                                          " report budgets --out ", dir_, "/keyless.html");
+  CliResult unchecked = RunCli(report);
+  EXPECT_EQ(unchecked.exit_code, 0) << unchecked.out;
+  EXPECT_THAT(unchecked.out, HasSubstr("checkpoint: none (the vault signs no checkpoints)"));
+  for (const std::string& flags : {absl::StrCat(" --log-key ", key_file_),
+                                  absl::StrCat(" --log-key ", key_file_, " --kept ", dir_,
+                                               "/keyless.kept")}) {
+    CliResult checked = RunCli(report + flags);
+    EXPECT_EQ(checked.exit_code, 1) << flags << checked.out;
+    EXPECT_THAT(checked.out, HasSubstr("serves no signed checkpoint"));
+    EXPECT_THAT(ReadAll(dir_ + "/keyless.html"), HasSubstr("<b id=\"checkpoint-status\">FAILED</b>"));
+  }
   EXPECT_OK(keyless.Stop());
 }
 

@@ -138,8 +138,10 @@ absl::Status ReportBudgets(Context& ctx) {
       if (!part->empty()) std::cout << "; " << *part;
     }
     std::cout << "\n";
-  } else {
+  } else if (ckpt.ok) {
     std::cout << "checkpoint: none (the vault signs no checkpoints)\n";
+  } else {
+    std::cout << "checkpoint: none; " << ckpt.signature << "\n";
   }
   if (!verify.ok()) {
     return absl::DataLossError(absl::StrCat("ledger verification failed at seq ",

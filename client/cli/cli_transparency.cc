@@ -228,6 +228,17 @@ absl::Status ReceiptGet(Context& ctx) {
   }
   if (seq < 0) return UsageError("--seq must be >= 1");
   ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> log_key, LogKey(flags));
+  if (!log_key.has_value() && flags.Has("witness")) {
+    return UsageError("--witness needs --log-key: cosignatures are checked on a verified receipt");
+  }
+  // Idempotency keys are per company: a receipt found by one proves the release is yours only if
+  // its row names your account, which the vault's answer cannot be trusted to say.
+  const std::string account = flags.Get("account");
+  if (log_key.has_value() && !key.empty() && account.empty()) {
+    return UsageError(
+        "--idempotency-key with --log-key needs --account NAME (your account's name): another "
+        "company's row can have the same key");
+  }
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   v1::GetReceiptRequest req;
   req.set_seq(seq);
@@ -237,10 +248,12 @@ absl::Status ReceiptGet(Context& ctx) {
   // about this release.
   const v1::LedgerEntry& entry = resp.receipt().entry();
   if ((seq != 0 && entry.seq() != seq) ||
-      (!key.empty() && (entry.idempotency_key() != key || entry.kind() != "charge"))) {
+      (!key.empty() && (entry.idempotency_key() != key || entry.kind() != "charge")) ||
+      (!account.empty() && entry.account() != account)) {
     return absl::DataLossError(absl::StrCat(
         "receipt NOT verified: the vault answered with ledger row ", entry.seq(), " (",
-        entry.kind(), ", key '", entry.idempotency_key(), "'), not the row asked for"));
+        entry.kind(), ", account '", entry.account(), "', key '", entry.idempotency_key(),
+        "'), not the row asked for"));
   }
   const std::string json = ToJson(resp.receipt());
   if (flags.Has("out")) {
@@ -285,6 +298,7 @@ absl::Status ReceiptSum(Context& ctx) {
   std::map<std::pair<std::string, std::string>, Sum> sums;
   std::map<int64_t, v1::LedgerEntry> rows;  // the charges, by seq
   std::map<int64_t, std::string> row_hashes;  // every row, by seq
+  std::map<int64_t, std::string> prev_hashes;  // every row's predecessor's hash, by seq
   std::map<int64_t, std::string> roots;  // every checkpoint cited, by size
   for (const std::string& path : flags.GetAll("receipt")) {
     ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
@@ -305,8 +319,21 @@ absl::Status ReceiptSum(Context& ctx) {
                                                                 " rows"),
           " differently: keep both receipts, they prove the fork"));
     }
+    prev_hashes.emplace(e.seq(), e.prev_hash());
     if (e.kind() != "charge" || !new_row) continue;  // grants, caps, the same receipt twice
     rows[e.seq()] = e;
+  }
+  // Receipts of adjacent rows, perhaps cited by checkpoints of different sizes, must be one
+  // chain: each row's hash covers its predecessor's. (Rows further apart are tied together only
+  // by a consistency proof between their checkpoints, or by witnesses that checked one.)
+  for (const auto& [seq, prev_hash] : prev_hashes) {
+    auto before = row_hashes.find(seq - 1);
+    if (before != row_hashes.end() && before->second != prev_hash) {
+      return absl::DataLossError(absl::StrCat(
+          "SPLIT VIEW: ledger row ", seq, " follows a row ", seq - 1,
+          " other than the one receipted here (its prev_hash differs from that row's hash), both "
+          "signed by ", key.name, ": keep both receipts, they prove the fork"));
+    }
   }
   for (const auto& [seq, e] : rows) {  // in ledger order, as the report lists them
     Sum& s = sums[{e.account(), e.dataset()}];
@@ -590,33 +617,40 @@ absl::Status AuditorConsistency(Context& ctx) {
   ASSIGN_OR_RETURN(std::string from_note, ReadFileToString(flags.Get("from")));
   absl::StatusOr<tlog::Checkpoint> from = OpenCheckpoint(from_note, from_key.value_or(key));
   RETURN_IF_ERROR(NotVerified(from.status(), "--from checkpoint"));
+  // The later checkpoint: --to, or the vault's latest (signed now if the ledger grew).
   std::string to_note;
-  int64_t to_size = 0;
+  ASSIGN_OR_RETURN(Client * client, ctx.client());
   if (flags.Has("to")) {
     ASSIGN_OR_RETURN(to_note, ReadFileToString(flags.Get("to")));
-    absl::StatusOr<tlog::Checkpoint> to = OpenCheckpoint(to_note, key);
-    RETURN_IF_ERROR(NotVerified(to.status(), "--to checkpoint"));
-    to_size = to->size;
-    if (to->size == from->size) {
-      RETURN_IF_ERROR(NotVerified(VerifyConsistency(from_note, to_note, {}, key, from_verifier),
-                                  "consistency"));
-      std::cout << "consistent: the same tree of " << from->size << " rows\n";
-      return absl::OkStatus();
-    }
-    if (to->size < from->size) {
-      return UsageError(absl::StrCat("--to (", to->size, " rows) is older than --from (",
-                                     from->size, " rows): swap them"));
-    }
+  } else {
+    ASSIGN_OR_RETURN(v1::GetCheckpointResponse latest,
+                     client->GetCheckpoint(v1::GetCheckpointRequest(), /*auditor=*/true));
+    to_note = latest.checkpoint().note();
   }
-  ASSIGN_OR_RETURN(Client * client, ctx.client());
+  absl::StatusOr<tlog::Checkpoint> to = OpenCheckpoint(to_note, key);
+  RETURN_IF_ERROR(NotVerified(to.status(), flags.Has("to") ? "--to checkpoint" : "checkpoint"));
+  if (to->size == from->size) {
+    RETURN_IF_ERROR(NotVerified(VerifyConsistency(from_note, to_note, {}, key, from_verifier),
+                                "consistency"));
+    std::cout << "consistent: the same tree of " << from->size << " rows\n";
+    return absl::OkStatus();
+  }
+  if (to->size < from->size) {
+    // A signed log that shrank was rolled back or forked: evidence, not a usage error.
+    if (!flags.Has("to")) std::cerr << "the vault's latest signed checkpoint:\n" << to_note;
+    return absl::DataLossError(absl::StrCat(
+        "NOT consistent: the later checkpoint (", to->size, " rows) is smaller than --from (",
+        from->size, " rows): if it is the later one, the vault rolled its ledger back. Keep "
+        "both signed notes: together they prove it (if --from and --to were swapped, exchange "
+        "them)"));
+  }
   v1::GetConsistencyProofRequest req;
   req.set_from_size(from->size);
-  req.set_to_size(to_size);
+  req.set_to_size(to->size);
   ASSIGN_OR_RETURN(v1::GetConsistencyProofResponse resp,
                    client->GetConsistencyProof(req, /*auditor=*/true));
   // The proof is checked against the notes this auditor holds: the --from file (never the
   // vault's copy of it), and --to when given.
-  if (to_note.empty()) to_note = resp.to().note();
   absl::Status consistent =
       VerifyConsistency(from_note, to_note, resp.proof(), key, from_verifier);
   if (!consistent.ok()) {
@@ -624,8 +658,7 @@ absl::Status AuditorConsistency(Context& ctx) {
         "NOT consistent: ", consistent.message(),
         ". Keep both checkpoints: together they prove the vault rewrote its ledger"));
   }
-  ASSIGN_OR_RETURN(tlog::Checkpoint to, OpenCheckpoint(to_note, key));
-  std::cout << "consistent: the signed log of " << to.size << " rows extends the one of "
+  std::cout << "consistent: the signed log of " << to->size << " rows extends the one of "
             << from->size << " rows (" << resp.proof_size() << " proof hashes, RFC 9162)";
   if (from_key.has_value()) {
     std::cout << ", across the key rotation from " << from_key->name << " to " << key.name;
@@ -633,7 +666,7 @@ absl::Status AuditorConsistency(Context& ctx) {
   std::cout << "\n";
   if (flags.Has("save")) {
     RETURN_IF_ERROR(WriteStringToFile(flags.Get("save"), to_note));
-    std::cout << "the checkpoint of " << to.size << " rows is saved in " << flags.Get("save")
+    std::cout << "the checkpoint of " << to->size << " rows is saved in " << flags.Get("save")
               << ": pass it as --from next time\n";
   }
   return absl::OkStatus();
@@ -665,7 +698,17 @@ absl::StatusOr<report::CheckpointCheck> CheckLatestCheckpoint(const ParsedFlags&
   if (req.witnessed() && absl::IsFailedPrecondition(latest.status())) {
     latest = client->GetCheckpoint(v1::GetCheckpointRequest(), /*auditor=*/true);
   }
-  if (absl::IsFailedPrecondition(latest.status())) return check;  // no log key on the vault
+  if (absl::IsFailedPrecondition(latest.status())) {  // the vault signs no checkpoints
+    // Asked to check one, none is a failure: a vault restored from an older backup and started
+    // without its log key would otherwise pass every check it was asked for.
+    if (key.has_value() || !witnesses.empty() || flags.Has("kept")) {
+      check.ok = false;
+      check.signature =
+          "NOT verified: the vault serves no signed checkpoint, though --log-key, --kept or "
+          "--witness asked for one to be checked";
+    }
+    return check;
+  }
   RETURN_IF_ERROR(latest.status());
   const v1::Checkpoint& served = latest->checkpoint();
   check.present = true;
@@ -756,6 +799,9 @@ std::vector<Command> TransparencyCommands() {
        "(JSON) goes to --out or stdout; with --log-key it is verified as `receipt verify` does.",
        {{"seq", "N", "the ledger row"},
         {"idempotency-key", "KEY", "your release's idempotency key"},
+        {"account", "NAME",
+         "your account's name: the row must be that account's (needed with --idempotency-key "
+         "and --log-key)"},
         {"out", "FILE", "write the receipt (JSON) to FILE"},
         LogKeyFlag(false),
         WitnessFlag(),

@@ -61,7 +61,14 @@ std::string VerificationTable(const LedgerVerification& v) {
 }
 
 std::string CheckpointTable(const CheckpointCheck& c) {
-  if (!c.present) return "";
+  if (!c.present && c.ok) return "";
+  if (!c.present) {  // asked to check a checkpoint the vault does not serve
+    return absl::StrCat(
+        "<table id=\"checkpoint\"><caption>Transparency log: the latest signed checkpoint"
+        "</caption><tr><th>status</th><td><b id=\"checkpoint-status\">FAILED</b></td></tr>"
+        "<tr><th>vault's signature</th>",
+        Cell(c.signature), "</tr></table>");
+  }
   std::string html = absl::StrCat(
       "<table id=\"checkpoint\"><caption>Transparency log: the latest signed checkpoint"
       "</caption><tr><th>status</th><td><b id=\"checkpoint-status\">",
@@ -433,6 +440,8 @@ absl::StatusOr<std::string> RenderBudgetsHtml(const BudgetsReport& report) {
   if (report.checkpoint.present) {
     meta.push_back({"checkpoint", absl::StrCat(report.checkpoint.size, " rows, ",
                                                report.checkpoint.ok ? "verified" : "FAILED")});
+  } else if (!report.checkpoint.ok) {
+    meta.push_back({"checkpoint", "none served, FAILED"});
   }
   return HtmlPage(report.title, meta, svg,
                   absl::StrCat(

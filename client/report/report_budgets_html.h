@@ -57,7 +57,9 @@ struct LedgerVerification {
 
 // The transparency log's latest checkpoint as `report budgets` checked it (issue 25).
 struct CheckpointCheck {
-  bool present = false;  // false: not asked for, or the vault signs no checkpoints
+  // false: not asked for, or the vault signs no checkpoints (then `ok` is false when a check
+  // was asked for, and `signature` says so)
+  bool present = false;
   int64_t size = 0;
   std::string root_hex;
   std::string origin;

@@ -246,17 +246,24 @@ def row_encoding_matches(entry, canonical: bytes) -> None:
 
 def verify_receipt(receipt, key: "VerifierKey | str", idempotency_key: str = "",
                    seq: int = 0, witnesses: Sequence["VerifierKey | str"] = (),
-                   quorum: "int | None" = None) -> Checkpoint:
-    """Checks a ``Receipt``: it is for the release ``idempotency_key`` (or the row ``seq``)
-    when given; the row's encoding hashes to its hash and says what the row says; the row is
-    leaf seq - 1 of the signed checkpoint's tree; with ``witnesses``, that ``quorum`` of them
-    (default: all) cosigned that checkpoint. Returns the checkpoint; NotVerified naming what
-    failed."""
+                   quorum: "int | None" = None, account: str = "") -> Checkpoint:
+    """Checks a ``Receipt``: it is for the release ``idempotency_key`` of ``account`` (your
+    account's name; required with ``idempotency_key``, since another company's row can have the
+    same key) or for the row ``seq`` when given; the row's encoding hashes to its hash and says
+    what the row says; the row is leaf seq - 1 of the signed checkpoint's tree; with
+    ``witnesses``, that ``quorum`` of them (default: all) cosigned that checkpoint. Returns the
+    checkpoint; NotVerified naming what failed."""
+    if idempotency_key and not account:
+        raise InvalidInput("verify_receipt: idempotency_key needs account= (your account's "
+                           "name): another company's row can have the same key",
+                           field="account")
     entry = receipt.entry
     if (seq and entry.seq != seq) or (idempotency_key and (
-            entry.idempotency_key != idempotency_key or entry.kind != "charge")):
-        raise NotVerified(f"the receipt is for ledger row {entry.seq} ({entry.kind}, key "
-                          f"{entry.idempotency_key!r}), not the one asked for")
+            entry.idempotency_key != idempotency_key or entry.kind != "charge")) or (
+            account and entry.account != account):
+        raise NotVerified(f"the receipt is for ledger row {entry.seq} ({entry.kind}, account "
+                          f"{entry.account!r}, key {entry.idempotency_key!r}), not the one "
+                          f"asked for")
     if entry.seq < 1:
         raise NotVerified("a ledger row's seq is >= 1")
     if hashlib.sha256(receipt.canonical).hexdigest() != entry.hash:
@@ -328,7 +335,7 @@ def sum_receipts(receipts, key: "VerifierKey | str", witnesses: Sequence["Verifi
 
     import pandas as pd
 
-    rows, hashes, roots = {}, {}, {}
+    rows, hashes, roots, prev_hashes = {}, {}, {}, {}
     for receipt in receipts:
         checkpoint = verify_receipt(receipt, key, witnesses=witnesses, quorum=quorum)
         entry = receipt.entry
@@ -337,8 +344,16 @@ def sum_receipts(receipts, key: "VerifierKey | str", witnesses: Sequence["Verifi
                 roots.setdefault(checkpoint.size, checkpoint.root) != checkpoint.root:
             raise NotVerified(f"SPLIT VIEW: two receipts signed by the same key show ledger row "
                               f"{entry.seq} or the tree of {checkpoint.size} rows differently")
+        prev_hashes[entry.seq] = entry.prev_hash
         if entry.kind == "charge":
             rows[entry.seq] = entry
+    # Receipts of adjacent rows, perhaps cited by checkpoints of different sizes, must be one
+    # chain: each row's hash covers its predecessor's.
+    for seq, prev_hash in prev_hashes.items():
+        if seq - 1 in hashes and hashes[seq - 1] != prev_hash:
+            raise NotVerified(f"SPLIT VIEW: ledger row {seq} follows a row {seq - 1} other than "
+                              f"the one receipted here (its prev_hash differs from that row's "
+                              f"hash); keep both receipts, they prove the fork")
     frame = pd.DataFrame(
         [(e.account, e.dataset, 1, e.epsilon, e.delta) for _, e in sorted(rows.items())],
         columns=["company", "dataset", "charges", "epsilon", "delta"])

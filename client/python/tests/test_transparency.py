@@ -27,11 +27,19 @@ def test_a_receipt_verifies_and_an_edited_one_does_not(company, table, verifier_
     company.noisy_counts(table, 0.5, columns=["region"], idempotency_key="py-receipt-2")
     receipt = company.get_receipt("py-receipt-1")
     checkpoint = transparency.verify_receipt(receipt, verifier_key,
-                                             idempotency_key="py-receipt-1")
+                                             idempotency_key="py-receipt-1", account=company.name)
     assert receipt.entry.seq == first.charge.ledger_seq
     # A valid receipt of another row is no receipt for this release.
     with pytest.raises(NotVerified, match="not the one asked for"):
-        transparency.verify_receipt(receipt, verifier_key, idempotency_key="py-receipt-2")
+        transparency.verify_receipt(receipt, verifier_key, idempotency_key="py-receipt-2",
+                                    account=company.name)
+    # Keys are per company: the row must be the caller's account's, which only the caller can
+    # say (a vault could answer with another company's row under the same key).
+    with pytest.raises(NotVerified, match="not the one asked for"):
+        transparency.verify_receipt(receipt, verifier_key, idempotency_key="py-receipt-1",
+                                    account="someone-else")
+    with pytest.raises(InvalidInput, match="account"):
+        transparency.verify_receipt(receipt, verifier_key, idempotency_key="py-receipt-1")
     assert checkpoint.size >= receipt.entry.seq
     assert checkpoint.origin == verifier_key.split("+")[0]
 
@@ -103,7 +111,7 @@ def test_a_witness_cosignature_verifies_here(vault_server, company, table, verif
     receipt = company.get_receipt("py-witnessed")
     if receipt.checkpoint.size == size:
         transparency.verify_receipt(receipt, verifier_key, idempotency_key="py-witnessed",
-                                    witnesses=[witness])
+                                    account=company.name, witnesses=[witness])
     else:
         with pytest.raises(NotVerified, match="fewer than the quorum"):
             transparency.verify_receipt(receipt, verifier_key, witnesses=[witness])
