@@ -401,6 +401,16 @@ TEST_F(CliEndToEndTest, DecideStreamsChunksAndChecksEveryRowFirst) {
   EXPECT_THAT(refused.err, HasSubstr("fv-decide-rows.csv:32"));  // its line, before any call
   EXPECT_FALSE(std::filesystem::exists(out));
   EXPECT_EQ(auditor_->AuditorListAccessLog()->entries_size(), log_rows);
+  // A number that is no prediction (the artifact is equalized odds): also refused before the
+  // first call, which would charge the licence, though the first 4 chunks are good.
+  const v1::Budget before = Budget();
+  std::ofstream(csv) << rows << pop.keys[30] << ",2,bad\n";
+  CliRun not_binary = Cli(decide);
+  EXPECT_EQ(not_binary.exit_code, 2) << not_binary.err;
+  EXPECT_THAT(not_binary.err, HasSubstr("fv-decide-rows.csv:32: column 'prediction' must be 0 "
+                                        "or 1 (got '2')"));
+  EXPECT_EQ(auditor_->AuditorListAccessLog()->entries_size(), log_rows);
+  EXPECT_EQ(Budget().releases(), before.releases());
 
   std::ofstream(csv) << rows;
   CliRun first = Cli(decide);

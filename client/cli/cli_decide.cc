@@ -18,6 +18,7 @@
 #include "client/cli/cli_common.h"
 #include "client/cli/cli_spend.h"
 #include "core/util/status_macros.h"
+#include "core/util/truncate.h"
 
 namespace fairvault::client::cli {
 namespace {
@@ -119,8 +120,16 @@ class DecideRows {
     if (!more) return false;
     ASSIGN_OR_RETURN(key_, keys_->Next(fields_, line, pseudonymise));
     ASSIGN_OR_RETURN(value_, ParseNumber(fields_[value_index_], path_, line, value_column_));
+    if (predictions_ && value_ != 0 && value_ != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ":", line, ": column '", value_column_, "' must be 0 or 1 (got '",
+          core::Truncated(fields_[value_index_]),
+          "'): an equalized-odds artifact decides predictions"));
+    }
     return true;
   }
+  // Values must be 0/1 predictions (an equalized-odds artifact), not scores.
+  void RequirePredictions() { predictions_ = true; }
   const std::vector<std::string>& fields() const { return fields_; }
   const std::string& key() const { return key_; }
   double value() const { return value_; }
@@ -130,6 +139,7 @@ class DecideRows {
   std::unique_ptr<CsvReader> reader_;
   std::unique_ptr<KeyColumn> keys_;
   size_t value_index_ = 0;
+  bool predictions_ = false;
   std::vector<std::string> fields_;
   std::string key_;
   double value_ = 0;
@@ -160,10 +170,18 @@ absl::Status Decide(Context& ctx) {
   const std::string output_column = flags.Get("output-column", "decision");
   ASSIGN_OR_RETURN(const std::string secret, OptionalSecret(flags));
   // Every row of a CSV is checked before anything is sent: a bad key or value is reported,
-  // naming its line, with nothing decided. (A table's rows were checked at upload.)
+  // naming its line, with nothing decided or charged. (The vault checks a table's values.)
   int64_t total = 0;
+  const std::string artifact_id = flags.Get("artifact-id");
+  bool predictions = false;  // an equalized-odds artifact: 0/1 values
   if (!by_table) {
     ASSIGN_OR_RETURN(DecideRows rows, DecideRows::Open(path, flags, secret));
+    ASSIGN_OR_RETURN(Client * client, ctx.client());
+    v1::GetArtifactRequest get;
+    get.set_artifact_id(artifact_id);
+    ASSIGN_OR_RETURN(const v1::GetArtifactResponse artifact, client->GetArtifact(get));
+    predictions = artifact.artifact().has_equalized_odds();
+    if (predictions) rows.RequirePredictions();
     while (true) {
       ASSIGN_OR_RETURN(const bool more, rows.Next(/*pseudonymise=*/false));
       if (!more) break;
@@ -176,10 +194,10 @@ absl::Status Decide(Context& ctx) {
     return UsageError("--output-column cannot be 'row' (the table row index's column)");
   }
 
-  const std::string artifact_id = flags.Get("artifact-id");
   std::optional<DecideRows> rows;
   if (!by_table) {
     ASSIGN_OR_RETURN(rows, DecideRows::Open(path, flags, secret));
+    if (predictions) rows->RequirePredictions();
   }
   // Fills `req` with a CSV's next call's rows, keeping their fields for the output.
   std::vector<std::vector<std::string>> chunk_fields;
@@ -315,8 +333,8 @@ std::vector<Command> DecideCommands() {
            {"alpha", "A", "KS tolerance in [0,1]; 0 asks for statistical parity (default 0)"},
            {"decision-floor", "F",
             "in [0,1): mix each transport row with uniform so that `decide` can use the artifact "
-            "(default 0: the paper's post-processor; decide refuses it unless its bound is "
-            "finite)"},
+            "(default 0: the paper's post-processor; decide refuses every artifact fitted with "
+            "F < 1e-6)"},
            {"epsilon", "EPS", "privacy cost of this release (> 0)", true},
            {"solver", "auto|lp|quantile",
             "lp: the LP on GLPK (any alpha); quantile: monotone couplings (alpha = 0 only); "
@@ -342,7 +360,8 @@ std::vector<Command> DecideCommands() {
        "one, scores. Keys are sent as `table upload` sends them (same --key-column and\n"
        "--hmac-secret-file). The artifact's first decide charges its decision licence (epsilon\n"
        "= its decision log-ratio bound) once; later calls cost nothing. Every call is written\n"
-       "to the vault's access log. Artifacts fitted with --decision-floor 0 are usually refused.\n"
+       "to the vault's access log. Artifacts fitted with --decision-floor below 1e-6 (the\n"
+       "default 0) are refused. Every value is checked before the first call.\n"
        "Writes the input CSV plus the output column; prints the decision log-ratio bound.\n"
        "With --table instead of --csv, decides every row of a table you uploaded (`table\n"
        "upload`) against the artifact's dataset: no key is sent again (the vault joined them\n"

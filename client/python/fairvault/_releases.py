@@ -281,6 +281,17 @@ class ReleaseMethods(VaultBase):
             raise errors.InvalidInput("decide needs at least one row")
         if chunk_rows <= 0:
             raise errors.InvalidInput("chunk_rows must be > 0")
+        # Every value is checked before the first call, which may charge the licence: a bad
+        # value in a later chunk would otherwise be refused after it (rows counted from 1).
+        artifact = self._read(self._conn.company, "GetArtifact",
+                              pb.GetArtifactRequest(artifact_id=artifact_id)).artifact
+        binary = artifact.HasField("equalized_odds")
+        bad = np.flatnonzero(~np.isfinite(vals) | (((vals != 0) & (vals != 1)) if binary else False))
+        if bad.size:
+            raise errors.InvalidInput(
+                f"values: row {bad[0] + 1} is {vals[bad[0]]}; "
+                + ("an equalized-odds artifact decides predictions, 0 or 1" if binary
+                   else "scores must be finite numbers") + " (nothing was sent)", field="values")
         requests = [pb.DecideRequest(artifact_id=artifact_id, subject_keys=sent[b:b + chunk_rows],
                                      values=vals[b:b + chunk_rows].tolist())
                     for b in range(0, len(sent), chunk_rows)]
@@ -325,8 +336,9 @@ class ReleaseMethods(VaultBase):
         return Decisions(responses, outputs, trailers)
 
     def preview_release(self, request: Any) -> Preview:
-        """Prices a spending request (any of the nine request messages, idempotency key
-        included) without running it: no charge, no ledger row."""
+        """Prices a spending request (any of the ten request messages of
+        ``PreviewReleaseRequest``, idempotency key included; ``DecideRequest`` has none)
+        without running it: no charge, no ledger row."""
         field = next((f.name for f in pb.PreviewReleaseRequest.DESCRIPTOR.fields
                       if f.message_type is request.DESCRIPTOR), None)
         if field is None:

@@ -190,6 +190,17 @@ def test_fit_and_decide(vault_server, company, table) -> None:
     assert company.get_artifact(artifact.id).id == artifact.id
     df = vault_server.population.head(50)
     keys = df.key.set_axis(range(100, 150))
+    # A prediction that is not 0/1 in a later chunk is refused before the first call, which
+    # would charge the licence: nothing charged, nothing decided (no access-log row, below).
+    spent = company.get_budget("pop").epsilon_spent[0]
+    bad = df.prediction.to_numpy(dtype=float).copy()
+    bad[45] = 7
+    with pytest.raises(fairvault.InvalidInput, match="values: row 46 is 7"):
+        company.decide(artifact.id, keys, bad, chunk_rows=20)
+    bad[45] = np.nan
+    with pytest.raises(fairvault.InvalidInput, match="values: row 46 is nan"):
+        company.decide(artifact.id, keys, bad, chunk_rows=20)
+    assert company.get_budget("pop").epsilon_spent[0] == spent
     # Priced first: the decision licence epsilon = L, nothing charged.
     price = company.decide(artifact.id, keys, df.prediction, preview=True)
     assert isinstance(price, fairvault.Preview) and price.admitted

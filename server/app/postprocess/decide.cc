@@ -131,6 +131,16 @@ absl::StatusOr<v1::DecideResponse> Vault::Decide(const Caller& caller,
           " asked): set row_count, then continue from first_row + row_count"));
     }
     table_values = values.subspan(table_first, rows);
+    // The whole column is checked on every call, not only this call's rows: a bad value further
+    // down would otherwise be refused only after an earlier call charged the licence.
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!std::isfinite(values[i]) || (is_eo && values[i] != 0 && values[i] != 1)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "value_column '", req.value_column(), "': table row ", i, " (from 0) is ", values[i],
+            is_eo ? "; predictions must be 0 or 1" : "; scores must be finite numbers",
+            " (nothing was decided or charged)"));
+      }
+    }
   }
   // How a refusal names a row: its place in the call (counting from 1), or in the table
   // (counting from 0, as first_row and the CLI's row column do).

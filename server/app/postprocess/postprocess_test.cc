@@ -949,6 +949,15 @@ TEST_F(VaultPostprocessTest, DecideByTableRefusesBadRequestsBeforeChargingNaming
   // Scores where an equalized-odds artifact takes 0/1 predictions: named by table row.
   refused(DecideTable(artifact.id(), score_handle_, "score"), absl::StatusCode::kInvalidArgument,
           "value_column 'score': table row 0 (from 0) is 0.1; predictions must be 0 or 1");
+  // A bad value past the rows asked for: the whole column is checked before the licence, so a
+  // first call cannot charge it when a later one would be refused.
+  auto later_bad = Upload(acme_, TableHeaderFor("census"),
+                          {Chunk({rows_[0], rows_[1], Row{rows_[2].key, 0.5, 1, "x"}})});
+  ASSERT_OK(later_bad);
+  refused(DecideTable(artifact.id(), later_bad->table_handle(), "pred", 0, 1),
+          absl::StatusCode::kInvalidArgument,
+          "value_column 'pred': table row 2 (from 0) is 0.5; predictions must be 0 or 1 (nothing "
+          "was decided or charged)");
   refused(DecideTable(artifact.id(), "tbl_none", "pred"), absl::StatusCode::kNotFound, "");
   // A row whose key is not a subject.
   v1::TableChunk chunk = Chunk({rows_[0], Row{"nobody", 1, 1, "x"}, rows_[2]});
