@@ -343,7 +343,8 @@ std::vector<Command> CompanyCommands() {
         {"all-pairs", "", "constrain every pair of groups, not each against the reference"},
         {"decision-floor", "F",
          "in [0,0.5): keep every mixing probability in [F, 1-F] so that `decide` can use the "
-         "artifact (default 0: the paper's LP; decide refuses it unless its bound is finite)"},
+         "artifact (default 0: the paper's LP; decide refuses every artifact fitted with "
+         "F < 1e-6)"},
         {"min-group-count", "N",
          "groups with fewer noisy subjects than N with either label keep their predictions and "
          "are left out of the constraints (default 8 ln(4K/beta)/epsilon; 0 excludes none)"},

@@ -61,7 +61,7 @@ std::vector<Command> EoScoresCommands() {
             "randomized threshold per group)"},
            {"decision-floor", "F",
             "in [0,0.5): keep every decision probability in [F, 1-F] so that `decide` can use the "
-            "artifact (default 0; decide refuses it unless its bound is finite)"},
+            "artifact (default 0; decide refuses every artifact fitted with F < 1e-6)"},
            DropUnmatchedFlag(),
            IdempotencyFlag(),
            {"out", "FILE", "write the artifact as JSON (input of apply-eo)"},

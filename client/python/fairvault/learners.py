@@ -389,7 +389,10 @@ class DPOracleLearner(_FairLearner):
         rounds: T (1..100000; default 100). lambda_bound: B (default 1).
         learning_rate: the auditor's step η (default 1). masses_share: the share of epsilon
             spent on the group masses q̂ (default 0.1). mass_floor: q̂'s floor.
-        clip_l1: each row's features are L1-clipped to this (default 1).
+        clip_l1: each row's features are scaled to L1 norm <= clip_l1 when it is > 0. Left
+            None (the default), it is not sent and the vault's 0 applies: no clipping, so the
+            noise scales with the data's own largest row L1 norm; pass a public bound to keep
+            the noise independent of the data.
         fit_intercept: append the constant 1 (default True).
     """
 
