@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
@@ -156,6 +157,19 @@ absl::Status ClientOptions::Validate() const {
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
+  // gRPC's size limit on one message (this client's when sending, either side's when
+  // receiving) is RESOURCE_EXHAUSTED too, but no budget refusal: nothing was charged, and fewer
+  // rows per message is the fix.
+  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+      absl::StrContains(status.error_message(), "message larger than max")) {
+    absl::Status too_large = absl::InvalidArgumentError(absl::StrCat(
+        status.error_message(), ": one message is larger than gRPC's limit; send fewer rows "
+        "per message (--chunk-rows, or chunk_rows= in Python); nothing was charged"));
+    if (!absl::StartsWith(status.error_message(), "Sent ")) {
+      too_large.SetPayload(kFromVaultPayload, absl::Cord("1"));
+    }
+    return too_large;
+  }
   // gRPC and Abseil share the canonical code numbering 0..16.
   absl::Status converted(static_cast<absl::StatusCode>(status.error_code()),
                          status.error_message());

@@ -424,6 +424,31 @@ TEST(FromGrpcStatusTest, MapsEveryCodeOneToOne) {
             absl::StatusCode::kUnauthenticated);
 }
 
+// gRPC's own size limit on a message is RESOURCE_EXHAUSTED, like a budget refusal; the client
+// says what it is (nothing charged, fewer rows per message) and, when its own limit refused
+// the message, that the vault never saw it.
+TEST_F(ClientTest, AMessageOverGrpcsLimitIsNoBudgetRefusal) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(64);
+  ClientOptions options;
+  options.api_key = "fv_test_key";
+  auto small = Client::CreateWithChannel(server_->InProcessChannel(args), options);
+  ASSERT_OK(small);
+  v1::NoisyCountsRequest req;
+  req.set_table_handle(std::string(200, 't'));
+  absl::StatusOr<v1::NoisyCountsResponse> sent = (*small)->NoisyCounts(req);
+  EXPECT_THAT(sent, StatusIs(absl::StatusCode::kInvalidArgument, "Sent message larger than max"));
+  EXPECT_THAT(sent.status().message(), ::testing::HasSubstr("fewer rows per message"));
+  EXPECT_FALSE(IsFromVault(sent.status()));
+  EXPECT_THAT(FromGrpcStatus(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                          "Received message larger than max (9 vs. 8)")),
+              StatusIs(absl::StatusCode::kInvalidArgument, "nothing was charged"));
+  // A budget refusal stays one.
+  EXPECT_THAT(FromGrpcStatus(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                          "request costs epsilon=2")),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+}
+
 TEST(ClientOptionsTest, ValidatesDeadlineMessageSizeAndKey) {
   ClientOptions options;
   EXPECT_OK(options.Validate());

@@ -3,7 +3,10 @@ spending calls are made, and small argument helpers shared by its methods."""
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
+import inspect
+import numbers
 import os
 import warnings
 import secrets
@@ -112,8 +115,47 @@ _FAIR_MODEL_ENUMS = {"model": (pb.ModelFamily, "MODEL_FAMILY_"),
                      "mixture": (pb.FinalMixture, "FINAL_MIXTURE_")}
 
 
+# Parameters annotated as numbers: what each must be an instance of.
+_NUMBER_PARAMETERS = {"float": numbers.Real, "Optional[float]": numbers.Real,
+                      "int": numbers.Integral, "Optional[int]": numbers.Integral}
+
+
+def _checked_numbers(method: Any) -> Any:
+    """``method`` refusing, before it builds a request, a bool or a non-number where its
+    signature says a number: protobuf would send ``True`` as 1 (``epsilon=True`` would be
+    charged ε = 1) and raise a bare ``TypeError`` for a string. WrongType names the argument."""
+    signature = inspect.signature(method)
+    kinds = {name: _NUMBER_PARAMETERS[p.annotation]
+             for name, p in signature.parameters.items()
+             if isinstance(p.annotation, str) and p.annotation in _NUMBER_PARAMETERS}
+    if not kinds:
+        return method
+
+    @functools.wraps(method)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        try:
+            arguments = signature.bind(*args, **kwargs).arguments
+        except TypeError:
+            return method(*args, **kwargs)  # Python's own message for a wrong call
+        for name, kind in kinds.items():
+            value = arguments.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+                what = "a number" if kind is numbers.Real else "an integer"
+                raise errors.WrongType(f"{name} must be {what} (got {value!r}, a "
+                                       f"{type(value).__name__})", field=name)
+        return method(*args, **kwargs)
+    return checked
+
+
 class VaultBase:
     """The connection and the call helpers; :class:`fairvault.Vault` adds the methods."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Every public method of the client checks its numeric arguments' types first.
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            if not name.startswith("_") and inspect.isfunction(value):
+                setattr(cls, name, _checked_numbers(value))
 
     #: Warn (ChargedAgainWarning) before a keyless call charges a request this client charged
     #: already. A session does not: its keys follow the content, so only another session name

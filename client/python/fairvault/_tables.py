@@ -123,8 +123,16 @@ def table_columns(df: pd.DataFrame, key_column: Optional[str], numeric: Optional
             row = int(np.flatnonzero(series.isna().to_numpy())[0])
             raise InvalidInput(f"categorical column '{name}' has a missing value at row {row}; "
                              "fill it (e.g. .fillna('')) first")
+        strings = [v if isinstance(v, str) else str(v) for v in series.tolist()]
+        for row, v in enumerate(strings):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as error:  # a lone surrogate: no UTF-8 for protobuf
+                raise InvalidInput(f"categorical column '{name}' at row {row} is not valid "
+                                   f"text ({error.reason} at character {error.start}); decode "
+                                   f"the file with the right encoding first") from None
         specs.append(pb.ColumnSpec(name=str(name), type=pb.COLUMN_TYPE_CATEGORICAL))
-        values.append([v if isinstance(v, str) else str(v) for v in series.tolist()])
+        values.append(strings)
     return specs, values
 
 

@@ -328,6 +328,11 @@ def from_rpc_error(error: grpc.RpcError, request: Any = None,
         except Exception:  # a fake or half-built error object: no details
             details = None
     cls = _BY_CODE.get(code, FairvaultError)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "message larger than max" in message:
+        # gRPC's size limit on one message, not a budget refusal: nothing was charged.
+        return InvalidArgument(code, f"{message}: one message is larger than gRPC's limit; send "
+                               f"fewer rows per message (chunk_rows=); nothing was charged",
+                               details)
     if cls is Unavailable:
         return Unavailable(code, message, details, server=server)
     if cls is InvalidArgument:

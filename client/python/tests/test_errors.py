@@ -61,6 +61,19 @@ def test_field_parsing() -> None:
     assert errors.field_of("epsilon must be finite", []) is None
 
 
+def test_a_message_over_grpcs_limit_is_no_budget_refusal(vault_server) -> None:
+    """gRPC's size limit on one message is RESOURCE_EXHAUSTED, like an overspend: the client
+    raises InvalidArgument saying nothing was charged and what to send instead."""
+    import pandas as pd
+    company = vault_server.new_company()
+    small = vault_server.vault(vault_server.keys[company.name], max_message_bytes=4096)
+    frame = pd.DataFrame({"key": ["a", "b"], "note": ["x" * 10_000, "y"]})
+    with pytest.raises(fairvault.InvalidArgument, match="fewer rows per message") as too_large:
+        small.upload_table(frame, "pop", "key", categorical=["note"])
+    assert not isinstance(too_large.value, errors.BudgetExhausted)
+    assert too_large.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
 def test_roles_and_keys(vault_server, company) -> None:
     with pytest.raises(fairvault.PermissionDenied):
         company.create_dataset("mine", {"sex": ["F", "M"]})
@@ -159,6 +172,17 @@ def test_one_exception_tree_for_local_mistakes(company, table) -> None:
     with pytest.raises(errors.WrongType) as wrong_type:
         company.upload_table(frame, "pop", "key", numeric=["label"], hmac_secret=12345)
     assert isinstance(wrong_type.value, TypeError)
+    with pytest.raises(errors.InvalidInput, match="categorical column 'label' at row 1 is not "
+                                                  "valid text"):
+        company.upload_table(frame.assign(label=["x", "\udcff"]), "pop", "key",
+                             categorical=["label"])
+    # A bool or a string where a number goes is no epsilon (protobuf would send True as 1).
+    for bad in (True, "0.1"):
+        with pytest.raises(errors.WrongType, match="epsilon must be a number") as not_a_number:
+            company.noisy_counts(table, epsilon=bad, columns=["region"])
+        assert not_a_number.value.field == "epsilon" and isinstance(not_a_number.value, TypeError)
+    with pytest.raises(errors.WrongType, match="chunk_rows must be an integer"):
+        company.decide("art_x", ["a"], [1], chunk_rows=2.5)
     applier = fairvault.applier_for(_one_component_model())
     with pytest.raises(fairvault.FairvaultError, match="column 'x' must hold numbers: row 1"):
         applier.predict_proba(pd.DataFrame({"x": [1.0, "two"]}))
