@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -185,6 +186,35 @@ v1::Budget MakeBudget(const std::string& dataset, const std::string& company, in
   b.set_epsilon_remaining(MicroToEpsilon(std::max<int64_t>(0, granted_micro - spent)));
   b.set_releases(spend.releases);
   return b;
+}
+
+absl::Status ValidateColumns(const google::protobuf::RepeatedPtrField<std::string>& columns,
+                             const char* field, int lo, int hi) {
+  if (columns.size() < lo || columns.size() > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": give ", lo, "..", hi, " columns (got ", columns.size(), ")"));
+  }
+  std::set<std::string> seen;
+  for (const std::string& c : columns) {
+    if (c.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty column name"));
+    if (!seen.insert(c).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": column '", c, "' given twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireNotAmong(const std::string& column, const char* field,
+                             const google::protobuf::RepeatedPtrField<std::string>& others,
+                             const char* others_field) {
+  for (const std::string& other : others) {
+    if (other == column) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": column '", core::Truncated(column), "' is also in ", others_field,
+          "; a column cannot be both (nothing was charged)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> ColumnIndex(const CompanyTable& table, const std::string& name,

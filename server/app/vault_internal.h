@@ -77,6 +77,14 @@ absl::StatusOr<storage::LedgerFilter> PageFilter(int64_t after_seq, int32_t limi
 // A ledger row as the API shows it (ListLedger, receipts).
 void FillLedgerEntry(const storage::LedgerRow& row, v1::LedgerEntry* entry);
 
+// InvalidArgument unless `columns` holds lo..hi distinct non-empty names (naming `field`).
+absl::Status ValidateColumns(const google::protobuf::RepeatedPtrField<std::string>& columns,
+                             const char* field, int lo, int hi);
+// InvalidArgument naming `field` when `column` is one of `others` (a label among the features).
+absl::Status RequireNotAmong(const std::string& column, const char* field,
+                             const google::protobuf::RepeatedPtrField<std::string>& others,
+                             const char* others_field);
+
 // Index of a named column in a stored table, or InvalidArgument listing the columns.
 absl::StatusOr<int> ColumnIndex(const CompanyTable& table, const std::string& name,
                                 const char* field);

@@ -473,6 +473,13 @@ absl::StatusOr<Vault::OutcomeRows> Vault::LoadOutcomes(
     const std::string& label_column,
     const google::protobuf::RepeatedPtrField<std::string>& attributes, v1::UnmatchedKeys unmatched,
     const char* two_groups_needed, PreparedRelease* release) {
+  // After the replay (a stored release replays): the labels are the true outcomes, not the
+  // predictions.
+  if (label_column == prediction_column) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "label_column: the same column as prediction_column ('", core::Truncated(label_column),
+        "'); give the true outcomes' column (nothing was charged)"));
+  }
   OutcomeRows out;
   ASSIGN_OR_RETURN(out.table, ResolveTable(caller, handle));
   const ResolvedTable& table = out.table;

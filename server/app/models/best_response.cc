@@ -25,7 +25,7 @@ using internal::RequireRole;
 using storage::Role;
 using models_internal::kMaxFeatures;
 using models_internal::kZeroGammaNote;
-using models_internal::ValidateColumns;
+using internal::ValidateColumns;
 using models_internal::Borrow;
 using models_internal::SecureLaplace;
 using models_internal::OracleOf;
@@ -87,6 +87,8 @@ absl::StatusOr<v1::BestResponseResponse> Vault::BestResponse(const Caller& calle
   if (replay) return *std::move(replay);
   // Checks added after releases were stored come after the replay: a stored release replays.
   RETURN_IF_ERROR(learn::ValidateLambdaBound(req.lambda_bound()));
+  RETURN_IF_ERROR(internal::RequireNotAmong(req.label_column(), "label_column",
+                                            req.feature_columns(), "feature_columns"));
 
   // 3. The company's table, the join, and the released masses (public).
   ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));

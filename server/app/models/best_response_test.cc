@@ -204,6 +204,11 @@ TEST_F(VaultModelsTest, BestResponseRefusesBadInputBeforeCharging) {
   ExpectRefusedWithoutCharge(
       acme_, [&] { return vault_->BestResponse(acme_, bad_feature).status(); },
       absl::StatusCode::kInvalidArgument, "feature_columns");
+  auto label_as_feature = BestResponseRequest("bad-7");
+  label_as_feature.add_feature_columns("label");
+  ExpectRefusedWithoutCharge(
+      acme_, [&] { return vault_->BestResponse(acme_, label_as_feature).status(); },
+      absl::StatusCode::kInvalidArgument, "label_column: column 'label' is also in feature_columns");
   // Masses over other columns than the label.
   v1::NoisyCountsRequest other;
   other.set_idempotency_key("other-masses");

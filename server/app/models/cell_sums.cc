@@ -27,7 +27,7 @@ using models_internal::kMaxFeatures;
 using models_internal::kZeroGammaNote;
 using models_internal::LoadGameInputs;
 using models_internal::SetFeatures;
-using models_internal::ValidateColumns;
+using internal::ValidateColumns;
 using storage::Role;
 namespace learn = core::learn;
 
@@ -62,6 +62,9 @@ absl::StatusOr<v1::CellSumsResponse> Vault::ReleaseCellSums(const Caller& caller
   // 2. Replay first.
   ASSIGN_OR_RETURN(auto replay, Replay<v1::CellSumsResponse>(caller, release));
   if (replay) return *std::move(replay);
+  // Checks added after releases were stored come after the replay: a stored release replays.
+  RETURN_IF_ERROR(internal::RequireNotAmong(req.label_column(), "label_column",
+                                            req.feature_columns(), "feature_columns"));
 
   // 3. The table, the join and the game's a-free part (the company's rows).
   ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));

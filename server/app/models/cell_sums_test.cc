@@ -150,7 +150,8 @@ TEST_F(VaultModelsTest, BestResponseFromSumsRefusesBadInputWithoutCharging) {
   bad = SumsRequest("sums-bad", handle_, 1);
   bad.set_label_column("f1");
   EXPECT_THAT(vault_->ReleaseCellSums(acme_, bad),
-              StatusIs(absl::StatusCode::kInvalidArgument, "label_column"));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "label_column: column 'f1' is also in feature_columns"));
   bad = SumsRequest("sums-bad", handle_, 1e-12);
   EXPECT_THAT(vault_->ReleaseCellSums(acme_, bad),
               StatusIs(absl::StatusCode::kInvalidArgument, "epsilon"));

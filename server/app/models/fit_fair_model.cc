@@ -32,7 +32,7 @@ using internal::RequireRole;
 using storage::Role;
 using models_internal::kMaxFeatures;
 using models_internal::kZeroGammaNote;
-using models_internal::ValidateColumns;
+using internal::ValidateColumns;
 using models_internal::SeedBytes;
 using models_internal::LearnerOptionsOf;
 using models_internal::GameInputs;
@@ -221,6 +221,10 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   // Checks added after releases were stored come after the replay: a stored release replays.
   RETURN_IF_ERROR(RefuseUnreadParameters(req));
   if (stochastic) RETURN_IF_ERROR(ValidateStochasticStepScales(job_request));
+  if (linear) {
+    RETURN_IF_ERROR(internal::RequireNotAmong(req.label_column(), "label_column",
+                                              req.feature_columns(), "feature_columns"));
+  }
 
   // 3. The table, the join and the columns, checked before charging (the company's own data;
   // nothing here depends on a).

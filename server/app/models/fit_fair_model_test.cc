@@ -701,6 +701,21 @@ TEST_F(VaultModelsTest, FitFairModelRefusesBadInputBeforeCharging) {
   ExpectRefusedWithoutCharge(
       acme_, [&] { return vault_->FitFairModel(acme_, thin).status(); },
       absl::StatusCode::kInvalidArgument, "use fewer rounds or more epsilon");
+  // The label among the features: a model that reads its answer. Every learner on features.
+  for (const v1::FairModelAlgorithm algorithm :
+       {v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER, v1::FAIR_MODEL_ALGORITHM_DP_FERMI,
+        v1::FAIR_MODEL_ALGORITHM_EXPONENTIATED_GRADIENT}) {
+    auto label_as_feature = FitRequest("f-6", algorithm);
+    if (algorithm == v1::FAIR_MODEL_ALGORITHM_DP_FERMI) {
+      label_as_feature.clear_gamma();
+      label_as_feature.clear_rounds();
+    }
+    label_as_feature.add_feature_columns("label");
+    ExpectRefusedWithoutCharge(
+        acme_, [&] { return vault_->FitFairModel(acme_, label_as_feature).status(); },
+        absl::StatusCode::kInvalidArgument,
+        "label_column: column 'label' is also in feature_columns");
+  }
   auto bad_share = FitRequest("f-4", v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
   bad_share.set_masses_share(1.5);
   ExpectRefusedWithoutCharge(

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
@@ -15,24 +14,9 @@ namespace fairvault::server::models_internal {
 
 namespace learn = core::learn;
 
-absl::Status ValidateColumns(const google::protobuf::RepeatedPtrField<std::string>& columns,
-                             const char* field, int lo, int hi) {
-  if (columns.size() < lo || columns.size() > hi) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": give ", lo, "..", hi, " columns (got ", columns.size(), ")"));
-  }
-  std::set<std::string> seen;
-  for (const std::string& c : columns) {
-    if (c.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty column name"));
-    if (!seen.insert(c).second) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": column '", c, "' given twice"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<double> ValidateGameRequest(const v1::BestResponseRequest& req) {
-  RETURN_IF_ERROR(ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
+  RETURN_IF_ERROR(
+      internal::ValidateColumns(req.feature_columns(), "feature_columns", 1, kMaxFeatures));
   if (req.label_column().empty()) return absl::InvalidArgumentError("label_column must be set");
   RETURN_IF_ERROR(core::ValidateIsFiniteAndPositive(req.lambda_bound(), "lambda_bound"));
   RETURN_IF_ERROR(core::ValidateIsFiniteAndNonNegative(req.gamma(), "gamma"));

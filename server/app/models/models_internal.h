@@ -25,9 +25,6 @@ inline constexpr char kZeroGammaNote[] =
     "gamma = 0 asks for exact equalized odds, which no differentially private learner can "
     "guarantee (Cummings et al. 2019, Thm 1): the model is fair only up to the noise";
 
-// InvalidArgument unless `columns` holds lo..hi distinct non-empty names (naming `field`).
-absl::Status ValidateColumns(const google::protobuf::RepeatedPtrField<std::string>& columns,
-                             const char* field, int lo, int hi);
 
 // Borrows a noise the charge path made (its scale fixed before the charge) as the factory the
 // core expects, checking that the core asks for that very scale.

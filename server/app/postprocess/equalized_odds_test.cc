@@ -153,6 +153,13 @@ TEST_F(VaultTest, FitEqualizedOddsRefusesBadInputsWithoutCharging) {
     ExpectRefusedWithoutCharge(acme_, fit(req), absl::StatusCode::kInvalidArgument, "row 3");
   }
   {
+    // The predictions given as the labels: no fit could mean anything.
+    v1::FitEqualizedOddsRequest req = FitRequest("q7");
+    req.set_label_column("pred");
+    ExpectRefusedWithoutCharge(acme_, fit(req), absl::StatusCode::kInvalidArgument,
+                               "label_column: the same column as prediction_column ('pred')");
+  }
+  {
     v1::FitEqualizedOddsRequest req = FitRequest("q6");
     req.set_epsilon(2e6);  // beyond what the accountant accepts
     ExpectRefusedWithoutCharge(acme_, fit(req), absl::StatusCode::kInvalidArgument);

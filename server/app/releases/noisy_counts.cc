@@ -59,6 +59,8 @@ absl::StatusOr<v1::NoisyCountsResponse> Vault::NoisyCounts(const Caller& caller,
       {"counts", release.noise == v1::NOISE_KIND_DISCRETE_GAUSSIAN ? std::sqrt(2.0) : 2.0}};
   ASSIGN_OR_RETURN(auto replay, Replay<v1::NoisyCountsResponse>(caller, release));
   if (replay) return *std::move(replay);
+  // Checks added after releases were stored come after the replay: a stored release replays.
+  RETURN_IF_ERROR(internal::ValidateColumns(req.columns(), "columns", 0, 4));
 
   ASSIGN_OR_RETURN(ResolvedTable table, ResolveTable(caller, req.table_handle()));
   release.dataset_id = table.dataset.id;

@@ -221,6 +221,13 @@ TEST_F(VaultTest, NoisyCountsRefusesBadInputsWithoutCharging) {
     ExpectRefusedWithoutCharge(acme_, counts(req), absl::StatusCode::kInvalidArgument, "at most 4");
   }
   {
+    // A column crossed with itself (refused after the replay check: a stored one replays).
+    v1::NoisyCountsRequest req = CountsRequest("e8");
+    req.add_columns("tier");
+    ExpectRefusedWithoutCharge(acme_, counts(req), absl::StatusCode::kInvalidArgument,
+                               "columns: column 'tier' given twice");
+  }
+  {
     // The grant on census has delta 0.
     v1::NoisyCountsRequest req = CountsRequest("e7");
     req.set_noise(v1::NOISE_KIND_DISCRETE_GAUSSIAN);
