@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/lib/csv.h"
+#include "core/util/decimal.h"
 
 namespace fairvault::client {
 
@@ -383,7 +384,7 @@ absl::StatusOr<const ModelPrediction*> FairModelRowReader::Predict(
   for (size_t i = 0; i < indices_.size(); ++i) {
     const std::string& text = fields[indices_[i]];
     double value = 0;
-    if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) {
+    if (!core::ParseDecimal(text, &value) || !std::isfinite(value)) {
       return absl::InvalidArgumentError(absl::StrCat(source_, ":", line, ": column '",
                                                      applier_->input_columns()[i],
                                                      "': not a finite number ('", text, "')"));

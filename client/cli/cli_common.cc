@@ -19,6 +19,7 @@
 #include "core/random/secure_bitgen.h"
 #include "core/util/truncate.h"
 #include "google/protobuf/util/json_util.h"
+#include "core/util/decimal.h"
 
 namespace fairvault::client::cli {
 
@@ -310,7 +311,7 @@ absl::StatusOr<std::string> OptionalSecret(const ParsedFlags& flags) {
 absl::StatusOr<double> ParseNumber(absl::string_view text, absl::string_view source, int64_t line,
                                    absl::string_view column) {
   double value = 0;
-  if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) {
+  if (!core::ParseDecimal(text, &value) || !std::isfinite(value)) {
     return absl::InvalidArgumentError(absl::StrCat(source, ":", line, ": column '", column,
                                                    "' must be a finite number (got '",
                                                    core::Truncated(text), "')"));

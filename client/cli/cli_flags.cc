@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/util/decimal.h"
 
 namespace fairvault::client::cli {
 namespace {
@@ -73,7 +74,7 @@ absl::StatusOr<double> ParsedFlags::GetDouble(absl::string_view name, double fal
   if (!Has(name)) return fallback;
   const std::string text = Get(name);
   double value = 0;
-  if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) {
+  if (!core::ParseDecimal(text, &value) || !std::isfinite(value)) {
     return UsageError(absl::StrCat("--", name, " must be a finite number (got '", text, "')"));
   }
   return value;

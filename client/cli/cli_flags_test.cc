@@ -112,6 +112,22 @@ TEST(ParsedFlagsTest, TypedGettersReportBadNumbersAsUsageErrors) {
   absl::StatusOr<int64_t> missing = f->GetInt("limit", 7);
   ASSERT_OK(missing);
   EXPECT_EQ(*missing, 7);
+  // Decimal only: Abseil's SimpleAtod reads "0x10" as 16, which nobody typing an epsilon means.
+  for (const char* hex : {"0x10", "0X1p3", "0x"}) {
+    absl::StatusOr<ParsedFlags> h = Parse({"--name", "x", "--epsilon", hex});
+    ASSERT_OK(h);
+    EXPECT_THAT(h->GetDouble("epsilon", 0),
+                StatusIs(absl::StatusCode::kInvalidArgument, "--epsilon must be a finite"))
+        << hex;
+  }
+  for (const auto& [text, value] : std::vector<std::pair<const char*, double>>{
+           {"0.25", 0.25}, {"+2", 2}, {" 1e3 ", 1000}, {"-0.5", -0.5}}) {
+    absl::StatusOr<ParsedFlags> d = Parse({"--name", "x", "--epsilon", text});
+    ASSERT_OK(d);
+    absl::StatusOr<double> parsed = d->GetDouble("epsilon", 0);
+    ASSERT_OK(parsed);
+    EXPECT_EQ(*parsed, value) << text;
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "client/cli/cli_spend.h"
 #include "core/util/status_macros.h"
+#include "core/util/decimal.h"
 
 namespace fairvault::client::cli {
 namespace {
@@ -87,7 +88,7 @@ absl::Status BestResponse(Context& ctx) {
   if (from_sums) req.clear_idempotency_key();  // nothing is stored under a key
   for (const std::string& item : flags.GetList("lambda")) {
     double value = 0;
-    if (!absl::SimpleAtod(item, &value) || !std::isfinite(value) || value < 0) {
+    if (!core::ParseDecimal(item, &value) || !std::isfinite(value) || value < 0) {
       return UsageError(
           absl::StrCat("--lambda entries must be finite numbers >= 0 (got '", item, "')"));
     }

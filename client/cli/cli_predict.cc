@@ -18,6 +18,7 @@
 #include "client/apply/model_quality.h"
 #include "core/random/secure_bitgen.h"
 #include "core/util/status_macros.h"
+#include "core/util/decimal.h"
 
 namespace fairvault::client::cli {
 
@@ -192,7 +193,7 @@ absl::Status Predict(Context& ctx) {
       } else {
         const std::string& text = fields[label_index];
         double label = 0;
-        if (!absl::SimpleAtod(text, &label) || label != static_cast<int64_t>(label)) {
+        if (!core::ParseDecimal(text, &label) || label != static_cast<int64_t>(label)) {
           return fail(absl::InvalidArgumentError(absl::StrCat(
               path, ":", line, ": --label-column '", flags.Get("label-column"),
               "' must hold integer class labels (0/1 for a binary model; got '", text, "')")));

@@ -27,6 +27,7 @@
 #include "client/lib/pseudonymise.h"
 #include "core/fairness/metrics.h"
 #include "core/util/status_macros.h"
+#include "core/util/decimal.h"
 
 namespace fairvault::client::cli {
 namespace {
@@ -62,7 +63,7 @@ absl::StatusOr<std::vector<double>> PositiveList(const ParsedFlags& flags, absl:
   std::vector<double> values;
   for (const std::string& item : flags.GetList(name)) {
     double v = 0;
-    if (!absl::SimpleAtod(item, &v) || !std::isfinite(v) || v < 0 || (!zero_allowed && v == 0)) {
+    if (!core::ParseDecimal(item, &v) || !std::isfinite(v) || v < 0 || (!zero_allowed && v == 0)) {
       return UsageError(absl::StrCat("--", name, " entries must be finite numbers ",
                                      zero_allowed ? ">= 0" : "> 0", " (got '", item, "')"));
     }

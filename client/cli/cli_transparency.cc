@@ -31,6 +31,7 @@
 #include "client/lib/receipts.h"
 #include "client/report/report_budgets_html.h"
 #include "core/util/status_macros.h"
+#include "core/util/decimal.h"
 
 namespace fairvault::client::cli {
 namespace {
@@ -370,8 +371,8 @@ absl::Status ReceiptSum(Context& ctx) {
     r[dataset_col] = unquoted(r[dataset_col]);
     int64_t seq = 0;
     double epsilon = 0, delta = 0;
-    if (!absl::SimpleAtoi(r[seq_col], &seq) || !absl::SimpleAtod(r[epsilon_col], &epsilon) ||
-        !absl::SimpleAtod(r[delta_col], &delta)) {
+    if (!absl::SimpleAtoi(r[seq_col], &seq) || !core::ParseDecimal(r[epsilon_col], &epsilon) ||
+        !core::ParseDecimal(r[delta_col], &delta)) {
       return UsageError(absl::StrCat("--report-csv line ", csv.row_lines[i],
                                      ": seq, epsilon or delta is not a number"));
     }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/report/report_svg.h"
+#include "core/util/decimal.h"
 
 namespace fairvault::client::report {
 namespace {
@@ -34,7 +35,7 @@ absl::Status CellError(const CsvTable& table, absl::string_view source, size_t r
 absl::StatusOr<double> FiniteCell(const CsvTable& table, absl::string_view source, size_t row,
                                   int column) {
   double value = 0;
-  if (!absl::SimpleAtod(table.rows[row][column], &value) || !std::isfinite(value)) {
+  if (!core::ParseDecimal(table.rows[row][column], &value) || !std::isfinite(value)) {
     return CellError(table, source, row, column, "a finite number");
   }
   return value;
@@ -173,7 +174,7 @@ absl::StatusOr<Sweep> SweepFromCsv(const CsvTable& table, absl::string_view sour
     SweepPoint point;
     if (series >= 0) point.series = table.rows[r][series];
     double epsilon = 0;
-    if (!absl::SimpleAtod(table.rows[r][required[0]], &epsilon) || std::isnan(epsilon) ||
+    if (!core::ParseDecimal(table.rows[r][required[0]], &epsilon) || std::isnan(epsilon) ||
         epsilon <= 0) {
       return CellError(table, source, r, required[0], "> 0 (or inf)");
     }
