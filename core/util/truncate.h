@@ -1,6 +1,7 @@
 // Echoing a caller's value back in an error message, at a bounded length: a 20,000-character
 // name must not turn the error into an oversized gRPC trailer (which the client would see as
-// RESOURCE_EXHAUSTED, the budget code).
+// RESOURCE_EXHAUSTED, the budget code); and without control characters, which would reach a
+// terminal or a log line as they are (an escape sequence, a forged line).
 #ifndef FAIRVAULT_CORE_UTIL_TRUNCATE_H_
 #define FAIRVAULT_CORE_UTIL_TRUNCATE_H_
 
@@ -16,13 +17,27 @@ namespace fairvault::core {
 inline constexpr size_t kMaxEchoBytes = 64;
 
 // `value` itself if at most `max_bytes` long; otherwise its first bytes (not cutting a UTF-8
-// sequence) followed by "...(N bytes)".
+// sequence) followed by "...(N bytes)". Control characters (below 0x20, and 0x7F) are shown as
+// \xNN.
 inline std::string Truncated(absl::string_view value, size_t max_bytes = kMaxEchoBytes) {
-  if (value.size() <= max_bytes) return std::string(value);
-  size_t cut = max_bytes;
-  // Back up over UTF-8 continuation bytes so that the prefix stays well-formed.
-  while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80) --cut;
-  return absl::StrCat(value.substr(0, cut), "...(", value.size(), " bytes)");
+  size_t cut = value.size();
+  if (cut > max_bytes) {
+    cut = max_bytes;
+    // Back up over UTF-8 continuation bytes so that the prefix stays well-formed.
+    while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80) --cut;
+  }
+  std::string out;
+  out.reserve(cut);
+  for (const char c : value.substr(0, cut)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7F) {
+      absl::StrAppend(&out, "\\x", absl::Hex(byte, absl::kZeroPad2));
+    } else {
+      out.push_back(c);
+    }
+  }
+  if (cut < value.size()) absl::StrAppend(&out, "...(", value.size(), " bytes)");
+  return out;
 }
 
 }  // namespace fairvault::core
