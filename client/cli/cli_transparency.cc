@@ -32,6 +32,7 @@
 #include "client/report/report_budgets_html.h"
 #include "core/util/status_macros.h"
 #include "core/util/decimal.h"
+#include "core/util/truncate.h"
 
 namespace fairvault::client::cli {
 namespace {
@@ -253,8 +254,8 @@ absl::Status ReceiptGet(Context& ctx) {
       (!account.empty() && entry.account() != account)) {
     return absl::DataLossError(absl::StrCat(
         "receipt NOT verified: the vault answered with ledger row ", entry.seq(), " (",
-        entry.kind(), ", account '", entry.account(), "', key '", entry.idempotency_key(),
-        "'), not the row asked for"));
+        core::Truncated(entry.kind()), ", account '", core::Truncated(entry.account()), "', key '",
+        core::Truncated(entry.idempotency_key()), "'), not the row asked for"));
   }
   const std::string json = ToJson(resp.receipt());
   if (flags.Has("out")) {

@@ -7,11 +7,12 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
 #include "absl/strings/cord.h"
-#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
@@ -42,6 +43,37 @@ int64_t ReplayedSeqOf(const grpc::ClientContext& context) {
   return seq;
 }
 
+// gRPC's size limit on one message: "Sent message larger than max (X vs. Y)" (or "Received"),
+// RESOURCE_EXHAUSTED like an overspend though no budget refusal. Whether `status` is one, and
+// if so whether it was sent and the size X.
+struct TooLarge {
+  bool sent = false;
+  uint64_t bytes = 0;
+};
+std::optional<TooLarge> TooLargeOf(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return std::nullopt;
+  const std::string text = status.error_message();  // returned by value
+  absl::string_view message = text;
+  TooLarge too_large;
+  too_large.sent = absl::ConsumePrefix(&message, "Sent ");
+  if (!too_large.sent && !absl::ConsumePrefix(&message, "Received ")) return std::nullopt;
+  if (!absl::ConsumePrefix(&message, "message larger than max (")) return std::nullopt;
+  const size_t space = message.find(' ');
+  if (space == absl::string_view::npos ||
+      !absl::SimpleAtoi(message.substr(0, space), &too_large.bytes)) {
+    return std::nullopt;
+  }
+  return too_large;
+}
+
+// A message over the limit that nothing was charged for: this client's own request, refused
+// before it left, or a message of a stream (which stores nothing unless whole).
+absl::Status NotSentTooLarge(const grpc::Status& status, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      status.error_message(), ": one message is larger than gRPC's limit; send fewer rows per "
+      "message (--chunk-rows, or chunk_rows= in Python); nothing was ", what));
+}
+
 // Calls a unary stub method and converts the outcome. A replay in the trailing metadata goes
 // to `info` (if any) and onto a failed call's status, as does a spending request's key.
 template <typename Stub, typename Req, typename Resp>
@@ -56,6 +88,10 @@ absl::StatusOr<Resp> CallUnary(
     info->replayed_ledger_seq = replayed;
   }
   if (!status.ok()) {
+    if (const std::optional<TooLarge> too_large = TooLargeOf(status);
+        too_large.has_value() && too_large->sent && too_large->bytes == request.ByteSizeLong()) {
+      return NotSentTooLarge(status, "sent");  // the request itself: refused before it left
+    }
     absl::Status converted = FromGrpcStatus(status);
     if (replayed > 0) converted.SetPayload(kReplayedPayload, absl::Cord(absl::StrCat(replayed)));
     if constexpr (HasIdempotencyKey<Req>::value) {
@@ -104,6 +140,7 @@ absl::StatusOr<Response> StreamChunks(grpc::ClientContext& context,
   }
   if (ok) writer.WritesDone();
   grpc::Status status = writer.Finish();
+  if (TooLargeOf(status).has_value()) return NotSentTooLarge(status, "stored or charged");
   if (!status.ok()) return FromGrpcStatus(status);
   if (!ok) {
     return absl::UnavailableError(
@@ -157,21 +194,18 @@ absl::Status ClientOptions::Validate() const {
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  // gRPC's size limit on one message (this client's when sending, either side's when
-  // receiving) is RESOURCE_EXHAUSTED too, but no budget refusal: nothing was charged, and fewer
-  // rows per message is the fix.
-  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
-      absl::StrContains(status.error_message(), "message larger than max")) {
-    absl::Status too_large = absl::InvalidArgumentError(absl::StrCat(
-        status.error_message(), ": one message is larger than gRPC's limit; send fewer rows "
-        "per message (--chunk-rows, or chunk_rows= in Python); nothing was charged"));
-    if (!absl::StartsWith(status.error_message(), "Sent ")) {
-      too_large.SetPayload(kFromVaultPayload, absl::Cord("1"));
-    }
-    return too_large;
-  }
-  // gRPC and Abseil share the canonical code numbering 0..16.
-  absl::Status converted(static_cast<absl::StatusCode>(status.error_code()),
+  // gRPC's size limit on a message the call did not know to be its own request (an answer too
+  // large for a limit, after the vault ran the call): no budget refusal, and the outcome is
+  // unknown, so UNKNOWN, which a spending call treats as perhaps charged.
+  absl::Status converted =
+      TooLargeOf(status).has_value()
+          ? absl::UnknownError(absl::StrCat(
+                status.error_message(), ": a message was larger than gRPC's limit (this "
+                "client's or the vault's) after the call was sent, so the vault may have charged "
+                "it; repeat with the same idempotency key (a replay charges nothing) and a larger "
+                "limit"))
+          // gRPC and Abseil share the canonical code numbering 0..16.
+          : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                          status.error_message());
   converted.SetPayload(kFromVaultPayload, absl::Cord("1"));
   return converted;

@@ -14,7 +14,7 @@ namespace fairvault::core {
 // only: SimpleAtod (and Abseil's from_chars, whatever the format asked) also takes hexadecimal
 // ("0x10" is 16), which an epsilon typed or a CSV cell written by a person never means; the
 // standard library's from_chars does not. False for anything else, and for a value out of
-// range.
+// range (when false, *value may have been written).
 inline bool ParseDecimal(absl::string_view text, double* value) {
   text = absl::StripAsciiWhitespace(text);
   if (text.size() > 1 && text[0] == '+' && text[1] != '-' && text[1] != '+') text.remove_prefix(1);

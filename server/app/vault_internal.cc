@@ -198,7 +198,8 @@ absl::Status ValidateColumns(const google::protobuf::RepeatedPtrField<std::strin
   for (const std::string& c : columns) {
     if (c.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty column name"));
     if (!seen.insert(c).second) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": column '", c, "' given twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": column '", core::Truncated(c), "' given twice"));
     }
   }
   return absl::OkStatus();

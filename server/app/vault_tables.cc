@@ -26,6 +26,8 @@ constexpr int64_t kMaxTtlSeconds = 7 * 86'400;
 // Enough for an exponential-mechanism learner's 5,000 candidate columns (FitFairModel) plus keys.
 constexpr int kMaxColumns = 8192;
 constexpr size_t kMaxNameBytes = 64;
+// The company's own note on a table (kept with it, returned by no RPC).
+constexpr size_t kMaxLabelBytes = 256;
 }  // namespace
 
 absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
@@ -46,6 +48,10 @@ absl::StatusOr<v1::UploadTableResponse> Vault::UploadTable(
   if (header.columns_size() > kMaxColumns) {
     return absl::InvalidArgumentError(
         absl::StrCat("header.columns: at most ", kMaxColumns, " columns"));
+  }
+  if (header.label().size() > kMaxLabelBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("header.label: at most ", kMaxLabelBytes,
+                                                   " bytes (got ", header.label().size(), ")"));
   }
   storage::StoredTable table;
   table.set_label(header.label());

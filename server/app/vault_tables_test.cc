@@ -110,6 +110,12 @@ TEST_F(VaultTest, UploadRejectsBadShapes) {
               StatusIs(absl::StatusCode::kInvalidArgument, "no rows"));
   EXPECT_THAT(Upload(acme_, TableHeaderFor("census", -1), {Chunk(rows_)}),
               StatusIs(absl::StatusCode::kInvalidArgument, "ttl_seconds"));
+  v1::TableHeader labelled = TableHeaderFor("census");
+  labelled.set_label(std::string(256, 'l'));
+  EXPECT_OK(Upload(acme_, labelled, {Chunk(rows_)}));
+  labelled.set_label(std::string(257, 'l'));
+  EXPECT_THAT(Upload(acme_, labelled, {Chunk(rows_)}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "header.label: at most 256 bytes"));
 }
 
 // ---- the table cache's memory budget ------------------------------------------------------------

@@ -3,6 +3,7 @@ spending calls are made, and small argument helpers shared by its methods."""
 from __future__ import annotations
 
 import copy
+import decimal
 import functools
 import hashlib
 import inspect
@@ -116,7 +117,8 @@ _FAIR_MODEL_ENUMS = {"model": (pb.ModelFamily, "MODEL_FAMILY_"),
 
 
 # Parameters annotated as numbers: what each must be an instance of.
-_NUMBER_PARAMETERS = {"float": numbers.Real, "Optional[float]": numbers.Real,
+_NUMBER_PARAMETERS = {"float": (numbers.Real, decimal.Decimal),
+                      "Optional[float]": (numbers.Real, decimal.Decimal),
                       "int": numbers.Integral, "Optional[int]": numbers.Integral}
 
 
@@ -140,7 +142,7 @@ def _checked_numbers(method: Any) -> Any:
         for name, kind in kinds.items():
             value = arguments.get(name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
-                what = "a number" if kind is numbers.Real else "an integer"
+                what = "an integer" if kind is numbers.Integral else "a number"
                 raise errors.WrongType(f"{name} must be {what} (got {value!r}, a "
                                        f"{type(value).__name__})", field=name)
         return method(*args, **kwargs)

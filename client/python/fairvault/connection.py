@@ -170,7 +170,7 @@ class Connection:
                 return method.with_call(iter(requests()), metadata=self.metadata(),
                                         timeout=timeout or self.deadline)
             except grpc.RpcError as error:
-                failure = errors.from_rpc_error(error, header, self.server)
+                failure = errors.from_rpc_error(error, header, self.server, stream=True)
             if retry and failure.retryable and attempt < self.retries:
                 self._sleep(attempt)
                 attempt += 1

@@ -312,10 +312,37 @@ def field_of(message: str, field_names: Sequence[str] = ()) -> Optional[str]:
     return None
 
 
+_TOO_LARGE = re.compile(r"^(Sent|Received) message larger than max \((\d+) vs\. (\d+)\)")
+
+
+def _too_large(code: grpc.StatusCode, message: str, details: Any, request: Any,
+               stream: bool) -> Optional[FairvaultError]:
+    """gRPC's size limit on one message is RESOURCE_EXHAUSTED like an overspend, but no budget
+    refusal. This client's own request refused before sending, or any message of a stream
+    (which stores nothing unless whole), was not charged; otherwise (an answer too large for a
+    limit, after the vault ran the call) the outcome is unknown: UNKNOWN, which a spending
+    call's retry logic treats as perhaps charged."""
+    match = _TOO_LARGE.match(message)
+    if code != grpc.StatusCode.RESOURCE_EXHAUSTED or match is None:
+        return None
+    own_request = (match[1] == "Sent" and request is not None and not stream
+                   and hasattr(request, "ByteSize") and request.ByteSize() == int(match[2]))
+    if own_request or stream:
+        return InvalidArgument(code, f"{message}: one message is larger than gRPC's limit; "
+                               f"send fewer rows per message (chunk_rows=); nothing was "
+                               f"{'stored or ' if stream else ''}charged", details)
+    return FairvaultError(grpc.StatusCode.UNKNOWN,
+                          f"{message}: a message was larger than gRPC's limit (this client's "
+                          f"max_message_bytes, or the vault's) after the call was sent, so the "
+                          f"vault may have charged it; raise max_message_bytes and repeat with "
+                          f"the same idempotency key (a replay charges nothing)", details)
+
+
 def from_rpc_error(error: grpc.RpcError, request: Any = None,
-                   server: Optional[str] = None) -> FairvaultError:
-    """The typed exception for a failed call; ``request`` (a proto message) helps name a field,
-    ``server`` (the address called) goes into ``Unavailable``'s hint."""
+                   server: Optional[str] = None, stream: bool = False) -> FairvaultError:
+    """The typed exception for a failed call; ``request`` (a proto message; a stream's header
+    with ``stream``) helps name a field, ``server`` (the address called) goes into
+    ``Unavailable``'s hint."""
     code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
     message = error.details() if callable(getattr(error, "details", None)) else str(error)
     message = message or ""
@@ -328,11 +355,9 @@ def from_rpc_error(error: grpc.RpcError, request: Any = None,
         except Exception:  # a fake or half-built error object: no details
             details = None
     cls = _BY_CODE.get(code, FairvaultError)
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "message larger than max" in message:
-        # gRPC's size limit on one message, not a budget refusal: nothing was charged.
-        return InvalidArgument(code, f"{message}: one message is larger than gRPC's limit; send "
-                               f"fewer rows per message (chunk_rows=); nothing was charged",
-                               details)
+    too_large = _too_large(code, message, details, request, stream)
+    if too_large is not None:
+        return too_large
     if cls is Unavailable:
         return Unavailable(code, message, details, server=server)
     if cls is InvalidArgument:

@@ -61,17 +61,31 @@ def test_field_parsing() -> None:
     assert errors.field_of("epsilon must be finite", []) is None
 
 
-def test_a_message_over_grpcs_limit_is_no_budget_refusal(vault_server) -> None:
-    """gRPC's size limit on one message is RESOURCE_EXHAUSTED, like an overspend: the client
-    raises InvalidArgument saying nothing was charged and what to send instead."""
+def test_a_message_over_grpcs_limit_is_no_budget_refusal(vault_server, company, table) -> None:
+    """gRPC's size limit on one message is RESOURCE_EXHAUSTED, like an overspend. A stream's
+    message over it stored and charged nothing: InvalidArgument, send fewer rows per message.
+    An answer over it came after the vault ran the call: UNKNOWN, perhaps charged, with the key
+    to repeat it under (the repeat is a replay: charged once)."""
     import pandas as pd
-    company = vault_server.new_company()
-    small = vault_server.vault(vault_server.keys[company.name], max_message_bytes=4096)
+    other = vault_server.new_company()
+    small = vault_server.vault(vault_server.keys[other.name], max_message_bytes=4096)
     frame = pd.DataFrame({"key": ["a", "b"], "note": ["x" * 10_000, "y"]})
     with pytest.raises(fairvault.InvalidArgument, match="fewer rows per message") as too_large:
         small.upload_table(frame, "pop", "key", categorical=["note"])
+    assert "nothing was stored or charged" in str(too_large.value)
     assert not isinstance(too_large.value, errors.BudgetExhausted)
-    assert too_large.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    narrow = vault_server.vault(vault_server.keys[company.name], max_message_bytes=400)
+    with pytest.raises(fairvault.FairvaultError, match="may have charged") as answer:
+        narrow.noisy_counts(table, 0.5, columns=["region"], attributes=["sex", "race"],
+                            idempotency_key="too-large-answer")
+    assert answer.value.code == grpc.StatusCode.UNKNOWN
+    assert not isinstance(answer.value, errors.BudgetExhausted)
+    spent = company.get_budget("pop").epsilon_spent[0]
+    assert spent == pytest.approx(0.5)  # it was charged: the message says so
+    again = company.noisy_counts(table, 0.5, columns=["region"], attributes=["sex", "race"],
+                                 idempotency_key="too-large-answer")
+    assert again.replayed and company.get_budget("pop").epsilon_spent[0] == spent
 
 
 def test_roles_and_keys(vault_server, company) -> None:
@@ -181,6 +195,10 @@ def test_one_exception_tree_for_local_mistakes(company, table) -> None:
         with pytest.raises(errors.WrongType, match="epsilon must be a number") as not_a_number:
             company.noisy_counts(table, epsilon=bad, columns=["region"])
         assert not_a_number.value.field == "epsilon" and isinstance(not_a_number.value, TypeError)
+    # A Decimal is a number (protobuf reads it); a preview charges nothing.
+    from decimal import Decimal
+    assert company.noisy_counts(table, epsilon=Decimal("0.5"), columns=["region"],
+                                preview=True).admitted
     with pytest.raises(errors.WrongType, match="chunk_rows must be an integer"):
         company.decide("art_x", ["a"], [1], chunk_rows=2.5)
     applier = fairvault.applier_for(_one_component_model())

@@ -224,6 +224,9 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   if (linear) {
     RETURN_IF_ERROR(internal::RequireNotAmong(req.label_column(), "label_column",
                                               req.feature_columns(), "feature_columns"));
+  } else {
+    RETURN_IF_ERROR(internal::RequireNotAmong(req.label_column(), "label_column",
+                                              req.hypothesis_columns(), "hypothesis_columns"));
   }
 
   // 3. The table, the join and the columns, checked before charging (the company's own data;
