@@ -145,6 +145,16 @@ TEST_F(TransparencyTest, AReceiptVerifiesOfflineAndAnEditedOneDoesNot) {
   CliResult verified = RunCli(absl::StrCat("receipt verify ", file, " --log-key ",
                                            verifier_.Encoded()));
   EXPECT_EQ(verified.exit_code, 0) << verified.out;
+  // Offline too, the receipt is checked against the release it should prove: the key and the
+  // account, or the row.
+  const std::string verify = absl::StrCat("receipt verify ", file, " --log-key ", key_file_);
+  EXPECT_EQ(RunCli(verify + " --idempotency-key release-1 --account acme").exit_code, 0);
+  EXPECT_EQ(RunCli(absl::StrCat(verify, " --seq ", seq)).exit_code, 0);
+  CliResult other_release = RunCli(verify + " --idempotency-key release-2 --account acme");
+  EXPECT_EQ(other_release.exit_code, 1) << other_release.out;
+  EXPECT_THAT(other_release.out, HasSubstr("not the row asked for"));
+  EXPECT_EQ(RunCli(verify + " --idempotency-key release-1 --account beta").exit_code, 1);
+  EXPECT_EQ(RunCli(verify + " --idempotency-key release-1").exit_code, 2);
 
   // The operator lowers the row's epsilon after the fact: the receipt no longer verifies.
   const std::string text = ReadAll(file);

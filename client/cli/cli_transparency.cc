@@ -221,42 +221,60 @@ absl::Status PrintVerified(const v1::Receipt& receipt, const tlog::Checkpoint& c
   return absl::OkStatus();
 }
 
-absl::Status ReceiptGet(Context& ctx) {
-  const ParsedFlags& flags = ctx.flags();
-  ASSIGN_OR_RETURN(const int64_t seq, flags.GetInt("seq", 0));
-  const std::string key = flags.Get("idempotency-key");
-  if ((seq != 0) == !key.empty()) {
-    return UsageError("give one of --seq N and --idempotency-key KEY");
+// The row a receipt must be for: --seq, or --idempotency-key of --account (keys are per company,
+// so a receipt found by one proves the release is yours only if its row names your account).
+struct RowAskedFor {
+  int64_t seq = 0;
+  std::string key, account;
+
+  static absl::StatusOr<RowAskedFor> FromFlags(const ParsedFlags& flags) {
+    RowAskedFor row;
+    ASSIGN_OR_RETURN(row.seq, flags.GetInt("seq", 0));
+    if (row.seq < 0) return UsageError("--seq must be >= 1");
+    row.key = flags.Get("idempotency-key");
+    row.account = flags.Get("account");
+    return row;
   }
-  if (seq < 0) return UsageError("--seq must be >= 1");
-  ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> log_key, LogKey(flags));
-  if (!log_key.has_value() && flags.Has("witness")) {
-    return UsageError("--witness needs --log-key: cosignatures are checked on a verified receipt");
+  // A valid receipt of another row proves nothing about this release.
+  absl::Status Check(const v1::LedgerEntry& entry) const {
+    if ((seq != 0 && entry.seq() != seq) ||
+        (!key.empty() && (entry.idempotency_key() != key || entry.kind() != "charge")) ||
+        (!account.empty() && entry.account() != account)) {
+      return absl::DataLossError(absl::StrCat(
+          "receipt NOT verified: it is for ledger row ", entry.seq(), " (",
+          core::Truncated(entry.kind()), ", account '", core::Truncated(entry.account()),
+          "', key '", core::Truncated(entry.idempotency_key()), "'), not the row asked for"));
+    }
+    return absl::OkStatus();
   }
-  // Idempotency keys are per company: a receipt found by one proves the release is yours only if
-  // its row names your account, which the vault's answer cannot be trusted to say.
-  const std::string account = flags.Get("account");
-  if (log_key.has_value() && !key.empty() && account.empty()) {
+};
+
+absl::Status KeyNeedsAccount(const RowAskedFor& row) {
+  if (!row.key.empty() && row.account.empty()) {
     return UsageError(
         "--idempotency-key with --log-key needs --account NAME (your account's name): another "
         "company's row can have the same key");
   }
+  return absl::OkStatus();
+}
+
+absl::Status ReceiptGet(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  ASSIGN_OR_RETURN(const RowAskedFor asked, RowAskedFor::FromFlags(flags));
+  if ((asked.seq != 0) == !asked.key.empty()) {
+    return UsageError("give one of --seq N and --idempotency-key KEY");
+  }
+  ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> log_key, LogKey(flags));
+  if (!log_key.has_value() && flags.Has("witness")) {
+    return UsageError("--witness needs --log-key: cosignatures are checked on a verified receipt");
+  }
+  if (log_key.has_value()) RETURN_IF_ERROR(KeyNeedsAccount(asked));
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   v1::GetReceiptRequest req;
-  req.set_seq(seq);
-  req.set_idempotency_key(key);
+  req.set_seq(asked.seq);
+  req.set_idempotency_key(asked.key);
   ASSIGN_OR_RETURN(v1::GetReceiptResponse resp, client->GetReceipt(req, flags.GetBool("auditor")));
-  // The receipt must be for the row asked about: a valid receipt of another row proves nothing
-  // about this release.
-  const v1::LedgerEntry& entry = resp.receipt().entry();
-  if ((seq != 0 && entry.seq() != seq) ||
-      (!key.empty() && (entry.idempotency_key() != key || entry.kind() != "charge")) ||
-      (!account.empty() && entry.account() != account)) {
-    return absl::DataLossError(absl::StrCat(
-        "receipt NOT verified: the vault answered with ledger row ", entry.seq(), " (",
-        core::Truncated(entry.kind()), ", account '", core::Truncated(entry.account()), "', key '",
-        core::Truncated(entry.idempotency_key()), "'), not the row asked for"));
-  }
+  RETURN_IF_ERROR(asked.Check(resp.receipt().entry()));
   const std::string json = ToJson(resp.receipt());
   if (flags.Has("out")) {
     RETURN_IF_ERROR(WriteStringToFile(flags.Get("out"), json));
@@ -278,9 +296,12 @@ absl::Status ReceiptGet(Context& ctx) {
 absl::Status ReceiptVerify(Context& ctx) {
   const ParsedFlags& flags = ctx.flags();
   ASSIGN_OR_RETURN(tlog::NoteVerifier key, RequiredLogKey(flags));
+  ASSIGN_OR_RETURN(const RowAskedFor asked, RowAskedFor::FromFlags(flags));
+  RETURN_IF_ERROR(KeyNeedsAccount(asked));
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(flags.Get("receipt")));
   v1::Receipt receipt;
   RETURN_IF_ERROR(FromJson(text, flags.Get("receipt"), receipt));
+  RETURN_IF_ERROR(asked.Check(receipt.entry()));
   absl::StatusOr<tlog::Checkpoint> checkpoint = VerifyReceipt(receipt, key);
   RETURN_IF_ERROR(NotVerified(checkpoint.status(), "receipt"));
   RETURN_IF_ERROR(CheckWitnesses(flags, receipt.checkpoint().note()));
@@ -817,6 +838,9 @@ std::vector<Command> TransparencyCommands() {
        "that the inclusion proof leads from the row to the checkpoint's root (RFC 9162), and "
        "that the checkpoint is signed by the key. Exit status 1 if anything fails.",
        {{"receipt", "FILE", "the receipt (JSON, from `receipt get`)", true, false, true},
+        {"seq", "N", "the receipt must be for this ledger row"},
+        {"idempotency-key", "KEY", "the receipt must be for this release of --account"},
+        {"account", "NAME", "the account the row must name (needed with --idempotency-key)"},
         LogKeyFlag(true),
         WitnessFlag(),
         QuorumFlag()},
