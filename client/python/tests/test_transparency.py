@@ -196,3 +196,52 @@ def test_consistency_from_the_empty_tree_and_malformed_input() -> None:
                                      key)
     with pytest.raises(InvalidInput, match="not base64"):
         transparency.VerifierKey.parse(key[:-4] + "!!!!")
+
+
+def test_sum_receipts_finds_adjacent_rows_from_two_forks() -> None:
+    """Receipts of rows N and N + 1 cited by checkpoints of different sizes, each valid alone,
+    from two histories signed by one key: row N + 1's prev_hash is not row N's hash, a split
+    view, though no row or size is shown twice. Built offline with a key of the test's own."""
+    import hashlib
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from fairvault._proto import pb
+    private_key = Ed25519PrivateKey.generate()
+    public = private_key.public_key().public_bytes(serialization.Encoding.Raw,
+                                                   serialization.PublicFormat.Raw)
+    name = "test.example/log"
+    encoded = base64.b64encode(b"\x01" + public).decode()
+    key = f"{name}+{transparency._key_hash(name, public):08x}+{encoded}"
+
+    def row(seq: int, account: str, epsilon: float, prev_hash: str):
+        entry = pb.LedgerEntry(seq=seq, time_unix_micros=seq, kind="charge", account=account,
+                               dataset="pop", request_kind="NoisyCounts",
+                               idempotency_key=f"k{seq}", epsilon=epsilon, delta=0,
+                               mechanism="discrete_laplace", prev_hash=prev_hash)
+        canonical = "\x1f".join([str(seq), str(seq), "charge", "1", account, "1", "pop",
+                                 "NoisyCounts", f"k{seq}", "%.17g" % epsilon, "%.17g" % 0.0,
+                                 "discrete_laplace", "-", "", prev_hash]).encode()
+        entry.hash = hashlib.sha256(canonical).hexdigest()
+        return entry, canonical
+
+    def receipt(entry, canonical, leaves, index):
+        hashes = [transparency._leaf(bytes.fromhex(e.hash)) for e in leaves]
+        root = hashes[0] if len(hashes) == 1 else transparency._node(hashes[0], hashes[1])
+        return pb.Receipt(entry=entry, canonical=canonical, leaf_index=index,
+                          inclusion_proof=[hashes[1 - index]] if len(hashes) == 2 else [],
+                          checkpoint=pb.Checkpoint(note=_signed_checkpoint(
+                              private_key, name, len(hashes), root)))
+
+    ours, ours_canonical = row(1, "acme", 0.5, "0" * 64)
+    theirs, theirs_canonical = row(1, "acme", 4.0, "0" * 64)  # the fork's row 1
+    next_row, next_canonical = row(2, "beta", 0.1, theirs.hash)
+    first = receipt(ours, ours_canonical, [ours], 0)
+    second = receipt(next_row, next_canonical, [theirs, next_row], 1)
+    for alone in (first, second):
+        transparency.verify_receipt(alone, key)
+    assert len(transparency.sum_receipts([receipt(theirs, theirs_canonical, [theirs], 0),
+                                          second], key)) == 2
+    with pytest.raises(NotVerified, match="SPLIT VIEW: ledger row 2 follows a row 1"):
+        transparency.sum_receipts([first, second], key)
