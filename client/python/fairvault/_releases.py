@@ -2,12 +2,15 @@
 out, each spending call with ``epsilon``, ``idempotency_key`` and ``preview``."""
 from __future__ import annotations
 
+import decimal
+import numbers
 import warnings
 from typing import Any, Optional, Sequence, Union
 
 import grpc
 import numpy as np
 import pandas as pd
+from google.protobuf.descriptor import FieldDescriptor
 
 from fairvault import errors
 from fairvault._arrays import floats
@@ -26,6 +29,33 @@ __all__ = ["ReleaseMethods", "DECIDE_CHUNK_ROWS", "DECIDE_TABLE_CHUNK_ROWS"]
 DECIDE_CHUNK_ROWS = 200_000
 #: Table rows per Decide call by table handle: the server's limit (kDecideTableChunkRows).
 DECIDE_TABLE_CHUNK_ROWS = 4_000_000
+
+
+_NUMERIC_FIELD_TYPES = frozenset({
+    FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_INT32,
+    FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_FIXED32,
+    FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_SFIXED64})
+
+
+def _check_options(message: Any, options: dict) -> None:
+    """Request fields passed by name (``**options``), checked as the methods' own numeric
+    arguments are: an unknown name, or a bool or a string where a number goes (protobuf would
+    send ``True`` as 1), is refused naming the field, before anything is sent."""
+    fields = message.DESCRIPTOR.fields_by_name
+    for name, value in options.items():
+        field = fields.get(name)
+        if field is None:
+            raise errors.InvalidInput(f"{name}: not a field of {message.DESCRIPTOR.name} "
+                                      f"(docs/api.md lists them)", field=name)
+        if field.type not in _NUMERIC_FIELD_TYPES:
+            continue
+        repeated = field.label == FieldDescriptor.LABEL_REPEATED
+        values = list(value) if repeated and not isinstance(value, (str, bytes)) else [value]
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, (numbers.Real, decimal.Decimal)):
+                raise errors.WrongType(f"{name} must hold numbers (got {v!r}, a "
+                                       f"{type(v).__name__})", field=name)
 
 
 class ReleaseMethods(VaultBase):
@@ -250,6 +280,7 @@ class ReleaseMethods(VaultBase):
         for name, (enum_type, prefix) in _FAIR_MODEL_ENUMS.items():
             if name in options:
                 options[name] = enum_value(enum_type, options[name], prefix)
+        _check_options(pb.FitFairModelRequest, options)
         request = pb.FitFairModelRequest(
             table_handle=table,
             algorithm=enum_value(pb.FairModelAlgorithm, algorithm, "FAIR_MODEL_ALGORITHM_"),

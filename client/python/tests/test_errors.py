@@ -199,6 +199,14 @@ def test_one_exception_tree_for_local_mistakes(company, table) -> None:
     from decimal import Decimal
     assert company.noisy_counts(table, epsilon=Decimal("0.5"), columns=["region"],
                                 preview=True).admitted
+    # The same for request fields passed by name; an unknown name says so.
+    with pytest.raises(errors.WrongType, match="rounds must hold numbers") as by_name:
+        company.fit_fair_model(table, "dp_oracle_learner", "label", 1, ["score"], rounds=True)
+    assert by_name.value.field == "rounds"
+    with pytest.raises(errors.WrongType, match="hidden_units must hold numbers"):
+        company.fit_fair_model(table, "dp_fermi", "label", 1, ["score"], hidden_units=["32"])
+    with pytest.raises(errors.InvalidInput, match="roundz: not a field of FitFairModelRequest"):
+        company.fit_fair_model(table, "dp_oracle_learner", "label", 1, ["score"], roundz=5)
     with pytest.raises(errors.WrongType, match="chunk_rows must be an integer"):
         company.decide("art_x", ["a"], [1], chunk_rows=2.5)
     applier = fairvault.applier_for(_one_component_model())
