@@ -173,11 +173,8 @@ def _signed_checkpoint(private_key, name: str, size: "int | str", root: bytes) -
     return f"{text}\n\u2014 {name} {base64.b64encode(blob).decode()}\n"
 
 
-def test_consistency_from_the_empty_tree_and_malformed_input() -> None:
-    """The empty tree is a prefix of every tree (no proof); a proof from it, a size that is not
-    a decimal number, or a key that is not base64 is refused with the package's own errors."""
-    import hashlib
-
+def _log_key():
+    """A signing key of the test's own: (private key, log name, verifier key)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     private_key = Ed25519PrivateKey.generate()
@@ -185,7 +182,15 @@ def test_consistency_from_the_empty_tree_and_malformed_input() -> None:
                                                    serialization.PublicFormat.Raw)
     name = "test.example/log"
     encoded = base64.b64encode(b"\x01" + public).decode()
-    key = f"{name}+{transparency._key_hash(name, public):08x}+{encoded}"
+    return private_key, name, f"{name}+{transparency._key_hash(name, public):08x}+{encoded}"
+
+
+def test_consistency_from_the_empty_tree_and_malformed_input() -> None:
+    """The empty tree is a prefix of every tree (no proof); a proof from it, a size that is not
+    a decimal number, or a key that is not base64 is refused with the package's own errors."""
+    import hashlib
+
+    private_key, name, key = _log_key()
     empty = _signed_checkpoint(private_key, name, 0, hashlib.sha256(b"").digest())
     later = _signed_checkpoint(private_key, name, 5, bytes(32))
     assert transparency.verify_consistency(empty, later, [], key).size == 5
@@ -204,16 +209,8 @@ def test_sum_receipts_finds_adjacent_rows_from_two_forks() -> None:
     view, though no row or size is shown twice. Built offline with a key of the test's own."""
     import hashlib
 
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     from fairvault._proto import pb
-    private_key = Ed25519PrivateKey.generate()
-    public = private_key.public_key().public_bytes(serialization.Encoding.Raw,
-                                                   serialization.PublicFormat.Raw)
-    name = "test.example/log"
-    encoded = base64.b64encode(b"\x01" + public).decode()
-    key = f"{name}+{transparency._key_hash(name, public):08x}+{encoded}"
+    private_key, name, key = _log_key()
 
     def row(seq: int, account: str, epsilon: float, prev_hash: str):
         entry = pb.LedgerEntry(seq=seq, time_unix_micros=seq, kind="charge", account=account,
