@@ -221,12 +221,11 @@ absl::StatusOr<v1::FitFairModelResponse> Vault::FitFairModel(const Caller& calle
   // Checks added after releases were stored come after the replay: a stored release replays.
   RETURN_IF_ERROR(RefuseUnreadParameters(req));
   if (stochastic) RETURN_IF_ERROR(ValidateStochasticStepScales(job_request));
+  // (The exponential mechanism's hypotheses are candidate predictions: the label among them is
+  // the perfect candidate, a fair benchmark, not a mistake.)
   if (linear) {
     RETURN_IF_ERROR(internal::RequireNotAmong(req.label_column(), "label_column",
                                               req.feature_columns(), "feature_columns"));
-  } else {
-    RETURN_IF_ERROR(internal::RequireNotAmong(req.label_column(), "label_column",
-                                              req.hypothesis_columns(), "hypothesis_columns"));
   }
 
   // 3. The table, the join and the columns, checked before charging (the company's own data;

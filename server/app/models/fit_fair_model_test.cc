@@ -716,12 +716,6 @@ TEST_F(VaultModelsTest, FitFairModelRefusesBadInputBeforeCharging) {
         absl::StatusCode::kInvalidArgument,
         "label_column: column 'label' is also in feature_columns");
   }
-  auto label_as_hypothesis = FitRequest("f-7", v1::FAIR_MODEL_ALGORITHM_EXPONENTIAL_MECHANISM);
-  label_as_hypothesis.add_hypothesis_columns("label");
-  ExpectRefusedWithoutCharge(
-      acme_, [&] { return vault_->FitFairModel(acme_, label_as_hypothesis).status(); },
-      absl::StatusCode::kInvalidArgument,
-      "label_column: column 'label' is also in hypothesis_columns");
   auto bad_share = FitRequest("f-4", v1::FAIR_MODEL_ALGORITHM_DP_ORACLE_LEARNER);
   bad_share.set_masses_share(1.5);
   ExpectRefusedWithoutCharge(
