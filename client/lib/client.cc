@@ -12,9 +12,10 @@
 #include <utility>
 
 #include "absl/strings/cord.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/util/status_macros.h"
 
 namespace fairvault::client {
@@ -43,27 +44,48 @@ int64_t ReplayedSeqOf(const grpc::ClientContext& context) {
   return seq;
 }
 
-// gRPC's size limit on one message: "Sent message larger than max (X vs. Y)" (or "Received"),
-// RESOURCE_EXHAUSTED like an overspend though no budget refusal. Whether `status` is one, and
-// if so whether it was sent and the size X.
+// gRPC's size limit on one message, RESOURCE_EXHAUSTED like an overspend though no budget
+// refusal: "Sent message larger than max (X vs. Y)" (or "Received"); newer gRPC names the side
+// first ("CLIENT: Sent ..."). Any text naming the limit counts, parsed as far as it goes.
 struct TooLarge {
+  enum class Side { kUnnamed, kClient, kServer } side = Side::kUnnamed;
   bool sent = false;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;  // X, or 0 when not given
 };
 std::optional<TooLarge> TooLargeOf(const grpc::Status& status) {
   if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return std::nullopt;
   const std::string text = status.error_message();  // returned by value
+  if (!absl::StrContains(text, "message larger than max")) return std::nullopt;
   absl::string_view message = text;
   TooLarge too_large;
+  if (absl::ConsumePrefix(&message, "CLIENT: ")) {
+    too_large.side = TooLarge::Side::kClient;
+  } else if (absl::ConsumePrefix(&message, "SERVER: ")) {
+    too_large.side = TooLarge::Side::kServer;
+  }
   too_large.sent = absl::ConsumePrefix(&message, "Sent ");
-  if (!too_large.sent && !absl::ConsumePrefix(&message, "Received ")) return std::nullopt;
-  if (!absl::ConsumePrefix(&message, "message larger than max (")) return std::nullopt;
-  const size_t space = message.find(' ');
-  if (space == absl::string_view::npos ||
-      !absl::SimpleAtoi(message.substr(0, space), &too_large.bytes)) {
-    return std::nullopt;
+  if (absl::ConsumePrefix(&message, "message larger than max (")) {
+    const size_t space = message.find(' ');
+    if (space == absl::string_view::npos ||
+        !absl::SimpleAtoi(message.substr(0, space), &too_large.bytes)) {
+      too_large.bytes = 0;
+    }
   }
   return too_large;
+}
+
+// Whether the limit refused the request itself before the vault ran it: this client's send, or
+// the server's receive; without a named side, a send of exactly the request's size.
+bool RequestRefused(const TooLarge& too_large, uint64_t request_bytes) {
+  switch (too_large.side) {
+    case TooLarge::Side::kClient:
+      return too_large.sent;
+    case TooLarge::Side::kServer:
+      return !too_large.sent;
+    case TooLarge::Side::kUnnamed:
+      return too_large.sent && too_large.bytes == request_bytes;
+  }
+  return false;
 }
 
 // A message over the limit that nothing was charged for: this client's own request, refused
@@ -89,8 +111,8 @@ absl::StatusOr<Resp> CallUnary(
   }
   if (!status.ok()) {
     if (const std::optional<TooLarge> too_large = TooLargeOf(status);
-        too_large.has_value() && too_large->sent && too_large->bytes == request.ByteSizeLong()) {
-      return NotSentTooLarge(status, "sent");  // the request itself: refused before it left
+        too_large.has_value() && RequestRefused(*too_large, request.ByteSizeLong())) {
+      return NotSentTooLarge(status, "charged (the request was refused before the vault ran it)");
     }
     absl::Status converted = FromGrpcStatus(status);
     if (replayed > 0) converted.SetPayload(kReplayedPayload, absl::Cord(absl::StrCat(replayed)));

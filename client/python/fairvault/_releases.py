@@ -43,15 +43,16 @@ def _check_options(message: Any, options: dict) -> None:
     arguments are: an unknown name, or a bool or a string where a number goes (protobuf would
     send ``True`` as 1), is refused naming the field, before anything is sent."""
     fields = message.DESCRIPTOR.fields_by_name
-    for name, value in options.items():
+    for name, value in list(options.items()):
         field = fields.get(name)
         if field is None:
             raise errors.InvalidInput(f"{name}: not a field of {message.DESCRIPTOR.name} "
                                       f"(docs/api.md lists them)", field=name)
-        if field.type not in _NUMERIC_FIELD_TYPES:
+        if field.type not in _NUMERIC_FIELD_TYPES or value is None:  # None: unset
             continue
-        repeated = field.label == FieldDescriptor.LABEL_REPEATED
-        values = list(value) if repeated and not isinstance(value, (str, bytes)) else [value]
+        values = [value]
+        if field.label == FieldDescriptor.LABEL_REPEATED and not isinstance(value, (str, bytes)):
+            values = options[name] = list(value)  # once: a generator is read here only
         for v in values:
             if isinstance(v, bool) or not isinstance(v, (numbers.Real, decimal.Decimal)):
                 raise errors.WrongType(f"{name} must hold numbers (got {v!r}, a "

@@ -312,7 +312,9 @@ def field_of(message: str, field_names: Sequence[str] = ()) -> Optional[str]:
     return None
 
 
-_TOO_LARGE = re.compile(r"^(Sent|Received) message larger than max \((\d+) vs\. (\d+)\)")
+# gRPC's size limit on one message; newer gRPC names the side first ("CLIENT: Sent ...").
+_TOO_LARGE = re.compile(r"^(?:(CLIENT|SERVER): )?(Sent|Received) message larger than max "
+                        r"\((\d+) vs\. (\d+)\)")
 
 
 def _too_large(code: grpc.StatusCode, message: str, details: Any, request: Any,
@@ -322,11 +324,16 @@ def _too_large(code: grpc.StatusCode, message: str, details: Any, request: Any,
     (which stores nothing unless whole), was not charged; otherwise (an answer too large for a
     limit, after the vault ran the call) the outcome is unknown: UNKNOWN, which a spending
     call's retry logic treats as perhaps charged."""
-    match = _TOO_LARGE.match(message)
-    if code != grpc.StatusCode.RESOURCE_EXHAUSTED or match is None:
+    if code != grpc.StatusCode.RESOURCE_EXHAUSTED or "message larger than max" not in message:
         return None
-    own_request = (match[1] == "Sent" and request is not None and not stream
-                   and hasattr(request, "ByteSize") and request.ByteSize() == int(match[2]))
+    match = _TOO_LARGE.match(message)
+    side, sent = (match[1], match[2] == "Sent") if match else (None, False)
+    if side:  # this client's send, or the server's receive: the request never ran
+        own_request = sent == (side == "CLIENT")
+    else:     # unnamed: a send of exactly the request's size
+        own_request = (sent and request is not None and hasattr(request, "ByteSize")
+                       and request.ByteSize() == int(match[3]))
+    own_request = own_request and not stream
     if own_request or stream:
         return InvalidArgument(code, f"{message}: one message is larger than gRPC's limit; "
                                f"send fewer rows per message (chunk_rows=); nothing was "

@@ -88,6 +88,40 @@ def test_a_message_over_grpcs_limit_is_no_budget_refusal(vault_server, company, 
     assert again.replayed and company.get_budget("pop").epsilon_spent[0] == spent
 
 
+def test_size_limit_texts_of_newer_grpc() -> None:
+    """Newer gRPC names the side ("CLIENT: ..."): this client's send and the server's receive
+    refused the request itself; the other two came after the vault ran the call."""
+    from fairvault._proto import pb
+
+    class Failed(grpc.RpcError):
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        def code(self):
+            return grpc.StatusCode.RESOURCE_EXHAUSTED
+
+        def details(self):
+            return self.text
+
+        def trailing_metadata(self):
+            return ()
+
+    request = pb.NoisyCountsRequest(table_handle="t")
+    for text in ("CLIENT: Sent message larger than max (9 vs. 8)",
+                 "SERVER: Received message larger than max (9 vs. 8)"):
+        failure = errors.from_rpc_error(Failed(text), request)
+        assert isinstance(failure, fairvault.InvalidArgument), text
+        assert "nothing was charged" in str(failure)
+    for text in ("CLIENT: Received message larger than max (9 vs. 8)",
+                 "SERVER: Sent message larger than max (9 vs. 8)",
+                 "Sent message larger than max (9 vs. 8)", "message larger than max, somehow"):
+        failure = errors.from_rpc_error(Failed(text), request)
+        assert failure.code == grpc.StatusCode.UNKNOWN and "may have charged" in str(failure), text
+        assert not isinstance(failure, errors.BudgetExhausted)
+    assert isinstance(errors.from_rpc_error(Failed("request costs epsilon=2"), request),
+                      errors.BudgetExhausted)
+
+
 def test_roles_and_keys(vault_server, company) -> None:
     with pytest.raises(fairvault.PermissionDenied):
         company.create_dataset("mine", {"sex": ["F", "M"]})
@@ -205,6 +239,12 @@ def test_one_exception_tree_for_local_mistakes(company, table) -> None:
     assert by_name.value.field == "rounds"
     with pytest.raises(errors.WrongType, match="hidden_units must hold numbers"):
         company.fit_fair_model(table, "dp_fermi", "label", 1, ["score"], hidden_units=["32"])
+    # A generator is read once, and what was read is what is sent.
+    from fairvault._releases import _check_options
+    from fairvault._proto import pb
+    options = {"hidden_units": (n for n in (64, 64)), "rounds": None}
+    _check_options(pb.FitFairModelRequest, options)
+    assert list(pb.FitFairModelRequest(**options).hidden_units) == [64, 64]
     with pytest.raises(errors.InvalidInput, match="roundz: not a field of FitFairModelRequest"):
         company.fit_fair_model(table, "dp_oracle_learner", "label", 1, ["score"], roundz=5)
     with pytest.raises(errors.WrongType, match="chunk_rows must be an integer"):
