@@ -116,10 +116,18 @@ _FAIR_MODEL_ENUMS = {"model": (pb.ModelFamily, "MODEL_FAMILY_"),
                      "mixture": (pb.FinalMixture, "FINAL_MIXTURE_")}
 
 
+#: What a number sent in a request may be: a real (numpy's too) or a Decimal; an integer.
+REAL = (numbers.Real, decimal.Decimal)
+INTEGRAL = numbers.Integral
 # Parameters annotated as numbers: what each must be an instance of.
-_NUMBER_PARAMETERS = {"float": (numbers.Real, decimal.Decimal),
-                      "Optional[float]": (numbers.Real, decimal.Decimal),
-                      "int": numbers.Integral, "Optional[int]": numbers.Integral}
+_NUMBER_PARAMETERS = {"float": REAL, "Optional[float]": REAL,
+                      "int": INTEGRAL, "Optional[int]": INTEGRAL}
+
+
+def is_number(value: Any, kind: Any = REAL) -> bool:
+    """Whether ``value`` may be sent as a number of ``kind``: never a bool, which protobuf
+    would send as 1 or 0."""
+    return not isinstance(value, bool) and isinstance(value, kind)
 
 
 def _checked_numbers(method: Any) -> Any:
@@ -141,8 +149,8 @@ def _checked_numbers(method: Any) -> Any:
             return method(*args, **kwargs)  # Python's own message for a wrong call
         for name, kind in kinds.items():
             value = arguments.get(name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
-                what = "an integer" if kind is numbers.Integral else "a number"
+            if value is not None and not is_number(value, kind):
+                what = "an integer" if kind is INTEGRAL else "a number"
                 raise errors.WrongType(f"{name} must be {what} (got {value!r}, a "
                                        f"{type(value).__name__})", field=name)
         return method(*args, **kwargs)

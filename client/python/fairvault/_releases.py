@@ -2,8 +2,6 @@
 out, each spending call with ``epsilon``, ``idempotency_key`` and ``preview``."""
 from __future__ import annotations
 
-import decimal
-import numbers
 import warnings
 from typing import Any, Optional, Sequence, Union
 
@@ -15,7 +13,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from fairvault import errors
 from fairvault._arrays import floats
 from fairvault._base import (PathLike, TableHandle, VaultBase, _FAIR_MODEL_ENUMS, _list, _secret,
-                             _unmatched)
+                             _unmatched, is_number)
 from fairvault._proto import enum_value, pb
 from fairvault._tables import (DEFAULT_CHUNK_ROWS, subject_keys, table_columns, table_digest,
                               table_stream)
@@ -54,7 +52,7 @@ def _check_options(message: Any, options: dict) -> None:
         if field.label == FieldDescriptor.LABEL_REPEATED and not isinstance(value, (str, bytes)):
             values = options[name] = list(value)  # once: a generator is read here only
         for v in values:
-            if isinstance(v, bool) or not isinstance(v, (numbers.Real, decimal.Decimal)):
+            if not is_number(v):
                 raise errors.WrongType(f"{name} must hold numbers (got {v!r}, a "
                                        f"{type(v).__name__})", field=name)
 
