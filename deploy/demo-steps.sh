@@ -3,19 +3,20 @@
 # trains without them and asks for a DP equalized-odds post-processor, fair models and an audit,
 # the vault decides for its customers, and an auditor checks the budgets and the ledger.
 # Usage: deploy/demo-steps.sh --server HOST:PORT --regulator-key FILE --work DIR
-#          [--company-server HOST:PORT] [--tls-ca FILE] [--datasets DIR]
+#          [--company-server HOST:PORT] [--tls-ca FILE] [--datasets DIR] [--log-key FILE]
 #   --company-server: where the company's calls go (default --server: another replica on the
 #   same database shows they share it); --tls-ca: the CA of a TLS vault; --datasets: where
-#   adult/ is (default ../shared/datasets). deploy/demo.sh runs it on its own SQLite vault;
+#   adult/ is (default ../shared/datasets); --log-key: the vault's verifier key, with which the
+#   auditor checks every ledger row against the signed checkpoint. deploy/demo.sh runs it on its own SQLite vault;
 #   README, "Running with docker-compose", on the compose stack.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-server="" company_server="" tls_ca="" regulator_key="" work=""
+server="" company_server="" tls_ca="" regulator_key="" work="" log_key=""
 data="${FAIRVAULT_DATASETS:-$root/../shared/datasets}"
 while (($# > 0)); do
   case $1 in
     -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    --server|--company-server|--tls-ca|--regulator-key|--work|--datasets)
+    --server|--company-server|--tls-ca|--regulator-key|--work|--datasets|--log-key)
       if (($# < 2)); then echo "demo-steps: $1 needs a value (see --help)" >&2; exit 2; fi
       case $1 in
         --server) server=$2 ;;
@@ -24,6 +25,7 @@ while (($# > 0)); do
         --regulator-key) regulator_key=$2 ;;
         --work) work=$2 ;;
         --datasets) data=$2 ;;
+        --log-key) log_key=$2 ;;
       esac
       shift 2 ;;
     *) echo "demo-steps: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -207,10 +209,14 @@ fv "${acme[@]}" ledger list
 
 step "Auditor: every company's budget, and the ledger's hash chain"
 fv "${watchdog[@]}" auditor budgets
-fv "${watchdog[@]}" auditor verify
+# With the verifier key, the auditor also checks every row here against the signed checkpoint
+# (kept in kept.note: the next run proves the ledger extends it).
+checked=(${log_key:+--log-key "$log_key" --kept "$work/kept.note"})
+fv "${watchdog[@]}" auditor verify "${checked[@]}"
 fv "${watchdog[@]}" auditor access-log
 # One page with the spend over time, grants and caps, the head hash and the Decide volume.
-fv "${watchdog[@]}" report budgets --out "$work/budgets.html" --csv "$work/charges.csv"
+fv "${watchdog[@]}" report budgets --out "$work/budgets.html" --csv "$work/charges.csv" \
+  "${checked[@]}"
 
 step "Regulator's view, side by side: every model on the held-out test set"
 # The constant classifier (decide the majority label for everyone) is what a model must beat:

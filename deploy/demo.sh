@@ -41,6 +41,9 @@ fi
 step "Regulator: bootstrap the first regulator key (printed once; the vault keeps a salted hash)"
 "$server_bin" bootstrap --db "$work/vault.db" --name regulator > "$work/regulator.key"
 echo "regulator key saved to $work/regulator.key"
+# bootstrap made the transparency log's key next to the database; its verifier key is public.
+"$server_bin" log-key --key "$work/vault.db.log-key" > "$work/log.pub"
+echo "the log's verifier key, for companies and auditors, saved to $work/log.pub"
 
 step "Start the vault on $work/vault.db (SQLite, WAL, synchronous=FULL)"
 "$server_bin" serve --db "$work/vault.db" --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.log" &
@@ -54,7 +57,7 @@ port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$work/server.out")
 export FAIRVAULT_SERVER="127.0.0.1:$port"
 echo "listening on $FAIRVAULT_SERVER"
 "$root/deploy/demo-steps.sh" --server "$FAIRVAULT_SERVER" --regulator-key "$work/regulator.key" \
-  --work "$work" --datasets "$data"
+  --work "$work" --datasets "$data" --log-key "$work/log.pub"
 handle=$(cat "$work/table.handle")
 
 # The vault stops with this script; what it holds stays in vault.db and the keys in var/demo/.
@@ -65,6 +68,8 @@ The vault stops with the demo; its database and the keys it handed out are kept:
   $work/acme.key            company 'acme'
   $work/watchdog.key        auditor 'watchdog'
   $work/pseudonym.secret    the HMAC secret both sides pseudonymise keys with
+  $work/log.pub             the transparency log's verifier key (public)
+  $work/kept.note           the signed checkpoint the auditor kept
 
 Restart it on the same database (another terminal, or in the background as here):
   $server_bin serve --db $work/vault.db --listen 127.0.0.1:50051 &
@@ -89,8 +94,11 @@ Then try (acme's table handle $handle lasts a day; after that, upload again):
       --epsilons 0.25,0.5,1,2 --run-id demo-sweep --holdout $work/test_predictions.csv \\
       --group-column sex --out $work/sweep.csv
   $fv report sweep --csv $work/sweep.csv --out $work/sweep.html --log-x
-  # the auditor's page: spend over time, grants and caps, head hash, Decide volume
-  $fv --key-file $work/watchdog.key report budgets --out $work/budgets.html
+  # the auditor's page: spend over time, grants and caps, head hash, Decide volume; with the
+  # verifier key, every ledger row checked against the signed checkpoint, which must extend
+  # the one kept
+  $fv --key-file $work/watchdog.key report budgets --out $work/budgets.html \\
+      --log-key $work/log.pub --kept $work/kept.note
   # the Python client (client/python/README.md)
   PYTHONPATH=$root/build/client/python /usr/bin/python3 -c 'import fairvault; print(fairvault.Vault("127.0.0.1:50051", key_file="$work/acme.key").get_budget())'
 EOF

@@ -3,6 +3,7 @@
 // verifier key, and an edited one does not; a replayed release's receipt is its original row's;
 // an auditor proves a later checkpoint extends one it kept; and two vaults that serve different
 // ledgers under one key (a fork, a split view) are caught.
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -215,6 +216,67 @@ TEST_F(TransparencyTest, AnAuditorProvesTheLedgerExtendsACheckpointItKept) {
   ASSERT_OK(from);
   ASSERT_OK(to);
   EXPECT_EQ(to->size, from->size + 2);
+}
+
+// `auditor verify --log-key`: every row the vault lists, checked by the client against the
+// signed checkpoint (each row's hash, the chain, the tree, grants and caps, the budgets); an
+// edited row is found by the client itself, not only by the vault's own verification.
+TEST_F(TransparencyTest, AnAuditorChecksEveryListedRowAgainstTheSignedCheckpoint) {
+  Count("checked-1");
+  const int64_t edited_seq = Count("checked-2");
+  Count("checked-3");
+  const std::string kept = server_->db_path() + ".verify.kept";  // unique to this run
+  CliResult checked = RunCli(Auditor(absl::StrCat("auditor verify --log-key ", key_file_,
+                                                  " --kept ", kept)));
+  ASSERT_EQ(checked.exit_code, 0) << checked.out;
+  auto rows = auditor_->AuditorListLedger(v1::ListLedgerRequest());
+  ASSERT_OK(rows);
+  const int64_t n = rows->entries_size();
+  EXPECT_THAT(checked.out, HasSubstr(absl::StrCat("ledger: checked here: the ", n,
+                                                  " rows listed hash to their hashes and chain")));
+  EXPECT_THAT(checked.out, HasSubstr(absl::StrCat("the first ", n, " are the signed tree")));
+  EXPECT_THAT(checked.out, HasSubstr("none of their 3 charges took a company past its grant"));
+  EXPECT_THAT(checked.out, HasSubstr("grants and caps (ListBudgets) are the rows' composition"));
+  EXPECT_THAT(checked.out, HasSubstr("no checkpoint was kept"));
+  // Canonical encodings only when asked for.
+  EXPECT_TRUE(rows->entries(0).canonical().empty());
+  CliResult json = RunCli(Auditor(absl::StrCat("--json auditor verify --log-key ", key_file_,
+                                               " --kept ", kept)));
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  EXPECT_THAT(json.out, HasSubstr("\"vault\""));
+  EXPECT_THAT(json.out, HasSubstr("consistent with the kept checkpoint"));
+  EXPECT_THAT(json.out, HasSubstr("\"ledger\": \"checked here"));
+  // Without a key nothing is checked here, as before.
+  CliResult plain = RunCli(Auditor("auditor verify"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  EXPECT_THAT(plain.out, ::testing::Not(HasSubstr("checked here")));
+
+  // The operator halves a charge's epsilon in the database. The row no longer hashes to its
+  // hash: the client says so of the row it was shown.
+  ASSERT_OK(server_->Stop());
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(server_->db_path().c_str(), &db), SQLITE_OK);
+    char* error = nullptr;
+    const std::string sql = absl::StrCat(
+        "DROP TRIGGER ledger_no_update; UPDATE ledger SET epsilon = epsilon / 2 WHERE seq = ",
+        edited_seq, ";");
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK)
+        << (error ? error : "");
+    sqlite3_free(error);
+    sqlite3_close(db);
+  }
+  ASSERT_OK(server_->Start());
+  CliResult edited = RunCli(Auditor(absl::StrCat("auditor verify --log-key ", key_file_)));
+  EXPECT_EQ(edited.exit_code, 1) << edited.out;
+  EXPECT_THAT(edited.out, HasSubstr(absl::StrCat("ledger: NOT verified: ledger row ", edited_seq,
+                                                 ": its encoding does not hash to its hash")));
+  // The budgets report says the same on its page.
+  CliResult report = RunCli(Auditor(absl::StrCat("report budgets --out ", dir_,
+                                                 "/edited.html --log-key ", key_file_)));
+  EXPECT_EQ(report.exit_code, 1) << report.out;
+  EXPECT_THAT(ReadAll(dir_ + "/edited.html"),
+              HasSubstr(absl::StrCat("NOT verified: ledger row ", edited_seq)));
 }
 
 TEST_F(TransparencyTest, ConsistencyIsProvedAcrossAKeyRotation) {

@@ -3,7 +3,11 @@
 // `ledger verify`).
 #include <iostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/report/report_budgets_html.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "client/cli/cli_common.h"
 #include "core/util/status_macros.h"
 
@@ -91,10 +95,51 @@ absl::Status AuditorAccessLog(Context& ctx) {
   return absl::OkStatus();
 }
 
+// The vault's own verification; then, with --log-key, the vault's latest signed checkpoint
+// (with --kept, --witness as `report budgets` checks it) and every row it lists, checked here.
 absl::Status AuditorVerify(Context& ctx) {
   ASSIGN_OR_RETURN(Client * client, ctx.client());
   ASSIGN_OR_RETURN(v1::VerifyLedgerResponse resp, client->AuditorVerifyLedger());
-  return ReportVerify(ctx, resp);
+  if (!ctx.flags().Has("log-key") && !ctx.flags().Has("kept") && !ctx.flags().Has("witness")) {
+    return ReportVerify(ctx, resp);
+  }
+  ASSIGN_OR_RETURN(const report::CheckpointCheck check, CheckLatestCheckpoint(ctx.flags(), client, &resp));
+  if (ctx.json()) {
+    google::protobuf::Struct out;
+    if (!google::protobuf::util::JsonStringToMessage(
+             ToJson(resp), (*out.mutable_fields())["vault"].mutable_struct_value())
+             .ok()) {
+      return absl::InternalError("could not print the verification as JSON");
+    }
+    auto& fields = *(*out.mutable_fields())["checkpoint"].mutable_struct_value()->mutable_fields();
+    fields["ok"].set_bool_value(check.ok);
+    fields["size"].set_number_value(static_cast<double>(check.size));
+    fields["root_hash"].set_string_value(check.root_hex);
+    fields["signature"].set_string_value(check.signature);
+    fields["witnesses"].set_string_value(check.witnesses);
+    fields["consistency"].set_string_value(check.consistency);
+    fields["ledger"].set_string_value(check.ledger);
+    PrintJson(out);
+  } else {
+    std::cout << FormatVerify(resp) << FormatCheckpointCheck(check);
+  }
+  if (!resp.ok()) {
+    return absl::DataLossError(absl::StrCat("ledger verification failed at seq ",
+                                            resp.first_bad_seq(), ": ", resp.message()));
+  }
+  if (!check.ok) {
+    std::string what = check.signature;
+    for (const std::string* part :
+         {&check.signature, &check.witnesses, &check.consistency, &check.ledger}) {
+      if (absl::StrContains(*part, "NOT ")) {
+        what = *part;
+        break;
+      }
+    }
+    return absl::DataLossError(
+        absl::StrCat("the vault's signed checkpoint or its ledger did not verify: ", what));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RegulatorVerify(Context& ctx) {
@@ -127,9 +172,21 @@ std::vector<Command> AuditorCommands() {
        true,
        AuditorAccessLog},
       {"auditor verify",
-       "verify the ledger's hash chain and spend totals (auditor, regulator)",
-       "Exit status 1 if verification fails. Publish the head hash to detect truncation.",
-       {},
+       "verify the ledger's hash chain and spend totals (auditor, regulator); with --log-key, "
+       "check every row here against the vault's signed checkpoint",
+       "Without --log-key the vault verifies its own database (VerifyLedger). With --log-key\n"
+       "the client also checks, from what the vault lists and the key: the latest signed\n"
+       "checkpoint's signature (with --kept: that it extends the checkpoint you kept; with\n"
+       "--witness: its cosignatures), then every ledger row with its canonical encoding: each\n"
+       "hashes to its hash and says what its encoding says, the rows chain from the genesis\n"
+       "hash with no gap and hold VerifyLedger's head, the first N rows are the tree the\n"
+       "checkpoint signed, the encodings' ids agree with the names, no charge took a company\n"
+       "past the grant in force or a dataset past its cap (the rows' recorded costs composed\n"
+       "as the vault's accountant does), and the vault's budgets are the rows' composition\n"
+       "(read when the ledger held exactly the rows listed). Exit status 1 if anything fails.\n"
+       "Publish the head hash to detect truncation. Limits: docs/operations.md, \"Checking\n"
+       "the whole ledger yourself\".",
+       CheckpointCheckFlags(),
        true,
        AuditorVerify},
       {"ledger verify",

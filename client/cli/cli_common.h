@@ -68,8 +68,21 @@ namespace fairvault::client::report {
 struct CheckpointCheck;
 }  // namespace fairvault::client::report
 namespace fairvault::client::cli {
-absl::StatusOr<report::CheckpointCheck> CheckLatestCheckpoint(const ParsedFlags& flags,
-                                                              Client* client);
+// The ledger rows and budgets that CheckLatestCheckpoint checked (`complete` once all passed).
+struct CheckedLedger {
+  std::vector<v1::LedgerEntry> entries;
+  v1::ListBudgetsResponse budgets;
+  bool complete = false;
+};
+// With --log-key, the whole ledger as the vault lists it is then checked against that
+// checkpoint here (client/lib/ledger_check.h): a finding makes the check fail. `verified`: the
+// vault's VerifyLedger answer, read before, which the rows must agree with. `checked`: the rows
+// and budgets checked, for a caller that shows them.
+absl::StatusOr<report::CheckpointCheck> CheckLatestCheckpoint(
+    const ParsedFlags& flags, Client* client, const v1::VerifyLedgerResponse* verified = nullptr,
+    CheckedLedger* checked = nullptr);
+// The check's lines for a terminal ("checkpoint: ...", and "ledger: ..." when checked).
+std::string FormatCheckpointCheck(const report::CheckpointCheck& check);
 
 // What a command runs with: its parsed flags and, for remote commands, a client created on
 // first use from the connection flags and the FAIRVAULT_SERVER / FAIRVAULT_API_KEY

@@ -53,55 +53,81 @@ absl::Status ReportBudgets(Context& ctx) {
   if (flags.Has("until")) filters.push_back(absl::StrCat("charges until ", flags.Get("until")));
   report.filters = absl::StrJoin(filters, ", ");
 
-  // Every ledger row (of the company and dataset asked for), page by page. Grants and caps are
-  // kept whatever their time (they set the budget lines); charges only within the period.
-  v1::ListLedgerRequest ledger_req;
-  ledger_req.set_limit(10000);
-  ledger_req.set_company(company);
-  ledger_req.set_dataset(dataset);
+  // The vault's verification, then the checkpoint; with --log-key every row and the budgets are
+  // checked here, and the page shows those very rows and budgets (filtered here), not another
+  // listing that the vault could answer differently.
+  ASSIGN_OR_RETURN(const v1::VerifyLedgerResponse verify, client->AuditorVerifyLedger());
+  report.verification = {verify.ok(), verify.rows_checked(), verify.first_bad_seq(),
+                         verify.message(), verify.head_hash()};
+  CheckedLedger checked;
+  ASSIGN_OR_RETURN(report.checkpoint, CheckLatestCheckpoint(flags, client, &verify, &checked));
+
   // Each charge's composed spend is recomputed from the rows' costs, in ledger order, as the
   // vault's accountant composes them: every earlier charge of the company on the dataset, at
   // the delta of its latest grant row (so a period's first charge counts what came before).
+  // Grants and caps are kept whatever their time (they set the budget lines); charges only
+  // within the period.
   std::map<std::pair<std::string, std::string>, core::accounting::Spend> spends;
   std::map<std::pair<std::string, std::string>, double> grant_delta;
-  while (true) {
-    ASSIGN_OR_RETURN(const v1::ListLedgerResponse page, client->AuditorListLedger(ledger_req));
-    if (page.entries().empty()) break;
-    for (const v1::LedgerEntry& e : page.entries()) {
-      const std::pair<std::string, std::string> key{e.account(), e.dataset()};
-      if (e.kind() == "grant") grant_delta[key] = e.delta();
-      std::optional<double> composed;
-      if (e.kind() == "charge" && (e.has_pure_epsilon_micro() || e.rdp_nano_size() > 0)) {
-        core::accounting::PrivacyCost cost;
-        if (e.has_pure_epsilon_micro()) cost.pure_epsilon_micro = e.pure_epsilon_micro();
-        cost.rdp_nano.assign(e.rdp_nano().begin(), e.rdp_nano().end());
-        core::accounting::Spend& spend = spends[key];
-        spend.Add(cost);
-        const int64_t micro = core::accounting::SpentEpsilonMicro(spend, grant_delta[key]);
-        if (micro != INT64_MAX) composed = core::accounting::MicroToEpsilon(micro);
-      }
-      if (e.kind() == "charge" && (e.time_unix_micros() < since || e.time_unix_micros() > until)) {
-        continue;
-      }
-      report.ledger.push_back({e.seq(), e.time_unix_micros(), e.kind(), e.account(), e.dataset(),
-                               e.request_kind(), e.epsilon(), e.delta(), e.mechanism(),
-                               e.idempotency_key(), e.actor(), e.artifact_id(), e.job_id(),
-                               composed});
+  auto add_row = [&](const v1::LedgerEntry& e) {
+    const std::pair<std::string, std::string> key{e.account(), e.dataset()};
+    if (e.kind() == "grant") grant_delta[key] = e.delta();
+    std::optional<double> composed;
+    if (e.kind() == "charge" && (e.has_pure_epsilon_micro() || e.rdp_nano_size() > 0)) {
+      core::accounting::PrivacyCost cost;
+      if (e.has_pure_epsilon_micro()) cost.pure_epsilon_micro = e.pure_epsilon_micro();
+      cost.rdp_nano.assign(e.rdp_nano().begin(), e.rdp_nano().end());
+      core::accounting::Spend& spend = spends[key];
+      spend.Add(cost);
+      const int64_t micro = core::accounting::SpentEpsilonMicro(spend, grant_delta[key]);
+      if (micro != INT64_MAX) composed = core::accounting::MicroToEpsilon(micro);
     }
-    ledger_req.set_after_seq(page.entries(page.entries_size() - 1).seq());
+    if (e.kind() == "charge" && (e.time_unix_micros() < since || e.time_unix_micros() > until)) {
+      return;
+    }
+    report.ledger.push_back({e.seq(), e.time_unix_micros(), e.kind(), e.account(), e.dataset(),
+                             e.request_kind(), e.epsilon(), e.delta(), e.mechanism(),
+                             e.idempotency_key(), e.actor(), e.artifact_id(), e.job_id(),
+                             composed});
+  };
+  // The filters as the vault applies them: the row's account and dataset names, exactly.
+  auto wanted = [&](const v1::LedgerEntry& e) {
+    return (company.empty() || e.account() == company) &&
+           (dataset.empty() || e.dataset() == dataset);
+  };
+  v1::ListBudgetsResponse budgets;
+  if (checked.complete) {
+    for (const v1::LedgerEntry& e : checked.entries) {
+      if (wanted(e)) add_row(e);
+    }
+    // ListBudgets' filters: caps only without a company.
+    for (const v1::Budget& b : checked.budgets.budgets()) {
+      if ((dataset.empty() || b.dataset() == dataset) &&
+          (company.empty() || b.company() == company)) {
+        *budgets.add_budgets() = b;
+      }
+    }
+  } else {
+    // Every ledger row (of the company and dataset asked for), page by page.
+    v1::ListLedgerRequest ledger_req;
+    ledger_req.set_limit(10000);
+    ledger_req.set_company(company);
+    ledger_req.set_dataset(dataset);
+    while (true) {
+      ASSIGN_OR_RETURN(const v1::ListLedgerResponse page, client->AuditorListLedger(ledger_req));
+      if (page.entries().empty()) break;
+      for (const v1::LedgerEntry& e : page.entries()) add_row(e);
+      ledger_req.set_after_seq(page.entries(page.entries_size() - 1).seq());
+    }
+    v1::ListBudgetsRequest budgets_req;
+    budgets_req.set_dataset(dataset);
+    budgets_req.set_company(company);
+    ASSIGN_OR_RETURN(budgets, client->AuditorListBudgets(budgets_req));
   }
-  v1::ListBudgetsRequest budgets_req;
-  budgets_req.set_dataset(dataset);
-  budgets_req.set_company(company);
-  ASSIGN_OR_RETURN(const v1::ListBudgetsResponse budgets, client->AuditorListBudgets(budgets_req));
   for (const v1::Budget& b : budgets.budgets()) {
     report.budgets.push_back({b.company(), b.dataset(), b.epsilon_granted(), b.delta(),
                               b.epsilon_spent(), b.epsilon_remaining(), b.releases()});
   }
-  ASSIGN_OR_RETURN(const v1::VerifyLedgerResponse verify, client->AuditorVerifyLedger());
-  report.verification = {verify.ok(), verify.rows_checked(), verify.first_bad_seq(),
-                         verify.message(), verify.head_hash()};
-  ASSIGN_OR_RETURN(report.checkpoint, CheckLatestCheckpoint(flags, client));
   v1::ListAccessLogRequest access_req;
   access_req.set_limit(10000);
   access_req.set_company(company);
@@ -131,18 +157,7 @@ absl::Status ReportBudgets(Context& ctx) {
             << (verify.ok() ? "verified" : "FAILED verification") << ", head hash "
             << verify.head_hash() << ")\n";
   const report::CheckpointCheck& ckpt = report.checkpoint;
-  if (ckpt.present) {
-    std::cout << "checkpoint: " << ckpt.size << " rows, root " << ckpt.root_hex.substr(0, 16)
-              << "..., " << ckpt.cosignatures << " witness cosignature(s)";
-    for (const std::string* part : {&ckpt.signature, &ckpt.witnesses, &ckpt.consistency}) {
-      if (!part->empty()) std::cout << "; " << *part;
-    }
-    std::cout << "\n";
-  } else if (ckpt.ok) {
-    std::cout << "checkpoint: none (the vault signs no checkpoints)\n";
-  } else {
-    std::cout << "checkpoint: none; " << ckpt.signature << "\n";
-  }
+  std::cout << FormatCheckpointCheck(ckpt);
   if (!verify.ok()) {
     return absl::DataLossError(absl::StrCat("ledger verification failed at seq ",
                                             verify.first_bad_seq(), ": ", verify.message(),
@@ -150,7 +165,8 @@ absl::Status ReportBudgets(Context& ctx) {
   }
   if (!ckpt.ok) {
     return absl::DataLossError(
-        "the latest checkpoint did NOT verify (the page was written and says what failed)");
+        "the latest checkpoint or the ledger's rows did NOT verify against it (the page was "
+        "written and says what failed)");
   }
   return absl::OkStatus();
 }
@@ -171,9 +187,10 @@ std::vector<Command> ReportBudgetsCommands() {
        "key, the artifact or job it created), the verification status with the head\n"
        "hash (compare it with `auditor verify`), the transparency log's latest signed\n"
        "checkpoint (with --log-key its signature checked, with --kept proved consistent with\n"
-       "the checkpoint you kept, with --witness its cosignatures), and Decide calls and rows\n"
-       "per company and artifact. Exit status 1 when a verification fails (the page is still\n"
-       "written).",
+       "the checkpoint you kept, with --witness its cosignatures; with --log-key every ledger\n"
+       "row is also checked here against it, as `auditor verify --log-key` does), and Decide\n"
+       "calls and rows per company and artifact. Exit status 1 when a verification fails (the\n"
+       "page is still written).",
        {{"out", "FILE.html", "where to write the page", true},
         {"title", "TEXT", "page title"},
         {"company", "NAME", "only this company's rows"},

@@ -28,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "client/cli/cli_common.h"
 #include "client/lib/csv.h"
+#include "client/lib/ledger_check.h"
 #include "client/lib/receipts.h"
 #include "client/report/report_budgets_html.h"
 #include "core/util/status_macros.h"
@@ -705,7 +706,11 @@ std::vector<FlagSpec> CheckpointCheckFlags() {
           WitnessFlag(), QuorumFlag()};
 }
 
-absl::StatusOr<report::CheckpointCheck> CheckLatestCheckpoint(const ParsedFlags& flags,
+namespace {
+
+// The vault's latest signed checkpoint checked as far as the flags allow (see
+// CheckLatestCheckpoint), without the ledger.
+absl::StatusOr<report::CheckpointCheck> CheckSignedCheckpoint(const ParsedFlags& flags,
                                                               Client* client) {
   report::CheckpointCheck check;
   ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> key, LogKey(flags));
@@ -745,6 +750,17 @@ absl::StatusOr<report::CheckpointCheck> CheckLatestCheckpoint(const ParsedFlags&
     check.signature = opened.ok() ? absl::StrCat("verified with ", key->name)
                                   : absl::StrCat("NOT verified: ", opened.status().message());
     check.ok = opened.ok();
+    // What is shown is what was signed: the response's own size and root fields are not.
+    if (opened.ok() && (opened->size != served.size() || opened->root != served.root_hash())) {
+      check.signature = absl::StrCat("NOT verified: the response says ", served.size(),
+                                     " rows and root ", check.root_hex,
+                                     " but its signed note says otherwise");
+      check.ok = false;
+    }
+    if (opened.ok()) {
+      check.size = opened->size;
+      check.root_hex = absl::BytesToHexString(opened->root);
+    }
   }
   if (!witnesses.empty()) {
     ASSIGN_OR_RETURN(const int64_t quorum,
@@ -797,6 +813,101 @@ absl::StatusOr<report::CheckpointCheck> CheckLatestCheckpoint(const ParsedFlags&
                                    " proof hashes, RFC 9162); kept in ", kept_path, " now");
   RETURN_IF_ERROR(WriteStringToFile(kept_path, served.note()));
   return check;
+}
+
+// Every ledger row as the vault lists it (with its canonical encoding), checked here against
+// the signed checkpoint `check` verified (client/lib/ledger_check.h), and the vault's budgets
+// against the rows, read when the ledger held exactly the rows listed. Fills check->ledger; a
+// finding sets check->ok to false. With `verified`, the vault's own VerifyLedger answer must
+// agree with the rows (its head among them). `kept`: the rows and budgets checked.
+absl::Status CheckListedLedger(const tlog::NoteVerifier& key, Client* client,
+                               const v1::VerifyLedgerResponse* verified,
+                               report::CheckpointCheck* check, CheckedLedger* kept) {
+  ASSIGN_OR_RETURN(tlog::Checkpoint checkpoint, OpenCheckpoint(check->note, key));
+  LedgerCheck ledger(checkpoint);
+  if (verified != nullptr && verified->ok()) {
+    ledger.ExpectHead(verified->rows_checked(), verified->head_hash());
+  }
+  v1::ListLedgerRequest req;
+  req.set_limit(10000);
+  req.set_with_canonical(true);
+  absl::Status found;
+  v1::ListBudgetsResponse budgets;
+  // Lists rows to the end, reads the budgets, then asks for a row after the last: none means
+  // the budgets were read when the ledger held exactly these rows (every grant, cap and charge
+  // writes one). A ledger that keeps growing is read on, up to five times.
+  bool quiet = false;
+  for (int attempt = 0; attempt < 5 && found.ok() && !quiet; ++attempt) {
+    while (found.ok()) {
+      ASSIGN_OR_RETURN(const v1::ListLedgerResponse page, client->AuditorListLedger(req));
+      if (page.entries().empty()) break;
+      for (const v1::LedgerEntry& e : page.entries()) {
+        found = ledger.Add(e);
+        if (!found.ok()) break;
+        if (kept != nullptr) kept->entries.push_back(e);
+      }
+      req.set_after_seq(page.entries(page.entries_size() - 1).seq());
+    }
+    if (!found.ok()) break;
+    ASSIGN_OR_RETURN(budgets, client->AuditorListBudgets(v1::ListBudgetsRequest()));
+    v1::ListLedgerRequest next = req;
+    next.set_limit(1);
+    ASSIGN_OR_RETURN(const v1::ListLedgerResponse after, client->AuditorListLedger(next));
+    quiet = after.entries().empty();
+  }
+  if (found.ok()) found = ledger.Finish();
+  if (found.ok() && !quiet) {
+    found = absl::DataLossError(
+        "the ledger grew while each of 5 reads of the budgets was made, so they could not be "
+        "compared with the rows: run again when the ledger is quieter");
+  }
+  if (found.ok()) found = ledger.CompareBudgets(budgets);
+  if (!found.ok()) {
+    check->ok = false;
+    check->ledger = absl::StrCat("NOT verified: ", found.message());
+    return absl::OkStatus();
+  }
+  check->ledger = absl::StrCat(
+      "checked here: the ", ledger.rows(), " rows listed hash to their hashes and chain (head ",
+      ledger.head_hash(), "), the first ", checkpoint.size,
+      " are the signed tree, and none of their ", ledger.charges(),
+      " charges took a company past its grant or a dataset past its cap; the vault's ",
+      budgets.budgets_size(), " grants and caps (ListBudgets) are the rows' composition");
+  for (const std::string& again : ledger.recreated()) absl::StrAppend(&check->ledger, "; ", again);
+  if (kept != nullptr) {
+    kept->budgets = std::move(budgets);
+    kept->complete = true;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<report::CheckpointCheck> CheckLatestCheckpoint(
+    const ParsedFlags& flags, Client* client, const v1::VerifyLedgerResponse* verified,
+    CheckedLedger* checked) {
+  ASSIGN_OR_RETURN(report::CheckpointCheck check, CheckSignedCheckpoint(flags, client));
+  ASSIGN_OR_RETURN(std::optional<tlog::NoteVerifier> key, LogKey(flags));
+  if (key.has_value() && check.present && check.ok) {
+    RETURN_IF_ERROR(CheckListedLedger(*key, client, verified, &check, checked));
+  }
+  return check;
+}
+
+std::string FormatCheckpointCheck(const report::CheckpointCheck& check) {
+  if (!check.present) {
+    return check.ok ? "checkpoint: none (the vault signs no checkpoints)\n"
+                    : absl::StrCat("checkpoint: none; ", check.signature, "\n");
+  }
+  std::string out = absl::StrCat("checkpoint: ", check.size, " rows, root ",
+                                 check.root_hex.substr(0, 16), "..., ", check.cosignatures,
+                                 " witness cosignature(s)");
+  for (const std::string* part : {&check.signature, &check.witnesses, &check.consistency}) {
+    if (!part->empty()) absl::StrAppend(&out, "; ", *part);
+  }
+  absl::StrAppend(&out, "\n");
+  if (!check.ledger.empty()) absl::StrAppend(&out, "ledger: ", check.ledger, "\n");
+  return out;
 }
 
 std::vector<Command> TransparencyCommands() {

@@ -23,12 +23,12 @@ absl::Status Bad(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("receipt: ", what));
 }
 
-// The canonical encoding's fields (docs/operations.md, "The ledger's hash chain") against the
-// entry's.
+// The canonical encoding's fields against the entry's.
 absl::Status CheckCanonical(const v1::LedgerEntry& e, const std::string& canonical) {
   std::vector<std::string> f = absl::StrSplit(canonical, '\x1f');
   if (f.size() != 15 && f.size() != 16) {
-    return Bad(absl::StrCat("the canonical encoding has ", f.size(), " fields, not 15 or 16"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "row ", e.seq(), ": its canonical encoding has ", f.size(), " fields, not 15 or 16"));
   }
   const std::string pure =
       e.has_pure_epsilon_micro() ? absl::StrCat(e.pure_epsilon_micro()) : std::string("-");
@@ -51,14 +51,23 @@ absl::Status CheckCanonical(const v1::LedgerEntry& e, const std::string& canonic
   };
   for (const auto& [name, pair] : checks) {
     if (pair.first != pair.second) {
-      return Bad(absl::StrCat("the row's ", name, " is '", pair.second,
-                              "' but its hashed encoding says '", pair.first, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("row ", e.seq(), ": its ", name, " is '", pair.second,
+                       "' but its hashed encoding says '", pair.first, "'"));
     }
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::Status VerifyRowEncoding(const v1::LedgerEntry& e, const std::string& canonical) {
+  if (absl::BytesToHexString(tlog::Sha256(canonical)) != e.hash()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("row ", e.seq(), ": its encoding does not hash to its hash"));
+  }
+  return CheckCanonical(e, canonical);
+}
 
 absl::StatusOr<tlog::Checkpoint> OpenCheckpoint(const std::string& note,
                                                 const tlog::NoteVerifier& verifier) {
@@ -76,10 +85,9 @@ absl::StatusOr<tlog::Checkpoint> VerifyReceipt(const v1::Receipt& receipt,
                                                const tlog::NoteVerifier& verifier) {
   const v1::LedgerEntry& e = receipt.entry();
   if (e.seq() < 1) return Bad("a ledger row's seq is >= 1");
-  if (absl::BytesToHexString(tlog::Sha256(receipt.canonical())) != e.hash()) {
-    return Bad(absl::StrCat("row ", e.seq(), ": its encoding does not hash to its hash"));
+  if (absl::Status row = VerifyRowEncoding(e, receipt.canonical()); !row.ok()) {
+    return Bad(row.message());
   }
-  RETURN_IF_ERROR(CheckCanonical(e, receipt.canonical()));
   if (receipt.leaf_index() != e.seq() - 1) {
     return Bad(absl::StrCat("row ", e.seq(), " must be leaf ", e.seq() - 1, ", not ",
                             receipt.leaf_index()));

@@ -17,6 +17,11 @@ namespace fairvault::client {
 absl::StatusOr<core::transparency::Checkpoint> OpenCheckpoint(
     const std::string& note, const core::transparency::NoteVerifier& verifier);
 
+// Checks a ledger row against its canonical encoding (docs/operations.md, "Ledger verification
+// and the head hash"): the encoding hashes to the entry's hash and says what the entry says.
+// InvalidArgument naming the row and the first field that differs.
+absl::Status VerifyRowEncoding(const v1::LedgerEntry& entry, const std::string& canonical);
+
 // Checks a receipt: the row's canonical encoding hashes to its hash and says what the entry
 // says; the row is leaf seq - 1 of the checkpoint's tree (the inclusion proof); the checkpoint
 // is signed by `verifier` and states the tree's size and root. Returns the checkpoint.

@@ -70,6 +70,9 @@ struct CheckpointCheck {
   std::string witnesses;
   // With a kept checkpoint: "consistent with the kept checkpoint of N rows" or what failed.
   std::string consistency;
+  // With the verifier key: the whole ledger as listed, checked against this checkpoint by the
+  // client ("checked here: ..." or "NOT verified: ..."; "" when not checked).
+  std::string ledger;
   bool ok = true;  // false when any check above failed
   std::string note;  // the signed note, shown whole
 };

@@ -4,6 +4,8 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
+#include <utility>
+
 #include "absl/numeric/bits.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/status_macros.h"
@@ -127,6 +129,26 @@ absl::StatusOr<Hash> RootHash(int64_t size, NodeReader read) {
   if (size < 0) return absl::InvalidArgumentError("a tree size is >= 0");
   if (size == 0) return EmptyRoot();
   return SubtreeHash(0, size, read);
+}
+
+void RootBuilder::Append(const Hash& leaf) {
+  subtrees_.push_back(leaf);
+  // Each trailing one bit of the old size is a subtree the new leaf completes a level above.
+  for (int64_t s = size_; (s & 1) != 0; s >>= 1) {
+    Hash right = std::move(subtrees_.back());
+    subtrees_.pop_back();
+    subtrees_.back() = NodeHash(subtrees_.back(), right);
+  }
+  ++size_;
+}
+
+Hash RootBuilder::Root() const {
+  if (subtrees_.empty()) return EmptyRoot();
+  // RFC 9162 splits at the largest power of two below the size: the leftmost subtree, then
+  // the tree of the rest, from the right.
+  Hash h = subtrees_.back();
+  for (size_t i = subtrees_.size() - 1; i-- > 0;) h = NodeHash(subtrees_[i], h);
+  return h;
 }
 
 absl::StatusOr<std::vector<Hash>> InclusionProof(int64_t index, int64_t size, NodeReader read) {

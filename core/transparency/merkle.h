@@ -49,6 +49,22 @@ absl::StatusOr<std::vector<StoredNode>> NodesForAppend(int64_t index, const Hash
 
 // MTH(D[0:size]) (EmptyRoot() for size 0).
 absl::StatusOr<Hash> RootHash(int64_t size, NodeReader read);
+
+// The root of a tree whose every leaf the caller has, built leaf by leaf with one hash per set
+// bit of the size (the complete subtrees of the tree's right edge): how a verifier who reads the
+// whole log recomputes a checkpoint's root without storing the tree.
+class RootBuilder {
+ public:
+  // Appends leaf hash `leaf` as leaf size().
+  void Append(const Hash& leaf);
+  int64_t size() const { return size_; }
+  // MTH of the leaves appended so far (EmptyRoot() for none).
+  Hash Root() const;
+
+ private:
+  int64_t size_ = 0;
+  std::vector<Hash> subtrees_;  // largest (leftmost) first
+};
 // PATH(index, D[0:size]) (RFC 9162 §2.1.3.1).
 absl::StatusOr<std::vector<Hash>> InclusionProof(int64_t index, int64_t size, NodeReader read);
 // PROOF(old_size, D[0:size]) (RFC 9162 §2.1.4.1); empty when old_size is 0 or equals size.

@@ -100,14 +100,19 @@ Hash Unhex(absl::string_view s) { return absl::HexStringToBytes(s); }
 
 TEST(MerkleTest, RootsAndProofsMatchTheRfcDefinitionsOnEveryTreeUpTo300Leaves) {
   StoredTree tree;
+  RootBuilder builder;
   std::vector<Hash> leaves;
   std::vector<Hash> roots{EmptyRoot()};
+  ASSERT_EQ(builder.Root(), EmptyRoot());
   for (int64_t n = 1; n <= 300; ++n) {
     leaves.push_back(Leaf(n - 1));
     tree.Append(leaves.back());
+    builder.Append(leaves.back());
     auto root = RootHash(n, tree.Reader());
     ASSERT_TRUE(root.ok()) << root.status();
     ASSERT_EQ(*root, RefRoot(leaves, 0, n)) << "size " << n;
+    ASSERT_EQ(builder.Root(), *root) << "size " << n;
+    ASSERT_EQ(builder.size(), n);
     roots.push_back(*root);
     for (int64_t m = 0; m < n; ++m) {
       auto proof = InclusionProof(m, n, tree.Reader());

@@ -20,7 +20,7 @@ inline constexpr char kGenesisHash[] =
     "0000000000000000000000000000000000000000000000000000000000000000";
 
 // The canonical encoding of every field of `row` except `hash`, including the ids the row
-// refers to (docs/operations.md, "The ledger's hash chain").
+// refers to (docs/operations.md, "Ledger verification and the head hash").
 std::string LedgerRowEncoding(const LedgerRow& row, int64_t account_id, int64_t dataset_id);
 // Hex SHA-256 of LedgerRowEncoding.
 std::string LedgerRowHash(const LedgerRow& row, int64_t account_id, int64_t dataset_id);

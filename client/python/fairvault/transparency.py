@@ -22,7 +22,8 @@ import grpc
 from fairvault.errors import DataLoss, InvalidInput
 
 __all__ = ["Checkpoint", "VerifierKey", "NotVerified", "open_checkpoint", "verify_receipt",
-           "verify_consistency", "verify_cosignatures", "sum_receipts", "row_encoding_matches"]
+           "verify_consistency", "verify_cosignatures", "sum_receipts", "row_encoding_matches",
+           "verify_ledger_rows", "verify_ledger"]
 
 _SIG_PREFIX = "\u2014 "
 
@@ -244,6 +245,17 @@ def row_encoding_matches(entry, canonical: bytes) -> None:
         raise NotVerified("the row's actor is not the one its hash covers")
 
 
+def _check_row(entry, canonical: bytes) -> None:
+    """The row's encoding hashes to its hash and says what the row says; NotVerified
+    ("row N: ...") otherwise."""
+    if hashlib.sha256(canonical).hexdigest() != entry.hash:
+        raise NotVerified(f"row {entry.seq}: its encoding does not hash to its hash")
+    try:
+        row_encoding_matches(entry, canonical)
+    except NotVerified as error:
+        raise NotVerified(f"row {entry.seq}: {error.message}") from None
+
+
 def verify_receipt(receipt, key: "VerifierKey | str", idempotency_key: str = "",
                    seq: int = 0, witnesses: Sequence["VerifierKey | str"] = (),
                    quorum: "int | None" = None, account: str = "") -> Checkpoint:
@@ -266,9 +278,7 @@ def verify_receipt(receipt, key: "VerifierKey | str", idempotency_key: str = "",
                           f"asked for")
     if entry.seq < 1:
         raise NotVerified("a ledger row's seq is >= 1")
-    if hashlib.sha256(receipt.canonical).hexdigest() != entry.hash:
-        raise NotVerified(f"row {entry.seq}: its encoding does not hash to its hash")
-    row_encoding_matches(entry, receipt.canonical)
+    _check_row(entry, receipt.canonical)
     if receipt.leaf_index != entry.seq - 1:
         raise NotVerified(f"row {entry.seq} must be leaf {entry.seq - 1}")
     checkpoint = open_checkpoint(receipt.checkpoint.note, key)
@@ -279,6 +289,79 @@ def verify_receipt(receipt, key: "VerifierKey | str", idempotency_key: str = "",
     if witnesses:
         verify_cosignatures(receipt.checkpoint.note, witnesses, quorum)
     return checkpoint
+
+
+def _root(leaves: Sequence[bytes]) -> bytes:
+    """RFC 9162 MTH over leaf hashes: the largest complete subtree on the left, the rest on the
+    right (one hash per set bit of the size kept while the leaves are read)."""
+    subtrees: List[bytes] = []
+    for size, leaf in enumerate(leaves):
+        subtrees.append(leaf)
+        while size & 1:
+            right = subtrees.pop()
+            subtrees[-1] = _node(subtrees[-1], right)
+            size >>= 1
+    if not subtrees:
+        return hashlib.sha256(b"").digest()
+    root = subtrees[-1]
+    for left in reversed(subtrees[:-1]):
+        root = _node(left, root)
+    return root
+
+
+def verify_ledger_rows(entries, key: "VerifierKey | str", note: str) -> Checkpoint:
+    """Checks ledger rows as ``Vault.list_ledger(auditor=True, with_canonical=True,
+    as_frame=False)`` lists them, from row 1 on, against the signed checkpoint ``note``: each
+    row's encoding hashes to its hash and says what the row says, the rows are numbered 1, 2,
+    ... and each chains to the one before, and the first ``size`` of them are the tree the
+    checkpoint signed (its root recomputed here). Returns the checkpoint; NotVerified naming
+    the first row that fails. (``fairvault auditor verify --log-key`` also composes every
+    charge against its grant and cap with the vault's accountant.)"""
+    checkpoint = open_checkpoint(note, key)
+    head, leaves = "0" * 64, []
+    for entry in entries:
+        seq = len(leaves) + 1
+        if entry.seq != seq:
+            raise NotVerified(f"ledger row {seq} is missing: the vault listed row {entry.seq} "
+                              f"after row {seq - 1}")
+        if not entry.canonical:
+            raise NotVerified(f"ledger row {seq} was listed without its canonical encoding "
+                              f"(list with with_canonical=True)")
+        try:
+            _check_row(entry, entry.canonical)
+        except NotVerified as error:
+            raise NotVerified(f"ledger {error.message}") from None
+        if entry.prev_hash != head:
+            raise NotVerified(f"ledger row {seq} does not chain to row {seq - 1}")
+        head = entry.hash
+        leaves.append(_leaf(bytes.fromhex(entry.hash)))
+    if len(leaves) < checkpoint.size:
+        raise NotVerified(f"the vault signed a checkpoint of {checkpoint.size} rows but listed "
+                          f"only {len(leaves)}")
+    if _root(leaves[:checkpoint.size]) != checkpoint.root:
+        raise NotVerified(f"the ledger's first {checkpoint.size} rows are not the tree of the "
+                          f"signed checkpoint of that size")
+    return checkpoint
+
+
+def verify_ledger(vault, key: "VerifierKey | str", witnesses: Sequence["VerifierKey | str"] = (),
+                  quorum: "int | None" = None) -> Checkpoint:
+    """Fetches the vault's latest signed checkpoint (with ``witnesses``, the latest its quorum
+    cosigned, whose cosignatures are checked here) and every ledger row (an auditor's or the
+    regulator's ``Vault``), and checks them with ``verify_ledger_rows``. Returns the
+    checkpoint; keep its note and check the next one extends it (``verify_consistency``)."""
+    note = vault.get_checkpoint(auditor=True, witnessed=bool(witnesses)).checkpoint.note
+    if witnesses:
+        verify_cosignatures(note, witnesses, quorum)
+    entries, after = [], 0
+    while True:
+        page = vault.list_ledger(after_seq=after, limit=10000, auditor=True,
+                                 with_canonical=True, as_frame=False)
+        if not page:
+            break
+        entries.extend(page)
+        after = page[-1].seq
+    return verify_ledger_rows(entries, key, note)
 
 
 def verify_consistency(old_note: str, new_note: str, proof: Sequence[bytes],

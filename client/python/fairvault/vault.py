@@ -205,12 +205,15 @@ class Vault(ReleaseMethods):
                                       pb.GetBudgetRequest(dataset=dataset)).budgets, as_frame)
 
     def list_ledger(self, dataset: str = "", company: str = "", after_seq: int = 0,
-                    limit: int = 0, auditor: bool = False, as_frame: bool = True) -> Any:
-        """Ledger rows, oldest first: the caller's own (company), or all (``auditor=True``)."""
+                    limit: int = 0, auditor: bool = False, as_frame: bool = True,
+                    with_canonical: bool = False) -> Any:
+        """Ledger rows, oldest first: the caller's own (company), or all (``auditor=True``);
+        ``with_canonical``: each with its canonical encoding, which
+        ``fairvault.transparency.verify_ledger_rows`` checks against a signed checkpoint."""
         stub = self._conn.auditor if auditor else self._conn.company
         return self._frame(self._read(stub, "ListLedger", pb.ListLedgerRequest(
-            dataset=dataset, company=company, after_seq=after_seq, limit=limit)).entries,
-            as_frame)
+            dataset=dataset, company=company, after_seq=after_seq, limit=limit,
+            with_canonical=with_canonical)).entries, as_frame)
 
     # ----- the transparency log (docs/operations.md, "The transparency log") ---------------
 

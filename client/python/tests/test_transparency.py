@@ -162,6 +162,47 @@ def test_sum_receipts_checks_a_budgets_report(vault_server, verifier_key, tmp_pa
         transparency.sum_receipts(receipts, verifier_key, report_csv=str(tmp_path / "under.csv"))
 
 
+def test_the_whole_ledger_verifies_here_and_an_edited_or_missing_row_does_not(
+        vault_server, company, table, verifier_key) -> None:
+    """Every row the vault lists, with its canonical encoding, checked here against its signed
+    checkpoint (the Merkle root recomputed by this package, not the vault's C++); what the
+    vault could show instead fails naming the row."""
+    import hashlib
+
+    for key in ("py-ledger-1", "py-ledger-2"):
+        company.noisy_counts(table, 0.25, columns=["region"], idempotency_key=key)
+    auditor = vault_server.vault(
+        vault_server.regulator.create_account("py-ledger-auditor", "auditor").api_key)
+    checkpoint = transparency.verify_ledger(auditor, verifier_key)
+    entries = auditor.list_ledger(auditor=True, with_canonical=True, limit=10000,
+                                  as_frame=False)
+    assert 3 <= checkpoint.size <= len(entries)
+    assert all(e.canonical for e in entries)
+    assert not auditor.list_ledger(auditor=True, limit=1, as_frame=False)[0].canonical
+    note = auditor.get_checkpoint(auditor=True).checkpoint.note
+    size = transparency.open_checkpoint(note, verifier_key).size
+    rows = list(entries[:size])
+    assert transparency.verify_ledger_rows(rows, verifier_key, note).size == size
+
+    edited = [type(e)() for e in rows]
+    for copy, e in zip(edited, rows):
+        copy.CopyFrom(e)
+    edited[1].epsilon += 1
+    with pytest.raises(NotVerified, match="ledger row 2: the row says"):
+        transparency.verify_ledger_rows(edited, verifier_key, note)
+    with pytest.raises(NotVerified, match="ledger row 2 is missing"):
+        transparency.verify_ledger_rows(rows[:1] + rows[2:], verifier_key, note)
+    with pytest.raises(NotVerified, match=f"signed a checkpoint of {size} rows but listed only"):
+        transparency.verify_ledger_rows(rows[:-1], verifier_key, note)
+    # The same rows under a checkpoint of another root (signed by a key of the test's own).
+    private_key, name, key = _log_key()
+    forged = _signed_checkpoint(private_key, name, size, hashlib.sha256(b"other").digest())
+    with pytest.raises(NotVerified, match="not the tree of the signed checkpoint"):
+        transparency.verify_ledger_rows(rows, key, forged)
+    with pytest.raises(NotVerified):
+        transparency.verify_ledger_rows(rows, verifier_key, forged)  # not the vault's key
+
+
 def _signed_checkpoint(private_key, name: str, size: "int | str", root: bytes) -> str:
     """A checkpoint note signed here (a note key of type 1), for tests without a vault."""
     from cryptography.hazmat.primitives import serialization

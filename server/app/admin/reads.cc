@@ -5,6 +5,7 @@
 #include "core/util/status_macros.h"
 #include "server/app/vault.h"
 #include "server/app/vault_internal.h"
+#include "server/storage/ledger_chain.h"
 
 namespace fairvault::server {
 
@@ -65,7 +66,11 @@ absl::StatusOr<v1::ListLedgerResponse> Vault::ListLedger(const Caller& caller,
   ASSIGN_OR_RETURN(auto rows, store_->ListLedger(filter));
   v1::ListLedgerResponse resp;
   for (const auto& r : rows) {
-    internal::FillLedgerEntry(r, resp.add_entries());
+    v1::LedgerEntry* e = resp.add_entries();
+    internal::FillLedgerEntry(r, e);
+    if (req.with_canonical()) {
+      e->set_canonical(storage::LedgerRowEncoding(r, r.account_id, r.dataset_id));
+    }
   }
   return resp;
 }
