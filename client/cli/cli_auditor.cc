@@ -131,7 +131,7 @@ absl::Status AuditorVerify(Context& ctx) {
     std::string what = check.signature;
     for (const std::string* part :
          {&check.signature, &check.witnesses, &check.consistency, &check.ledger}) {
-      if (absl::StrContains(*part, "NOT ")) {
+      if (absl::StrContains(*part, "NOT ") || absl::StrContains(*part, "INCONCLUSIVE")) {
         what = *part;
         break;
       }

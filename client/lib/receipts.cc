@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "core/transparency/merkle.h"
 #include "core/util/status_macros.h"
+#include "core/util/truncate.h"
 
 namespace fairvault::client {
 namespace tlog = core::transparency;
@@ -52,8 +53,8 @@ absl::Status CheckCanonical(const v1::LedgerEntry& e, const std::string& canonic
   for (const auto& [name, pair] : checks) {
     if (pair.first != pair.second) {
       return absl::InvalidArgumentError(
-          absl::StrCat("row ", e.seq(), ": its ", name, " is '", pair.second,
-                       "' but its hashed encoding says '", pair.first, "'"));
+          absl::StrCat("row ", e.seq(), ": its ", name, " is '", core::Truncated(pair.second),
+                       "' but its hashed encoding says '", core::Truncated(pair.first), "'"));
     }
   }
   return absl::OkStatus();

@@ -84,7 +84,9 @@ std::string CheckpointTable(const CheckpointCheck& c) {
                   HtmlEscape(c.consistency.empty() ? "not checked (no --kept checkpoint)"
                                                    : c.consistency),
                   "</td></tr><tr><th>ledger rows</th><td id=\"checkpoint-ledger\">",
-                  HtmlEscape(c.ledger.empty() ? "not checked here (no --log-key)" : c.ledger),
+                  HtmlEscape(c.ledger.empty() ? "not checked here (needs --log-key, and a checkpoint that "
+                                                "verifies)"
+                                              : c.ledger),
                   "</td></tr><tr><th>signed note</th><td><pre>", HtmlEscape(c.note),
                   "</pre></td></tr></table><p class=\"note\">Keep the note: `auditor "
                   "consistency --from` (or the next `report budgets --kept`) proves later "

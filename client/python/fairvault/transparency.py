@@ -347,18 +347,21 @@ def verify_ledger_rows(entries, key: "VerifierKey | str", note: str) -> Checkpoi
 def verify_ledger(vault, key: "VerifierKey | str", witnesses: Sequence["VerifierKey | str"] = (),
                   quorum: "int | None" = None) -> Checkpoint:
     """Fetches the vault's latest signed checkpoint (with ``witnesses``, the latest its quorum
-    cosigned, whose cosignatures are checked here) and every ledger row (an auditor's or the
-    regulator's ``Vault``), and checks them with ``verify_ledger_rows``. Returns the
+    cosigned, whose cosignatures are checked here) and the ledger rows it signed (an auditor's
+    or the regulator's ``Vault``), and checks them with ``verify_ledger_rows``. Returns the
     checkpoint; keep its note and check the next one extends it (``verify_consistency``)."""
     note = vault.get_checkpoint(auditor=True, witnessed=bool(witnesses)).checkpoint.note
     if witnesses:
         verify_cosignatures(note, witnesses, quorum)
+    size = open_checkpoint(note, key).size
     entries, after = [], 0
-    while True:
-        page = vault.list_ledger(after_seq=after, limit=10000, auditor=True,
-                                 with_canonical=True, as_frame=False)
+    while len(entries) < size:  # the signed rows; later ones are beyond this check
+        page = vault.list_ledger(after_seq=after, limit=min(10000, size - len(entries)),
+                                 auditor=True, with_canonical=True, as_frame=False)
         if not page:
             break
+        if page[0].seq <= after:
+            raise NotVerified(f"the vault listed row {page[0].seq} after row {after}")
         entries.extend(page)
         after = page[-1].seq
     return verify_ledger_rows(entries, key, note)
