@@ -17,6 +17,10 @@ TEST(TruncatedTest, BoundsLengthKeepsUtf8AndShowsControlCharacters) {
   // A terminal escape and a forged log line come back as text.
   EXPECT_EQ(Truncated("key\x1b[2J\nERROR forged\x7f"), "key\\x1b[2J\\x0aERROR forged\\x7f");
   EXPECT_EQ(Truncated(std::string("a\0b", 3)), "a\\x00b");
+  // A backslash is doubled, so a value holding the text "\x1b" is not shown as an escape.
+  EXPECT_EQ(Truncated("a\\x1b"), "a\\\\x1b");
+  // The C1 controls (U+009B, CSI) are escaped; other two-byte characters are not.
+  EXPECT_EQ(Truncated("x\xc2\x9b" "2J\xc2\xa0\xc3\xa9"), "x\\u009b2J\xc2\xa0\xc3\xa9");
 }
 
 TEST(ParseDecimalTest, ReadsDecimalTextOnly) {

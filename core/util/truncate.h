@@ -17,8 +17,8 @@ namespace fairvault::core {
 inline constexpr size_t kMaxEchoBytes = 64;
 
 // `value` itself if at most `max_bytes` long; otherwise its first bytes (not cutting a UTF-8
-// sequence) followed by "...(N bytes)". Control characters (below 0x20, and 0x7F) are shown as
-// \xNN.
+// sequence) followed by "...(N bytes)". Control characters are shown escaped: below 0x20 and
+// 0x7F as \xNN, the C1 controls U+0080..U+009F as \u00NN, and a backslash as \\.
 inline std::string Truncated(absl::string_view value, size_t max_bytes = kMaxEchoBytes) {
   size_t cut = value.size();
   if (cut > max_bytes) {
@@ -28,12 +28,21 @@ inline std::string Truncated(absl::string_view value, size_t max_bytes = kMaxEch
   }
   std::string out;
   out.reserve(cut);
-  for (const char c : value.substr(0, cut)) {
-    const auto byte = static_cast<unsigned char>(c);
+  const absl::string_view shown = value.substr(0, cut);
+  for (size_t i = 0; i < shown.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(shown[i]);
     if (byte < 0x20 || byte == 0x7F) {
       absl::StrAppend(&out, "\\x", absl::Hex(byte, absl::kZeroPad2));
+    } else if (byte == '\\') {  // so that "\x1b" in a value is not read as an escape shown
+      out += "\\\\";
+    } else if (byte == 0xC2 && i + 1 < shown.size() &&
+               static_cast<unsigned char>(shown[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(shown[i + 1]) <= 0x9F) {
+      // U+0080..U+009F, the C1 controls (U+009B is a terminal's CSI).
+      absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(shown[++i]),
+                                               absl::kZeroPad2));
     } else {
-      out.push_back(c);
+      out.push_back(shown[i]);
     }
   }
   if (cut < value.size()) absl::StrAppend(&out, "...(", value.size(), " bytes)");
