@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,11 +14,14 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
 #include "client/lib/receipts.h"
 #include "core/testing/status_matchers.h"
@@ -277,6 +281,77 @@ TEST_F(TransparencyTest, AnAuditorChecksEveryListedRowAgainstTheSignedCheckpoint
   EXPECT_EQ(report.exit_code, 1) << report.out;
   EXPECT_THAT(ReadAll(dir_ + "/edited.html"),
               HasSubstr(absl::StrCat("NOT verified: ledger row ", edited_seq)));
+}
+
+// `report budgets --log-key --company`: the page is drawn from the rows the check read,
+// filtered in the client as the vault filters them: another company's rows and budgets, and
+// the dataset's cap, are left out.
+TEST_F(TransparencyTest, ACheckedBudgetsReportKeepsItsFilters) {
+  Count("filtered-1");
+  v1::CreateAccountRequest acct;
+  acct.set_name("globex");
+  acct.set_role(v1::ROLE_COMPANY);
+  auto globex_key = regulator_->CreateAccount(acct);
+  ASSERT_OK(globex_key);
+  v1::GrantBudgetRequest grant;
+  grant.set_company("globex");
+  grant.set_dataset("pop");
+  grant.set_epsilon(5);
+  ASSERT_OK(regulator_->GrantBudget(grant));
+  v1::SetDatasetCapRequest cap;
+  cap.set_dataset("pop");
+  cap.set_epsilon(500);
+  ASSERT_OK(regulator_->SetDatasetCap(cap));
+  const std::string csv = dir_ + "/filtered.csv";
+  const std::string page = server_->db_path() + ".filtered.html";
+  CliResult report = RunCli(Auditor(absl::StrCat("report budgets --out ", page, " --csv ", csv,
+                                                 " --company acme --log-key ", key_file_)));
+  ASSERT_EQ(report.exit_code, 0) << report.out;
+  EXPECT_THAT(report.out, HasSubstr("ledger: checked here"));
+  EXPECT_THAT(report.out, HasSubstr("1 grants and caps"));  // acme's grant only
+  const std::string charges = ReadAll(csv);
+  EXPECT_THAT(charges, HasSubstr("filtered-1"));
+  EXPECT_THAT(charges, ::testing::Not(HasSubstr("globex")));
+  const std::string html = ReadAll(page);
+  EXPECT_THAT(html, ::testing::Not(HasSubstr("globex")));
+  EXPECT_THAT(html, ::testing::Not(HasSubstr("cap (all companies)")));
+  EXPECT_THAT(html, HasSubstr("checked here: the "));
+}
+
+// A busy, honest vault is never reported as a finding: while a company charges as fast as it
+// can, the check either passes or says INCONCLUSIVE (the budgets could not be read against the
+// rows), never "NOT verified".
+TEST_F(TransparencyTest, ABusyLedgerIsNeverAFinding) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> charged{0};
+  std::thread busy([&] {
+    auto company = server_->Connect(company_key_);
+    for (int i = 0; !stop && i < 2000; ++i) {
+      v1::NoisyCountsRequest req;
+      req.set_table_handle(table_handle_);
+      req.add_columns("region");
+      req.set_epsilon(0.001);
+      req.set_idempotency_key(absl::StrCat("busy-", i));
+      if (company->NoisyCounts(req).ok()) ++charged;
+    }
+  });
+  while (charged < 20) absl::SleepFor(absl::Milliseconds(10));
+  const int before = charged;
+  CliResult checked = RunCli(Auditor(absl::StrCat("auditor verify --log-key ", key_file_)));
+  const int during = charged - before;
+  stop = true;
+  busy.join();
+  EXPECT_THAT(checked.out, ::testing::Not(HasSubstr("NOT verified")))
+      << during << " charges during the check\n" << checked.out;
+  if (checked.exit_code != 0) {
+    EXPECT_EQ(checked.exit_code, 1) << checked.out;
+    EXPECT_THAT(checked.out, HasSubstr("INCONCLUSIVE (not a finding)"));
+  } else {
+    EXPECT_THAT(checked.out, HasSubstr("ledger: checked here"));
+  }
+  // Quiet again: it passes.
+  CliResult quiet = RunCli(Auditor(absl::StrCat("auditor verify --log-key ", key_file_)));
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.out;
 }
 
 TEST_F(TransparencyTest, ConsistencyIsProvedAcrossAKeyRotation) {
