@@ -72,13 +72,17 @@ constexpr char kMigrateUsage[] =
 
 constexpr char kLogKeyUsage[] =
     "usage: fairvault-server log-key --out FILE [--origin NAME]\n"
-    "       fairvault-server log-key --key FILE\n"
+    "       fairvault-server log-key --key FILE [--endorse-with OLD_FILE]\n"
     "      The transparency log's Ed25519 signing key. With --out, creates a new key in the\n"
     "      new FILE (mode 0600) for the log named --origin (default fairvault/ledger; no\n"
     "      spaces or '+'); with --key, reads one. Prints the verifier key on stdout\n"
     "      (\"<origin>+<key hash>+<base64 key>\"): give it to companies and auditors, who\n"
     "      check receipts and checkpoints with it and nothing else. bootstrap on a SQLite\n"
-    "      file creates DB.log-key this way, and serve signs with it.\n";
+    "      file creates DB.log-key this way, and serve signs with it. With --endorse-with\n"
+    "      (a rotation: the key being replaced), prints instead a note naming both verifier\n"
+    "      keys, signed by the old key and the new: publish it beside the new key, and\n"
+    "      whoever holds the old verifier key checks it (fairvault log rotation) and takes\n"
+    "      the new key from it.\n";
 
 constexpr char kServeUsage[] =
     "usage: fairvault-server serve --db DB [--listen HOST:PORT] [--tls-cert PEM --tls-key PEM]\n"
@@ -241,6 +245,11 @@ absl::StatusOr<std::string> CreateLogKey(const std::string& path, const std::str
 absl::StatusOr<core::transparency::NoteSigner> ReadLogKey(const std::string& path) {
   std::string text;
   if (!ReadFile(path, &text)) {
+    // Not the argument itself: it may be a key's secret text given where a file goes.
+    if (absl::StartsWith(path, "PRIVATE+KEY")) {
+      return absl::InvalidArgumentError(
+          "the log key must be given as a file, not as the key's text");
+    }
     return absl::FailedPreconditionError(absl::StrCat("cannot read the log key ", path));
   }
   absl::StatusOr<core::transparency::NoteSigner> signer =
@@ -255,10 +264,15 @@ absl::StatusOr<core::transparency::NoteSigner> ReadLogKey(const std::string& pat
 
 int LogKey(std::map<std::string, std::string>& flags) {
   std::string error;
-  if (!OnlyKnownFlags(flags, {"out", "origin", "key"}, &error)) return Usage(error, kLogKeyUsage);
+  if (!OnlyKnownFlags(flags, {"out", "origin", "key", "endorse-with"}, &error)) {
+    return Usage(error, kLogKeyUsage);
+  }
   if (flags.count("out") == flags.count("key")) {
     return Usage("log-key needs --out FILE (a new key) or --key FILE (an existing one)",
                  kLogKeyUsage);
+  }
+  if (flags.count("endorse-with") && !flags.count("key")) {
+    return Usage("--endorse-with goes with --key (the new key)", kLogKeyUsage);
   }
   if (flags.count("key")) {
     if (flags.count("origin")) return Usage("--origin goes with --out", kLogKeyUsage);
@@ -267,7 +281,18 @@ int LogKey(std::map<std::string, std::string>& flags) {
       std::cerr << "error: " << signer.status().message() << "\n";
       return 1;
     }
-    std::cout << signer->verifier().Encoded() << "\n";
+    if (!flags.count("endorse-with")) {
+      std::cout << signer->verifier().Encoded() << "\n";
+      return 0;
+    }
+    auto old_key = ReadLogKey(flags["endorse-with"]);
+    absl::StatusOr<std::string> rotation =
+        old_key.ok() ? core::transparency::EndorseRotation(*old_key, *signer) : old_key.status();
+    if (!rotation.ok()) {
+      std::cerr << "error: " << rotation.status().message() << "\n";
+      return 1;
+    }
+    std::cout << *rotation;
     return 0;
   }
   const std::string origin = flags.count("origin") ? flags["origin"] : kDefaultOrigin;

@@ -102,6 +102,9 @@ class TransparencyTest : public VaultFixture {
   // The operator rotates the log key: the server restarts signing with `signer`.
   void RestartWithLogKey(const tlog::NoteSigner& signer) {
     ASSERT_OK(server_->Stop());
+    std::filesystem::copy_file(server_->db_path() + ".log-key",
+                               server_->db_path() + ".log-key-before",
+                               std::filesystem::copy_options::overwrite_existing);
     std::ofstream(server_->db_path() + ".log-key", std::ios::trunc) << signer.EncodedSecret()
                                                                     << "\n";
     ASSERT_OK(server_->Start());
@@ -381,6 +384,37 @@ TEST_F(TransparencyTest, ConsistencyIsProvedAcrossAKeyRotation) {
                                     "fairvault/ledger-2"));
   auto saved = client::OpenCheckpoint(ReadAll(dir_ + "/kept-new.note"), rotated->verifier());
   ASSERT_OK(saved);
+
+  // The old key endorses the new one (fairvault-server log-key --endorse-with): whoever holds
+  // only the old verifier key takes the new one from the note; a note the old key did not sign,
+  // or that names another new key, does not pass.
+  const std::string new_key_file = server_->db_path() + ".log-key";  // the new secret key
+  const std::string old_key_file = server_->db_path() + ".log-key-before";
+  const std::string rotation = server_->db_path() + ".rotation.note";
+  CliResult endorsed = RunCommand(absl::StrCat(FAIRVAULT_SERVER_BINARY, " log-key --key ",
+                                               new_key_file, " --endorse-with ", old_key_file,
+                                               " > ", rotation));
+  ASSERT_EQ(endorsed.exit_code, 0) << endorsed.out;
+  CliResult taken = RunCli(absl::StrCat("log rotation --rotation ", rotation,
+                                        " --previous-log-key ", key_file_));
+  ASSERT_EQ(taken.exit_code, 0) << taken.out;
+  EXPECT_THAT(taken.out, HasSubstr(new_key));
+  EXPECT_THAT(taken.out, HasSubstr("handed over to fairvault/ledger-2"));
+  // Checked with a key that is not the one replaced.
+  CliResult wrong = RunCli(absl::StrCat("log rotation --rotation ", rotation,
+                                        " --previous-log-key ", new_key));
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.out;
+  EXPECT_THAT(wrong.out, HasSubstr("NOT a rotation endorsed by fairvault/ledger-2"));
+  // The new key swapped for a stranger's: the signatures no longer verify.
+  auto stranger = tlog::NoteSigner::Generate("fairvault/ledger-2");
+  ASSERT_OK(stranger);
+  std::string forged = ReadAll(rotation);
+  forged.replace(forged.find(new_key), new_key.size(), stranger->verifier().Encoded());
+  std::ofstream(rotation + ".forged") << forged;
+  CliResult swapped = RunCli(absl::StrCat("log rotation --rotation ", rotation,
+                                          ".forged --previous-log-key ", key_file_));
+  EXPECT_EQ(swapped.exit_code, 1) << swapped.out;
+  EXPECT_THAT(swapped.out, HasSubstr("NOT a rotation endorsed by fairvault/ledger"));
 }
 
 TEST_F(TransparencyTest, AForkedLogUnderOneKeyIsCaught) {

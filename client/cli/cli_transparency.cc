@@ -696,6 +696,24 @@ absl::Status AuditorConsistency(Context& ctx) {
   return absl::OkStatus();
 }
 
+// `log rotation`: the new log key, from a rotation note the old key (and the new) signed.
+absl::Status LogRotation(Context& ctx) {
+  const ParsedFlags& flags = ctx.flags();
+  ASSIGN_OR_RETURN(const tlog::NoteVerifier old_key,
+                   KeyOrFile("previous-log-key", flags.Get("previous-log-key")));
+  absl::StatusOr<std::string> note = ReadFileToString(flags.Get("rotation"));
+  if (!note.ok()) return UsageError(absl::StrCat("--rotation: ", note.status().message()));
+  absl::StatusOr<tlog::NoteVerifier> new_key = tlog::OpenRotation(*note, old_key);
+  if (!new_key.ok()) {
+    return absl::DataLossError(absl::StrCat("NOT a rotation endorsed by ", old_key.name, ": ",
+                                            new_key.status().message()));
+  }
+  std::cerr << "the log key " << old_key.name << " handed over to " << new_key->name
+            << " (both signed the rotation); its verifier key:\n";
+  std::cout << new_key->Encoded() << "\n";
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<FlagSpec> CheckpointCheckFlags() {
@@ -1007,6 +1025,17 @@ std::vector<Command> TransparencyCommands() {
         LogKeyFlag(true)},
        true,
        WitnessCosign},
+      {"log rotation",
+       "take the vault's new log key from a rotation the old key endorsed (anyone)",
+       "Checks that the note names the old key (--previous-log-key, the verifier key you\n"
+       "already trust) and a new one, and that both signed it (the operator makes it with\n"
+       "fairvault-server log-key --key NEW --endorse-with OLD); then prints the new verifier\n"
+       "key, to use as --log-key from now on (and the old one as --from-log-key or\n"
+       "--previous-log-key for checkpoints it signed). Exit status 1 if it does not verify.",
+       {{"rotation", "FILE", "the rotation note the operator published", true},
+        {"previous-log-key", "KEY", "the verifier key being replaced (the key or a file)", true}},
+       false,
+       LogRotation},
       {"auditor consistency",
        "prove that the vault's ledger extends a checkpoint you kept (auditor, regulator)",
        "Fetches a consistency proof from the checkpoint in --from to the one in --to (or to a "

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <ctime>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -298,6 +300,55 @@ absl::StatusOr<std::string> SignNote(absl::string_view note_or_text, const NoteS
   ASSIGN_OR_RETURN(line.signature, signer.Sign(text, unix_seconds));
   absl::StrAppend(&lines, SignatureLineText(line));
   return absl::StrCat(text, "\n", lines);
+}
+
+namespace {
+constexpr char kRotationHeader[] = "fairvault log key rotation";
+}  // namespace
+
+absl::StatusOr<std::string> EndorseRotation(const NoteSigner& old_key,
+                                            const NoteSigner& new_key) {
+  if (old_key.verifier().type != KeyType::kEd25519 || new_key.verifier().type != KeyType::kEd25519) {
+    return absl::InvalidArgumentError("a rotation is between two log (note) keys, not witness keys");
+  }
+  if (old_key.verifier().public_key == new_key.verifier().public_key) {
+    return absl::InvalidArgumentError("the new log key is the old one");
+  }
+  ASSIGN_OR_RETURN(std::string note,
+                   SignNote(absl::StrCat(kRotationHeader, "\n", old_key.verifier().Encoded(),
+                                         "\n", new_key.verifier().Encoded(), "\n"),
+                            old_key));
+  return SignNote(note, new_key);
+}
+
+absl::StatusOr<NoteVerifier> OpenRotation(absl::string_view note, const NoteVerifier& old_key) {
+  if (old_key.type != KeyType::kEd25519) {
+    return absl::InvalidArgumentError("the old key is a witness key, not a log (note) key");
+  }
+  ASSIGN_OR_RETURN(std::string text, OpenNote(note, old_key));
+  const std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  // The header, the two keys, and the empty string after the final newline.
+  if (lines.size() != 4 || lines[0] != kRotationHeader || !lines[3].empty()) {
+    return absl::InvalidArgumentError("the note is not a log key rotation");
+  }
+  if (lines[1] != old_key.Encoded()) {
+    return absl::InvalidArgumentError("the rotation is from another key than the one given");
+  }
+  ASSIGN_OR_RETURN(NoteVerifier new_key, NoteVerifier::Parse(lines[2]));
+  if (new_key.Encoded() != lines[2]) {  // one spelling of the key, as the Python client reads it
+    return absl::InvalidArgumentError("the new key is not written as its encoding");
+  }
+  if (new_key.type != KeyType::kEd25519) {
+    return absl::InvalidArgumentError("the new key is not a log (note) key");
+  }
+  if (new_key.public_key == old_key.public_key) {
+    return absl::InvalidArgumentError("the new log key is the old one");
+  }
+  if (absl::Status signed_by_new = OpenNote(note, new_key).status(); !signed_by_new.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the new key did not sign its rotation: ", signed_by_new.message()));
+  }
+  return new_key;
 }
 
 std::string SignatureLineText(const SignatureLine& line) {

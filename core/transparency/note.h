@@ -86,6 +86,15 @@ absl::Status ValidKeyName(absl::string_view name);
 absl::StatusOr<std::string> SignNote(absl::string_view note_or_text, const NoteSigner& signer,
                                      int64_t unix_seconds = 0);
 
+// A log key's rotation, endorsed: the note whose text is "fairvault log key rotation\n<old
+// verifier key>\n<new verifier key>\n", signed by the old key and then by the new one. Whoever
+// holds the old verifier key (published out of band) can then take the new one from the
+// operator without a second out-of-band step, and sees the old key hand over to it.
+absl::StatusOr<std::string> EndorseRotation(const NoteSigner& old_key, const NoteSigner& new_key);
+// The new key `old_key` endorsed in `note`: the text names `old_key`, and both its signature and
+// the new key's verify. InvalidArgument naming what failed.
+absl::StatusOr<NoteVerifier> OpenRotation(absl::string_view note, const NoteVerifier& old_key);
+
 struct SignatureLine {
   std::string name;
   uint32_t key_hash = 0;

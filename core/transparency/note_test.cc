@@ -2,6 +2,8 @@
 // vectors byte for byte, and every alteration a verifier must refuse.
 #include "core/transparency/note.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -87,6 +89,60 @@ TEST(NoteTest, CosigningKeepsEarlierSignatures) {
   auto again = NoteSigner::Parse(vault->EncodedSecret());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->verifier().Encoded(), vault->verifier().Encoded());
+}
+
+// The old log key endorses the new one; the holder of the old verifier key alone takes the new
+// key from the note, and nothing else passes: another old key, an edited new key, a note the
+// new key did not sign, a key rotated to itself.
+TEST(NoteTest, ARotationIsEndorsedByTheOldKeyAndTheNew) {
+  auto old_key = NoteSigner::Generate("vault.example/ledger");
+  auto new_key = NoteSigner::Generate("vault.example/ledger-2");
+  auto stranger = NoteSigner::Generate("vault.example/ledger-3");
+  ASSERT_TRUE(old_key.ok() && new_key.ok() && stranger.ok());
+  auto rotation = EndorseRotation(*old_key, *new_key);
+  ASSERT_TRUE(rotation.ok()) << rotation.status();
+  auto opened = OpenRotation(*rotation, old_key->verifier());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(opened->Encoded(), new_key->verifier().Encoded());
+
+  EXPECT_THAT(OpenRotation(*rotation, stranger->verifier()).status().message(),
+              HasSubstr("no signature by"));
+  // The new key replaced by the stranger's, re-signed by the old key alone.
+  auto swapped = SignNote(absl::StrCat("fairvault log key rotation\n",
+                                       old_key->verifier().Encoded(), "\n",
+                                       stranger->verifier().Encoded(), "\n"),
+                          *old_key);
+  ASSERT_TRUE(swapped.ok());
+  EXPECT_THAT(OpenRotation(*swapped, old_key->verifier()).status().message(),
+              HasSubstr("the new key did not sign its rotation"));
+  // An edited note: the old key's signature no longer verifies.
+  std::string edited = *rotation;
+  edited.replace(edited.find("ledger-2"), 8, "ledger-3");
+  EXPECT_FALSE(OpenRotation(edited, old_key->verifier()).ok());
+  // Some other note the old key signed.
+  auto checkpoint = SignNote("vault.example/ledger\n5\nAAAA\n", *old_key);
+  ASSERT_TRUE(checkpoint.ok());
+  EXPECT_THAT(OpenRotation(*checkpoint, old_key->verifier()).status().message(),
+              HasSubstr("not a log key rotation"));
+  EXPECT_THAT(EndorseRotation(*old_key, *old_key).status().message(), HasSubstr("is the old one"));
+  // The new key spelled otherwise than its encoding (an uppercase key hash), though both keys
+  // signed: refused, as the Python client refuses it.
+  std::string upper = new_key->verifier().Encoded();
+  const size_t plus = upper.find('+');
+  for (size_t i = plus + 1; i < plus + 9; ++i) upper[i] = absl::ascii_toupper(upper[i]);
+  ASSERT_NE(upper, new_key->verifier().Encoded());
+  auto respelled = SignNote(absl::StrCat("fairvault log key rotation\n",
+                                         old_key->verifier().Encoded(), "\n", upper, "\n"),
+                            *old_key);
+  ASSERT_TRUE(respelled.ok());
+  respelled = SignNote(*respelled, *new_key);
+  ASSERT_TRUE(respelled.ok());
+  EXPECT_THAT(OpenRotation(*respelled, old_key->verifier()).status().message(),
+              HasSubstr("not written as its encoding"));
+  // A witness key is no log key.
+  auto witness = NoteSigner::Generate("witness.example", KeyType::kCosignatureV1);
+  ASSERT_TRUE(witness.ok());
+  EXPECT_THAT(EndorseRotation(*old_key, *witness).status().message(), HasSubstr("witness"));
 }
 
 TEST(NoteTest, CosignaturesFollowTlogCosignatureV1) {

@@ -23,7 +23,7 @@ from fairvault.errors import DataLoss, InvalidInput
 
 __all__ = ["Checkpoint", "VerifierKey", "NotVerified", "open_checkpoint", "verify_receipt",
            "verify_consistency", "verify_cosignatures", "sum_receipts", "row_encoding_matches",
-           "verify_ledger_rows", "verify_ledger"]
+           "verify_ledger_rows", "verify_ledger", "open_rotation"]
 
 _SIG_PREFIX = "\u2014 "
 
@@ -164,6 +164,38 @@ def open_checkpoint(note: str, key: "VerifierKey | str") -> Checkpoint:
         raise NotVerified(f"the checkpoint is of log '{lines[0]}' with a {len(root)}-byte "
                           f"root; the key is of '{key.name}'")
     return Checkpoint(lines[0], int(lines[1]), root)
+
+
+def _encoded(key: VerifierKey) -> str:
+    """The key as Go's note package writes it: <name>+<hex hash>+<base64(type || key)>."""
+    return (f"{key.name}+{key.key_hash:08x}+"
+            f"{base64.b64encode(bytes([key.key_type]) + key.public_key).decode()}")
+
+
+def open_rotation(note: str, old_key: "VerifierKey | str") -> VerifierKey:
+    """The vault's new log key from a rotation note (``fairvault-server log-key --key NEW
+    --endorse-with OLD``): its text names ``old_key`` and the new key, and both signed it.
+    NotVerified otherwise."""
+    old_key = VerifierKey.parse(old_key) if isinstance(old_key, str) else old_key
+    text, signed = _find_signature(note, old_key)
+    if not signed:
+        raise NotVerified(f"the note has no signature by '{old_key.name}'")
+    lines = text.split("\n")
+    if len(lines) != 4 or lines[0] != "fairvault log key rotation" or lines[3]:
+        raise NotVerified("the note is not a log key rotation")
+    if lines[1] != _encoded(old_key):
+        raise NotVerified("the rotation is from another key than the one given")
+    try:
+        new_key = VerifierKey.parse(lines[2])
+    except InvalidInput as error:
+        raise NotVerified(f"the new key: {error.message}") from None
+    if lines[2] != _encoded(new_key) or not re.fullmatch(r"[^\s+]+", new_key.name):
+        raise NotVerified("the new key is not written as its encoding")
+    if new_key.key_type != 1 or new_key.public_key == old_key.public_key:
+        raise NotVerified("the new key is not another log (note) key")
+    if not _find_signature(note, new_key)[1]:
+        raise NotVerified("the new key did not sign its rotation")
+    return new_key
 
 
 def verify_cosignatures(note: str, witnesses: Sequence["VerifierKey | str"],

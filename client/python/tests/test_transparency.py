@@ -203,6 +203,26 @@ def test_the_whole_ledger_verifies_here_and_an_edited_or_missing_row_does_not(
         transparency.verify_ledger_rows(rows, verifier_key, forged)  # not the vault's key
 
 
+def test_a_rotation_the_old_key_endorsed_gives_the_new_key(vault_server, verifier_key,
+                                                             tmp_path) -> None:
+    """The C++ server endorses a new log key with the vault's key; this package's own note code
+    takes the new key from it with the old verifier key alone, and refuses a swapped key."""
+    new_file = tmp_path / "new.log-key"
+    run = lambda *args: subprocess.run([vault_server.server_binary, "log-key", *args],  # noqa
+                                       check=True, capture_output=True, text=True,
+                                       timeout=30).stdout
+    new_key = run("--out", str(new_file), "--origin", "py.example/ledger-2").strip()
+    note = run("--key", str(new_file), "--endorse-with",
+               str(vault_server.tmp / "vault.db") + ".log-key")
+    assert transparency.open_rotation(note, verifier_key) == \
+        transparency.VerifierKey.parse(new_key)
+    with pytest.raises(NotVerified, match="from another key than the one given"):
+        transparency.open_rotation(note, new_key)  # the new key signed it, but is not the old
+    _, _, stranger = _log_key()
+    with pytest.raises(NotVerified):
+        transparency.open_rotation(note.replace(new_key, stranger), verifier_key)
+
+
 def _signed_checkpoint(private_key, name: str, size: "int | str", root: bytes) -> str:
     """A checkpoint note signed here (a note key of type 1), for tests without a vault."""
     from cryptography.hazmat.primitives import serialization
