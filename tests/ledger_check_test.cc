@@ -122,6 +122,11 @@ absl::Status CheckAll(const std::vector<v1::LedgerEntry>& entries,
   return status;
 }
 
+// CheckAll of the whole ledger against the checkpoint of all its rows.
+absl::Status CheckWhole(const Ledger& l) {
+  return CheckAll(l.entries, l.CheckpointOf(static_cast<int64_t>(l.entries.size())));
+}
+
 v1::Budget MakeBudget(const std::string& company, const std::string& dataset, double granted,
                       double delta, double spent, int64_t releases) {
   v1::Budget b;
@@ -190,15 +195,15 @@ TEST(LedgerCheckTest, BudgetsThatAreTheRowsCompositionPassAndOthersFail) {
 TEST(LedgerCheckTest, AnEditedFieldIsCaught) {
   Ledger l = Honest();
   l.entries[2].set_epsilon(0.125);  // what the vault shows differs from what it hashed
-  EXPECT_THAT(CheckAll(l.entries, l.CheckpointOf(8)),
+  EXPECT_THAT(CheckWhole(l),
               StatusIs(absl::StatusCode::kDataLoss, "row 3: its epsilon is '0.125'"));
   l = Honest();
   l.entries[2].set_canonical(l.entries[3].canonical());
-  EXPECT_THAT(CheckAll(l.entries, l.CheckpointOf(8)),
+  EXPECT_THAT(CheckWhole(l),
               StatusIs(absl::StatusCode::kDataLoss, "does not hash to its hash"));
   l = Honest();
   l.entries[2].clear_canonical();
-  EXPECT_THAT(CheckAll(l.entries, l.CheckpointOf(8)),
+  EXPECT_THAT(CheckWhole(l),
               StatusIs(absl::StatusCode::kDataLoss, "without its canonical encoding"));
 }
 
@@ -240,7 +245,7 @@ TEST(LedgerCheckTest, AChargePastTheGrantOrTheCapIsCaughtEvenWhenHashedAndSigned
   over_grant.Grant("acme", 2, "adult", 1, 1.0);
   over_grant.Charge("acme", 2, "adult", 1, 0.75);
   over_grant.Charge("acme", 2, "adult", 1, 0.5);
-  EXPECT_THAT(CheckAll(over_grant.entries, over_grant.CheckpointOf(3)),
+  EXPECT_THAT(CheckWhole(over_grant),
               StatusIs(absl::StatusCode::kDataLoss,
                        "row 3: takes company 'acme' to epsilon 1.25 on dataset 'adult'"));
   // Lowering a grant below the spend stops further charges.
@@ -249,7 +254,7 @@ TEST(LedgerCheckTest, AChargePastTheGrantOrTheCapIsCaughtEvenWhenHashedAndSigned
   lowered.Charge("acme", 2, "adult", 1, 0.5);
   lowered.Grant("acme", 2, "adult", 1, 0.25);
   lowered.Charge("acme", 2, "adult", 1, 0.01);
-  EXPECT_THAT(CheckAll(lowered.entries, lowered.CheckpointOf(4)),
+  EXPECT_THAT(CheckWhole(lowered),
               StatusIs(absl::StatusCode::kDataLoss, "over its grant of 0.25"));
   Ledger over_cap;
   over_cap.Cap("adult", 1, 1.0);
@@ -257,26 +262,26 @@ TEST(LedgerCheckTest, AChargePastTheGrantOrTheCapIsCaughtEvenWhenHashedAndSigned
   over_cap.Grant("globex", 3, "adult", 1, 1.0);
   over_cap.Charge("acme", 2, "adult", 1, 0.75);
   over_cap.Charge("globex", 3, "adult", 1, 0.5);
-  EXPECT_THAT(CheckAll(over_cap.entries, over_cap.CheckpointOf(5)),
+  EXPECT_THAT(CheckWhole(over_cap),
               StatusIs(absl::StatusCode::kDataLoss,
                        "row 5: takes dataset 'adult' to epsilon 1.25 (all companies"));
   Ledger ungranted;
   ungranted.Grant("acme", 2, "adult", 1, 1.0);
   ungranted.Charge("acme", 2, "credit", 4, 0.1);
-  EXPECT_THAT(CheckAll(ungranted.entries, ungranted.CheckpointOf(2)),
+  EXPECT_THAT(CheckWhole(ungranted),
               StatusIs(absl::StatusCode::kDataLoss, "which no earlier row granted it"));
   // A dataset deleted and created again under its name is another dataset: the old grant does
   // not cover charges on the new one.
   Ledger recreated;
   recreated.Grant("acme", 2, "adult", 1, 1.0);
   recreated.Charge("acme", 2, "adult", 5, 0.1);
-  EXPECT_THAT(CheckAll(recreated.entries, recreated.CheckpointOf(2)),
+  EXPECT_THAT(CheckWhole(recreated),
               StatusIs(absl::StatusCode::kDataLoss, "which no earlier row granted it"));
   Ledger gaussian_under_pure_cap;
   gaussian_under_pure_cap.Cap("adult", 1, 10.0);
   gaussian_under_pure_cap.Grant("acme", 2, "adult", 1, 10.0, 1e-5);
   gaussian_under_pure_cap.Charge("acme", 2, "adult", 1, 0, /*sigma=*/4.0);
-  EXPECT_THAT(CheckAll(gaussian_under_pure_cap.entries, gaussian_under_pure_cap.CheckpointOf(3)),
+  EXPECT_THAT(CheckWhole(gaussian_under_pure_cap),
               StatusIs(absl::StatusCode::kDataLoss, "has a cap with delta 0"));
 }
 
@@ -288,13 +293,13 @@ TEST(LedgerCheckTest, IdsThatDisagreeWithTheNamesAreCaught) {
   borrowed.Grant("beta", 3, "adult", 1, 1.0);
   borrowed.Charge("acme", 2, "adult", 1, 1.0);
   borrowed.Charge("acme", 3, "adult", 1, 1.0);
-  EXPECT_THAT(CheckAll(borrowed.entries, borrowed.CheckpointOf(4)),
+  EXPECT_THAT(CheckWhole(borrowed),
               StatusIs(absl::StatusCode::kDataLoss,
                        "row 4: names account 'acme' by id 3, but earlier rows name account id 2"));
   Ledger renamed;
   renamed.Grant("acme", 2, "adult", 1, 1.0);
   renamed.Grant("acme", 2, "credit", 1, 1.0);
-  EXPECT_THAT(CheckAll(renamed.entries, renamed.CheckpointOf(2)),
+  EXPECT_THAT(CheckWhole(renamed),
               StatusIs(absl::StatusCode::kDataLoss, "names dataset id 1 'credit', earlier rows"));
   // A dataset "created again" whose old id comes back: the cap and spend would start over at
   // will.
@@ -304,7 +309,7 @@ TEST(LedgerCheckTest, IdsThatDisagreeWithTheNamesAreCaught) {
   flipped.Grant("acme", 2, "adult", 9, 1.0);
   flipped.Charge("acme", 2, "adult", 9, 1.0);
   flipped.Charge("acme", 2, "adult", 1, 1.0);
-  EXPECT_THAT(CheckAll(flipped.entries, flipped.CheckpointOf(5)),
+  EXPECT_THAT(CheckWhole(flipped),
               StatusIs(absl::StatusCode::kDataLoss,
                        "row 5: names dataset 'adult' by id 1, which id 9 replaced"));
   // Honestly created again: reported, and its budgets are the new id's.
@@ -325,7 +330,7 @@ TEST(LedgerCheckTest, IdsThatDisagreeWithTheNamesAreCaught) {
   // A cap row naming an account, a grant naming none.
   Ledger odd;
   odd.Grant("", 0, "adult", 1, 1.0);
-  EXPECT_THAT(CheckAll(odd.entries, odd.CheckpointOf(1)),
+  EXPECT_THAT(CheckWhole(odd),
               StatusIs(absl::StatusCode::kDataLoss, "a cap row names none, other rows one"));
 }
 

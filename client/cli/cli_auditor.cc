@@ -5,11 +5,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/cli/cli_common.h"
 #include "client/report/report_budgets_html.h"
+#include "core/util/status_macros.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
-#include "client/cli/cli_common.h"
-#include "core/util/status_macros.h"
 
 namespace fairvault::client::cli {
 namespace {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/cli/cli_common.h"
+#include "client/lib/ledger_check.h"
 #include "client/report/report_budgets_html.h"
 #include "core/accounting/accountant.h"
 #include "core/util/status_macros.h"
@@ -74,11 +75,8 @@ absl::Status ReportBudgets(Context& ctx) {
     if (e.kind() == "grant") grant_delta[key] = e.delta();
     std::optional<double> composed;
     if (e.kind() == "charge" && (e.has_pure_epsilon_micro() || e.rdp_nano_size() > 0)) {
-      core::accounting::PrivacyCost cost;
-      if (e.has_pure_epsilon_micro()) cost.pure_epsilon_micro = e.pure_epsilon_micro();
-      cost.rdp_nano.assign(e.rdp_nano().begin(), e.rdp_nano().end());
       core::accounting::Spend& spend = spends[key];
-      spend.Add(cost);
+      spend.Add(RecordedCost(e));
       const int64_t micro = core::accounting::SpentEpsilonMicro(spend, grant_delta[key]);
       if (micro != INT64_MAX) composed = core::accounting::MicroToEpsilon(micro);
     }

@@ -31,6 +31,13 @@ std::string Eps(int64_t micro) {
 
 }  // namespace
 
+PrivacyCost RecordedCost(const v1::LedgerEntry& e) {
+  PrivacyCost cost;
+  if (e.has_pure_epsilon_micro()) cost.pure_epsilon_micro = e.pure_epsilon_micro();
+  cost.rdp_nano.assign(e.rdp_nano().begin(), e.rdp_nano().end());
+  return cost;
+}
+
 LedgerCheck::LedgerCheck(tlog::Checkpoint checkpoint)
     : checkpoint_(std::move(checkpoint)), head_hash_(kGenesis) {}
 
@@ -140,9 +147,7 @@ absl::Status LedgerCheck::CheckIds(const v1::LedgerEntry& e, int64_t account_id,
 absl::Status LedgerCheck::Charge(const v1::LedgerEntry& e, int64_t account_id,
                                  int64_t dataset_id) {
   ++charges_;
-  PrivacyCost cost;
-  if (e.has_pure_epsilon_micro()) cost.pure_epsilon_micro = e.pure_epsilon_micro();
-  cost.rdp_nano.assign(e.rdp_nano().begin(), e.rdp_nano().end());
+  const PrivacyCost cost = RecordedCost(e);
   auto grant = grants_.find({account_id, dataset_id});
   if (grant == grants_.end()) {
     return Fail(e.seq(), absl::StrCat("charges company '", Truncated(e.account()),

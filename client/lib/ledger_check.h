@@ -25,6 +25,9 @@
 
 namespace fairvault::client {
 
+// A charge row's recorded cost (`pure_epsilon_micro`, `rdp_nano`), as the accountant composes it.
+core::accounting::PrivacyCost RecordedCost(const v1::LedgerEntry& entry);
+
 class LedgerCheck {
  public:
   // `checkpoint`: an opened (signature-checked) checkpoint of the ledger.
